@@ -1,0 +1,81 @@
+"""Per-model capacity and the budgets derived from it (SPEC B1-B3).
+
+Nothing here is one global constant: the reserve, the safe input limit, the recent-tail
+budget, the summary budget and the auto threshold all scale with the model, so an 8k-window
+model gets a working (smaller) set of budgets rather than a negative one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from .messages import Value
+
+PositiveInt = Annotated[int, Field(gt=0)]
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class ModelCapacity(Value):
+    """What a model can hold (SPEC B4). Built from the catalog or given by the user."""
+
+    model: str
+    context_window: PositiveInt
+    max_output: PositiveInt
+    max_input: PositiveInt | None = None  # some providers cap the prompt below the window
+    image_tokens: Annotated[int, Field(ge=0)] = 1600
+    file_tokens: Annotated[int, Field(ge=0)] = 1600
+    replays_reasoning: bool = False
+    family: str | None = None  # tokenizer family for the estimator, e.g. "claude", "gpt"
+
+
+class CompactionSettings(Value):
+    """Knobs with defaults that follow Pi where Pi has one; every one is overridable."""
+
+    max_reserve: PositiveInt = 16_384  # full output reserve for large windows (Pi's default)
+    reserve_fraction: Fraction = 0.25  # small windows reserve at most this share
+    tail_tokens: PositiveInt = 20_000  # Pi's keepRecentTokens for large models
+    tail_fraction: Fraction = 0.25  # ... and at most this share of the window
+    summary_share_of_reserve: Fraction = 0.8  # Pi: maxTokens = 0.8 * reserveTokens
+    auto_threshold_fraction: Fraction = 0.85  # auto compaction above this share of safe limit
+    min_free_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1  # thrash guard (auto only)
+    ledger_share: Fraction = 0.2  # share of the summary budget the identifier ledger may use
+
+
+class Budget(Value):
+    """Token budgets for one model, all derived from its capacity and the settings."""
+
+    model: str
+    context_window: int
+    reserve: int
+    safe_input_limit: int
+    tail_budget: int
+    summary_budget: int
+    auto_threshold: int
+    ledger_budget: int
+    min_free_fraction: float
+
+
+def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
+    """Derive every budget of SPEC B1-B3 from one model's capacity."""
+    s = settings or CompactionSettings()
+    window = capacity.context_window
+    reserve = max(1, min(s.max_reserve, capacity.max_output, int(window * s.reserve_fraction)))
+    safe = window - reserve
+    if capacity.max_input is not None:
+        safe = min(safe, capacity.max_input)
+    summary_budget = max(1, min(int(reserve * s.summary_share_of_reserve), capacity.max_output))
+    # The tail must leave room for the summary and a new message in the safe limit.
+    tail = min(s.tail_tokens, int(window * s.tail_fraction), max(0, safe - 2 * summary_budget))
+    return Budget(
+        model=capacity.model,
+        context_window=window,
+        reserve=reserve,
+        safe_input_limit=safe,
+        tail_budget=max(0, tail),
+        summary_budget=summary_budget,
+        auto_threshold=int(safe * s.auto_threshold_fraction),
+        ledger_budget=max(1, int(summary_budget * s.ledger_share)),
+        min_free_fraction=s.min_free_fraction,
+    )

@@ -1,0 +1,298 @@
+"""Messages, parts, usage and nodes: the immutable values everything else works on.
+
+Every value here is a frozen pydantic v2 model that forbids unknown fields, so bad input
+(an unknown part type, a tool result without a call id, negative usage) fails at the
+boundary with an error that names the field, before anything is stored.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+Role = Literal["user", "assistant", "tool", "system"]
+MessageStatus = Literal["complete", "streaming", "error", "aborted"]
+ApprovalState = Literal["pending", "approved", "rejected"]
+
+NonEmptyStr = Annotated[str, Field(min_length=1)]
+NonNegativeInt = Annotated[int, Field(ge=0)]
+
+
+class Value(BaseModel):
+    """Base for every core value: immutable and strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- parts
+
+
+class TextPart(Value):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ReasoningPart(Value):
+    """Model reasoning ("thinking"). Never shown to the summariser (SPEC R2)."""
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+    signature: str | None = None
+
+
+class ToolCallPart(Value):
+    type: Literal["tool_call"] = "tool_call"
+    id: NonEmptyStr
+    name: NonEmptyStr
+    input: Any = Field(default_factory=dict)
+
+
+class ToolResultPart(Value):
+    type: Literal["tool_result"] = "tool_result"
+    call_id: NonEmptyStr
+    name: str | None = None
+    output: str = ""
+    is_error: bool = False
+    denied: bool = False
+
+
+class ApprovalPart(Value):
+    """A user's decision on a tool call that needs permission."""
+
+    type: Literal["approval"] = "approval"
+    call_id: NonEmptyStr
+    state: ApprovalState
+
+
+class FilePart(Value):
+    """An image or attachment. Only metadata is kept in the core; bytes live elsewhere."""
+
+    type: Literal["file"] = "file"
+    name: NonEmptyStr
+    media_type: NonEmptyStr
+    size: NonNegativeInt | None = None
+
+    @property
+    def is_image(self) -> bool:
+        return self.media_type.startswith("image/")
+
+
+# Typed research resources (SPEC R6). Each holds what resumption needs plus, where a tool
+# returned content, the content itself (`text`), which the serialiser may truncate.
+
+
+class ZoteroItemPart(Value):
+    type: Literal["zotero_item"] = "zotero_item"
+    item_key: NonEmptyStr
+    title: str = ""
+    citation: str = ""
+
+
+class PdfPagePart(Value):
+    type: Literal["pdf_page"] = "pdf_page"
+    attachment_name: NonEmptyStr
+    attachment_key: str | None = None
+    page: Annotated[int, Field(ge=1)]
+    total_pages: Annotated[int, Field(ge=1)] | None = None
+    text: str = ""
+
+
+class EpubLocationPart(Value):
+    type: Literal["epub_location"] = "epub_location"
+    attachment_name: str | None = None
+    section_index: NonNegativeInt
+    href: str = ""
+    cfi: str = ""
+    text: str = ""
+
+
+class AnnotationPart(Value):
+    type: Literal["annotation"] = "annotation"
+    annotation_key: NonEmptyStr
+    parent_item_key: str | None = None
+    text: str = ""
+    comment: str = ""
+    page: str | None = None
+
+
+class CollectionPart(Value):
+    type: Literal["collection"] = "collection"
+    key: NonEmptyStr
+    name: str = ""
+
+
+class TagPart(Value):
+    """A Zotero tag: the tag string is its stable identifier."""
+
+    type: Literal["tag"] = "tag"
+    tag: NonEmptyStr
+    name: str = ""
+
+
+ResourcePart = (
+    ZoteroItemPart | PdfPagePart | EpubLocationPart | AnnotationPart | CollectionPart | TagPart
+)
+RESOURCE_PART_TYPES: tuple[type[Value], ...] = (
+    ZoteroItemPart,
+    PdfPagePart,
+    EpubLocationPart,
+    AnnotationPart,
+    CollectionPart,
+    TagPart,
+)
+
+Part = Annotated[
+    TextPart
+    | ReasoningPart
+    | ToolCallPart
+    | ToolResultPart
+    | ApprovalPart
+    | FilePart
+    | ZoteroItemPart
+    | PdfPagePart
+    | EpubLocationPart
+    | AnnotationPart
+    | CollectionPart
+    | TagPart,
+    Field(discriminator="type"),
+]
+
+
+# --------------------------------------------------------------------------- usage
+
+
+class Usage(Value):
+    """Provider-reported usage of one request.
+
+    `occupied` is what that request took of the context window (SPEC E1): everything it
+    read plus what it wrote. Cumulative or billing totals never belong here (SPEC E3).
+    """
+
+    input: NonNegativeInt = 0
+    output: NonNegativeInt = 0
+    cache_read: NonNegativeInt = 0
+    cache_write: NonNegativeInt = 0
+    model: str | None = None
+
+    @property
+    def occupied(self) -> int:
+        return self.input + self.cache_read + self.cache_write + self.output
+
+    @property
+    def prompt(self) -> int:
+        return self.input + self.cache_read + self.cache_write
+
+
+# --------------------------------------------------------------------------- messages
+
+
+class Message(Value):
+    kind: Literal["message"] = "message"
+    role: Role
+    parts: tuple[Part, ...] = ()
+    usage: Usage | None = None
+    status: MessageStatus = "complete"
+    model: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The visible text of the message (no reasoning, no tool payloads)."""
+        return "\n".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+    @property
+    def tool_results(self) -> tuple[ToolResultPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ToolResultPart))
+
+    @property
+    def approvals(self) -> tuple[ApprovalPart, ...]:
+        return tuple(p for p in self.parts if isinstance(p, ApprovalPart))
+
+    @property
+    def is_closed_without_result(self) -> bool:
+        """An errored or aborted reply: its tool calls will never get results."""
+        return self.status in ("error", "aborted")
+
+
+# --------------------------------------------------------------------------- checkpoint
+
+
+class LedgerEntry(Value):
+    """One identifier carried forward verbatim across compactions."""
+
+    kind: NonEmptyStr  # e.g. zotero_item, doi, url, path, commit, tool_error
+    value: NonEmptyStr
+    note: str = ""  # e.g. a title; never needed to keep the identifier itself
+
+
+class Ledger(Value):
+    entries: tuple[LedgerEntry, ...] = ()
+    evicted: tuple[LedgerEntry, ...] = ()  # dropped for size: recorded, never silent
+
+
+class Checkpoint(Value):
+    """Internal node written only by compaction (SPEC C6)."""
+
+    kind: Literal["checkpoint"] = "checkpoint"
+    summary: str
+    first_kept_id: str | None
+    tokens_before: NonNegativeInt
+    tokens_after_estimate: NonNegativeInt | None = None
+    model: str | None = None
+    profile: Literal["research", "coding"] = "research"
+    summarizer: str = "extractive"
+    ledger: Ledger = Ledger()
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+Payload = Annotated[Message | Checkpoint, Field(discriminator="kind")]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Node(Value):
+    """One durable entry of a session tree. Never edited once written."""
+
+    id: NonEmptyStr
+    parent_id: str | None = None
+    created_at: datetime = Field(default_factory=utc_now)
+    payload: Payload
+
+    @property
+    def kind(self) -> Literal["message", "checkpoint"]:
+        return self.payload.kind
+
+    @property
+    def message(self) -> Message | None:
+        return self.payload if isinstance(self.payload, Message) else None
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        return self.payload if isinstance(self.payload, Checkpoint) else None
+
+    @property
+    def is_user_message(self) -> bool:
+        return isinstance(self.payload, Message) and self.payload.role == "user"
+
+
+PAYLOAD_ADAPTER: TypeAdapter[Message | Checkpoint] = TypeAdapter(Payload)
+
+
+def parse_payload(data: Any) -> Message | Checkpoint:
+    """Validate a stored or imported payload; raises pydantic.ValidationError naming the field."""
+    return PAYLOAD_ADAPTER.validate_python(data)
+
+
+# ----------------------------------------------------------------- small constructors
+
+
+def text_message(role: Role, text: str, **kwargs: Any) -> Message:
+    """A message holding one text part: the common case in tests, demos and apps."""
+    return Message(role=role, parts=(TextPart(text=text),), **kwargs)

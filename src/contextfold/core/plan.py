@@ -1,0 +1,61 @@
+"""The result objects of the prepare step: a compaction `Plan`, or a `NoOp` with its reason.
+
+A plan is everything the summariser and the conditional commit need, computed without any
+I/O: what to fold in, where raw retention resumes, and which branch state it was made for
+(SPEC C1), so the store can refuse it if the branch moved meanwhile (SPEC C2-C3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .budget import Budget
+from .messages import Ledger, Node
+
+Trigger = Literal["manual", "auto", "preflight"]
+Profile = Literal["research", "coding"]
+
+
+@dataclass(frozen=True)
+class NoOp:
+    """A successful decision not to compact; `reason` says why (SPEC M3, A2, A3)."""
+
+    reason: str
+    trigger: Trigger
+    code: str  # machine-readable: single_turn, already_compacted, unstable, ...
+
+    @property
+    def is_noop(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
+class Plan:
+    trigger: Trigger
+    session_leaf_id: str  # C1: the leaf the plan was made for
+    branch_revision: int  # C1: the revision the plan was made for
+    first_kept_id: str | None  # new boundary; None = nothing kept raw (K3)
+    previous_checkpoint_id: str | None
+    previous_summary: str | None
+    previous_ledger: Ledger
+    newly_old: tuple[Node, ...]  # message nodes to fold into the summary (K5, M4, M5)
+    kept: tuple[Node, ...]  # raw message nodes still projected after the commit
+    chunks: tuple[tuple[Node, ...], ...]  # newly_old split to fit the summariser's input
+    tokens_before: int
+    kept_tokens: int
+    newly_old_tokens: int
+    budget: Budget
+    summarizer_budget: Budget
+    profile: Profile
+    instructions: str | None = None
+
+    @property
+    def is_noop(self) -> bool:
+        return False
+
+    @property
+    def boundary_moved(self) -> bool:
+        return self.first_kept_id != self.previous_first_kept_id
+
+    previous_first_kept_id: str | None = None

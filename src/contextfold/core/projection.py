@@ -1,0 +1,84 @@
+"""The model projection: latest checkpoint summary, the kept tail in place, then what followed.
+
+SPEC T2-T4: the tail is read where it stands in the tree (never copied), only the latest
+checkpoint on the chain is projected, and older checkpoints never add to the context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .messages import Checkpoint, Ledger, Message, Node
+from .tree import Branch
+
+SUMMARY_HEADER = (
+    "[contextfold checkpoint] The earlier part of this conversation was compacted. "
+    "This is a structured summary of it; the messages after it continue verbatim."
+)
+
+
+@dataclass(frozen=True)
+class Projection:
+    """What the next request contains, besides the system prompt and tools."""
+
+    checkpoint: Node | None
+    messages: tuple[Node, ...]
+
+    @property
+    def summary(self) -> Checkpoint | None:
+        return self.checkpoint.checkpoint if self.checkpoint is not None else None
+
+    @property
+    def message_count(self) -> int:
+        return len(self.messages)
+
+
+def raw_start(branch: Branch) -> int:
+    """Index in `branch.nodes` where raw (unsummarised) history starts.
+
+    After a checkpoint with `first_kept_id`, that node; after one with nothing kept raw
+    (SPEC K3), the node after the checkpoint; with no checkpoint, the beginning.
+    """
+    ci = branch.latest_checkpoint_index
+    if ci is None:
+        return 0
+    cp = branch.nodes[ci].checkpoint
+    assert cp is not None
+    if cp.first_kept_id is None:
+        return ci + 1
+    kept = branch.position(cp.first_kept_id)
+    if kept is None:  # build_branch rejects this; guard for hand-built branches
+        raise ValueError(f"first_kept_id {cp.first_kept_id!r} is not on the branch")
+    return kept
+
+
+def project(branch: Branch) -> Projection:
+    """Derive the projection of a healthy branch."""
+    ci = branch.latest_checkpoint_index
+    start = raw_start(branch)
+    nodes = branch.nodes[start:]
+    raw = tuple(n for n in nodes if isinstance(n.payload, Message))
+    return Projection(checkpoint=None if ci is None else branch.nodes[ci], messages=raw)
+
+
+def render_ledger(ledger: Ledger) -> str:
+    """The identifier ledger as plain text the model can read and copy from."""
+    if not ledger.entries:
+        return ""
+    lines = ["## Identifier Ledger (verbatim identifiers carried forward)"]
+    for e in ledger.entries:
+        note = f" — {e.note}" if e.note else ""
+        lines.append(f"- {e.kind}: {e.value}{note}")
+    if ledger.evicted:
+        lines.append(f"({len(ledger.evicted)} older identifiers were dropped for size; "
+                     "they remain in the durable history.)")
+    return "\n".join(lines)
+
+
+def checkpoint_text(cp: Checkpoint) -> str:
+    """The summary message body exactly as the model sees it."""
+    parts = [SUMMARY_HEADER, "", cp.summary.strip()]
+    ledger = render_ledger(cp.ledger)
+    if ledger:
+        parts += ["", ledger]
+    return "\n".join(parts)
