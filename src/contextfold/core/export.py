@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from .messages import RESOURCE_PART_TYPES as _RESOURCES
+from .messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from .projection import Projection, checkpoint_text
 from .resources import render_resource
 

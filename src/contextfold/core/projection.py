@@ -23,6 +23,9 @@ class Projection:
 
     checkpoint: Node | None
     messages: tuple[Node, ...]
+    # Index into `messages` where the nodes written after the checkpoint begin: only their
+    # usage reflects a request that contained the current summary (SPEC E1).
+    after_checkpoint: int = 0
 
     @property
     def summary(self) -> Checkpoint | None:
@@ -46,19 +49,26 @@ def raw_start(branch: Branch) -> int:
     assert cp is not None
     if cp.first_kept_id is None:
         return ci + 1
-    kept = branch.position(cp.first_kept_id)
-    if kept is None:  # build_branch rejects this; guard for hand-built branches
-        raise ValueError(f"first_kept_id {cp.first_kept_id!r} is not on the branch")
-    return kept
+    # Scan back from the checkpoint: the kept tail is near it, so this costs O(tail),
+    # not O(history) as a full index of the branch would.
+    for i in range(ci - 1, -1, -1):
+        if branch.nodes[i].id == cp.first_kept_id:
+            return i
+    raise ValueError(f"first_kept_id {cp.first_kept_id!r} is not on the branch")
 
 
 def project(branch: Branch) -> Projection:
     """Derive the projection of a healthy branch."""
     ci = branch.latest_checkpoint_index
     start = raw_start(branch)
-    nodes = branch.nodes[start:]
-    raw = tuple(n for n in nodes if isinstance(n.payload, Message))
-    return Projection(checkpoint=None if ci is None else branch.nodes[ci], messages=raw)
+    if ci is None:
+        raw = tuple(n for n in branch.nodes if isinstance(n.payload, Message))
+        return Projection(checkpoint=None, messages=raw)
+    before = tuple(n for n in branch.nodes[start:ci] if isinstance(n.payload, Message))
+    after = tuple(n for n in branch.nodes[max(start, ci + 1) :] if isinstance(n.payload, Message))
+    return Projection(
+        checkpoint=branch.nodes[ci], messages=before + after, after_checkpoint=len(before)
+    )
 
 
 def render_ledger(ledger: Ledger) -> str:
