@@ -1,0 +1,262 @@
+"""The prepare step: decide whether and how to compact, without any I/O.
+
+`plan_compaction` returns a `NoOp` (a success with a reason) or a `Plan`. The three triggers
+differ only in when they act and what they must achieve:
+
+* manual (M1-M5): ignores the threshold; compacts whatever it sensibly can;
+* auto (A1-A3): only above the threshold, only when stable, only if the boundary advances
+  and the compaction frees a real share of the context (the thrash guard);
+* preflight (P1-P2): only when the next request, with the drafts, would not fit; the tail
+  budget shrinks so that summary + tail + drafts fit the safe limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .boundary import Boundary, choose_boundary, latest_turn_boundary
+from .budget import Budget, ModelCapacity
+from .estimator import Estimate, estimate_message, estimate_request, estimate_text
+from .ledger import extract_identifiers, merge_ledger
+from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
+from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
+from .plan import NoOp, Plan, Profile, Trigger
+from .projection import Projection, checkpoint_text, project, raw_start
+from .serialize import SerializeLimits, split_into_chunks
+from .tree import Branch, check_stability
+
+# Upper bound on what the summary prompt template adds around the conversation text; the
+# prompts module's own bound is tested to stay within it.
+SUMMARY_PROMPT_ALLOWANCE = 2_000
+
+_CODING_TOOLS = frozenset(
+    {"bash", "edit", "write", "read", "grep", "glob", "multiedit", "notebookedit", "ls", "find"}
+)
+
+
+def detect_profile(nodes: Sequence[Node]) -> Profile:
+    """Research when the history holds Zotero resources or tools; coding for code tools."""
+    coding = False
+    for node in nodes:
+        msg = node.message
+        if msg is None:
+            continue
+        for part in msg.parts:
+            if isinstance(part, _RESOURCE_TYPES):
+                return "research"
+            if isinstance(part, ToolCallPart):
+                name = part.name.lower()
+                if "zotero" in name:
+                    return "research"
+                coding = coding or name in _CODING_TOOLS
+    return "coding" if coding else "research"
+
+
+def _node_cost(capacity: ModelCapacity) -> Callable[[Node], int]:
+    def cost(node: Node) -> int:
+        msg = node.message
+        return 0 if msg is None else estimate_message(msg, capacity)
+
+    return cost
+
+
+def plan_compaction(
+    branch: Branch,
+    budget: Budget,
+    trigger: Trigger,
+    *,
+    capacity: ModelCapacity,
+    instructions: str | None = None,
+    pending: Sequence[Message] = (),
+    system: str | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    summarizer_budget: Budget | None = None,
+    profile: Profile | None = None,
+    estimate: Estimate | None = None,
+) -> Plan | NoOp:
+    """Decide on a compaction of `branch` for the model described by `budget`/`capacity`.
+
+    `pending` are draft messages not yet stored (preflight, SPEC P1). `estimate` may be
+    passed when the caller already measured the request; otherwise it is computed here.
+    """
+    leaf = branch.leaf
+    if leaf is None:
+        return NoOp("the session is empty", trigger, "empty")
+    if leaf.checkpoint is not None and not pending:
+        return NoOp("the latest checkpoint is already the leaf", trigger, "already_compacted")
+    stability = check_stability(branch)
+    if not stability.stable:
+        return NoOp("tool workflow not settled: " + "; ".join(stability.reasons), trigger,
+                    "unstable")
+
+    projection = project(branch)
+    if estimate is None:
+        estimate = estimate_request(projection, capacity, system=system, tools=tools,
+                                    pending=pending)
+    tokens_before = estimate.tokens
+
+    if trigger == "auto" and tokens_before <= budget.auto_threshold:
+        return NoOp(f"{tokens_before} tokens is below the auto threshold "
+                    f"{budget.auto_threshold}", trigger, "below_threshold")
+    if trigger == "preflight" and tokens_before <= budget.safe_input_limit:
+        return NoOp(f"the next request ({tokens_before} tokens) fits the safe limit "
+                    f"{budget.safe_input_limit}", trigger, "fits")
+
+    cost = _node_cost(capacity)
+    region_start = raw_start(branch)
+    region = [n for n in branch.nodes[region_start:] if n.message is not None]
+    previous = branch.latest_checkpoint
+    previous_cp = previous.checkpoint if previous is not None else None
+    fixed = _fixed_overhead(estimate)
+
+    boundary = _choose(trigger, region, budget, cost, pending, capacity, fixed)
+    if isinstance(boundary, NoOp):
+        return boundary
+
+    if not boundary.moved:
+        after = _nodes_after_checkpoint(branch)
+        if trigger == "manual" and previous_cp is not None and after:
+            # M4: nothing can leave the tail, but the summary can still catch up.
+            # The unmoved boundary is the region start: the previous first_kept_id, or the
+            # first node after a checkpoint that kept nothing raw.
+            boundary = Boundary(boundary.first_kept_id, tuple(after), boundary.kept,
+                                sum(cost(n) for n in after), boundary.kept_tokens)
+        elif trigger == "manual":
+            return NoOp("only one turn since the last checkpoint: nothing to compact",
+                        trigger, "single_turn")
+        else:
+            return NoOp("the keep boundary would not advance, so nothing would be freed",
+                        trigger, "boundary_fixed")
+
+    prev_summary_tokens = 0 if previous_cp is None else estimate_text(checkpoint_text(previous_cp))
+    if trigger == "auto":
+        guard = _thrash_guard(boundary, prev_summary_tokens, budget, tokens_before)
+        if guard is not None:
+            return guard
+
+    summ_budget = summarizer_budget or budget
+    chunk_limit = _chunk_token_limit(summ_budget, budget)
+    limits = SerializeLimits.for_budget(chunk_limit)
+    chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits)
+    return Plan(
+        trigger=trigger,
+        session_leaf_id=leaf.id,
+        branch_revision=branch.revision,
+        first_kept_id=boundary.first_kept_id,
+        previous_checkpoint_id=None if previous is None else previous.id,
+        previous_summary=None if previous_cp is None else previous_cp.summary,
+        previous_ledger=previous_cp.ledger if previous_cp is not None else Ledger(),
+        newly_old=boundary.newly_old,
+        kept=boundary.kept,
+        chunks=chunks,
+        tokens_before=tokens_before,
+        kept_tokens=boundary.kept_tokens,
+        newly_old_tokens=boundary.newly_old_tokens,
+        budget=budget,
+        summarizer_budget=summ_budget,
+        profile=profile or detect_profile(branch.nodes),
+        instructions=instructions,
+        previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
+    )
+
+
+def _fixed_overhead(estimate: Estimate) -> int:
+    """System prompt, tools and drafts: what stays in the request whatever is compacted."""
+    b = estimate.breakdown
+    return int(b.get("system", 0)) + int(b.get("tools", 0)) + int(b.get("pending", 0))
+
+
+def _choose(
+    trigger: Trigger,
+    region: list[Node],
+    budget: Budget,
+    cost: Callable[[Node], int],
+    pending: Sequence[Message],
+    capacity: ModelCapacity,
+    fixed: int,
+) -> Boundary | NoOp:
+    tail_budget = budget.tail_budget
+    if trigger == "preflight":
+        # P2: summary + tail + drafts (+ system, tools) must fit, so the tail may shrink.
+        room = budget.safe_input_limit - budget.summary_budget - fixed
+        tail_budget = max(0, min(tail_budget, room))
+    boundary = choose_boundary(region, tail_budget, cost)
+    if trigger == "manual" and not boundary.moved:
+        # M2: the tail budget would keep everything; "compact now" still compacts.
+        latest = latest_turn_boundary(region, cost)
+        if latest.moved:
+            return latest
+    return boundary
+
+
+def _nodes_after_checkpoint(branch: Branch) -> list[Node]:
+    ci = branch.latest_checkpoint_index
+    if ci is None:
+        return []
+    return [n for n in branch.nodes[ci + 1 :] if n.message is not None]
+
+
+def _thrash_guard(
+    boundary: Boundary, prev_summary_tokens: int, budget: Budget, tokens_before: int
+) -> NoOp | None:
+    """Auto compaction must free a real share of the context, or it would just churn."""
+    replaced = boundary.newly_old_tokens + prev_summary_tokens
+    new_summary = min(budget.summary_budget, replaced)
+    freed = replaced - new_summary
+    needed = int(budget.min_free_fraction * tokens_before)
+    if freed < needed:
+        return NoOp(
+            f"compaction would free about {freed} tokens, less than {needed} "
+            f"({budget.min_free_fraction:.0%} of {tokens_before}); not worth a summary",
+            "auto",
+            "thrash_guard",
+        )
+    return None
+
+
+def _chunk_token_limit(summarizer: Budget, chat: Budget) -> int:
+    """Hard bound on one chunk of serialised history for the summariser (SPEC R, issue 8).
+
+    The summariser's request holds the prompt, the running summary (at most the summary
+    budget) and one chunk; its answer fits its own reserve.
+    """
+    room = summarizer.safe_input_limit - SUMMARY_PROMPT_ALLOWANCE - chat.summary_budget
+    return max(256, room)
+
+
+def build_checkpoint(
+    plan: Plan,
+    summary: str,
+    *,
+    summarizer: str,
+    ledger_entries: Sequence[Any] | None = None,
+    model: str | None = None,
+) -> Checkpoint:
+    """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger."""
+    entries = extract_identifiers(plan.newly_old) if ledger_entries is None else ledger_entries
+    ledger = merge_ledger(plan.previous_ledger, entries, plan.budget.ledger_budget)
+    checkpoint = Checkpoint(
+        summary=summary,
+        first_kept_id=plan.first_kept_id,
+        tokens_before=plan.tokens_before,
+        model=model or plan.budget.model,
+        profile=plan.profile,
+        summarizer=summarizer,
+        ledger=ledger,
+        details={
+            "trigger": plan.trigger,
+            "newly_old": len(plan.newly_old),
+            "chunks": len(plan.chunks),
+            "previous_checkpoint_id": plan.previous_checkpoint_id,
+            "instructions": plan.instructions,
+        },
+    )
+    after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
+    return checkpoint.model_copy(update={"tokens_after_estimate": after})
+
+
+def projection_after(plan: Plan, checkpoint: Checkpoint) -> Projection:
+    """What the model will see once `checkpoint` is committed for `plan` (no I/O)."""
+    node = Node(id="(pending-checkpoint)", parent_id=plan.session_leaf_id, payload=checkpoint)
+    return Projection(checkpoint=node, messages=plan.kept, after_checkpoint=len(plan.kept))
