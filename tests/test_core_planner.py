@@ -114,7 +114,7 @@ def test_auto_requires_boundary_to_advance():  # A3
     nodes = chain([*turn(0), *turn(1)])
     nodes = commit(nodes, plan(nodes, capacity=SMALL), "c")
     system = "s " * 6_000
-    result = plan(nodes + [], trigger="auto", capacity=SMALL, system=system)
+    result = plan(nodes, trigger="auto", capacity=SMALL, system=system)
     assert isinstance(result, NoOp) and result.code in ("already_compacted", "boundary_fixed")
     nodes = extend(nodes, [text_message("assistant", "follow-up")], "x")
     result = plan(nodes, trigger="auto", capacity=SMALL, system=system)
@@ -178,7 +178,7 @@ def test_chunks_cover_newly_old_exactly_once():  # R3 (chunking never drops a me
 @st.composite
 def sessions(draw):
     turns = []
-    for t in range(draw(st.integers(2, 25))):
+    for _ in range(draw(st.integers(2, 25))):
         turns.append((draw(st.integers(0, 2)), draw(st.integers(10, 3000)),
                       draw(st.sampled_from(["none", "auto", "manual"]))))
     return turns
