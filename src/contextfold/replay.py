@@ -1,0 +1,220 @@
+"""Replay a recorded session as if contextfold had managed its context.
+
+The recorded messages are fed, in order, into an in-memory session run by the pure core:
+before each user message a preflight (SPEC P1-P3), before each model request a check that
+the request fits (between rounds, never inside one: A4), after each completed turn the auto
+check (A1-A3). Every request the model would have received is exported and checked with the
+independent provider-validity oracles, so the report proves rather than assumes that no
+request was invalid, none exceeded the safe limit, and no message was dropped.
+
+Recorded usage is kept aside and never used as an estimate baseline here: it measured the
+original agent's context, not the one contextfold would have sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .core.budget import Budget, ModelCapacity
+from .core.estimator import Estimate, estimate_request
+from .core.export import to_anthropic, to_openai
+from .core.messages import Message, Node
+from .core.plan import NoOp, Plan, Trigger
+from .core.planner import build_checkpoint, plan_compaction
+from .core.projection import Projection, project
+from .core.tree import Branch, build_branch
+from .core.validity import anthropic_problems, openai_problems
+
+Summarizer = Callable[[Plan], tuple[str, str]]  # plan -> (summary text, summariser name)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    index: int
+    node_id: str  # the recorded reply this request produced
+    estimated_tokens: int
+    recorded_tokens: int | None  # what the original agent's request occupied
+    problems: tuple[str, ...] = ()
+    over_limit: bool = False
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    before_request: int
+    trigger: Trigger
+    checkpoint_id: str
+    first_kept_id: str | None
+    tokens_before: int
+    tokens_after: int
+    summarized_messages: int
+    kept_messages: int
+    summarizer: str
+
+
+@dataclass
+class ManagedSession:
+    """An in-memory, linear session driven by the pure core (replay and demo engine)."""
+
+    capacity: ModelCapacity
+    budget: Budget
+    summarizer: Summarizer
+    system: str | None = None
+    chain: list[Node] = field(default_factory=list)
+    compactions: list[CompactionRecord] = field(default_factory=list)
+    summarized_ids: set[str] = field(default_factory=set)
+    requests_sent: int = 0
+
+    def branch(self) -> Branch:
+        # The chain is built here by appending at the leaf only, so it is valid by
+        # construction; re-walking parent links on every request would cost O(history).
+        return Branch(nodes=tuple(self.chain), revision=len(self.chain))
+
+    def projection(self) -> Projection:
+        return project(self.branch())
+
+    def append(self, message: Message, node_id: str) -> Node:
+        parent = self.chain[-1].id if self.chain else None
+        node = Node(id=node_id, parent_id=parent, payload=message)
+        self.chain.append(node)
+        return node
+
+    def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
+        return estimate_request(self.projection(), self.capacity, system=self.system,
+                                pending=pending)
+
+    def compact(self, trigger: Trigger, pending: Sequence[Message] = (),
+                instructions: str | None = None) -> CompactionRecord | NoOp:
+        if not self.chain:
+            return NoOp("the session is empty", trigger, "empty")
+        result = plan_compaction(self.branch(), self.budget, trigger, capacity=self.capacity,
+                                 pending=pending, system=self.system, instructions=instructions)
+        if isinstance(result, NoOp):
+            return result
+        text, name = self.summarizer(result)
+        checkpoint = build_checkpoint(result, text, summarizer=name, model=self.capacity.model)
+        node_id = f"cf-checkpoint-{len(self.compactions) + 1}"
+        self.chain.append(Node(id=node_id, parent_id=result.session_leaf_id, payload=checkpoint))
+        self.summarized_ids.update(n.id for n in result.newly_old)
+        after = self.estimate(pending).tokens
+        record = CompactionRecord(
+            before_request=self.requests_sent,
+            trigger=trigger,
+            checkpoint_id=node_id,
+            first_kept_id=result.first_kept_id,
+            tokens_before=result.tokens_before,
+            tokens_after=after,
+            summarized_messages=len(result.newly_old),
+            kept_messages=len(result.kept),
+            summarizer=name,
+        )
+        self.compactions.append(record)
+        return record
+
+    def dropped_messages(self) -> int:
+        """Message nodes neither folded into a checkpoint nor projected (must be 0)."""
+        projected = {n.id for n in self.projection().messages}
+        return sum(1 for n in self.chain
+                   if n.message is not None and n.id not in projected
+                   and n.id not in self.summarized_ids)
+
+
+@dataclass
+class ReplayReport:
+    model: str
+    safe_input_limit: int
+    context_window: int
+    requests: list[RequestRecord]
+    compactions: list[CompactionRecord]
+    dropped_messages: int
+    blocked_drafts: int
+    chain: list[Node]
+    estimate: dict[str, Any] | None = None
+
+    @property
+    def invalid_tool_sequences(self) -> int:
+        return sum(1 for r in self.requests if r.problems)
+
+    @property
+    def max_projected_tokens(self) -> int:
+        return max((r.estimated_tokens for r in self.requests), default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The `contextfold replay --json` contract (see README)."""
+        return {
+            "model": self.model,
+            "requests": len(self.requests),
+            "compactions": len(self.compactions),
+            "max_projected_tokens": self.max_projected_tokens,
+            "safe_input_limit": self.safe_input_limit,
+            "invalid_tool_sequences": self.invalid_tool_sequences,
+            "dropped_messages": self.dropped_messages,
+            "over_limit_requests": sum(1 for r in self.requests if r.over_limit),
+            "blocked_drafts": self.blocked_drafts,
+            "estimate": self.estimate,
+        }
+
+
+def request_problems(projection: Projection, system: str | None) -> tuple[str, ...]:
+    """What either provider would reject in the request built from `projection`."""
+    problems = openai_problems(to_openai(projection, system=system).messages)
+    problems += anthropic_problems(to_anthropic(projection, system=system).messages)
+    return tuple(problems)
+
+
+def replay_messages(
+    messages: Sequence[tuple[str, Message]],
+    capacity: ModelCapacity,
+    budget: Budget,
+    summarizer: Summarizer,
+    *,
+    system: str | None = None,
+) -> ReplayReport:
+    """Replay `(node_id, message)` pairs, oldest first, under contextfold's management."""
+    session = ManagedSession(capacity, budget, summarizer, system=system)
+    requests: list[RequestRecord] = []
+    blocked = 0
+    for node_id, recorded in messages:
+        message = recorded.model_copy(update={"usage": None}) if recorded.usage else recorded
+        if message.role == "user" and not message.tool_results:
+            if session.chain:
+                session.compact("auto")  # A1: the previous turn is complete
+            session.compact("preflight", pending=[message])  # P1-P2
+            if session.estimate([message]).tokens > budget.safe_input_limit:
+                blocked += 1  # P3: a real user would be asked to shorten the draft
+        elif message.role == "assistant":
+            # The request that produced this reply: check it before it is "sent".
+            if session.estimate().tokens > budget.safe_input_limit:
+                session.compact("preflight")
+            projection = session.projection()
+            tokens = session.estimate().tokens
+            requests.append(RequestRecord(
+                index=len(requests),
+                node_id=node_id,
+                estimated_tokens=tokens,
+                recorded_tokens=recorded.usage.prompt if recorded.usage else None,
+                problems=request_problems(projection, system),
+                over_limit=tokens > budget.safe_input_limit,
+            ))
+            session.requests_sent += 1
+        session.append(message, node_id)
+    if session.chain:
+        session.compact("auto")
+    return ReplayReport(
+        model=capacity.model,
+        safe_input_limit=budget.safe_input_limit,
+        context_window=budget.context_window,
+        requests=requests,
+        compactions=session.compactions,
+        dropped_messages=session.dropped_messages(),
+        blocked_drafts=blocked,
+        chain=session.chain,
+    )
+
+
+def active_messages(nodes: Sequence[Node], leaf_id: str) -> list[tuple[str, Message]]:
+    """The messages on the branch ending at `leaf_id` (recorded checkpoints left out)."""
+    branch = build_branch(nodes, leaf_id)
+    chain = branch.nodes if isinstance(branch, Branch) else branch.readable
+    return [(n.id, n.payload) for n in chain if isinstance(n.payload, Message)]
