@@ -1,0 +1,83 @@
+"""The `contextfold` command: shared options, output and error handling.
+
+Exit codes are a contract: 0 success (a no-op is a success), 2 bad input, 1 anything else.
+With `--json`, stdout carries exactly one JSON document (also for errors); humans get Rich
+output instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn, TypeVar
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+T = TypeVar("T")
+
+app = typer.Typer(
+    name="contextfold",
+    help="Long agent sessions that never overflow: durable history + a projection that fits.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+console = Console()
+err_console = Console(stderr=True)
+
+DB_OPTION = typer.Option(
+    None, "--db", envvar="CONTEXTFOLD_DB",
+    help="Database URL (default: the embedded SQLite file in your data directory).",
+)
+JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")
+
+
+class BadInput(Exception):
+    """Raised by commands for input the user must fix (exit code 2)."""
+
+
+def _bad_input_types() -> tuple[type[BaseException], ...]:
+    """Exception types that mean "your input is wrong", collected from every layer."""
+    from ..core.catalog import UnknownModelError
+    from ..formats import ImportFormatError
+    from ..store import InvalidOperationError, ReadOnlySessionError, SessionNotFoundError
+
+    return (BadInput, ValidationError, FileNotFoundError, IsADirectoryError, UnknownModelError,
+            ImportFormatError, SessionNotFoundError, InvalidOperationError, ReadOnlySessionError)
+
+
+@dataclass
+class Output:
+    as_json: bool
+
+    def emit(self, payload: dict[str, Any], human: Callable[[], None]) -> None:
+        if self.as_json:
+            sys.stdout.write(json.dumps(payload, ensure_ascii=False, default=str) + "\n")
+        else:
+            human()
+
+    def fail(self, error: BaseException, code: int) -> NoReturn:
+        message = str(error) or type(error).__name__
+        if self.as_json:
+            sys.stdout.write(json.dumps({"error": message, "type": type(error).__name__}) + "\n")
+        else:
+            err_console.print(f"[bold red]error:[/] {message}")
+        raise typer.Exit(code)
+
+
+def run(out: Output, work: Callable[[], Awaitable[T]]) -> T:
+    """Run an async command body, mapping exceptions to the exit-code contract."""
+    try:
+        return asyncio.run(work())  # type: ignore[arg-type]
+    except typer.Exit:
+        raise
+    except KeyboardInterrupt:
+        out.fail(KeyboardInterrupt("interrupted"), 1)
+    except Exception as exc:
+        out.fail(exc, 2 if isinstance(exc, _bad_input_types()) else 1)

@@ -1,0 +1,233 @@
+"""Commands on stored sessions: import, sessions, compact, project, show."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from ..core.budget import Budget, ModelCapacity, derive_budget
+from ..core.catalog import capacity_for
+from ..core.estimator import estimate_request
+from ..core.projection import project
+from ..core.tree import Branch, DamagedBranch
+from ..formats import export_session, import_file
+from ..runtime.compaction import compact_session, extractive_summarize
+from ..store import open_store
+from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, run
+from .render import render_compaction, render_import, render_projection, render_tree
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+
+MODEL_OPTION = typer.Option(
+    None, "--model", help="Model whose window to fit (default: the session's recorded model)."
+)
+WINDOW_OPTION = typer.Option(
+    None, "--context-window", help="Context window in tokens, for a model the catalog lacks."
+)
+
+
+def recorded_model(branch: Branch | DamagedBranch) -> str | None:
+    """The model of the latest assistant reply on the branch, if it says."""
+    nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
+    for node in reversed(nodes):
+        msg = node.message
+        if msg is not None and msg.role == "assistant":
+            name = msg.model or (msg.usage.model if msg.usage else None)
+            if name:
+                return name
+    return None
+
+
+def resolve_model(
+    explicit: str | None, recorded: str | None = None, context_window: int | None = None
+) -> tuple[ModelCapacity, Budget]:
+    """Capacity and budgets for the explicit model, else the recorded one, else the default.
+
+    A recorded model the catalog does not know falls back to the default rather than
+    failing: the user did not ask for it. An explicit unknown model is an error.
+    """
+    if explicit:
+        capacity = capacity_for(explicit, context_window=context_window)
+    else:
+        capacity = None
+        if recorded:
+            try:
+                capacity = capacity_for(recorded, context_window=context_window)
+            except LookupError:
+                capacity = None
+        if capacity is None:
+            capacity = capacity_for(DEFAULT_MODEL, context_window=context_window)
+    return capacity, derive_budget(capacity)
+
+
+async def _load_healthy(store: Any, session_id: str) -> Branch:
+    branch = await store.load_branch(session_id)
+    if isinstance(branch, DamagedBranch):
+        problems = "; ".join(str(p) for p in branch.problems)
+        raise BadInput(f"session {session_id} is damaged and read-only: {problems}")
+    return branch
+
+
+@app.command("import")
+def import_command(
+    path: Path = typer.Argument(..., help="Session file: Pi or Claude Code JSONL, or a JSON "
+                                "list of OpenAI / Anthropic messages."),
+    format: str = typer.Option("auto", "--format", help="auto|pi|claude-code|openai|anthropic"),
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Import a recorded session into the store (nothing is written on a fatal error)."""
+    out = Output(as_json)
+
+    async def work() -> None:
+        result = import_file(path, format=format)
+        store = await open_store(db)
+        try:
+            info = await store.import_tree(result.nodes, result.leaf_id, title=path.name,
+                                           metadata=result.metadata)
+        finally:
+            await store.close()
+        payload = {
+            "session_id": info.id,
+            "format": result.format,
+            "nodes": len(result.nodes),
+            "messages": result.messages,
+            "checkpoints": result.checkpoints,
+            "skipped": result.skipped,
+        }
+        out.emit(payload, lambda: render_import(payload, result.warnings))
+
+    run(out, work)
+
+
+@app.command("sessions")
+def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """List stored sessions."""
+    out = Output(as_json)
+
+    async def work() -> None:
+        store = await open_store(db)
+        try:
+            sessions = await store.list_sessions()
+        finally:
+            await store.close()
+        rows = [{"session_id": s.id, "title": s.title, "leaf_id": s.leaf_id,
+                 "branch_revision": s.branch_revision, "read_only": s.read_only,
+                 "created_at": str(s.created_at)} for s in sessions]
+
+        def human() -> None:
+            for r in rows:
+                flag = " [red](read-only)[/]" if r["read_only"] else ""
+                console.print(f"{r['session_id']}  {r['title'] or ''}  rev {r['branch_revision']}"
+                              f"{flag}")
+            if not rows:
+                console.print("no sessions yet: try `contextfold import FILE` or "
+                              "`contextfold demo`")
+
+        out.emit({"sessions": rows}, human)
+
+    run(out, work)
+
+
+@app.command("compact")
+def compact_command(
+    session: str = typer.Argument(..., help="Session id."),
+    model: str | None = MODEL_OPTION,
+    context_window: int | None = WINDOW_OPTION,
+    summarizer: str = typer.Option("extractive", "--summarizer", help="extractive|llm"),
+    instructions: str | None = typer.Option(None, "--instructions",
+                                            help="What the summary must keep."),
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Compact a session now (manual compaction: a no-op is a success with a reason)."""
+    out = Output(as_json)
+    if summarizer not in ("extractive", "llm"):
+        out.fail(BadInput(f"--summarizer must be 'extractive' or 'llm', not {summarizer!r}"), 2)
+
+    async def work() -> None:
+        store = await open_store(db)
+        try:
+            branch = await _load_healthy(store, session)
+            capacity, budget = resolve_model(model, recorded_model(branch), context_window)
+            summarize = extractive_summarize
+            if summarizer == "llm":
+                from .llm_choice import llm_summarize_for
+
+                summarize = llm_summarize_for(capacity)
+            outcome = await compact_session(store, session, capacity=capacity, budget=budget,
+                                            summarize=summarize, instructions=instructions)
+        finally:
+            await store.close()
+        payload = outcome.to_json()
+        out.emit(payload, lambda: render_compaction(payload))
+
+    run(out, work)
+
+
+@app.command("project")
+def project_command(
+    session: str = typer.Argument(..., help="Session id."),
+    model: str | None = MODEL_OPTION,
+    context_window: int | None = WINDOW_OPTION,
+    format: str = typer.Option("openai", "--format", help="openai|anthropic"),
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Print what the model would receive next (the provider request's messages)."""
+    out = Output(as_json)
+    if format not in ("openai", "anthropic"):
+        out.fail(BadInput(f"--format must be 'openai' or 'anthropic', not {format!r}"), 2)
+
+    async def work() -> None:
+        store = await open_store(db)
+        try:
+            branch = await _load_healthy(store, session)
+        finally:
+            await store.close()
+        capacity, budget = resolve_model(model, recorded_model(branch), context_window)
+        projection = project(branch)
+        body = export_session(projection, format=format)
+        payload = {
+            "model": capacity.model,
+            "estimated_tokens": estimate_request(projection, capacity).tokens,
+            "safe_input_limit": budget.safe_input_limit,
+            **({"system": body["system"]} if body.get("system") else {}),
+            "messages": body["messages"],
+        }
+        out.emit(payload, lambda: render_projection(payload))
+
+    run(out, work)
+
+
+@app.command("show")
+def show_command(
+    session: str = typer.Argument(..., help="Session id."),
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """The durable history as a tree (checkpoints marked) next to what the model sees."""
+    out = Output(as_json)
+
+    async def work() -> None:
+        store = await open_store(db)
+        try:
+            info = await store.get_session(session)
+            nodes = await store.load_tree(session)
+            branch = await store.load_full_branch(session)
+        finally:
+            await store.close()
+        on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
+                     else {n.id for n in branch.readable})
+        rows = [{"id": n.id, "parent_id": n.parent_id, "kind": n.kind,
+                 "role": n.message.role if n.message else None,
+                 "on_branch": n.id in on_branch,
+                 "created_at": n.created_at.isoformat()} for n in nodes]
+        payload = {"session_id": info.id, "leaf_id": info.leaf_id,
+                   "branch_revision": info.branch_revision, "read_only": info.read_only,
+                   "nodes": rows}
+        out.emit(payload, lambda: render_tree(info, nodes, branch))
+
+    run(out, work)
