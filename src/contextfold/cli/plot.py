@@ -1,0 +1,42 @@
+"""`contextfold replay --plot`: request size over the session, next to the original agent's.
+
+matplotlib is an optional extra (`pip install contextfold[plot]`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..replay import ReplayReport
+
+
+def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
+    """Write a PNG: projected request size per request, the safe limit, each compaction."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise RuntimeError("--plot needs matplotlib: pip install 'contextfold[plot]'") from exc
+
+    xs = [r.index for r in report.requests]
+    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=120)
+    recorded = [(r.index, r.recorded_tokens) for r in report.requests if r.recorded_tokens]
+    if recorded:
+        ax.plot([x for x, _ in recorded], [y for _, y in recorded], color="#999999", lw=1,
+                label="original agent (recorded usage)")
+    ax.plot(xs, [r.estimated_tokens for r in report.requests], color="#1f77b4", lw=1.5,
+            label="contextfold projection (estimate)")
+    ax.axhline(report.safe_input_limit, color="#d62728", ls="--", lw=1, label="safe input limit")
+    ax.axhline(report.context_window, color="#d62728", ls=":", lw=1, label="context window")
+    for i, c in enumerate(report.compactions):
+        ax.axvline(c.before_request, color="#2ca02c", lw=0.8, alpha=0.7,
+                   label="compaction" if i == 0 else None)
+    ax.set_xlabel("model request")
+    ax.set_ylabel("tokens in the request")
+    ax.set_title(title or f"replay on {report.model}")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
