@@ -1,0 +1,295 @@
+"""Provider message lists: OpenAI chat-completions and Anthropic Messages request shapes.
+
+Input is a JSON file (a list of messages, or an object with a `messages` list; Anthropic's
+may carry `system`), a JSONL file with one message per line, or an already-loaded list or
+dict. The result is a linear chain.
+
+Decisions:
+* Node ids are ``f"{name}-{digest}-{index}"``: the file stem (or "openai"/"anthropic" for
+  in-memory lists), 8 hex digits of the content's SHA-256, and the message's index. The
+  same content re-imports to the same ids; two different files never collide.
+* These formats carry no timestamps: nodes get the import time, one millisecond apart in
+  message order, so `created_at` still sorts like the conversation.
+* System/developer messages before the first conversation message are the request's system
+  prompt: they go to `metadata["system"]` (counted in `skipped["system_prompt"]`), because a
+  system prompt is passed next to the history, not as part of it. Later ones stay
+  `system`-role messages. Anthropic's top-level `system` goes to `metadata["system"]` too.
+* A user message holding `tool_result` blocks becomes one `tool` message (its text and
+  images stay in the same message, after the results), as for Claude Code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from contextfold.core.messages import (
+    Part,
+    ReasoningPart,
+    Role,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+
+from .builder import ENTRY_ERRORS, Draft, TreeBuilder, make_usage, text_of
+from .errors import ImportFormatError
+from .parts import anthropic_parts, nonempty, openai_parts, tool_input
+from .reader import parse_json_document, parse_jsonl, read_bytes, require_readable, source_name
+from .result import ImportResult
+
+Source = str | Path | list[Any] | dict[str, Any]
+OPENAI_ONLY_ROLES = ("system", "developer", "tool", "function")
+OPENAI_PART_TYPES = ("image_url", "input_audio", "file", "refusal", "input_text", "input_image")
+ANTHROPIC_BLOCK_TYPES = ("tool_use", "tool_result", "thinking", "redacted_thinking", "image",
+                         "document")
+
+
+def import_openai_messages(source: Source, *, name: str | None = None) -> ImportResult:
+    """Import an OpenAI chat-completions message list (file path, list or dict)."""
+    return _import(source, "openai", name)
+
+
+def import_anthropic_messages(source: Source, *, name: str | None = None) -> ImportResult:
+    """Import an Anthropic Messages list (`{"system":..., "messages": [...]}` or a list)."""
+    return _import(source, "anthropic", name)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_messages(source: Source, fmt: str, name: str | None = None
+                  ) -> tuple[str, str, list[tuple[int | None, Any]], Any, list[str]]:
+    """(display name, id prefix, [(line or None, message)], system, warnings)."""
+    warnings: list[str] = []
+    if isinstance(source, list | dict):
+        display = name or fmt
+        data: Any = source
+        raw = json.dumps(source, sort_keys=True, ensure_ascii=False, default=str).encode()
+        numbered = None
+    else:
+        display = source_name(source)
+        raw = read_bytes(source)
+        data, numbered = _parse_file(raw, display, warnings)
+        name = name or Path(source).stem
+    prefix = f"{name or fmt}-{hashlib.sha256(raw).hexdigest()[:8]}"
+    if numbered is not None:
+        return display, prefix, numbered, None, warnings
+    system = None
+    if isinstance(data, dict) and "messages" not in data and isinstance(data.get("role"), str):
+        data = [data]  # a file holding one message
+    if isinstance(data, dict):
+        if not isinstance(data.get("messages"), list):
+            raise ImportFormatError(display, "expected a list of messages or an object with a "
+                                    "'messages' list")
+        system = data.get("system")
+        data = data["messages"]
+    if not isinstance(data, list):
+        raise ImportFormatError(display, "expected a list of messages or an object with a "
+                                "'messages' list")
+    return display, prefix, [(None, m) for m in data], system, warnings
+
+
+def _parse_file(raw: bytes, display: str, warnings: list[str]
+                ) -> tuple[Any, list[tuple[int | None, Any]] | None]:
+    """A whole JSON document, or JSONL with one message object per line."""
+    stripped = raw.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if stripped[:1] == b"[":
+        return parse_json_document(raw, display), None
+    try:
+        return parse_json_document(raw, display), None
+    except ImportFormatError:
+        if stripped[:1] != b"{":
+            raise
+    doc = parse_jsonl(raw, display)  # several objects: one message per line
+    require_readable(doc)
+    warnings.extend(f"{display}:{bad.line}: {bad.reason}" for bad in doc.bad)
+    return None, [(jl.line, jl.obj) for jl in doc.lines]
+
+
+def chat_list_format(data: Any) -> str | None:
+    """'openai' or 'anthropic' for a parsed message list (detection), None if it is neither."""
+    system = None
+    if isinstance(data, dict):
+        system = data.get("system")
+        data = data.get("messages")
+    if not isinstance(data, list) or not data:
+        return None
+    if not all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in data[:50]):
+        return None
+    if isinstance(system, list):
+        return "anthropic"
+    return messages_format(data, default="anthropic" if system is not None else "openai")
+
+
+def messages_format(messages: list[Any], default: str = "openai") -> str:
+    """Which provider shape a list of role-carrying message objects is written in."""
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        if m.get("role") in OPENAI_ONLY_ROLES or "tool_calls" in m or "tool_call_id" in m:
+            return "openai"
+        content = m.get("content")
+        for block in content if isinstance(content, list) else []:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind in OPENAI_PART_TYPES:
+                return "openai"
+            if kind in ANTHROPIC_BLOCK_TYPES:
+                return "anthropic"
+    return default
+
+
+# ----------------------------------------------------------------------------- importing
+
+
+def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
+    display, prefix, items, system, warnings = load_messages(source, fmt, name)
+    b = TreeBuilder(display)
+    b.warnings.extend(warnings)
+    b.skipped["unreadable_line"] += len(warnings)
+    start = datetime.now(UTC)
+    importer = _OpenAI(b) if fmt == "openai" else _Anthropic(b)
+    systems: list[str] = []
+    if system is not None:
+        text = _system_text(system)
+        if text:
+            systems.append(text)
+    parent: str | None = None
+    for index, (line, message) in enumerate(items):
+        where = line if line is not None else f"messages[{index}]"
+        node_id = f"{prefix}-{index}"
+        created = start + timedelta(milliseconds=index)
+        try:
+            if not isinstance(message, dict):
+                raise TypeError("message is not an object")
+            role = message.get("role")
+            if fmt == "openai" and role in ("system", "developer") and parent is None:
+                text = _system_text(message.get("content"))
+                if text:
+                    systems.append(text)
+                b.skipped["system_prompt"] += 1
+                continue
+            draft = importer.convert(message, node_id, parent, created)
+        except ENTRY_ERRORS as exc:
+            b.warnings.append(f"{display}:{where}: message skipped "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+            b.skipped["invalid_message"] += 1
+            continue
+        if draft is None:
+            b.skipped["empty_message"] += 1
+            continue
+        parent = b.add(draft).id
+    metadata: dict[str, Any] = {"models": list(importer.models)}
+    if systems:
+        metadata["system"] = "\n\n".join(systems)
+    return b.finish(fmt, parent, metadata)
+
+
+def _system_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n\n".join(
+            t for t in (text_of(v.get("text")) if isinstance(v, dict) else text_of(v)
+                        for v in value) if t)
+    return ""
+
+
+class _Converter:
+    def __init__(self, b: TreeBuilder) -> None:
+        self.b = b
+        self.models: dict[str, None] = {}
+        self.call_names: dict[str, str] = {}
+
+    def unknown(self, node_id: str) -> Callable[[str], None]:
+        def report(what: str) -> None:
+            self.b.skipped["unknown_block"] += 1
+            self.b.warn(None, f"{node_id}: {what} left out")
+        return report
+
+    def draft(self, node_id: str, parent: str | None, created: datetime, role: Role,
+              parts: list[Part], **kw: Any) -> Draft | None:
+        if not parts:
+            return None  # nothing a model could see: counted as an empty message
+        return Draft(id=node_id, parent_id=parent, created_at=created, role=role,
+                     parts=parts, **kw)
+
+
+class _OpenAI(_Converter):
+    def convert(self, m: dict[str, Any], node_id: str, parent: str | None,
+                created: datetime) -> Draft | None:
+        role = m.get("role")
+        unknown = self.unknown(node_id)
+        if role in ("user", "system", "developer"):
+            parts = openai_parts(m.get("content"), unknown)
+            return self.draft(node_id, parent, created, "user" if role == "user" else "system",
+                              parts)
+        if role == "assistant":
+            parts: list[Part] = []
+            reasoning = nonempty(m.get("reasoning_content")) or nonempty(m.get("reasoning"))
+            if reasoning:
+                parts.append(ReasoningPart(text=reasoning))
+            parts += openai_parts(m.get("content"), unknown)
+            if nonempty(m.get("refusal")):
+                parts.append(TextPart(text=m["refusal"]))
+            for call in m.get("tool_calls") or []:
+                fn = call["function"]
+                self.call_names[call["id"]] = fn["name"]
+                parts.append(ToolCallPart(id=call["id"], name=fn["name"],
+                                          input=tool_input(fn.get("arguments"))))
+            legacy = m.get("function_call")
+            if isinstance(legacy, dict) and nonempty(legacy.get("name")):
+                call_id = f"{node_id}-call"
+                self.call_names[call_id] = legacy["name"]
+                parts.append(ToolCallPart(id=call_id, name=legacy["name"],
+                                          input=tool_input(legacy.get("arguments"))))
+            model = text_of(m.get("model"))
+            if model:
+                self.models[model] = None
+            usage = m.get("usage")
+            usage = make_usage({
+                "input": usage.get("prompt_tokens"), "output": usage.get("completion_tokens"),
+            }, model) if isinstance(usage, dict) else None
+            return self.draft(node_id, parent, created, "assistant", parts, usage=usage,
+                              model=model)
+        if role in ("tool", "function"):
+            call_id = m.get("tool_call_id")
+            if role == "function":  # legacy: answers the latest call of that function
+                call_id = next((cid for cid, n in reversed(self.call_names.items())
+                                if n == m.get("name")), None)
+            if not nonempty(call_id):
+                raise ValueError(f"{role} message without a tool_call_id")
+            parts = openai_parts(m.get("content"), unknown)
+            output = "\n".join(p.text for p in parts if isinstance(p, TextPart))
+            files = [p for p in parts if not isinstance(p, TextPart)]
+            name = text_of(m.get("name")) or self.call_names.get(call_id)
+            result = ToolResultPart(call_id=call_id, name=name, output=output)
+            return self.draft(node_id, parent, created, "tool", [result, *files])
+        raise ValueError(f"unknown role {role!r}")
+
+
+class _Anthropic(_Converter):
+    def convert(self, m: dict[str, Any], node_id: str, parent: str | None,
+                created: datetime) -> Draft | None:
+        role = m.get("role")
+        if role not in ("user", "assistant"):
+            raise ValueError(f"role {role!r} is not 'user' or 'assistant'")
+        converted = anthropic_parts(m.get("content"), self.unknown(node_id), self.call_names)
+        if role == "assistant":
+            model = text_of(m.get("model"))
+            if model:
+                self.models[model] = None
+            usage = m.get("usage")
+            usage = make_usage({
+                "input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
+                "cache_read": usage.get("cache_read_input_tokens"),
+                "cache_write": usage.get("cache_creation_input_tokens"),
+            }, model) if isinstance(usage, dict) else None
+            return self.draft(node_id, parent, created, "assistant", converted.parts,
+                              usage=usage, model=model)
+        role_out: Role = "tool" if converted.has_results else "user"
+        return self.draft(node_id, parent, created, role_out, converted.parts)

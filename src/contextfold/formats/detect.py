@@ -1,0 +1,79 @@
+"""Recognising which format a file is in, and dispatching to its importer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from .chat import chat_list_format, import_anthropic_messages, import_openai_messages
+from .chat import messages_format as _messages_format
+from .claude_code import claude_code_score, import_claude_code
+from .errors import ImportFormatError
+from .pi import import_pi, pi_score
+from .reader import parse_json_document, parse_jsonl, read_bytes, source_name
+from .result import FORMATS, ImportResult
+
+_SAMPLE_LINES = 200  # enough to see past a file's leading snapshots and progress events
+
+IMPORTERS: dict[str, Callable[[Path], ImportResult]] = {
+    "pi": import_pi,
+    "claude-code": import_claude_code,
+    "openai": import_openai_messages,
+    "anthropic": import_anthropic_messages,
+}
+
+
+def detect_format(path: str | Path) -> str:
+    """Which of `FORMATS` the file is in; `ImportFormatError` if none fits.
+
+    A whole-file JSON list (or object with `messages`) is a provider message list; JSON
+    lines are scored entry by entry as Pi or Claude Code, and lines that are bare message
+    objects (`role` + `content`) are a message list written as JSONL.
+    """
+    name = source_name(path)
+    data = read_bytes(path)
+    head = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if head in (b"[", b"{"):
+        try:
+            document = parse_json_document(data, name)
+        except ImportFormatError:
+            document = None  # several objects: JSON lines
+        if document is not None:
+            fmt = chat_list_format(document)
+            if fmt is not None:
+                return fmt
+            if head == b"[":
+                raise ImportFormatError(name, "a JSON list, but not of chat messages "
+                                        "(each needs a 'role')")
+            if isinstance(document, dict) and not (pi_score(document)
+                                                   or claude_code_score(document)):
+                raise ImportFormatError(name, "a JSON object, but neither a message list "
+                                        "({\"messages\": [...]}) nor a session entry")
+    doc = parse_jsonl(data, name)
+    sample = [jl.obj for jl in doc.lines[:_SAMPLE_LINES]]
+    if not sample:
+        first = doc.bad[0] if doc.bad else None
+        raise ImportFormatError(name, f"not a session file: no readable JSON line"
+                                f"{f' ({first.reason})' if first else ''}",
+                                first.line if first else None)
+    pi = sum(pi_score(obj) for obj in sample)
+    claude = sum(claude_code_score(obj) for obj in sample)
+    roles = [obj for obj in sample if isinstance(obj.get("role"), str) and "type" not in obj]
+    if len(roles) * 2 > len(sample):
+        return _messages_format(roles)
+    if pi == 0 and claude == 0:
+        raise ImportFormatError(name, "not a known session format: the JSON lines are neither "
+                                "Pi nor Claude Code entries nor chat messages",
+                                doc.lines[0].line)
+    return "pi" if pi > claude else "claude-code"
+
+
+def import_file(path: str | Path, format: str = "auto") -> ImportResult:
+    """Import a session file; `format` is "auto" or one of `FORMATS`."""
+    if format == "auto":
+        format = detect_format(path)
+    importer = IMPORTERS.get(format)
+    if importer is None:
+        raise ImportFormatError(source_name(path), f"unknown format {format!r}; "
+                                f"choose one of: auto, {', '.join(FORMATS)}")
+    return importer(Path(path))

@@ -1,0 +1,132 @@
+"""Reading input files robustly: bytes, JSON lines and whole JSON documents.
+
+A session file written by an agent that crashed may end in a truncated line, and a file picked
+by mistake may be binary. Reading never raises anything but `ImportFormatError`; lines that
+cannot be read are returned as `BadLine`s so the importer can report and count them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import ImportFormatError
+
+
+@dataclass(frozen=True)
+class JsonLine:
+    """One readable line: its 1-based line number and the JSON object on it."""
+
+    line: int
+    obj: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BadLine:
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class JsonlDocument:
+    source: str
+    lines: tuple[JsonLine, ...]
+    bad: tuple[BadLine, ...]
+
+
+def source_name(path: str | Path) -> str:
+    """The short name used in messages and warnings (the file name)."""
+    return Path(path).name or str(path)
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The file's bytes; a missing, unreadable or empty file is a fatal `ImportFormatError`."""
+    name = source_name(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ImportFormatError(name, f"no such file: {path}") from None
+    except IsADirectoryError:
+        raise ImportFormatError(name, f"{path} is a directory, not a session file") from None
+    except OSError as exc:
+        raise ImportFormatError(name, f"cannot read the file ({exc.strerror or exc})") from None
+    if not data.strip():
+        raise ImportFormatError(name, "the file is empty")
+    return data
+
+
+def _describe(value: Any) -> str:
+    return {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def parse_jsonl(data: bytes, source: str) -> JsonlDocument:
+    """Split into lines and parse each; undecodable or non-object lines become `BadLine`s."""
+    good: list[JsonLine] = []
+    bad: list[BadLine] = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8-sig")  # tolerate a BOM on the first line
+        except UnicodeDecodeError:
+            bad.append(BadLine(number, "not UTF-8 text (binary data?)"))
+            continue
+        try:
+            obj = json.loads(text)
+        except RecursionError:
+            bad.append(BadLine(number, "JSON nested too deeply"))
+            continue
+        except ValueError as exc:
+            reason = getattr(exc, "msg", str(exc))
+            bad.append(BadLine(number, f"not valid JSON ({reason}; truncated line?)"))
+            continue
+        if not isinstance(obj, dict):
+            bad.append(BadLine(number, f"JSON value is {_describe(obj)}, not an object"))
+            continue
+        good.append(JsonLine(number, obj))
+    return JsonlDocument(source=source, lines=tuple(good), bad=tuple(bad))
+
+
+def require_readable(doc: JsonlDocument) -> None:
+    """Fatal when nothing could be read, or when bad lines outnumber good ones.
+
+    A few bad lines (a truncated last line) are normal for a crashed agent; a file where most
+    lines are unreadable is almost certainly not a session file, and importing its few
+    accidental JSON objects would mislead.
+    """
+    if not doc.lines:
+        first = doc.bad[0] if doc.bad else None
+        if first is None:
+            raise ImportFormatError(doc.source, "the file is empty")
+        raise ImportFormatError(
+            doc.source, f"no readable JSON line; first problem: {first.reason}", first.line
+        )
+    if len(doc.bad) > len(doc.lines):
+        first = doc.bad[0]
+        raise ImportFormatError(
+            doc.source,
+            f"{len(doc.bad)} of {len(doc.bad) + len(doc.lines)} lines are unreadable "
+            f"(first: {first.reason}); this does not look like a JSONL session file",
+            first.line,
+        )
+
+
+def parse_json_document(data: bytes, source: str) -> Any:
+    """Parse the whole file as one JSON value (chat message lists); fatal if it is not JSON."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ImportFormatError(source, f"not UTF-8 text (binary data?) at byte {exc.start}") \
+            from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ImportFormatError(source, "JSON nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise ImportFormatError(source, f"not valid JSON ({exc.msg})", exc.lineno) from None
+    except ValueError as exc:
+        raise ImportFormatError(source, f"not valid JSON ({exc})") from None
