@@ -1,0 +1,61 @@
+"""The durable session store: append-only session trees in SQLite or PostgreSQL.
+
+`open_store()` opens the embedded SQLite database (or `$CONTEXTFOLD_DB`, or a given URL),
+runs the packaged migrations and returns a `SqlSessionStore`. See docs/store.md.
+"""
+
+from __future__ import annotations
+
+from .engine import create_engine, default_sqlite_path, resolve_url
+from .errors import (
+    ConfigurationError,
+    DuplicateNodeError,
+    InvalidOperationError,
+    InvalidPayloadError,
+    NodeNotFoundError,
+    ReadOnlySessionError,
+    SessionBusyError,
+    SessionNotFoundError,
+    StaleBranchError,
+    StoreError,
+)
+from .migrate import upgrade
+from .sql import SqlSessionStore
+from .values import CommitResult, SessionInfo
+
+SessionStore = SqlSessionStore
+
+
+async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSessionStore:
+    """Open (and migrate) a store.
+
+    `url`: a `sqlite:///path`, `postgresql://user@host/db` URL or a file path. None uses
+    `$CONTEXTFOLD_DB`, else the embedded SQLite file in the user's data directory.
+    """
+    engine = create_engine(resolve_url(url), **engine_kwargs)
+    try:
+        await upgrade(engine)
+    except BaseException:
+        await engine.dispose()
+        raise
+    return SqlSessionStore(engine)
+
+
+__all__ = [
+    "CommitResult",
+    "ConfigurationError",
+    "DuplicateNodeError",
+    "InvalidOperationError",
+    "InvalidPayloadError",
+    "NodeNotFoundError",
+    "ReadOnlySessionError",
+    "SessionBusyError",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "SessionStore",
+    "SqlSessionStore",
+    "StaleBranchError",
+    "StoreError",
+    "default_sqlite_path",
+    "open_store",
+]

@@ -1,0 +1,141 @@
+"""Where the database is and how to talk to it: URL resolution, engines, transactions.
+
+One code path serves SQLite (embedded default, WAL mode) and PostgreSQL. Writers on SQLite
+take the write lock up front (`BEGIN IMMEDIATE`) so two writers never deadlock upgrading a
+read lock; on PostgreSQL the session row is locked with `SELECT ... FOR UPDATE`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import platformdirs
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from .errors import ConfigurationError
+
+ENV_VAR = "CONTEXTFOLD_DB"
+_BEGIN_OPTION = "contextfold_sqlite_begin"
+T = TypeVar("T")
+
+
+def default_sqlite_path() -> Path:
+    """The embedded database file: `<user data dir>/contextfold/contextfold.db`."""
+    return Path(platformdirs.user_data_dir("contextfold", appauthor=False)) / "contextfold.db"
+
+
+def resolve_url(url: str | None = None) -> str:
+    """Turn what the user gave (a URL, a file path, or nothing) into a driver URL.
+
+    Nothing → `$CONTEXTFOLD_DB` → the embedded SQLite file. `postgresql://` and `sqlite://`
+    URLs get the async drivers (psycopg 3, aiosqlite); a bare path means a SQLite file.
+    """
+    raw = url or os.environ.get(ENV_VAR) or ""
+    if not raw:
+        path = default_sqlite_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return f"sqlite+aiosqlite:///{path}"
+    if "://" not in raw:
+        return f"sqlite+aiosqlite:///{Path(raw).expanduser().resolve()}"
+    try:
+        parsed = make_url(raw)
+    except Exception as exc:  # sqlalchemy raises ArgumentError with its own wording
+        raise ConfigurationError(f"cannot parse database URL {raw!r}: {exc}") from exc
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    elif backend == "sqlite":
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    else:
+        raise ConfigurationError(
+            f"unsupported database {backend!r} in {raw!r}: use sqlite:///path or "
+            "postgresql://user@host/db"
+        )
+    return parsed.render_as_string(hide_password=False)
+
+
+def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
+    """An async engine with contextfold's connection settings for the backend."""
+    engine = create_async_engine(url, **kwargs)
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine)
+    return engine
+
+
+def _configure_sqlite(engine: AsyncEngine) -> None:
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let us emit BEGIN ourselves (the driver's implicit BEGIN is always DEFERRED).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        mode = conn.get_execution_options().get(_BEGIN_OPTION, "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+@asynccontextmanager
+async def write_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection inside a write transaction; rolled back on any exception or cancel."""
+    async with engine.connect() as conn:
+        if engine.dialect.name == "sqlite":
+            await conn.execution_options(**{_BEGIN_OPTION: "IMMEDIATE"})
+        async with conn.begin():
+            yield conn
+
+
+@asynccontextmanager
+async def read_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection inside a read transaction (one consistent snapshot on both backends)."""
+    async with engine.connect() as conn:
+        if engine.dialect.name == "postgresql":
+            await conn.execution_options(isolation_level="REPEATABLE READ")
+        async with conn.begin():
+            yield conn
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Errors worth retrying the whole transaction for: lock timeouts, deadlocks, conflicts."""
+    if isinstance(exc, LeafConflict):
+        return True
+    if not isinstance(exc, DBAPIError):
+        return False
+    sqlstate = getattr(getattr(exc, "orig", None), "sqlstate", None)
+    if sqlstate in ("40001", "40P01", "55P03"):  # serialization, deadlock, lock not available
+        return True
+    if isinstance(exc, OperationalError):
+        text = str(exc).lower()
+        return "database is locked" in text or "database is busy" in text
+    return False
+
+
+class LeafConflict(Exception):
+    """The conditional leaf update hit zero rows although the row was locked (retry)."""
+
+
+
+async def retry_transient(action: Callable[[], Awaitable[T]], *, attempts: int = 8) -> T:
+    """Run `action` (one whole transaction), retrying transient database conflicts."""
+    for attempt in range(attempts):
+        try:
+            return await action()
+        except Exception as exc:
+            if attempt == attempts - 1 or not is_transient(exc):
+                raise
+            # Jittered backoff so competing writers do not collide again in lockstep.
+            await asyncio.sleep(min(0.5, 0.01 * 2**attempt) * (0.5 + random.random()))
+    raise AssertionError("unreachable")

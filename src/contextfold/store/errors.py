@@ -1,0 +1,79 @@
+"""The store's exceptions: one class per thing a caller can act on differently."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contextfold.core.tree import Problem
+
+
+class StoreError(Exception):
+    """Base class of every error the session store raises on purpose."""
+
+
+class SessionNotFoundError(StoreError, LookupError):
+    """No session with this id is stored (a typo, or an id from another database)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r} in this store; list_sessions() shows the ids")
+        self.session_id = session_id
+
+
+class NodeNotFoundError(StoreError, LookupError):
+    """A node id that the operation needs is not stored (in this session's tree)."""
+
+
+class InvalidOperationError(StoreError, ValueError):
+    """The request itself is wrong: bad payload, wrong kind of node, nothing to retry, ..."""
+
+
+class InvalidPayloadError(InvalidOperationError):
+    """A message payload failed validation; the message names the offending field."""
+
+
+class DuplicateNodeError(InvalidOperationError):
+    """A node id given by the caller (append or import) is already stored."""
+
+
+class ReadOnlySessionError(StoreError):
+    """The session's stored history is damaged (SPEC D2): it can be read but never written."""
+
+    def __init__(self, session_id: str, problems: Sequence[Problem] = (), *,
+                 reason: str | None = None) -> None:
+        detail = reason or "; ".join(str(p) for p in problems) or "marked read-only"
+        super().__init__(
+            f"session {session_id!r} is read-only because its stored history is damaged "
+            f"({detail}); it can be loaded and exported but nothing will be written to it. "
+            "Fork a healthy node into a new session to continue."
+        )
+        self.session_id = session_id
+        self.problems = tuple(problems)
+
+
+class StaleBranchError(StoreError):
+    """`append(expected_leaf_id=...)` found another leaf: someone else moved the branch."""
+
+    def __init__(self, session_id: str, expected: str | None, actual: str | None) -> None:
+        super().__init__(
+            f"session {session_id!r} leaf is {actual!r}, not the expected {expected!r}; "
+            "reload the branch and try again"
+        )
+        self.session_id = session_id
+        self.expected_leaf_id = expected
+        self.actual_leaf_id = actual
+
+
+class SessionBusyError(StoreError):
+    """Another worker holds this session's compaction lease (SPEC U4)."""
+
+    def __init__(self, session_id: str, holder: str, seconds_left: float) -> None:
+        super().__init__(
+            f"session {session_id!r} is being compacted by {holder} (lease expires in "
+            f"{max(0.0, seconds_left):.0f} s); wait for it or retry later"
+        )
+        self.session_id = session_id
+        self.holder = holder
+
+
+class ConfigurationError(StoreError):
+    """The database URL or location cannot be used."""

@@ -1,0 +1,128 @@
+"""Reading nodes: point look-ups and the bounded ancestor walk (one recursive CTE).
+
+Every statement here is bounded by one `tree_id`: no query joins two trees (sharding).
+The walk uses UNION, not UNION ALL, so a parent cycle stored by mistake ends the recursion
+instead of looping; `core.tree.build_branch` then reports the cycle (SPEC D1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import and_, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from contextfold.core.messages import Node
+from contextfold.core.tree import Branch, DamagedBranch, InvalidRecord, Problem, build_branch
+
+from .rows import record_from_row
+from .schema import nodes
+
+# The columns a branch needs; insert-time bookkeeping columns are read separately.
+_NODE_COLUMNS = ("tree_id", "id", "parent_id", "created_at", "payload", "content_hash")
+
+
+async def node_meta(conn: AsyncConnection, tree_id: str, node_id: str) -> RowMapping | None:
+    """Bookkeeping columns of one node (no payload)."""
+    stmt = select(
+        nodes.c.id, nodes.c.parent_id, nodes.c.kind, nodes.c.role, nodes.c.depth,
+        nodes.c.latest_checkpoint_id, nodes.c.first_kept_id, nodes.c.content_hash,
+    ).where(nodes.c.tree_id == tree_id, nodes.c.id == node_id)
+    return (await conn.execute(stmt)).mappings().first()
+
+
+async def tree_of_node(conn: AsyncConnection, node_id: str) -> str | None:
+    """The tree a node id belongs to (ids are unique across the database)."""
+    stmt = select(nodes.c.tree_id).where(nodes.c.id == node_id)
+    return (await conn.execute(stmt)).scalar_one_or_none()
+
+
+async def existing_ids(conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
+    """Which of `ids` are already stored, in any tree (used before inserting caller ids)."""
+    found: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        rows = await conn.execute(select(nodes.c.id).where(nodes.c.id.in_(chunk)))
+        found.update(r[0] for r in rows)
+    return found
+
+
+async def walk_up(
+    conn: AsyncConnection, tree_id: str, leaf_id: str, stop_id: str | None = None
+) -> dict[str, Node | InvalidRecord]:
+    """The ancestor chain of `leaf_id` within its tree, ending at `stop_id` or a root.
+
+    Cost is proportional to the number of nodes walked (one index look-up each), never
+    to the size of the tree.
+    """
+    cols = [nodes.c[name] for name in _NODE_COLUMNS]
+    chain = select(*cols).where(nodes.c.tree_id == tree_id, nodes.c.id == leaf_id).cte(
+        "chain", recursive=True
+    )
+    parent = nodes.alias("parent")
+    step = select(*[parent.c[name] for name in _NODE_COLUMNS]).join(
+        chain, and_(parent.c.tree_id == chain.c.tree_id, parent.c.id == chain.c.parent_id)
+    )
+    if stop_id is not None:
+        step = step.where(chain.c.id != stop_id)
+    chain = chain.union(step)
+    rows = (await conn.execute(select(chain))).mappings().all()
+    return records(rows)
+
+
+def records(rows: Iterable[RowMapping | dict[str, Any]]) -> dict[str, Node | InvalidRecord]:
+    return {row["id"]: record_from_row(row) for row in rows}
+
+
+async def tree_rows(conn: AsyncConnection, tree_id: str) -> list[RowMapping]:
+    """Every node row of one tree, oldest first."""
+    cols = [nodes.c[name] for name in _NODE_COLUMNS]
+    stmt = (
+        select(*cols, nodes.c.depth)
+        .where(nodes.c.tree_id == tree_id)
+        .order_by(nodes.c.depth, nodes.c.created_at, nodes.c.id)
+    )
+    return list((await conn.execute(stmt)).mappings().all())
+
+
+async def load_tail(
+    conn: AsyncConnection, tree_id: str, leaf_id: str | None, revision: int
+) -> Branch | DamagedBranch:
+    """What the model needs: from the latest checkpoint's boundary to the leaf (O(tail)).
+
+    The leaf row names its latest checkpoint (computed at insert); that checkpoint's
+    `first_kept_id` (or the checkpoint itself when nothing was kept raw) is where the walk
+    stops. If the bookkeeping disagrees with what the walk finds, the full chain is loaded
+    instead, so a wrong column can cost time but never hide history.
+    """
+    if leaf_id is None:
+        return Branch(nodes=(), complete=True, revision=revision)
+    leaf = await node_meta(conn, tree_id, leaf_id)
+    if leaf is None:
+        problem = Problem("missing_leaf", leaf_id, f"session leaf {leaf_id!r} is not stored")
+        return DamagedBranch(readable=(), problems=(problem,))
+    cp_id = leaf["latest_checkpoint_id"]
+    stop: str | None = None
+    if cp_id is not None:
+        cp = await node_meta(conn, tree_id, cp_id)
+        if cp is not None and cp["kind"] == "checkpoint":
+            stop = cp["first_kept_id"] or cp_id
+    found = await walk_up(conn, tree_id, leaf_id, stop)
+    branch = build_branch(found, leaf_id, revision=revision, stop_at=stop)
+    if stop is not None and isinstance(branch, Branch) and not branch.complete:
+        latest = branch.latest_checkpoint
+        if latest is None or latest.id != cp_id:
+            return await load_full(conn, tree_id, leaf_id, revision)
+    return branch
+
+
+async def load_full(
+    conn: AsyncConnection, tree_id: str, leaf_id: str | None, revision: int
+) -> Branch | DamagedBranch:
+    """The whole branch from its root (for a UI and for audits)."""
+    if leaf_id is None:
+        return Branch(nodes=(), complete=True, revision=revision)
+    found = await walk_up(conn, tree_id, leaf_id)
+    return build_branch(found, leaf_id, revision=revision)

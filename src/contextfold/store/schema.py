@@ -1,0 +1,122 @@
+"""Table definitions (SQLAlchemy Core). The Alembic migrations create exactly these tables.
+
+Built to shard: every row carries `tree_id`, the key of the session tree it belongs to, and
+every query of a node is bounded by it; ids come from the application (UUIDv7), never from
+a database sequence. See docs/store.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """An aware UTC datetime on every backend.
+
+    PostgreSQL keeps the zone; SQLite stores text without one, so values are normalised to
+    UTC on the way in and marked UTC on the way out. A naive input is taken as UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
+        if value is None:
+            return None
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+metadata = MetaData()
+
+trees = Table(
+    "trees",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+# Append-only (enforced by triggers created in the migration). `depth` and
+# `latest_checkpoint_id` are computed from the parent row at insert time, so loading what
+# the model needs can stop at the latest checkpoint's boundary without reading history.
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("tree_id", String, nullable=False),
+    Column("id", String, nullable=False),
+    Column("parent_id", String, nullable=True),
+    Column("kind", String(16), nullable=False),
+    Column("role", String(16), nullable=True),
+    Column("depth", Integer, nullable=False),
+    Column("latest_checkpoint_id", String, nullable=True),
+    Column("first_kept_id", String, nullable=True),
+    Column("session_id", String, nullable=True),  # the session whose write inserted it
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("payload", Text, nullable=False),  # canonical JSON of the payload
+    Column("content_hash", String(64), nullable=False),  # sha256 over id, parent, time, payload
+    PrimaryKeyConstraint("tree_id", "id", name="pk_nodes"),
+    Index("ux_nodes_id", "id", unique=True),
+)
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("tree_id", String, nullable=False, index=True),
+    Column("leaf_id", String, nullable=True),
+    Column("branch_revision", Integer, nullable=False),
+    Column("read_only", Boolean, nullable=False),
+    Column("title", Text, nullable=True),
+    Column("metadata", Text, nullable=False),  # JSON object
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# Append-only audit log of every leaf move (also enforced by triggers). It is what lets the
+# invariant checker prove that revisions only grow and that no commit was stale.
+leaf_moves = Table(
+    "leaf_moves",
+    metadata,
+    Column("tree_id", String, nullable=False),
+    Column("session_id", String, nullable=False),
+    Column("revision", Integer, nullable=False),
+    Column("op", String(16), nullable=False),  # create|append|commit|retry|edit|import|fork
+    Column("from_leaf_id", String, nullable=True),
+    Column("to_leaf_id", String, nullable=True),
+    Column("node_id", String, nullable=True),  # last node inserted by this move, if any
+    Column("planned_leaf_id", String, nullable=True),  # commit: the plan's leaf (SPEC C1)
+    Column("planned_revision", Integer, nullable=True),  # commit: the plan's revision
+    Column("at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("session_id", "revision", name="pk_leaf_moves"),
+)
+
+compaction_leases = Table(
+    "compaction_leases",
+    metadata,
+    Column("session_id", String, primary_key=True),
+    Column("tree_id", String, nullable=False),
+    Column("holder", String, nullable=False),
+    Column("expires_at", Float, nullable=False),  # database clock, seconds since the epoch
+)

@@ -1,0 +1,37 @@
+"""Result values the store hands back: session metadata and the outcome of a commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from contextfold.core.messages import Node
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One session: a leaf in a tree plus the revision counter of SPEC C1."""
+
+    id: str
+    tree_id: str
+    leaf_id: str | None
+    branch_revision: int
+    read_only: bool
+    title: str | None
+    created_at: datetime
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """Outcome of `commit_checkpoint` (SPEC C2-C3): committed, or stale with the reason."""
+
+    status: Literal["committed", "stale"]
+    checkpoint: Node | None
+    reason: str | None
+    session: SessionInfo
+
+    @property
+    def committed(self) -> bool:
+        return self.status == "committed"
