@@ -215,9 +215,8 @@ class _Importer:
         usage = self._usage(msg.get("usage"), real_model)
         status: MessageStatus = "error" if obj.get("isApiErrorMessage") is True else "complete"
         message_id = text_of(msg.get("id"))
-        previous = b.drafts.get(parent) if parent is not None else None
-        if (previous is not None and message_id is not None and previous.role == "assistant"
-                and previous.provider_message_id == message_id):
+        previous = self._same_response(parent, message_id)
+        if previous is not None:
             previous.parts.extend(converted.parts)
             previous.usage = usage or previous.usage
             if status != "complete":
@@ -229,6 +228,26 @@ class _Importer:
                     created_at=b.time(obj.get("timestamp")), parts=converted.parts,
                     usage=usage, status=status, model=real_model,
                     provider_message_id=message_id))
+
+    def _same_response(self, parent: str | None, message_id: str | None) -> Draft | None:
+        """The assistant node of the same API response this entry continues, if any.
+
+        Usually the parent itself. But Claude Code runs a tool as soon as its block has
+        streamed, so a response's next block can be written after the first call's result:
+        A(call 1) -> R1 -> A(call 2). That is still one response (one request, one usage):
+        the block joins A, and R2 later joins R1's tool message. Keeping A(call 2) after R1
+        would claim its usage covered R1, which it did not (SPEC E1).
+        """
+        if parent is None or message_id is None:
+            return None
+        node = self.b.drafts[parent]
+        if node.role == "tool" and node.parent_id is not None:
+            owner = self.b.drafts[node.parent_id]
+            if self.tool_child.get(owner.id) == node.id:
+                node = owner
+        if node.role == "assistant" and node.provider_message_id == message_id:
+            return node
+        return None
 
     def _usage(self, raw: Any, model: str | None) -> Any:
         if not isinstance(raw, dict):
