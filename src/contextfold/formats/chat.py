@@ -150,7 +150,8 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
     display, prefix, items, system, warnings = load_messages(source, fmt, name)
     b = TreeBuilder(display)
     b.warnings.extend(warnings)
-    b.skipped["unreadable_line"] += len(warnings)
+    if warnings:
+        b.skipped["unreadable_line"] += len(warnings)
     start = datetime.now(UTC)
     importer = _OpenAI(b) if fmt == "openai" else _Anthropic(b)
     systems: list[str] = []
