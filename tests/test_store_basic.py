@@ -22,14 +22,11 @@ from contextfold.store import (
 from contextfold.store.engine import read_connection
 from contextfold.store.migrate import current_revision, downgrade, head_revision, upgrade
 from tests.builders import assistant, chain, turn, user
-from tests.store_fixtures import (  # noqa: F401  (pytest fixtures)
-    backend,
-    checkpoint_for,
-    db_url,
-    manual_plan,
-    seed_session,
-    store,
-)
+
+pytest.register_assert_rewrite("tests.store_fixtures")
+from tests.store_fixtures import checkpoint_for, manual_plan, seed_session  # noqa: E402
+
+pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store fixtures
 
 
 async def test_migrations_run_from_empty_and_are_versioned(db_url):  # D3

@@ -18,6 +18,7 @@ Reads every row (this is an audit, not a hot path) and checks:
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -189,7 +190,7 @@ def _check_acknowledged(acknowledged: Mapping[str, str], meta: Mapping[str, Mapp
 
 
 def _check_snapshots(snapshots: Sequence[Snapshot], report: InvariantReport) -> None:
-    for earlier, later in zip(snapshots, snapshots[1:], strict=False):
+    for earlier, later in itertools.pairwise(snapshots):
         for node_id, digest in earlier.nodes.items():
             now = later.nodes.get(node_id)
             if now is None:
@@ -222,7 +223,7 @@ def _check_moves(session_rows: Sequence[Mapping[str, Any]],
         if log[-1]["to_leaf_id"] != row["leaf_id"]:
             report.problems.append(f"session {sid}: leaf is not where the last move put it")
         members = by_tree.get(row["tree_id"], {})
-        for prev, move in zip(log, log[1:], strict=False):
+        for prev, move in itertools.pairwise(log):
             _check_move(sid, prev, move, members, report)
 
 
