@@ -455,23 +455,21 @@ def merge_ledger(
     framing = count(render_ledger(Ledger(entries=entries[:1], evicted=entries[:1]))) - costs[0]
     total = framing + sum(costs)
     order = sorted(range(len(entries)), key=lambda i: (_rank(entries[i].kind), i))
-    victims: set[int] = set()
+    victims: list[int] = []  # in eviction order, which is how `evicted` records them
     for i in order:
         if total <= max_tokens:
             break
-        victims.add(i)
+        victims.append(i)
         total -= costs[i]
-    for i in order:
-        if i in victims:
-            continue
+    for i in order[len(victims):]:
         current = _assemble(entries, evicted, victims)
         if count(render_ledger(current)) <= max_tokens:
             return current
-        victims.add(i)
+        victims.append(i)
     return _assemble(entries, evicted, victims)
 
 
-def _assemble(entries: list[LedgerEntry], evicted: list[LedgerEntry], victims: set[int]) -> Ledger:
-    kept = tuple(e for i, e in enumerate(entries) if i not in victims)
-    dropped = tuple(evicted) + tuple(e for i, e in enumerate(entries) if i in victims)
-    return Ledger(entries=kept, evicted=dropped)
+def _assemble(entries: list[LedgerEntry], evicted: list[LedgerEntry], victims: list[int]) -> Ledger:
+    gone = set(victims)
+    kept = tuple(e for i, e in enumerate(entries) if i not in gone)
+    return Ledger(entries=kept, evicted=(*evicted, *(entries[i] for i in victims)))
