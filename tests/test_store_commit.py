@@ -41,7 +41,8 @@ async def test_commit_is_stale_when_only_the_revision_moved(store):  # C1 C2
     plan = manual_plan(branch)
     await store.retry(sid)
     await store.append(sid, branch.nodes[-1].payload)  # different node, same content
-    plan_same_leaf = dataclasses.replace(plan, session_leaf_id=(await store.get_session(sid)).leaf_id)
+    leaf_now = (await store.get_session(sid)).leaf_id
+    plan_same_leaf = dataclasses.replace(plan, session_leaf_id=leaf_now)
     await _stale(store, sid, plan_same_leaf, "revision")
 
 

@@ -259,11 +259,12 @@ class SqlSessionStore(LeaseMixin):
         async def op(conn: AsyncConnection) -> CommitResult:
             row = await self._lock_session(conn, session_id)
             await self._step("locked")
+            # Damage first: a damaged session refuses every write, stale plan or not (D2).
+            branch = await self._writable_branch(conn, row)
             if self._guard_commit:
                 reason = _plan_mismatch(row, plan)
                 if reason is not None:
                     return CommitResult("stale", None, reason, self._info(row, read_only=False))
-            branch = await self._writable_branch(conn, row)
             reason = await self._branch_mismatch(conn, row, branch, plan)
             if reason is not None:
                 return CommitResult("stale", None, reason, self._info(row, read_only=False))
