@@ -215,8 +215,9 @@ async def _handle(request: Request, protocol: Protocol,
         return finish(Response(status_code=503))
     if reply.delay:
         await _wait(state, reply.delay)
-    if config.api_key is not None and _key_of(request, protocol) != config.api_key:
-        body401 = (bodies.openai_status_body(401) if protocol == "openai"
+    given = _key_of(request, protocol)
+    if config.api_key is not None and given != config.api_key:
+        body401 = (bodies.openai_status_body(401, given) if protocol == "openai"
                    else bodies.anthropic_status_body(401))
         return finish(JSONResponse(body401, status_code=401))
     if reply.status is not None:
@@ -241,7 +242,8 @@ async def _handle(request: Request, protocol: Protocol,
 
 
 def _key_of(request: Request, protocol: Protocol) -> str | None:
-    if protocol == "anthropic":
+    # Anthropic accepts `x-api-key` and (what current SDKs send) `Authorization: Bearer`.
+    if protocol == "anthropic" and request.headers.get("x-api-key"):
         return request.headers.get("x-api-key")
     auth = request.headers.get("authorization", "")
     return auth[len("Bearer "):] if auth.startswith("Bearer ") else None

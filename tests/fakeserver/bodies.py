@@ -114,11 +114,17 @@ def anthropic_error(type_: str, message: str) -> Body:
     }
 
 
-def openai_status_body(status: int) -> Body:
-    """The body OpenAI sends with a given error status."""
+def _masked(key: str) -> str:
+    """How OpenAI quotes a wrong key back: first three and last four characters."""
+    return key[:3] + "*" * max(0, len(key) - 7) + key[-4:] if len(key) > 7 else "***"
+
+
+def openai_status_body(status: int, key: str | None = None) -> Body:
+    """The body OpenAI sends with a given error status (401 quotes the masked key)."""
     if status == 401:
+        quoted = f": {_masked(key)}" if key else ""
         return openai_error(
-            "Incorrect API key provided. You can find your API key at "
+            f"Incorrect API key provided{quoted}. You can find your API key at "
             "https://platform.openai.com/account/api-keys.",
             "invalid_request_error",
             "invalid_api_key",

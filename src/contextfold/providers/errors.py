@@ -276,8 +276,12 @@ def retry_after_seconds(headers: Mapping[str, str] | None) -> float | None:
     try:
         return max(0.0, float(value))
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+        pass
+    try:
+        parsed = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None  # a hint we cannot read is no hint: the policy's backoff applies
+    return max(0.0, parsed.timestamp() - time.time())
 
 
 # --------------------------------------------------------------------------- classification
