@@ -48,7 +48,8 @@ class SummaryBudgetTooSmall(ValueError):
 
 # --------------------------------------------------------------------------- text helpers
 
-_SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+|\n+")
+# Western sentences end with punctuation and a space; CJK ones with 。！？ and no space.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
 # A constraint: a modal anywhere ("themes must never explode"), or an imperative near the
 # start of the sentence ("ok, use rgb values", "no console logs") not said of oneself
 # ("i don't think ..." is an opinion, not a rule).
@@ -88,6 +89,7 @@ _READONLY_SHELL = re.compile(
     r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|find|ls|cat|head|tail|awk|wc|sed\s+-n|echo|pwd|"
     r"which|tree|file|stat|git\s+(?:status|log|diff|show))\b"
 )
+_STEP_START = re.compile(r"^(?:(?:next|then|after that|afterwards)\b|次に|その後)", re.IGNORECASE)
 _NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+")
 _NOISE_USER = re.compile(
     r"^\s*(?:/\S*\s*$|\[Request interrupted|<command-|<local-command|Caveat:)", re.IGNORECASE
@@ -103,7 +105,8 @@ _WRITE_TOOLS = frozenset({
 })
 _KEY_ARGS = (
     "path", "file_path", "filePath", "notebook_path", "command", "cmd", "query", "q", "url",
-    "pattern", "item_key", "itemKey", "key", "collection", "title", "name",
+    "pattern", "item_key", "itemKey", "attachment_key", "attachmentKey", "collection_key",
+    "collectionKey", "key", "doi", "collection", "title", "name", "id",
 )
 _ITEM_CHARS = 300
 _GOAL_CHARS = 500
@@ -126,10 +129,10 @@ def _sentences(text: str) -> list[str]:
     return out
 
 
-def _substantial(sentence: str) -> bool:
-    """Worth keeping as a conclusion: not "Perfect!" or "Done!" (CJK has no spaces)."""
+def _substantial(sentence: str, words: int = 4) -> bool:
+    """Long enough to carry meaning: not "Perfect!" or "ok" (CJK has no spaces)."""
     cjk = sum(1 for ch in sentence if ord(ch) >= 0x2E80)
-    return len(sentence.split()) >= 4 or cjk >= 8
+    return len(sentence.split()) >= words or cjk >= 2 * words
 
 
 def _norm(item: str) -> str:
@@ -247,11 +250,11 @@ def _requests(turns: list[_Turn], facts: _Facts) -> None:
         if first:
             facts.goal.append(f"(user) {_one_line(turn.request, _GOAL_CHARS)}")
             first = False
-        elif len(turn.request.split()) >= 5 and _TASK.search(turn.request):
+        elif _substantial(turn.request, words=5) and _TASK.search(turn.request):
             facts.goal.append(f"(user) Later request: {_one_line(turn.request)}")
         for sentence in _sentences(turn.request):
-            if sentence.endswith(("?", "？")):
-                continue
+            if sentence.endswith(("?", "？")) or _STEP_START.match(sentence):
+                continue  # a question or "next, do X" is a request, not a standing rule
             if _CONSTRAINT_ANYWHERE.search(sentence) or _IMPERATIVE.search(sentence):
                 facts.constraints.append(f"(user) {_one_line(sentence)}")
 
@@ -325,6 +328,8 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: _Facts) -> None:
             if sentence.endswith(("?", "？", ":", "：")) or not _substantial(sentence):
                 continue
             item = f"(inferred) {_one_line(sentence)}"
+            if _STEP_START.match(sentence):
+                continue  # "Next I will …" is a plan: Next Steps takes it
             if _DECISION.search(sentence):
                 f.decisions.append(item)
             elif profile == "coding":
@@ -548,6 +553,10 @@ def _place_new(
         # Update mode: the session's goal is the previous one; this is a later request.
         new_goals[0] = new_goals[0].replace("(user) ", "(user) Later request: ", 1)
     g.add(new_goals)
+    if not g.items:
+        # Never an empty checkpoint: say plainly that no request was seen.
+        n = sum(1 for node in plan.newly_old if node.message is not None)
+        g.add([f"(inferred) No user request appears in the {n} compacted messages"])
     if g.items:
         # The first request of the whole session is the goal: never trimmed.
         g.pinned.add(_norm(g.items[0]))
