@@ -33,7 +33,7 @@ from contextfold.core.tree import Branch, InvalidRecord
 from contextfold.core.validity import openai_problems
 
 from .engine import read_connection
-from .rows import payload_json, record_from_row
+from .rows import content_hash, payload_json, record_from_row
 from .schema import compaction_leases, leaf_moves, nodes, sessions, trees
 
 if TYPE_CHECKING:
@@ -45,9 +45,14 @@ def payload_digest(payload: Message | Checkpoint) -> str:
     return hashlib.sha256(payload_json(payload).encode("utf-8")).hexdigest()
 
 
+def _row_digest(row: Mapping[str, Any]) -> str:
+    """Hash of what a node row holds *now* (recomputed, never the stored hash column)."""
+    return content_hash(row["id"], row["parent_id"], row["created_at"], row["payload"])
+
+
 @dataclass(frozen=True)
 class Snapshot:
-    """Node hashes and session positions at one moment."""
+    """Node content digests and session positions at one moment."""
 
     nodes: dict[str, str]
     sessions: dict[str, tuple[str | None, int]]
@@ -71,11 +76,13 @@ class InvariantReport:
 
 async def take_snapshot(store: SqlSessionStore) -> Snapshot:
     async with read_connection(store.engine) as conn:
-        node_rows = await conn.execute(select(nodes.c.id, nodes.c.content_hash))
+        node_rows = (await conn.execute(
+            select(nodes.c.id, nodes.c.parent_id, nodes.c.created_at, nodes.c.payload)
+        )).mappings().all()
         session_rows = await conn.execute(
             select(sessions.c.id, sessions.c.leaf_id, sessions.c.branch_revision))
         return Snapshot(
-            nodes={r[0]: r[1] for r in node_rows},
+            nodes={r["id"]: _row_digest(r) for r in node_rows},
             sessions={r[0]: (r[1], r[2]) for r in session_rows},
         )
 
@@ -119,7 +126,7 @@ async def check_store(
             report.problems.append(f"node {row['id']}: {record.error}")
     _check_topology(by_tree, meta, report)
     _check_acknowledged(acknowledged or {}, meta, digests, report)
-    final = Snapshot(nodes={r["id"]: r["content_hash"] for r in node_rows},
+    final = Snapshot(nodes={r["id"]: _row_digest(r) for r in node_rows},
                      sessions={r["id"]: (r["leaf_id"], r["branch_revision"]) for r in session_rows})
     _check_snapshots([*snapshots, final], report)
     _check_moves(session_rows, move_rows, by_tree, report)
