@@ -25,12 +25,12 @@ from contextfold.core.messages import (
     Node,
     Part,
     Role,
-    ToolCallPart,
     ToolResultPart,
     Usage,
 )
 
 from .errors import ImportFormatError
+from .reader import BadLine
 from .result import ImportResult
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -55,10 +55,6 @@ class Draft:
     model: str | None = None
     checkpoint: Checkpoint | None = None
     provider_message_id: str | None = None  # e.g. Anthropic `msg_...`, for merging split entries
-
-    @property
-    def call_ids(self) -> set[str]:
-        return {p.id for p in self.parts if isinstance(p, ToolCallPart)}
 
     @property
     def result_ids(self) -> set[str]:
@@ -98,6 +94,12 @@ class TreeBuilder:
         where = f"{self.source}:{line}" if line is not None else self.source
         self.warnings.append(f"{where}: {reason}")
 
+    def unreadable(self, bad: Iterable[BadLine]) -> None:
+        """Report lines that could not be read at all (truncated, binary, not an object)."""
+        for item in bad:
+            self.warn(item.line, item.reason)
+            self.skipped["unreadable_line"] += 1
+
     def skip(self, reason: str, source_id: str | None = None,
              parent: str | None = None) -> None:
         """Count a skipped entry; if it has an id, its children re-link to `parent`."""
@@ -106,9 +108,6 @@ class TreeBuilder:
             self.alias[source_id] = parent
 
     # ---------------------------------------------------------------- linking
-
-    def known(self, source_id: str) -> bool:
-        return source_id in self.drafts or source_id in self.alias
 
     def resolve(self, source_id: str | None) -> str | None:
         """The node a child of `source_id` hangs from (None: it becomes a root)."""
@@ -215,6 +214,39 @@ def parents_first(items: Sequence[Linked[E]],
             if linked.id not in done:
                 done.add(linked.id)
                 yield linked
+
+
+def walk(b: TreeBuilder, items: Sequence[Linked[E]],
+         handle: Callable[[Linked[E], str | None], None]) -> None:
+    """Feed entries to `handle(item, parent_node_id)`, parents first.
+
+    A parent that is not in the file makes the entry a root, a parent cycle is broken, and
+    an entry whose conversion fails is skipped with a warning naming its line; its
+    children then re-link to its nearest kept ancestor. Each case is reported, none fatal.
+    """
+    present = {item.id for item in items}
+
+    def on_cycle(item: Linked[E]) -> None:
+        b.warn(item.line, f"parent links of {item.id} form a cycle; treated as a root")
+
+    for item in parents_first(items, on_cycle):
+        parent = item.parent
+        if parent is not None and parent not in present:
+            b.warn(item.line, f"parent {parent} is not in the file; entry starts a root")
+            parent = None
+        resolved = b.resolve(parent)
+        try:
+            handle(item, resolved)
+        except ENTRY_ERRORS as exc:
+            kind = item.entry.get("type") if isinstance(item.entry, dict) else None
+            b.warn(item.line, f"unreadable {kind!r} entry skipped ({describe(exc)})")
+            b.skip("invalid_entry", item.id, resolved)
+
+
+def describe(exc: BaseException) -> str:
+    """One short line naming an entry's problem, for warnings."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
 # --------------------------------------------------------------------------- values

@@ -36,7 +36,7 @@ from contextfold.core.messages import (
     ToolResultPart,
 )
 
-from .builder import ENTRY_ERRORS, Draft, TreeBuilder, make_usage, text_of
+from .builder import ENTRY_ERRORS, Draft, TreeBuilder, describe, make_usage, text_of
 from .errors import ImportFormatError
 from .parts import anthropic_parts, nonempty, openai_parts, tool_input
 from .reader import parse_json_document, parse_jsonl, read_bytes, require_readable, source_name
@@ -176,8 +176,7 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
                 continue
             draft = importer.convert(message, node_id, parent, created)
         except ENTRY_ERRORS as exc:
-            b.warnings.append(f"{display}:{where}: message skipped "
-                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+            b.warnings.append(f"{display}:{where}: message skipped ({describe(exc)})")
             b.skipped["invalid_message"] += 1
             continue
         if draft is None:

@@ -32,10 +32,10 @@ from typing import Any
 
 from contextfold.core.messages import Checkpoint, MessageStatus, ToolResultPart
 
-from .builder import ENTRY_ERRORS, Draft, Linked, TreeBuilder, make_usage, parents_first, text_of
+from .builder import Draft, Linked, TreeBuilder, make_usage, text_of, walk
 from .errors import ImportFormatError
 from .parts import anthropic_parts
-from .reader import JsonLine, parse_jsonl, read_bytes, require_readable, source_name
+from .reader import BadLine, JsonLine, parse_jsonl, read_bytes, require_readable, source_name
 from .result import ImportResult
 
 NON_MESSAGE_TYPES = ("progress", "file-history-snapshot", "queue-operation", "summary",
@@ -74,11 +74,9 @@ class _Importer:
 
     # ------------------------------------------------------------------ driver
 
-    def run(self, lines: tuple[JsonLine, ...], bad: tuple[Any, ...]) -> ImportResult:
+    def run(self, lines: tuple[JsonLine, ...], bad: tuple[BadLine, ...]) -> ImportResult:
         b = self.b
-        for item in bad:
-            b.warn(item.line, item.reason)
-            b.skipped["unreadable_line"] += 1
+        b.unreadable(bad)
         linked: list[Linked[dict[str, Any]]] = []
         seen: set[str] = set()
         leaf_source: str | None = None
@@ -104,22 +102,7 @@ class _Importer:
                 leaf_source = uuid
         if not linked:
             raise ImportFormatError(b.source, "no Claude Code entries with a uuid found")
-        present = {item.id for item in linked}
-
-        def on_cycle(item: Linked[dict[str, Any]]) -> None:
-            b.warn(item.line, f"parent links of {item.id} form a cycle; treated as a root")
-
-        for item in parents_first(linked, on_cycle):
-            parent = item.parent
-            if parent is not None and parent not in present:
-                b.warn(item.line, f"parent {parent} is not in the file; entry starts a root")
-                parent = None
-            try:
-                self._entry(item, b.resolve(parent))
-            except ENTRY_ERRORS as exc:
-                b.warn(item.line, f"unreadable {item.entry.get('type')!r} entry skipped "
-                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
-                b.skip("invalid_entry", item.id, b.resolve(parent))
+        walk(b, linked, self._entry)
         for cp_id in self.open_boundaries:
             b.warn(b.drafts[cp_id].line, "compact boundary without its summary message")
         self.metadata.update(

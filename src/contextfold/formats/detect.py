@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from .chat import chat_list_format, import_anthropic_messages, import_openai_messages
-from .chat import messages_format as _messages_format
+from .chat import (
+    chat_list_format,
+    import_anthropic_messages,
+    import_openai_messages,
+    messages_format,
+)
 from .claude_code import claude_code_score, import_claude_code
 from .errors import ImportFormatError
 from .pi import import_pi, pi_score
@@ -60,7 +64,7 @@ def detect_format(path: str | Path) -> str:
     claude = sum(claude_code_score(obj) for obj in sample)
     roles = [obj for obj in sample if isinstance(obj.get("role"), str) and "type" not in obj]
     if len(roles) * 2 > len(sample):
-        return _messages_format(roles)
+        return messages_format(roles)
     if pi == 0 and claude == 0:
         raise ImportFormatError(name, "not a known session format: the JSON lines are neither "
                                 "Pi nor Claude Code entries nor chat messages",

@@ -73,7 +73,7 @@ def nonempty(value: Any) -> str | None:
 
 @dataclass
 class Converted:
-    """Parts of one message plus the ids of tool calls it answers (for tool-role messages)."""
+    """The parts of one converted message."""
 
     parts: list[Part] = field(default_factory=list)
 

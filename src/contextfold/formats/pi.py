@@ -36,10 +36,10 @@ from contextfold.core.messages import (
     ToolResultPart,
 )
 
-from .builder import ENTRY_ERRORS, Draft, Linked, TreeBuilder, make_usage, parents_first, text_of
+from .builder import Draft, Linked, TreeBuilder, make_usage, text_of, walk
 from .errors import ImportFormatError
 from .parts import file_part, nonempty, tool_input
-from .reader import JsonLine, parse_jsonl, read_bytes, require_readable, source_name
+from .reader import BadLine, JsonLine, parse_jsonl, read_bytes, require_readable, source_name
 from .result import ImportResult
 
 # Exactly Pi's wording (coding-agent `messages.ts`), so the model sees what it saw in Pi.
@@ -107,11 +107,9 @@ class _Importer:
 
     # ------------------------------------------------------------------ driver
 
-    def run(self, lines: tuple[JsonLine, ...], bad: tuple[Any, ...]) -> ImportResult:
+    def run(self, lines: tuple[JsonLine, ...], bad: tuple[BadLine, ...]) -> ImportResult:
         b = self.b
-        for item in bad:
-            b.warn(item.line, item.reason)
-            b.skipped["unreadable_line"] += 1
+        b.unreadable(bad)
         header = next((jl.obj for jl in lines if jl.obj.get("type") == "session"), None)
         session_id = text_of(header.get("id")) if header else None
         prefix = session_id or self.stem
@@ -146,23 +144,7 @@ class _Importer:
             previous = entry_id
         if not linked:
             raise ImportFormatError(b.source, "no Pi session entries after the header")
-        present = {item.id for item in linked}
-
-        def on_cycle(item: Linked[dict[str, Any]]) -> None:
-            b.warn(item.line, f"parent links of {item.id} form a cycle; treated as a root")
-
-        for item in parents_first(linked, on_cycle):
-            parent = item.parent
-            if parent is not None and parent not in present:
-                b.warn(item.line, f"parent {parent} is not in the file; entry starts a root")
-                parent = None
-            resolved = b.resolve(parent)
-            try:
-                self._entry(item, resolved, index_ids)
-            except ENTRY_ERRORS as exc:
-                b.warn(item.line, f"unreadable {item.entry.get('type')!r} entry skipped "
-                                  f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
-                b.skip("invalid_entry", item.id, resolved)
+        walk(b, linked, lambda item, parent: self._entry(item, parent, index_ids))
         self._resolve_first_kept()
         self.metadata["models"] = list(self.models)
         return b.finish("pi", linked[-1].id, self.metadata)
