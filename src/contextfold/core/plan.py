@@ -54,8 +54,6 @@ class Plan:
     def is_noop(self) -> bool:
         return False
 
-    @property
-    def boundary_moved(self) -> bool:
-        return self.first_kept_id != self.previous_first_kept_id
-
     previous_first_kept_id: str | None = None
+    # False for an M4 catch-up: the summary absorbs new nodes that also stay in the tail.
+    boundary_moved: bool = True

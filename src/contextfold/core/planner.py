@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .boundary import Boundary, choose_boundary, latest_turn_boundary
+from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
 from .estimator import Estimate, estimate_message, estimate_request, estimate_text
 from .ledger import extract_identifiers, merge_ledger
@@ -110,11 +110,11 @@ def plan_compaction(
     previous_cp = previous.checkpoint if previous is not None else None
     fixed = _fixed_overhead(estimate)
 
+    if trigger == "manual" and previous_cp is None and len(turn_starts(region)) <= 1:
+        return NoOp("only one turn so far: nothing to compact yet", trigger, "single_turn")
     boundary = _choose(trigger, region, budget, cost, pending, capacity, fixed)
-    if isinstance(boundary, NoOp):
-        return boundary
-
-    if not boundary.moved:
+    moved = boundary.moved
+    if not moved:
         after = _nodes_after_checkpoint(branch)
         if trigger == "manual" and previous_cp is not None and after:
             # M4: nothing can leave the tail, but the summary can still catch up.
@@ -158,6 +158,7 @@ def plan_compaction(
         profile=profile or detect_profile(branch.nodes),
         instructions=instructions,
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
+        boundary_moved=moved,
     )
 
 
