@@ -41,6 +41,7 @@ class RecordedRequest:
     is_summary: bool
     stream: bool
     status: int | None = None  # None while the answer is pending (or it hung)
+    reply_text: str | None = None  # the text answered (successful answers only)
 
     @property
     def max_tokens(self) -> int | None:
@@ -238,7 +239,10 @@ async def _handle(request: Request, protocol: Protocol,
         cached = state.cached_prefix(body, running) if config.prompt_cache else 0
     cached = min(cached, total)
     cache_write = min(reply.cache_write or 0, total - cached)
-    return finish(respond(state, reply, body, summary, total, cached, cache_write))
+    answer = _answer(state, reply, body, summary,
+                     "call_fake" if protocol == "openai" else "toolu_fake")
+    entry.reply_text = answer.text
+    return finish(respond(state, reply, body, answer, total, cached, cache_write))
 
 
 def _key_of(request: Request, protocol: Protocol) -> str | None:
@@ -283,9 +287,8 @@ def _openai_usage(total: int, output: int, cached: int) -> dict[str, Any]:
     }
 
 
-def _openai_respond(state: ServerState, reply: Reply, body: dict[str, Any], summary: bool,
+def _openai_respond(state: ServerState, reply: Reply, body: dict[str, Any], answer: _Answer,
                     total: int, cached: int, cache_write: int) -> Response:
-    answer = _answer(state, reply, body, summary, "call_fake")
     finish = reply.stop_reason or _OPENAI_FINISH[answer.stop]
     ident = f"chatcmpl-fake{state.new_id():06d}"
     model = body.get("model", "fake-model")
@@ -349,9 +352,8 @@ def _openai_respond(state: ServerState, reply: Reply, body: dict[str, Any], summ
 _ANTHROPIC_STOP = {"end": "end_turn", "tool": "tool_use", "length": "max_tokens"}
 
 
-def _anthropic_respond(state: ServerState, reply: Reply, body: dict[str, Any], summary: bool,
-                       total: int, cached: int, cache_write: int) -> Response:
-    answer = _answer(state, reply, body, summary, "toolu_fake")
+def _anthropic_respond(state: ServerState, reply: Reply, body: dict[str, Any],
+                       answer: _Answer, total: int, cached: int, cache_write: int) -> Response:
     stop = reply.stop_reason or _ANTHROPIC_STOP[answer.stop]
     ident = f"msg_fake{state.new_id():06d}"
     model = body.get("model", "fake-model")

@@ -35,6 +35,8 @@ CODING_SECTIONS = (
     "Key Decisions",
     "Next Steps",
     "Critical Context",
+    "Files Read",
+    "Files Modified",
 )
 
 _IDENTIFIERS = re.compile(
@@ -60,8 +62,21 @@ def is_summary_request(body: dict[str, Any]) -> bool:
     return SUMMARISER_ROLE in head.lower()
 
 
+_HEADING = re.compile(r"^##\s+(.+?)\s*$", re.M)
+_SUBHEADING = re.compile(r"^###\s+(.+?)\s*$", re.M)
+
+
 def requested_sections(text: str) -> tuple[str, ...]:
-    """The profile the request asks for: research unless it names the coding sections."""
+    """The sections the request asks for, as a model that follows instructions reads them.
+
+    The headings of the format the prompt gives (after its last "Format:" line, or anywhere
+    if it has none); without any, the profile the request names (research by default).
+    """
+    at = text.rfind("\nFormat:")
+    skeleton = text[at:] if at >= 0 else text
+    named = list(dict.fromkeys(m.strip() for m in _HEADING.findall(skeleton)))
+    if named:
+        return tuple(named)
     if "Research Goal" in text:
         return RESEARCH_SECTIONS
     if "Constraints & Preferences" in text:
@@ -69,29 +84,52 @@ def requested_sections(text: str) -> tuple[str, ...]:
     return RESEARCH_SECTIONS
 
 
-def make_summary(body: dict[str, Any], style: SummaryStyle) -> str:
-    """A well-formed checkpoint for this request."""
-    text = request_text(body)
-    sections = requested_sections(text)
-    if style == "canned":
-        quoted: list[str] = []
-        identifiers: list[str] = []
-    else:
-        identifiers = list(dict.fromkeys(_IDENTIFIERS.findall(text)))[:40]
-        last = _content_text((body.get("messages") or [{}])[-1].get("content"))
-        quoted = [line.strip() for line in last.splitlines() if line.strip()][-3:]
+def _subsections(text: str) -> tuple[str, ...]:
+    at = text.rfind("\nFormat:")
+    found = tuple(dict.fromkeys(_SUBHEADING.findall(text[at:] if at >= 0 else "")))
+    return found or ("Done", "In Progress", "Blocked")
+
+
+def _render(sections: tuple[str, ...], subs: tuple[str, ...], quoted: list[str],
+            identifiers: list[str]) -> str:
     lines: list[str] = []
     for name in sections:
         lines.append(f"## {name}")
         if name in ("Research Progress", "Progress"):
-            lines += ["### Done", "- (user) The work so far was reviewed.",
-                      "### In Progress", "- (inferred) Continuing the current task.",
-                      "### Blocked", "- (none)"]
+            for sub in subs:
+                lines += [f"### {sub}", f"- (inferred) {sub.lower()}: as the conversation shows."]
         elif name == "Critical Context":
-            lines += [f"- (tool) {q[:200]}" for q in quoted] or ["- (none)"]
-        elif name in ("Key Zotero Resources", "Findings and Evidence") and identifiers:
+            lines += [f"- (tool) {q}" for q in quoted] or ["- (none)"]
+        elif name in ("Key Zotero Resources", "Findings and Evidence", "Files Read") and (
+                identifiers):
             lines += [f"- (tool) {ident}" for ident in identifiers]
         else:
             lines.append("- (user) As stated in the conversation.")
         lines.append("")
     return "\n".join(lines).strip()
+
+
+def make_summary(body: dict[str, Any], style: SummaryStyle) -> str:
+    """A well-formed checkpoint for this request, kept within the size it asks for.
+
+    Like a careful model, it stays under `max_tokens` even by a pessimistic count (two
+    characters per token): quotes and identifiers are dropped until it does.
+    """
+    text = request_text(body)
+    sections, subs = requested_sections(text), _subsections(text)
+    quoted: list[str] = []
+    identifiers: list[str] = []
+    if style == "echo":
+        identifiers = list(dict.fromkeys(_IDENTIFIERS.findall(text)))[:20]
+        last = _content_text((body.get("messages") or [{}])[-1].get("content"))
+        body_text = last.split("</conversation>")[0]
+        quoted = [line.strip()[:120] for line in body_text.splitlines() if line.strip()][-3:]
+    max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+    summary = _render(sections, subs, quoted, identifiers)
+    while max_tokens and len(summary) > 1.6 * max_tokens and (quoted or identifiers):
+        if identifiers:
+            identifiers.pop()
+        else:
+            quoted.pop(0)
+        summary = _render(sections, subs, quoted, identifiers)
+    return summary

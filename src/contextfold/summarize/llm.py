@@ -1,0 +1,161 @@
+"""The LLM summariser: chunked, validated, one stricter retry, then the offline fallback.
+
+For each chunk of a plan, in order, the model gets one summarisation request (SPEC S1):
+the first chunk updates the plan's previous summary (or starts fresh), every later chunk
+updates the running summary of the chunks before it (S4: one summary, never a stack).
+Each answer is validated; an invalid one is asked for once more with the strict prompt.
+If that fails too, or the provider fails (after its own bounded retries), the whole plan is
+summarised by `summarize_extractive`, and the outcome says so. A summary is never returned
+invalid.
+
+Every request is sized to the summariser's window: prompt overhead + running summary +
+instructions + one serialised chunk stay under the summariser's safe input limit (by the
+conservative estimator), and the answer's `max_tokens` under its reserve.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..core.budget import ModelCapacity
+from ..core.estimator import estimate_text
+from ..core.messages import Node, text_message
+from ..core.plan import Plan
+from ..core.serialize import SerializeLimits, serialize_chunk
+from ..providers.base import ChatModel, ChatRequest
+from ..providers.errors import ProviderError
+from .extractive import summarize_extractive, summary_token_budget
+from .prompts import PROMPT_OVERHEAD_TOKENS, build_summary_request
+from .validate import SummaryInvalid, ensure_valid, validate_summary
+
+Count = Callable[[str], int]
+
+FALLBACK = "extractive-fallback"
+# Below this many tokens for the serialised chunk a summary request is pointless; the chunk
+# is then clipped to it anyway (serialize_chunk never drops a message) and the provider
+# decides. Plans made by the planner never get here: it sizes chunks to the window.
+MIN_CHUNK_TOKENS = 256
+
+_FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*)\n\s*```\s*$", re.S)
+
+
+@dataclass(frozen=True)
+class SummaryOutcome:
+    """The summary of a plan, and how it was obtained.
+
+    text        a valid checkpoint summary
+    summarizer  "llm:<model>" or "extractive-fallback"
+    attempts    summarisation requests sent to the model (strict retries included)
+    problems    why answers were rejected or calls failed, in order ("" when none)
+    """
+
+    text: str
+    summarizer: str
+    attempts: int
+    problems: tuple[str, ...] = ()
+
+    @property
+    def fell_back(self) -> bool:
+        return self.summarizer == FALLBACK
+
+
+class _ChunkFailed(Exception):
+    """One chunk could not be summarised by the model; the plan falls back."""
+
+
+def _unwrap(text: str) -> str:
+    """The answer without a code fence some models wrap Markdown in."""
+    match = _FENCE.match(text)
+    return (match.group(1) if match else text).strip()
+
+
+class LlmSummarizer:
+    """Summarise compaction plans with a chat model (the summariser model)."""
+
+    def __init__(self, model: ChatModel, capacity: ModelCapacity | None = None, *,
+                 count: Count = estimate_text) -> None:
+        self.model = model
+        self.capacity = capacity
+        self.count = count
+
+    @property
+    def name(self) -> str:
+        return f"llm:{self.model.model}"
+
+    def __repr__(self) -> str:
+        return f"LlmSummarizer(model={self.model!r})"
+
+    # ------------------------------------------------------------------ sizing
+
+    def output_tokens(self, plan: Plan) -> int:
+        """`max_tokens` of each request: the summary's share of the budget (SPEC B3),
+        capped by the summariser's reserve and its max output."""
+        limit = min(summary_token_budget(plan), plan.summarizer_budget.reserve)
+        if self.capacity is not None:
+            limit = min(limit, self.capacity.max_output)
+        return max(1, limit)
+
+    def chunk_tokens(self, plan: Plan, running: str | None) -> int:
+        """Room for one serialised chunk next to the prompt, summary and instructions."""
+        used = PROMPT_OVERHEAD_TOKENS + self.count(running or "")
+        used += self.count(plan.instructions or "")
+        return max(MIN_CHUNK_TOKENS, plan.summarizer_budget.safe_input_limit - used)
+
+    # ------------------------------------------------------------------ summarising
+
+    async def summarize(self, plan: Plan) -> SummaryOutcome:
+        """A valid summary of `plan`: from the model if it can, else the offline one."""
+        problems: list[str] = []
+        attempts = 0
+        running = plan.previous_summary
+        chunks = plan.chunks or ((plan.newly_old,) if plan.newly_old else ())
+        try:
+            for index, chunk in enumerate(chunks, start=1):
+                label = f"chunk {index}/{len(chunks)}"
+                running, used = await self._chunk(plan, chunk, running, label, problems)
+                attempts += used
+        except _ChunkFailed as failed:
+            attempts += failed.args[0]
+            return self._fallback(plan, attempts, problems)
+        if running is None or not chunks:
+            problems.append("nothing to summarise with the model")
+            return self._fallback(plan, attempts, problems)
+        return SummaryOutcome(text=running, summarizer=self.name, attempts=attempts,
+                              problems=tuple(problems))
+
+    async def _chunk(self, plan: Plan, chunk: Sequence[Node], running: str | None,
+                     label: str, problems: list[str]) -> tuple[str, int]:
+        """Summarise one chunk onto `running`; at most two requests (normal, strict)."""
+        limit = self.chunk_tokens(plan, running)
+        text = serialize_chunk(chunk, limit, SerializeLimits.for_budget(limit), self.count)
+        budget = self.output_tokens(plan)
+        for attempt, strict in enumerate((False, True), start=1):
+            summary_request = build_summary_request(
+                profile=plan.profile, conversation_text=text, previous_summary=running,
+                instructions=plan.instructions, max_tokens=budget, strict=strict)
+            request = ChatRequest(system=summary_request.system,
+                                  pending=(text_message("user", summary_request.prompt),),
+                                  max_tokens=summary_request.max_tokens)
+            try:
+                reply = await self.model.complete(request)
+            except ProviderError as exc:
+                problems.append(f"{label}: the model failed: {exc}")
+                raise _ChunkFailed(attempt) from exc
+            answer = _unwrap(reply.text)
+            found = validate_summary(answer, plan.profile, budget, self.count)
+            if not found:
+                return answer, attempt
+            kind = "strict retry" if strict else "answer"
+            problems.append(f"{label}: {kind} rejected: " + "; ".join(found))
+        raise _ChunkFailed(2)
+
+    def _fallback(self, plan: Plan, attempts: int, problems: list[str]) -> SummaryOutcome:
+        text = summarize_extractive(plan, self.count)
+        try:
+            ensure_valid(text, plan.profile, summary_token_budget(plan), self.count)
+        except SummaryInvalid as exc:  # pragma: no cover - the extractive summariser's contract
+            raise SummaryInvalid([*problems, *exc.problems]) from exc
+        return SummaryOutcome(text=text, summarizer=FALLBACK, attempts=attempts,
+                              problems=tuple(problems))
