@@ -87,6 +87,7 @@ async def test_anthropic_rejects_what_the_real_api_rejects(fake, messages, wordi
     with pytest.raises(anthropic.BadRequestError) as info:
         await raw_anthropic(fake).messages.create(model="m", max_tokens=5, messages=messages)
     assert wording in str(info.value)
+    assert [r.outcome for r in fake.requests] == ["invalid"] and fake.rejected
 
 
 async def test_validation_errors_are_request_errors_not_overflow(fake):  # P4
@@ -136,6 +137,9 @@ async def test_requests_are_recorded_with_their_token_counts(fake):  # P3
     fits, too_big = fake.requests
     assert fits.prompt_tokens <= 60 < too_big.prompt_tokens
     assert (fits.status, too_big.status) == (200, 400)
+    assert (fits.outcome, too_big.outcome) == ("ok", "overflow")
+    assert fake.overflowed == [too_big] and fake.rejected == []
+    assert fake.max_prompt_tokens == too_big.prompt_tokens
 
 
 def test_a_hung_answer_does_not_block_shutdown():  # P4

@@ -16,6 +16,7 @@ from contextfold.core.projection import Projection, project
 from contextfold.core.validity import anthropic_problems, openai_problems
 from contextfold.providers import (
     AnthropicModel,
+    ChatModel,
     ChatRequest,
     ContextOverflowError,
     MalformedResponseError,
@@ -344,3 +345,23 @@ async def test_request_without_messages_is_refused_before_sending(fake, protocol
     with pytest.raises(ValueError, match="no messages"):
         await make_model(protocol, fake).complete(ChatRequest(max_tokens=10))
     assert fake.requests == []
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_adapters_satisfy_the_chat_model_protocol(fake, protocol):  # P1
+    model = make_model(protocol, fake)
+    assert isinstance(model, ChatModel)
+    assert model.model in repr(model)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_stopping_a_stream_early_leaves_the_model_usable(fake, protocol):  # U3
+    fake.enqueue(Reply(text="a long answer that the caller abandons " * 5))
+    model = make_model(protocol, fake)
+    stream = model.stream(hello())
+    async for event in stream:
+        assert isinstance(event, TextDelta)
+        break
+    await stream.aclose()
+    reply = await model.complete(hello())
+    assert reply.text == "ok" and len(fake.requests) == 2

@@ -42,6 +42,9 @@ class RecordedRequest:
     stream: bool
     status: int | None = None  # None while the answer is pending (or it hung)
     reply_text: str | None = None  # the text answered (successful answers only)
+    # ok | overflow | invalid (rejected by validation) | auth | scripted (a scripted error
+    # status) | malformed | hung; None while the answer is pending
+    outcome: str | None = None
 
     @property
     def max_tokens(self) -> int | None:
@@ -207,33 +210,35 @@ async def _handle(request: Request, protocol: Protocol,
     state.record(entry)
     reply = state.next_reply(summary)
 
-    def finish(response: Response) -> Response:
+    def finish(response: Response, outcome: str) -> Response:
         entry.status = response.status_code
+        entry.outcome = outcome
         return response
 
     if reply.hang:
+        entry.outcome = "hung"
         await _wait(state, 3600)
-        return finish(Response(status_code=503))
+        return finish(Response(status_code=503), "hung")
     if reply.delay:
         await _wait(state, reply.delay)
     given = _key_of(request, protocol)
     if config.api_key is not None and given != config.api_key:
         body401 = (bodies.openai_status_body(401, given) if protocol == "openai"
                    else bodies.anthropic_status_body(401))
-        return finish(JSONResponse(body401, status_code=401))
+        return finish(JSONResponse(body401, status_code=401), "auth")
     if reply.status is not None:
         error = reply.error_body if reply.error_body is not None else (
             bodies.openai_status_body(reply.status) if protocol == "openai"
             else bodies.anthropic_status_body(reply.status))
-        return finish(_json_error(reply.status, error, reply.retry_after))
+        return finish(_json_error(reply.status, error, reply.retry_after), "scripted")
     if config.validate:
         problem = (bodies.openai_request_problem(body) if protocol == "openai"
                    else bodies.anthropic_request_problem(body))
         if problem is not None:
-            return finish(JSONResponse(problem, status_code=400))
+            return finish(JSONResponse(problem, status_code=400), "invalid")
     overflow = _overflow(config, protocol, body, total)
     if overflow is not None:
-        return finish(JSONResponse(overflow[1], status_code=overflow[0]))
+        return finish(JSONResponse(overflow[1], status_code=overflow[0]), "overflow")
     cached = reply.cached_tokens
     if cached is None:
         cached = state.cached_prefix(body, running) if config.prompt_cache else 0
@@ -242,7 +247,8 @@ async def _handle(request: Request, protocol: Protocol,
     answer = _answer(state, reply, body, summary,
                      "call_fake" if protocol == "openai" else "toolu_fake")
     entry.reply_text = answer.text
-    return finish(respond(state, reply, body, answer, total, cached, cache_write))
+    return finish(respond(state, reply, body, answer, total, cached, cache_write),
+                  "malformed" if reply.malformed else "ok")
 
 
 def _key_of(request: Request, protocol: Protocol) -> str | None:

@@ -114,6 +114,21 @@ class FakeServer:
         return [r for r in self.requests if r.is_summary]
 
     @property
+    def overflowed(self) -> list[RecordedRequest]:
+        """Requests refused for not fitting the context window."""
+        return [r for r in self.requests if r.outcome == "overflow"]
+
+    @property
+    def rejected(self) -> list[RecordedRequest]:
+        """Requests the real provider would have refused (orphan tool results, role order)."""
+        return [r for r in self.requests if r.outcome == "invalid"]
+
+    @property
+    def max_prompt_tokens(self) -> int:
+        """The largest prompt any request sent (0 before the first request)."""
+        return max((r.prompt_tokens for r in self.requests), default=0)
+
+    @property
     def pending_replies(self) -> int:
         with self.state.lock:
             return sum(len(q) for q in self.state.queues.values())

@@ -360,7 +360,8 @@ def translate_sdk_error(
         return from_status(provider=provider, label=label, status=exc.status_code,
                            body=exc.body if exc.body is not None else exc.message,
                            headers=headers, env_var=env_var, secrets=secrets)
-    if isinstance(exc, sdk.APIResponseValidationError | ValueError | KeyError | TypeError):
+    # ValueError: the SDKs let json.JSONDecodeError through for a body that is not JSON.
+    if isinstance(exc, sdk.APIResponseValidationError | ValueError):
         return MalformedResponseError(
             f"{label} sent a response that could not be read: {redact(str(exc), secrets)}",
             provider=provider)

@@ -259,7 +259,10 @@ class OpenAICompatModel:
             raise MalformedResponseError(f"{self.label} returned no choices.",
                                          provider=self.provider)
         choice = choices[0]
-        msg = choice.message
+        msg = getattr(choice, "message", None)
+        if msg is None:
+            raise MalformedResponseError(f"{self.label} returned a choice without a message.",
+                                         provider=self.provider)
         model = getattr(completion, "model", None) or requested_model
         calls = [
             ToolCallPart(id=c.id or f"call_{i}", name=c.function.name,

@@ -9,6 +9,7 @@ observable (`ProviderError.attempts`), so tests can assert on it.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import TypeVar
 from .errors import ProviderError, RetryableError
 
 T = TypeVar("T")
+log = logging.getLogger("contextfold.providers")
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,11 @@ async def call_with_retries(
             exc.attempts = number
             if number == policy.max_attempts:
                 raise
-            await sleep(policy.delay(number, exc.retry_after))
+            wait = policy.delay(number, exc.retry_after)
+            # Error texts are already redacted (errors.redact), so they are safe to log.
+            log.info("attempt %d/%d failed (%s); retrying in %.2fs", number,
+                     policy.max_attempts, exc, wait)
+            await sleep(wait)
         except ProviderError as exc:
             exc.attempts = number
             raise

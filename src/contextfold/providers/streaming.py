@@ -8,11 +8,15 @@ is never retried. A failure before the first event is retried like a plain reque
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from .base import StreamEvent
 from .errors import ProviderError, RetryableError
 from .retry import RetryPolicy
+
+log = logging.getLogger("contextfold.providers")
 
 
 async def stream_with_retries(
@@ -24,15 +28,20 @@ async def stream_with_retries(
     for number in range(1, policy.max_attempts + 1):
         delivered = False
         try:
-            async for event in run():
-                delivered = True
-                yield event
+            # aclosing: a caller that stops early must close the HTTP stream now, not at GC.
+            async with contextlib.aclosing(run()) as events:
+                async for event in events:
+                    delivered = True
+                    yield event
             return
         except RetryableError as exc:
             exc.attempts = number
             if delivered or number == policy.max_attempts:
                 raise
-            await sleep(policy.delay(number, exc.retry_after))
+            wait = policy.delay(number, exc.retry_after)
+            log.info("stream attempt %d/%d failed (%s); retrying in %.2fs", number,
+                     policy.max_attempts, exc, wait)
+            await sleep(wait)
         except ProviderError as exc:
             exc.attempts = number
             raise
