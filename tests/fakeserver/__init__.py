@@ -6,9 +6,9 @@ context window with the providers' genuine errors, validates requests like the p
 and records every request. See `server.py` for the entry points.
 """
 
-from .app import RecordedRequest
 from .script import Reply, ServerConfig, ToolCallSpec
 from .server import FakeServer, fake_server, server_fixture
+from .state import RecordedRequest
 from .summaries import CODING_SECTIONS, RESEARCH_SECTIONS, SUMMARISER_ROLE
 
 __all__ = [

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 import uvicorn
 
-from .app import RecordedRequest, ServerState, create_app
+from .app import create_app
 from .script import Reply, ReplyKind, ServerConfig
+from .state import RecordedRequest, ServerState
 
 
 class FakeServer:
