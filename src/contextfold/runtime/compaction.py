@@ -1,19 +1,22 @@
 """Prepare → summarise → conditional commit against a store: one compaction, end to end.
 
-Both the command line and `Conversation` compact through `compact_session`, so there is one
-place where a plan meets a summariser and the store's conditional commit (SPEC C1-C3).
+Both the command line and `Conversation` compact through `compact_session` (or its fuller
+form `compact_session_with`), so there is one place where a plan meets a summariser and the
+store's conditional commit (SPEC C1-C3).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
+from ..core.estimator import estimate_request
 from ..core.messages import Message
 from ..core.plan import NoOp, Plan, Trigger
 from ..core.planner import build_checkpoint, plan_compaction
+from ..core.projection import project
 from ..core.tree import DamagedBranch
 from ..store import ReadOnlySessionError
 from ..summarize.extractive import summarize_extractive
@@ -66,13 +69,46 @@ async def compact_session(
     summarizer_budget: Budget | None = None,
 ) -> CompactionOutcome:
     """Plan, summarise and conditionally commit one compaction of `session_id`."""
+    return await compact_session_with(
+        store, session_id, capacity=capacity, budget=budget, trigger=trigger,
+        summarize=summarize, instructions=instructions, pending=pending, system=system,
+        summarizer_budget=summarizer_budget)
+
+
+async def compact_session_with(
+    store: Any,
+    session_id: str,
+    *,
+    capacity: ModelCapacity,
+    budget: Budget,
+    trigger: Trigger = "manual",
+    summarize: Summarize = extractive_summarize,
+    instructions: str | None = None,
+    pending: Sequence[Message] = (),
+    system: str | None = None,
+    tools: Sequence[dict[str, Any]] | None = None,
+    summarizer_budget: Budget | None = None,
+    estimate_tokens: int | None = None,
+) -> CompactionOutcome:
+    """`compact_session` with everything the planner can take.
+
+    `tools` (as request JSON) count in the estimate like the system prompt does.
+    `estimate_tokens` overrides the estimated size of the next request: a provider that
+    answered "context overflow, N tokens" knows better than any estimate (SPEC P4).
+    """
     async with store.compaction_lease(session_id):
         branch = await store.load_branch(session_id)
         if isinstance(branch, DamagedBranch):
             raise ReadOnlySessionError(session_id, branch.problems)
+        estimate = None
+        if estimate_tokens is not None:
+            measured = estimate_request(project(branch), capacity, system=system, tools=tools,
+                                        pending=pending)
+            estimate = replace(measured, tokens=max(measured.tokens, estimate_tokens))
         plan = plan_compaction(branch, budget, trigger, capacity=capacity,
                                instructions=instructions, pending=pending, system=system,
-                               summarizer_budget=summarizer_budget)
+                               tools=tools, summarizer_budget=summarizer_budget,
+                               estimate=estimate)
         if isinstance(plan, NoOp):
             return noop_outcome(plan)
         text, name = await summarize(plan)

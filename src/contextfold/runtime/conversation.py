@@ -1,0 +1,565 @@
+"""`Conversation`: the object an application holds for one live session.
+
+    store = await open_store()
+    conv = await Conversation.open(store, model=make_chat_model("anthropic/claude-sonnet-4-5"),
+                                   capacity=capacity_for("claude-sonnet-4-5"))
+    result = await conv.send("Find the papers on ...")
+
+Every model request is preceded by a size check against the current model's safe limit, and
+a compaction when it does not fit (SPEC P1-P3); after a completed turn the auto check runs in
+the background, so the compaction happens between turns (A1-A4); tool calls and approvals are
+never compacted while open (A2). During a compaction, retry / edit / fork / model switch /
+a second compaction raise `BusyError` and a send waits for it (U1-U4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Literal, NoReturn
+
+from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
+from ..core.estimator import Estimate
+from ..core.messages import Message, Node, ToolCallPart
+from ..core.plan import Trigger
+from ..core.projection import Projection, project
+from ..core.tree import Branch, DamagedBranch
+from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta, ToolSpec
+from ..providers.errors import ContextOverflowError
+from ..store import ReadOnlySessionError
+from .compaction import CompactionOutcome, compact_session_with
+from .errors import (
+    BusyError,
+    CompactionFailedError,
+    DraftTooLargeError,
+    RequestTooLargeError,
+    SendAbortedError,
+    ToolWorkflowError,
+)
+from .events import ConversationState, Event, EventBus, EventKind, EventStream
+from .runner import CompactionRunner, Finished
+from .sizing import Gauge, Sizer, tool_dicts
+from .summarizers import FallbackNote, GuardedSummarizer
+from .turns import (
+    OnText,
+    RunTools,
+    SendResult,
+    ToolResults,
+    as_user_message,
+    open_tool_calls,
+    result_messages,
+)
+
+OverflowPolicy = Literal["surface", "compact_and_retry_once"]
+_PREFLIGHT_ATTEMPTS = 3  # a stale commit re-plans; bounded so a busy branch cannot loop us
+
+
+class Conversation:
+    """One session driven live: send, tool turns, compaction, retry/edit/fork, events."""
+
+    def __init__(self, store: Any, session_id: str, *, model: ChatModel,
+                 capacity: ModelCapacity, system: str | None = None,
+                 tools: Sequence[ToolSpec] | None = None, summarizer: Any = None,
+                 overflow_policy: OverflowPolicy = "surface",
+                 settings: CompactionSettings | None = None,
+                 summarizer_timeout: float | None = 300.0, max_tool_rounds: int = 50,
+                 run_tools: RunTools | None = None) -> None:
+        if overflow_policy not in ("surface", "compact_and_retry_once"):
+            raise ValueError(f"overflow_policy must be 'surface' or 'compact_and_retry_once', "
+                             f"not {overflow_policy!r}")
+        if max_tool_rounds < 1:
+            raise ValueError(f"max_tool_rounds must be at least 1, got {max_tool_rounds}")
+        self.store = store
+        self.session_id = session_id
+        self.overflow_policy: OverflowPolicy = overflow_policy
+        self.settings = settings
+        self.max_tool_rounds = max_tool_rounds
+        self.run_tools = run_tools
+        self._system = system
+        self._tools = tuple(tools or ())
+        self._summarizer = summarizer
+        self._summarize = GuardedSummarizer(summarizer, timeout=summarizer_timeout,
+                                            on_fallback=self._fallback_used)
+        self._bus = EventBus()
+        self._runner = CompactionRunner(session_id, self._bus, self.reload)
+        self._turn_lock = asyncio.Lock()
+        self._branch: Branch | None = None
+        self._damaged: DamagedBranch | None = None
+        self._set_model(model, capacity)
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    async def open(cls, store: Any, session_id: str | None = None, *, model: ChatModel,
+                   capacity: ModelCapacity, title: str | None = None,
+                   **options: Any) -> Conversation:
+        """Open `session_id` (or create a new session) in `store`.
+
+        `options`: system, tools (`ToolSpec`s), summarizer (None: offline extractive; an
+        `LlmSummarizer`; or an async `plan -> (text, name)`), overflow_policy ("surface" or
+        "compact_and_retry_once", SPEC P4), settings (`CompactionSettings`),
+        summarizer_timeout (s), max_tool_rounds, run_tools (async callback running tools).
+        A damaged session opens read-only (SPEC D2): it can be read, not written.
+        """
+        if session_id is None:
+            info = await store.create_session(title=title)
+            session_id = info.id
+        else:
+            await store.get_session(session_id)  # SessionNotFoundError names the id
+        conv = cls(store, session_id, model=model, capacity=capacity, **options)
+        await conv.reload()
+        return conv
+
+    async def close(self) -> None:
+        """Cancel a running compaction and end every event stream (the store stays open)."""
+        self._runner.cancel()
+        await self._runner.wait()
+        self._bus.close()
+
+    async def __aenter__(self) -> Conversation:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ what a UI reads
+
+    @property
+    def model(self) -> ChatModel:
+        return self._model
+
+    @property
+    def capacity(self) -> ModelCapacity:
+        return self._capacity
+
+    @property
+    def budget(self) -> Budget:
+        return self._sizer.budget
+
+    @property
+    def system(self) -> str | None:
+        return self._system
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        return self._tools
+
+    @property
+    def state(self) -> ConversationState:
+        """idle / compacting (started_at, trigger, cancellable) / failed (reason)."""
+        return self._runner.state
+
+    @property
+    def read_only(self) -> bool:
+        return self._damaged is not None
+
+    @property
+    def branch(self) -> Branch | DamagedBranch | None:
+        """The branch as last loaded (O(tail): from the latest checkpoint's boundary)."""
+        return self._damaged if self._damaged is not None else self._branch
+
+    @property
+    def open_tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """Tool calls of the current turn that still wait for results."""
+        return tuple(open_tool_calls(self._branch).values())
+
+    def projection(self) -> Projection:
+        """What the model sees next (SPEC T3), without the system prompt and tools."""
+        return project(self._branch) if self._branch is not None else Projection(None, ())
+
+    def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
+        """Estimated size of the next request with `pending` drafts (SPEC P1, E1-E5)."""
+        return self._sizer.estimate(self.projection(), pending)
+
+    def gauge(self, pending: Sequence[Message] = ()) -> Gauge:
+        """Tokens the next request uses against the safe limit, for a context gauge."""
+        return self._sizer.gauge(self.estimate(pending))
+
+    async def history(self) -> Branch | DamagedBranch:
+        """The durable branch from its root, checkpoints included (for /history)."""
+        return await self.store.load_full_branch(self.session_id)
+
+    def events(self) -> EventStream:
+        """Async iterator over events from now on: `async for event in conv.events()`."""
+        return self._bus.stream()
+
+    def subscribe(self, callback: Callable[[Event], Any]) -> Callable[[], None]:
+        """Call `callback(event)` for every event; returns an unsubscribe function."""
+        return self._bus.subscribe(callback)
+
+    async def reload(self) -> None:
+        """Re-read the branch from the store (after a stale commit or an outside change)."""
+        branch = await self.store.load_branch(self.session_id)
+        if isinstance(branch, DamagedBranch):
+            self._damaged, self._branch = branch, None
+        else:
+            self._damaged, self._branch = None, branch
+
+    async def wait_idle(self) -> Finished | None:
+        """Wait for a running compaction to end; how it ended (None if none ran)."""
+        return await self._runner.wait()
+
+    # ------------------------------------------------------------------ sending
+
+    async def send(self, message: Message | str, *, run_tools: RunTools | None = None,
+                   on_text: OnText | None = None) -> SendResult:
+        """Send a user message and get the reply (and run tools if a runner is given).
+
+        Waits for a running compaction first (U2); if it fails or is cancelled, raises
+        `SendAbortedError` with the draft (U3). Preflight (P1-P3): if the request with the
+        draft does not fit, compacts; if it still cannot fit, raises `DraftTooLargeError`
+        (nothing saved, nothing sent). `on_text` receives reply text as it streams.
+        """
+        draft = as_user_message(message)
+        async with self._turn("send a message"):
+            await self._wait_for_compaction(draft)
+            self._require_writable()
+            waiting = open_tool_calls(self._branch)
+            if waiting:
+                raise ToolWorkflowError(
+                    "tool calls wait for results (" + ", ".join(sorted(waiting)) + "): "
+                    "add_tool_results() then continue_turn() before a new message")
+            compactions = await self._preflight((draft,), draft)
+            node = await self.store.append(self.session_id, draft,
+                                           expected_leaf_id=self._leaf_id())
+            await self.reload()
+            return await self._run(
+                [node], compactions, run_tools or self.run_tools, on_text, checked=True)
+
+    async def add_tool_results(self, results: ToolResults) -> list[Node]:
+        """Persist results for the open tool calls of the current turn (one transaction)."""
+        async with self._turn("add tool results"):
+            self._require_writable()
+            messages = result_messages(results, open_tool_calls(self._branch))
+            nodes = await self.store.append_many(self.session_id, messages)
+            await self.reload()
+            return nodes
+
+    async def continue_turn(self, *, run_tools: RunTools | None = None,
+                            on_text: OnText | None = None) -> SendResult:
+        """Ask the model for the next reply of the current turn (after tool results, or
+        after a surfaced overflow / provider error left the turn without a reply)."""
+        async with self._turn("continue the turn"):
+            await self._wait_for_compaction(None)
+            self._require_writable()
+            waiting = open_tool_calls(self._branch)
+            if waiting:
+                raise ToolWorkflowError("tool calls still wait for results: "
+                                        + ", ".join(sorted(waiting)))
+            last = self._last_message()
+            if last is None or last.role == "assistant":
+                raise ToolWorkflowError("nothing to continue: the turn already ended with the "
+                                        "assistant's reply; send a new message instead")
+            return await self._run([], [], run_tools or self.run_tools, on_text)
+
+    # ------------------------------------------------------------------ compaction
+
+    async def compact(self, instructions: str | None = None) -> CompactionOutcome:
+        """Compact now (SPEC M1-M6). A no-op is a successful outcome that says why; a
+        cancelled compaction returns a no-op with code "cancelled" (nothing was written)."""
+        self._not_busy("compact")
+        if self._turn_lock.locked():
+            raise BusyError("compact", "a turn")
+        self._require_writable()
+        finished = await self._compact("manual", instructions=instructions)
+        if finished.status == "cancelled":
+            return CompactionOutcome(status="noop", reason="the compaction was cancelled; "
+                                     "nothing was written", code="cancelled")
+        if finished.status == "failed":
+            raise CompactionFailedError(str(finished.error), finished.error) from finished.error
+        assert finished.outcome is not None
+        return finished.outcome
+
+    def cancel_compaction(self) -> bool:
+        """Cancel a running compaction (SPEC C4, U1); False if none was running."""
+        return self._runner.cancel()
+
+    # ------------------------------------------------------------------ branch operations
+
+    async def retry(self, *, run_tools: RunTools | None = None,
+                    on_text: OnText | None = None) -> SendResult:
+        """Regenerate the last assistant reply (SPEC O1); the old one stays in the tree."""
+        self._not_busy("retry")
+        async with self._turn("retry"):
+            self._require_writable()
+            await self.store.retry(self.session_id)
+            await self.reload()
+            self._publish("branch_changed", reason="retry")
+            return await self._run([], [], run_tools or self.run_tools, on_text)
+
+    async def edit(self, message: Message | str, *, run_tools: RunTools | None = None,
+                   on_text: OnText | None = None) -> SendResult:
+        """Replace the last user message and answer it again (SPEC O2).
+
+        The edited message is checked like a new one before anything is written: if it
+        cannot fit even after compaction, `DraftTooLargeError` (nothing saved or sent).
+        """
+        draft = as_user_message(message)
+        self._not_busy("edit")
+        async with self._turn("edit"):
+            self._require_writable()
+            await self._check_edit_fits(draft)
+            node = await self.store.edit(self.session_id, draft)
+            await self.reload()
+            self._publish("branch_changed", reason="edit")
+            return await self._run([node], [], run_tools or self.run_tools, on_text)
+
+    async def fork(self, node_id: str, *, title: str | None = None) -> Conversation:
+        """A new conversation whose branch ends at assistant node `node_id` (SPEC O3, T5)."""
+        self._not_busy("fork")
+        if self._turn_lock.locked():
+            raise BusyError("fork", "a turn")
+        info = await self.store.fork(self.session_id, node_id, title=title)
+        conv = Conversation(
+            self.store, info.id, model=self._model, capacity=self._capacity,
+            system=self._system, tools=self._tools, summarizer=self._summarizer,
+            overflow_policy=self.overflow_policy, settings=self.settings,
+            summarizer_timeout=self._summarize.timeout, max_tool_rounds=self.max_tool_rounds,
+            run_tools=self.run_tools)
+        await conv.reload()
+        return conv
+
+    def switch_model(self, model: ChatModel, capacity: ModelCapacity) -> Gauge:
+        """Use another model from the next request on; its window applies at once, so the
+        next send's preflight compacts if the history no longer fits (SPEC P2)."""
+        self._not_busy("switch the model")
+        if self._turn_lock.locked():
+            raise BusyError("switch the model", "a turn")
+        old = self._capacity.model
+        self._set_model(model, capacity)
+        gauge = self.gauge()
+        self._publish("model_switched", reason=f"{old} -> {capacity.model}",
+                      tokens=gauge.tokens, limit=gauge.safe_input_limit)
+        return gauge
+
+    # ------------------------------------------------------------------ internals: turns
+
+    @contextlib.asynccontextmanager
+    async def _turn(self, operation: str) -> AsyncIterator[None]:
+        if self._turn_lock.locked():
+            raise BusyError(operation, "another turn")
+        async with self._turn_lock:
+            self._runner.clear_failure()
+            yield
+
+    async def _run(self, nodes: list[Node], compactions: list[CompactionOutcome],
+                   run_tools: RunTools | None, on_text: OnText | None, *,
+                   checked: bool = False) -> SendResult:
+        """Request replies until the turn ends, waits for tool results, or hits the cap."""
+        rounds = 0
+        while True:
+            if not checked:
+                compactions += await self._preflight((), None)
+            checked = False
+            tokens = self.estimate().tokens
+            response = await self._reply(on_text, compactions)
+            reply_node = await self.store.append(self.session_id, response.message,
+                                                 expected_leaf_id=self._leaf_id())
+            await self.reload()
+            nodes.append(reply_node)
+            calls = () if response.message.is_closed_without_result else \
+                response.message.tool_calls
+            if not calls:
+                self._schedule_auto()
+                return SendResult(tuple(nodes), response.message, (), tuple(compactions),
+                                  tokens, response.stop_reason)
+            rounds += 1
+            if run_tools is None or rounds >= self.max_tool_rounds:
+                return SendResult(tuple(nodes), response.message, calls, tuple(compactions),
+                                  tokens, response.stop_reason)
+            results = await run_tools(calls)
+            messages = result_messages(results, open_tool_calls(self._branch))
+            nodes += await self.store.append_many(self.session_id, messages)
+            await self.reload()
+
+    async def _reply(self, on_text: OnText | None,
+                     compactions: list[CompactionOutcome]) -> ChatResponse:
+        """One model request; on overflow, surface it or compact and retry once (P4)."""
+        try:
+            return await self._request(on_text)
+        except ContextOverflowError as exc:
+            self._publish("overflow", reason=str(exc), tokens=exc.requested_tokens,
+                          limit=exc.limit_tokens)
+            if self.overflow_policy == "surface":
+                raise
+            # The provider's count beats our estimate: plan as if the request were that big.
+            said = exc.prompt_tokens or exc.requested_tokens or 0
+            finished = await self._compact("preflight", estimate_tokens=max(
+                said, self.budget.safe_input_limit + 1))
+            if finished.outcome is not None:
+                compactions.append(finished.outcome)
+            if finished.status != "compacted":
+                raise  # nothing could be freed: retrying would only overflow again
+            compactions += await self._preflight((), None)
+            return await self._request(on_text)  # the one retry: an overflow now surfaces
+
+    async def _request(self, on_text: OnText | None) -> ChatResponse:
+        request = ChatRequest(projection=self.projection(), system=self._system,
+                              tools=self._tools, max_tokens=self._sizer.reply_tokens)
+        if on_text is None:
+            return await self._model.complete(request)
+        response: ChatResponse | None = None
+        async for event in self._model.stream(request):
+            if isinstance(event, TextDelta):
+                on_text(event.text)
+            elif isinstance(event, StreamDone):
+                response = event.response
+        if response is None:  # pragma: no cover - adapters always end with StreamDone
+            raise RuntimeError(f"{self._model.model} ended its stream without a reply")
+        return response
+
+    # ------------------------------------------------------------------ internals: sizing
+
+    async def _preflight(self, pending: tuple[Message, ...],
+                         draft: Message | None) -> list[CompactionOutcome]:
+        """Make the next request fit the safe limit, compacting if needed (P1-P3)."""
+        outcomes: list[CompactionOutcome] = []
+        safe = self.budget.safe_input_limit
+        for _ in range(_PREFLIGHT_ATTEMPTS):
+            estimate = self.estimate(pending)
+            if estimate.tokens <= safe:
+                return outcomes
+            best = self._sizer.best_case(estimate, pending)
+            if best > safe:
+                break  # no compaction can make this fit: do not spend a summary on it
+            finished = await self._compact("preflight", pending=pending)
+            if finished.status == "cancelled":
+                raise SendAbortedError(draft, "cancelled")
+            if finished.status == "failed":
+                raise SendAbortedError(draft, "failed", str(finished.error)) from finished.error
+            assert finished.outcome is not None
+            outcomes.append(finished.outcome)
+            if finished.status == "noop":
+                break
+        estimate = self.estimate(pending)
+        if estimate.tokens <= safe:
+            return outcomes
+        self._blocked(estimate, pending, draft)
+
+    def _blocked(self, estimate: Estimate, pending: tuple[Message, ...],
+                 draft: Message | None) -> NoReturn:
+        safe = self.budget.safe_input_limit
+        smallest = min(estimate.tokens, self._sizer.best_case(estimate, pending))
+        overflow = max(1, smallest - safe)
+        self._publish("preflight_blocked", tokens=estimate.tokens, limit=safe,
+                      reason=f"the next request needs about {estimate.tokens} tokens; "
+                             f"shorten it by at least {overflow}")
+        if draft is not None:
+            raise DraftTooLargeError(draft, overflow_tokens=overflow,
+                                     estimated_tokens=estimate.tokens, safe_input_limit=safe)
+        raise RequestTooLargeError(
+            f"the next request needs about {estimate.tokens} tokens but the safe limit of "
+            f"{self._capacity.model} is {safe}, even after compaction; nothing was sent. "
+            "Switch to a larger-window model or fork from an earlier reply.",
+            overflow_tokens=overflow, estimated_tokens=estimate.tokens, safe_input_limit=safe)
+
+    async def _check_edit_fits(self, draft: Message) -> None:
+        """Refuse an edit that no compaction could fit, before it is written (O2, P3)."""
+        full = await self.history()
+        if isinstance(full, DamagedBranch):
+            raise ReadOnlySessionError(self.session_id, full.problems)
+        users = [i for i, n in enumerate(full.nodes) if n.is_user_message]
+        if not users:
+            return  # the store's edit names the problem
+        before = Branch(nodes=full.nodes[: users[-1]], revision=full.revision)
+        estimate = self._sizer.estimate(project(before), (draft,))
+        if estimate.tokens > self.budget.safe_input_limit and \
+                self._sizer.best_case(estimate, (draft,)) > self.budget.safe_input_limit:
+            self._blocked(estimate, (draft,), draft)
+
+    # ------------------------------------------------------------------ internals: compaction
+
+    async def _compact(self, trigger: Trigger, *, pending: Sequence[Message] = (),
+                       instructions: str | None = None,
+                       estimate_tokens: int | None = None) -> Finished:
+        """Run one compaction in the foreground (still cancellable) and wait for it."""
+        self._not_busy("compact")
+        capacity, budget = self._capacity, self.budget
+
+        async def work() -> CompactionOutcome:
+            return await compact_session_with(
+                self.store, self.session_id, capacity=capacity, budget=budget,
+                trigger=trigger, summarize=self._summarize, instructions=instructions,
+                pending=tuple(pending), system=self._system,
+                tools=tool_dicts(self._tools) or None,
+                summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens)
+
+        self._runner.start(trigger, work)
+        finished = await self._runner.wait()
+        assert finished is not None
+        return finished
+
+    def _schedule_auto(self) -> None:
+        """After a completed turn: compact in the background if above the threshold (A1)."""
+        if self._branch is None or self._runner.running:
+            return
+        if self.estimate().tokens <= self.budget.auto_threshold:
+            return
+        capacity, budget = self._capacity, self.budget
+
+        async def work() -> CompactionOutcome:
+            return await compact_session_with(
+                self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
+                summarize=self._summarize, system=self._system,
+                tools=tool_dicts(self._tools) or None,
+                summarizer_budget=self._summarizer_budget())
+
+        self._runner.start("auto", work)
+
+    async def _wait_for_compaction(self, draft: Message | None) -> None:
+        """U2/U3: a send waits for a running compaction; on failure or cancel it stops."""
+        if not self._runner.running:
+            self._runner.take_finished()  # one that already ended was already reported
+            return
+        finished = await self._runner.wait()
+        if finished is None or finished.ok:
+            return
+        detail = "" if finished.error is None else str(finished.error)
+        raise SendAbortedError(draft, finished.status, detail)
+
+    def _summarizer_budget(self) -> Budget | None:
+        capacity = getattr(self._summarizer, "capacity", None)
+        if isinstance(capacity, ModelCapacity):
+            return derive_budget(capacity, self.settings)
+        return None
+
+    def _fallback_used(self, note: FallbackNote) -> None:
+        self._publish("summarizer_fallback", trigger=self.state.trigger,
+                      reason="; ".join(note.problems), data={"summarizer": note.summarizer})
+
+    # ------------------------------------------------------------------ internals: misc
+
+    def _set_model(self, model: ChatModel, capacity: ModelCapacity) -> None:
+        if not isinstance(capacity, ModelCapacity):
+            raise TypeError(f"capacity must be a ModelCapacity (e.g. from capacity_for()), "
+                            f"not {type(capacity).__name__}")
+        self._model = model
+        self._capacity = capacity
+        self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
+                            self._tools)
+
+    def _not_busy(self, operation: str) -> None:
+        if self._runner.running:
+            raise BusyError(operation)
+
+    def _require_writable(self) -> None:
+        if self._damaged is not None:
+            raise ReadOnlySessionError(self.session_id, self._damaged.problems)
+
+    def _leaf_id(self) -> str | None:
+        return self._branch.leaf_id if self._branch is not None else None
+
+    def _last_message(self) -> Message | None:
+        if self._branch is None:
+            return None
+        for node in reversed(self._branch.nodes):
+            if node.message is not None:
+                return node.message
+        return None
+
+    def _publish(self, kind: EventKind, *, trigger: Trigger | None = None,
+                 reason: str | None = None, tokens: int | None = None,
+                 limit: int | None = None, data: dict[str, Any] | None = None) -> None:
+        self._bus.publish(Event(kind=kind, session_id=self.session_id, trigger=trigger,
+                                reason=reason, tokens=tokens, limit=limit, data=data or {}))
