@@ -71,7 +71,9 @@ async def test_good_summary_first_time(fake, protocol):  # S1, S2, S5
     prompt = prompt if isinstance(prompt, str) else prompt[0]["text"]
     assert "<conversation>" in prompt and "question 2 y" not in prompt
     assert "question 2 x" in prompt and "[Assistant]" in prompt
-    assert sent.max_tokens == LlmSummarizer(model, CHAT).output_tokens(plan)
+    budget = LlmSummarizer(model, CHAT).output_tokens(plan)
+    assert sent.max_tokens == budget  # the hard cap is the whole budget ...
+    assert f"under about {budget // 2} tokens" in prompt  # ... the model is asked for half
 
 
 async def test_garbage_then_good_uses_the_strict_prompt(fake):  # S1

@@ -75,10 +75,17 @@ class LlmSummarizer:
     """Summarise compaction plans with a chat model (the summariser model)."""
 
     def __init__(self, model: ChatModel, capacity: ModelCapacity | None = None, *,
-                 count: Count = estimate_text) -> None:
+                 count: Count = estimate_text, target_share: float = 0.5) -> None:
+        if not 0 < target_share <= 1:
+            raise ValueError(f"target_share must be within (0, 1], got {target_share}")
         self.model = model
         self.capacity = capacity
         self.count = count
+        # The validator measures with the conservative estimator, which counts English at
+        # about twice a real tokenizer: a model told "under N tokens" that used all N real
+        # tokens would be rejected. So the prompt asks for a share of the budget, while
+        # max_tokens (the hard cap) and validation use the whole budget.
+        self.target_share = target_share
 
     @property
     def name(self) -> str:
@@ -131,13 +138,14 @@ class LlmSummarizer:
         limit = self.chunk_tokens(plan, running)
         text = serialize_chunk(chunk, limit, SerializeLimits.for_budget(limit), self.count)
         budget = self.output_tokens(plan)
+        target = max(1, int(budget * self.target_share))
         for attempt, strict in enumerate((False, True), start=1):
             summary_request = build_summary_request(
                 profile=plan.profile, conversation_text=text, previous_summary=running,
-                instructions=plan.instructions, max_tokens=budget, strict=strict)
+                instructions=plan.instructions, max_tokens=target, strict=strict)
             request = ChatRequest(system=summary_request.system,
                                   pending=(text_message("user", summary_request.prompt),),
-                                  max_tokens=summary_request.max_tokens)
+                                  max_tokens=budget)
             try:
                 reply = await self.model.complete(request)
             except ProviderError as exc:
