@@ -136,7 +136,7 @@ def plan_compaction(
             return guard
 
     summ_budget = summarizer_budget or budget
-    chunk_limit = _chunk_token_limit(summ_budget, budget)
+    chunk_limit = _chunk_token_limit(summ_budget, budget, instructions)
     limits = SerializeLimits.for_budget(chunk_limit)
     chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits)
     return Plan(
@@ -216,13 +216,16 @@ def _thrash_guard(
     return None
 
 
-def _chunk_token_limit(summarizer: Budget, chat: Budget) -> int:
+def _chunk_token_limit(summarizer: Budget, chat: Budget, instructions: str | None) -> int:
     """Hard bound on one chunk of serialised history for the summariser (SPEC R, issue 8).
 
-    The summariser's request holds the prompt, the running summary (at most the summary
-    budget) and one chunk; its answer fits its own reserve.
+    The summariser's request holds the prompt, the user's instructions, the running summary
+    (at most the summary budget, and never more than the summariser can answer with) and
+    one chunk; its answer fits its own reserve.
     """
-    room = summarizer.safe_input_limit - SUMMARY_PROMPT_ALLOWANCE - chat.summary_budget
+    running_summary = min(chat.summary_budget, summarizer.reserve)
+    extra = estimate_text(instructions) if instructions else 0
+    room = summarizer.safe_input_limit - SUMMARY_PROMPT_ALLOWANCE - running_summary - extra
     return max(256, room)
 
 
