@@ -137,6 +137,9 @@ def compact_command(
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     summarizer: str = typer.Option("extractive", "--summarizer", help="extractive|llm"),
+    summarizer_model: str | None = typer.Option(
+        None, "--summarizer-model", help="Model for --summarizer llm (default: --model)."),
+    base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint."),
     instructions: str | None = typer.Option(None, "--instructions",
                                             help="What the summary must keep."),
     db: str | None = DB_OPTION,
@@ -156,7 +159,8 @@ def compact_command(
             if summarizer == "llm":
                 from .llm_choice import llm_summarize_for
 
-                summarize = llm_summarize_for(capacity)
+                summarize = llm_summarize_for(capacity, model=summarizer_model,
+                                              base_url=base_url)
             outcome = await compact_session(store, session, capacity=capacity, budget=budget,
                                             summarize=summarize, instructions=instructions)
         finally:
