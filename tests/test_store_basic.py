@@ -15,6 +15,7 @@ from contextfold.store import (
     InvalidOperationError,
     InvalidPayloadError,
     SessionNotFoundError,
+    SessionStore,
     StaleBranchError,
     open_store,
     resolve_url,
@@ -62,6 +63,7 @@ async def test_sqlite_uses_wal(tmp_path: Path):  # D3
 
 
 async def test_append_moves_leaf_and_bumps_revision(store):  # C1
+    assert isinstance(store, SessionStore)  # the protocol others code against
     info = await store.create_session(title="t", metadata={"k": [1]})
     a = await store.append(info.id, user("hi"))
     b = await store.append(info.id, assistant("hello"), expected_leaf_id=a.id)

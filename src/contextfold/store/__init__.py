@@ -20,10 +20,9 @@ from .errors import (
     StoreError,
 )
 from .migrate import upgrade
+from .protocol import SessionStore
 from .sql import SqlSessionStore
 from .values import CommitResult, SessionInfo
-
-SessionStore = SqlSessionStore
 
 
 async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSessionStore:
@@ -56,6 +55,9 @@ __all__ = [
     "SqlSessionStore",
     "StaleBranchError",
     "StoreError",
+    "create_engine",
     "default_sqlite_path",
     "open_store",
+    "resolve_url",
+    "upgrade",
 ]
