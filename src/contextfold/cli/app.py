@@ -46,10 +46,17 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
     """Exception types that mean "your input is wrong", collected from every layer."""
     from ..core.catalog import UnknownModelError
     from ..formats import ImportFormatError
-    from ..store import InvalidOperationError, ReadOnlySessionError, SessionNotFoundError
+    from ..store import (
+        ConfigurationError,
+        InvalidOperationError,
+        NodeNotFoundError,
+        ReadOnlySessionError,
+        SessionNotFoundError,
+    )
 
     return (BadInput, ValidationError, FileNotFoundError, IsADirectoryError, UnknownModelError,
-            ImportFormatError, SessionNotFoundError, InvalidOperationError, ReadOnlySessionError)
+            ImportFormatError, SessionNotFoundError, InvalidOperationError, ReadOnlySessionError,
+            NodeNotFoundError, ConfigurationError)
 
 
 @dataclass
