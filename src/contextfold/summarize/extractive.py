@@ -18,6 +18,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from ..core.estimator import estimate_text
 from ..core.ledger import error_line, extract_identifiers
@@ -135,7 +136,9 @@ def _substantial(sentence: str, words: int = 4) -> bool:
     return len(sentence.split()) >= words or cjk >= 2 * words
 
 
+@lru_cache(maxsize=1 << 16)
 def _norm(item: str) -> str:
+    # Cached: sections compare every new item against the ones they hold.
     return " ".join(_TIMES.sub("", item).lower().split())
 
 
