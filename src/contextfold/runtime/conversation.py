@@ -223,7 +223,7 @@ class Conversation:
             compactions = await self._preflight((draft,), draft)
             node = await self.store.append(self.session_id, draft,
                                            expected_leaf_id=self._leaf_id())
-            await self.reload()
+            await self._extend([node])
             return await self._run(
                 [node], compactions, run_tools or self.run_tools, on_text, checked=True)
 
@@ -233,7 +233,7 @@ class Conversation:
             self._require_writable()
             messages = result_messages(results, open_tool_calls(self._branch))
             nodes = await self.store.append_many(self.session_id, messages)
-            await self.reload()
+            await self._extend(nodes)
             return nodes
 
     async def continue_turn(self, *, run_tools: RunTools | None = None,
@@ -356,7 +356,7 @@ class Conversation:
             response = await self._reply(on_text, compactions)
             reply_node = await self.store.append(self.session_id, response.message,
                                                  expected_leaf_id=self._leaf_id())
-            await self.reload()
+            await self._extend([reply_node])
             nodes.append(reply_node)
             calls = () if response.message.is_closed_without_result else \
                 response.message.tool_calls
@@ -370,8 +370,9 @@ class Conversation:
                                   tokens, response.stop_reason)
             results = await run_tools(calls)
             messages = result_messages(results, open_tool_calls(self._branch))
-            nodes += await self.store.append_many(self.session_id, messages)
-            await self.reload()
+            added = await self.store.append_many(self.session_id, messages)
+            await self._extend(added)
+            nodes += added
 
     async def _reply(self, on_text: OnText | None,
                      compactions: list[CompactionOutcome]) -> ChatResponse:
@@ -538,6 +539,18 @@ class Conversation:
         self._capacity = capacity
         self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
                             self._tools)
+
+    async def _extend(self, nodes: Sequence[Node]) -> None:
+        """Add nodes this conversation just appended at the leaf, without re-reading the
+        tail (O(tail) per message adds up over hundreds of turns). Appends are conditional
+        on the leaf we hold, so memory and database agree; anything unexpected re-reads."""
+        branch = self._branch
+        if branch is None or not nodes or nodes[0].parent_id != branch.leaf_id:
+            await self.reload()
+            return
+        # One append (or append_many) is one leaf move, one revision bump.
+        self._branch = Branch(nodes=branch.nodes + tuple(nodes), complete=branch.complete,
+                              revision=branch.revision + 1)
 
     def _not_busy(self, operation: str) -> None:
         if self._runner.running:
