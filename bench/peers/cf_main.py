@@ -1,0 +1,77 @@
+"""Entry point in the project venv: `python -m bench.peers.cf_main JOB.json`.
+
+Runs contextfold, and the no-compaction reference, under the same runner as the peers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from .common import TAIL_TOKENS, TRIGGER_TOKENS, Neutral
+from .reference import FullHistory
+from .runner import Estimator, Factory, run_job
+
+CONTEXTFOLD = "contextfold"
+
+
+def _contextfold_estimate(msgs: Sequence[Neutral]) -> int:
+    from contextfold.core.estimator import estimate_message
+
+    from .cf_system import CAPACITY, to_message
+
+    return sum(estimate_message(to_message(m), CAPACITY) for m in msgs)
+
+
+def _contextfold(summarize: Any, msgs: Sequence[Neutral]) -> Any:
+    # Imported here so the reference row still runs while a contextfold module is missing.
+    from .cf_system import Contextfold
+
+    return Contextfold(summarize)
+
+
+def _factories(system: str) -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, Any]]:
+    factories: dict[str, Factory] = {
+        CONTEXTFOLD: _contextfold,
+        FullHistory.name: lambda s, _m: FullHistory(s),
+    }
+    estimators: dict[str, Estimator] = {CONTEXTFOLD: _contextfold_estimate}
+    describe: dict[str, Any] = {FullHistory.name: {
+        "packages": {}, "config": "every message in every request", "estimator": "-"}}
+    if system == CONTEXTFOLD:
+        describe[CONTEXTFOLD] = _describe_contextfold()
+    return factories, estimators, describe
+
+
+def _describe_contextfold() -> dict[str, Any]:
+    from .cf_system import BUDGET
+
+    return {
+        "packages": {"contextfold": version("contextfold")},
+        "config": f"ModelCapacity(context_window=128000, max_output=16384); "
+                  f"CompactionSettings(tail_tokens={TAIL_TOKENS}, auto_threshold_fraction="
+                  f"{TRIGGER_TOKENS}/{BUDGET.safe_input_limit}) -> auto threshold "
+                  f"{BUDGET.auto_threshold}, tail budget {BUDGET.tail_budget}; replay "
+                  "engine order (auto after a turn, preflight before a user message and "
+                  "before a request); summariser: summarize.llm.LlmSummarizer over an "
+                  "offline echo ChatModel",
+        "estimator": "contextfold.core.estimator.estimate_message",
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m bench.peers.cf_main JOB.json", file=sys.stderr)
+        return 2
+    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    factories, estimators, describe = _factories(job["system"])
+    run_job(job, factories, estimators, describe)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,133 @@
+"""contextfold under the same harness as the peers (project venv).
+
+The session is contextfold's own replay engine (`contextfold.replay.ManagedSession`: planner,
+checkpoints, projection); this adapter only feeds it the workload in the order
+`contextfold.replay.replay_messages` does and renders its projection with the production
+exporter (`contextfold.core.export.to_openai`). Every check the engine makes between two
+model calls (auto compaction after a turn, preflight before a user message, the fit check
+before a request) runs inside the timed `decide()`, so contextfold is timed for all of its
+work, as the peers are.
+
+The summariser is contextfold's production LLM summariser (`summarize.llm.LlmSummarizer`:
+chunking, prompts, validation, rolling update per chunk) over `EchoChatModel`, a `ChatModel`
+that never leaves the process. Like the peers' fake it answers with the messages it was
+shown, but in the section format contextfold's validator requires, so no answer is rejected
+and the extractive fallback never runs (the run counts fallbacks to prove it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from contextfold.core.budget import CompactionSettings, ModelCapacity, derive_budget
+from contextfold.core.export import to_openai
+from contextfold.core.messages import (
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    text_message,
+)
+from contextfold.core.plan import Plan
+from contextfold.core.projection import Projection
+from contextfold.providers.base import ChatRequest, ChatResponse, StreamDone, StreamEvent
+from contextfold.replay import ManagedSession
+from contextfold.summarize.llm import LlmSummarizer
+
+from .common import CONTEXT_WINDOW, MAX_OUTPUT, SAFE_LIMIT, TAIL_TOKENS, TRIGGER_TOKENS, Neutral
+
+CAPACITY = ModelCapacity(model="bench-128k", context_window=CONTEXT_WINDOW,
+                         max_output=MAX_OUTPUT, family="gpt")
+# The shared trigger (60% of the window) as contextfold's threshold, a share of the safe limit.
+SETTINGS = CompactionSettings(tail_tokens=TAIL_TOKENS,
+                              auto_threshold_fraction=TRIGGER_TOKENS / SAFE_LIMIT)
+BUDGET = derive_budget(CAPACITY, SETTINGS)
+_FORMAT = "Format:\n"
+
+
+def to_message(m: Neutral) -> Message:
+    """A neutral message as a contextfold message."""
+    if m["role"] == "tool":
+        part = ToolResultPart(call_id=m["call_id"], name=m.get("tool_name"), output=m["text"],
+                              is_error=bool(m.get("is_error")))
+        return Message(role="tool", parts=(part,))
+    parts: list[Any] = [TextPart(text=m["text"])]
+    parts += [ToolCallPart(id=c["id"], name=c["name"], input=c["args"]) for c in m["calls"]]
+    return Message(role=m["role"], parts=tuple(parts))
+
+
+def echo_checkpoint(prompt: str, coverage: str) -> str:
+    """A valid checkpoint in the format the prompt asks for, holding only `coverage`."""
+    skeleton = prompt.rsplit(_FORMAT, 1)[-1]
+    lines: list[str] = []
+    for line in skeleton.splitlines():
+        if line.startswith("#"):
+            lines += [line, f"- (inferred) {coverage}" if not lines else "- (none)"]
+    if not lines:
+        raise ValueError("the summary request has no 'Format:' skeleton to answer in")
+    return "\n".join(lines)
+
+
+class EchoChatModel:
+    """contextfold's `ChatModel` protocol, answered by the offline fake."""
+
+    def __init__(self, summarize: Callable[[str], str]) -> None:
+        self.summarize = summarize
+        self.requests = 0
+
+    @property
+    def model(self) -> str:
+        return "offline-echo"
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.requests += 1
+        prompt = "\n\n".join([request.system or "", *(m.text for m in request.pending)])
+        reply = echo_checkpoint(prompt, self.summarize(prompt))
+        return ChatResponse(message=text_message("assistant", reply), stop_reason="end_turn")
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        yield StreamDone(await self.complete(request))
+
+
+class Contextfold:
+    """contextfold's replay engine, trigger and tail set to the shared values."""
+
+    name = "contextfold"
+
+    def __init__(self, summarize: Callable[[str], str]) -> None:
+        self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY)
+        self.loop = asyncio.new_event_loop()
+        self.session = ManagedSession(CAPACITY, BUDGET, self._summarize)
+        self.pending: list[Neutral] = []
+        self.repairs = 0
+        self.fallbacks = 0
+
+    def _summarize(self, plan: Plan) -> tuple[str, str]:
+        outcome = self.loop.run_until_complete(self.summarizer.summarize(plan))
+        self.fallbacks += outcome.fell_back
+        return outcome.text, outcome.summarizer
+
+    def ingest(self, new: Sequence[Neutral]) -> None:
+        self.pending.extend(new)
+
+    def decide(self) -> Projection:
+        # The same sequence as contextfold.replay.replay_messages, message by message.
+        session = self.session
+        for m in self.pending:
+            message = to_message(m)
+            if message.role == "user":
+                if session.chain:
+                    session.compact("auto")  # A1: the previous turn is complete
+                session.compact("preflight", pending=[message])  # P1-P2
+            session.append(message, f"m{m['i']}")
+        self.pending = []
+        if session.estimate().tokens > BUDGET.safe_input_limit:
+            session.compact("preflight")
+        return session.projection()
+
+    def to_openai(self, request: Projection) -> list[dict[str, Any]]:
+        exported = to_openai(request)
+        self.repairs += len(exported.repairs)
+        return exported.messages

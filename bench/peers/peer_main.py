@@ -1,0 +1,96 @@
+"""Entry point inside the peers venv: `python -m bench.peers.peer_main JOB.json`.
+
+Imports only the peer packages and this folder's stdlib modules, never contextfold.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from .runner import Estimator, Factory, run_job
+
+
+def _factories() -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, Any]]:
+    from . import peer_adk, peer_langchain, peer_langmem, peer_pydantic_ai
+    from .common import TAIL_TOKENS, TRIGGER_TOKENS
+
+    def adk(summarize: Any, msgs: Any) -> Any:
+        return peer_adk.AdkTokenThreshold(summarize, peer_adk.retention_events(msgs))
+
+    factories: dict[str, Factory] = {
+        peer_langchain.LangChainSummarization.name:
+            lambda s, _m: peer_langchain.LangChainSummarization(s),
+        peer_langchain.LangChainTrim.name: lambda s, _m: peer_langchain.LangChainTrim(s),
+        peer_langmem.LangMemSummarize.name: lambda s, _m: peer_langmem.LangMemSummarize(s),
+        peer_adk.AdkTokenThreshold.name: adk,
+        peer_pydantic_ai.PydanticAiSummarizing.name:
+            lambda s, _m: peer_pydantic_ai.PydanticAiSummarizing(s),
+    }
+    estimators: dict[str, Estimator] = {
+        peer_langchain.LangChainSummarization.name: peer_langchain.estimate,
+        peer_adk.AdkTokenThreshold.name: peer_adk.estimate,
+        peer_pydantic_ai.PydanticAiSummarizing.name: peer_pydantic_ai.estimate,
+    }
+    lc = {"packages": {p: version(p) for p in ("langchain", "langchain-core", "langgraph")}}
+    describe: dict[str, Any] = {
+        peer_langchain.LangChainSummarization.name: {
+            **lc,
+            "config": f"SummarizationMiddleware(model=<offline echo>, trigger=('tokens', "
+                      f"{TRIGGER_TOKENS}), keep=('tokens', {TAIL_TOKENS})); defaults otherwise "
+                      "(count_tokens_approximately, trim_tokens_to_summarize=4000)",
+            "estimator": "count_tokens_approximately (4 chars/token + 3 per message)",
+        },
+        peer_langchain.LangChainTrim.name: {
+            **lc,
+            "config": f"when count_tokens_approximately > {TRIGGER_TOKENS}: trim_messages("
+                      f"max_tokens={TAIL_TOKENS}, strategy='last', start_on='human', "
+                      "include_system=True, allow_partial=False); stateless pre-model step",
+            "estimator": "count_tokens_approximately",
+        },
+        peer_langmem.LangMemSummarize.name: {
+            "packages": {p: version(p) for p in ("langmem", "langchain-core")},
+            "config": f"summarize_messages(max_tokens={TRIGGER_TOKENS}, max_tokens_before_"
+                      f"summary={TRIGGER_TOKENS}, max_summary_tokens="
+                      f"{peer_langmem.SUMMARY_TOKENS}, model=<offline echo>) on the full "
+                      "history with the RunningSummary kept in state (LangMem has no tail "
+                      "setting)",
+            "estimator": "count_tokens_approximately",
+        },
+        peer_adk.AdkTokenThreshold.name: {
+            "packages": {p: version(p) for p in ("google-adk", "google-genai")},
+            "config": f"EventsCompactionConfig(token_threshold={TRIGGER_TOKENS}, "
+                      "event_retention_size=N, summarizer=LlmEventSummarizer(<offline echo>)); "
+                      f"N = events holding ~{TAIL_TOKENS} tokens at the transcript's mean "
+                      "event size; compaction run before every model call, as ADK's "
+                      "CompactionRequestProcessor does",
+            "estimator": "ADK _estimate_prompt_token_count (chars / 4 of request contents)",
+        },
+        peer_pydantic_ai.PydanticAiSummarizing.name: {
+            "packages": {p: version(p) for p in ("pydantic-ai-harness", "pydantic-ai-slim")},
+            "config": f"SummarizingCompaction(model=FunctionModel(<offline echo>), max_tokens="
+                      f"{TRIGGER_TOKENS}, keep_tokens={TAIL_TOKENS}); defaults otherwise "
+                      "(tool_return_max_chars=500, preserve_first_user_message, incremental)",
+            "estimator": "pydantic-ai-harness estimate_token_count (4 chars/token)",
+        },
+    }
+    return factories, estimators, describe
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m bench.peers.peer_main JOB.json", file=sys.stderr)
+        return 2
+    warnings.simplefilter("ignore")  # experimental-API and deprecation notices from peers
+    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    factories, estimators, describe = _factories()
+    run_job(job, factories, estimators, describe)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

