@@ -246,7 +246,8 @@ async def main(quick: bool) -> None:
     report: dict[str, Any] = {
         "generated_by": "bench/store_bench.py" + (" --quick" if quick else ""),
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                    "cpus": os.cpu_count()},
+                    "cpus": os.cpu_count(),
+                    "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
         "notes": "load_branch reads the latest checkpoint's boundary..leaf only; the ratio "
                  "compares the median load time for the two history sizes with equal tails. "
                  "8-writer figures use 8 OS processes, one session each. Commit cycles are "
@@ -259,6 +260,7 @@ async def main(quick: bool) -> None:
         report["postgresql"] = await run_backend("postgresql", url, quick)
     finally:
         drop_pg(schema)
+    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {RESULTS}")

@@ -202,6 +202,9 @@ async def test_damage_before_the_boundary_is_found_by_the_full_load(store):  # D
     await raw_node(store, info.tree_id, "x-cp", "x-leaf", cp, kind="checkpoint",
                    first_kept_id="x-user")
     await set_leaf(store, sid, "x-cp")
+    tail = await store.load_branch(sid)  # O(tail): never reads the summarised part
+    assert isinstance(tail, Branch) and not tail.complete
+    assert [n.id for n in tail.nodes] == ["x-user", "x-leaf", "x-cp"]
     full = await store.load_full_branch(sid)
     assert isinstance(full, DamagedBranch) and full.problems[0].kind == "cycle"
 

@@ -1,0 +1,224 @@
+"""The shared machinery of the SQL store: transactions, session-row locking, inserting
+nodes with their insert-time columns, and moving a session's leaf (every move bumps the
+revision and is logged in `leaf_moves`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from contextfold.core.messages import Checkpoint, Message, Node, parse_payload, utc_now
+from contextfold.core.tree import Branch, DamagedBranch
+from contextfold.ids import new_id
+
+from . import queries
+from .engine import LeafConflict, retry_transient, write_connection
+from .errors import (
+    InvalidOperationError,
+    InvalidPayloadError,
+    ReadOnlySessionError,
+    SessionNotFoundError,
+)
+from .rows import node_row, utc
+from .schema import leaf_moves, nodes, sessions
+from .values import SessionInfo
+
+T = TypeVar("T")
+_SOUND_CACHE_SIZE = 4096
+
+
+class StoreBase:
+    """State and helpers every store operation uses."""
+
+    # Test hook: the invariant checker must catch a store that commits stale plans. A test
+    # subclass sets this False to skip the leaf/revision re-check (never do it elsewhere).
+    _guard_commit: bool = True
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        # (tree_id, node_id) whose O(tail) branch this instance has verified healthy. Nodes
+        # never change, so a verified chain stays verified; a child of one is verified by
+        # construction. Saves re-reading the tail on every append.
+        self._sound: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # Test hook: awaited at named points of a commit (cancellation and crash tests).
+        self._step_hook: Callable[[str], Awaitable[None]] | None = None
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    async def close(self) -> None:
+        """Release every pooled connection."""
+        await self.engine.dispose()
+
+    async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        async def attempt() -> T:
+            async with write_connection(self.engine) as conn:
+                return await op(conn)
+
+        return await retry_transient(attempt)
+
+    async def _step(self, name: str) -> None:
+        if self._step_hook is not None:
+            await self._step_hook(name)
+
+    async def _session_row(self, conn: AsyncConnection, session_id: str) -> RowMapping:
+        if not isinstance(session_id, str) or not session_id:
+            raise SessionNotFoundError(repr(session_id))
+        row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))
+               ).mappings().first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row
+
+    async def _lock_session(self, conn: AsyncConnection, session_id: str) -> RowMapping:
+        if not isinstance(session_id, str) or not session_id:
+            raise SessionNotFoundError(repr(session_id))
+        stmt = select(sessions).where(sessions.c.id == session_id).with_for_update()
+        row = (await conn.execute(stmt)).mappings().first()
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row
+
+    def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
+        return SessionInfo(
+            id=row["id"], tree_id=row["tree_id"], leaf_id=row["leaf_id"],
+            branch_revision=row["branch_revision"], read_only=bool(row["read_only"]) or read_only,
+            title=row["title"], created_at=utc(row["created_at"]),
+            metadata=json.loads(row["metadata"] or "{}"),
+        )
+
+    async def _is_damaged(self, conn: AsyncConnection, row: RowMapping) -> bool:
+        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._sound:
+            return False
+        branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
+                                         row["branch_revision"])
+        if isinstance(branch, Branch):
+            self._remember_sound(row["tree_id"], row["leaf_id"])
+        return isinstance(branch, DamagedBranch)
+
+    async def _check_writable(self, conn: AsyncConnection, row: RowMapping) -> None:
+        """Refuse to write to a read-only or damaged session (SPEC D2); cheap when cached."""
+        if row["read_only"]:
+            raise ReadOnlySessionError(row["id"])
+        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._sound:
+            return
+        await self._writable_branch(conn, row)
+
+    async def _writable_branch(self, conn: AsyncConnection, row: RowMapping) -> Branch:
+        if row["read_only"]:
+            raise ReadOnlySessionError(row["id"])
+        branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
+                                         row["branch_revision"])
+        if isinstance(branch, DamagedBranch):
+            raise ReadOnlySessionError(row["id"], branch.problems)
+        if row["leaf_id"] is not None:
+            self._remember_sound(row["tree_id"], row["leaf_id"])
+        return branch
+
+    def _remember_sound(self, tree_id: str, node_id: str) -> None:
+        self._sound[(tree_id, node_id)] = None
+        self._sound.move_to_end((tree_id, node_id))
+        while len(self._sound) > _SOUND_CACHE_SIZE:
+            self._sound.popitem(last=False)
+
+    async def _insert_chain(self, conn: AsyncConnection, row: RowMapping,
+                            chain: Sequence[Node]) -> None:
+        """Insert linked nodes whose first parent is stored; compute depth and latest checkpoint."""
+        tree_id = row["tree_id"]
+        first_parent = chain[0].parent_id
+        depth, latest = 0, None
+        if first_parent is not None:
+            meta = await queries.node_meta(conn, tree_id, first_parent)
+            if meta is None:
+                raise ReadOnlySessionError(row["id"], reason=f"parent {first_parent!r} is missing")
+            depth, latest = meta["depth"] + 1, meta["latest_checkpoint_id"]
+        rows = []
+        for node in chain:
+            rows.append(node_row(node, tree_id=tree_id, depth=depth,
+                                 latest_checkpoint_id=latest, session_id=row["id"]))
+            latest = rows[-1]["latest_checkpoint_id"]
+            depth += 1
+        await conn.execute(insert(nodes), rows)
+
+    async def _move_leaf(
+        self, conn: AsyncConnection, row: RowMapping, to_leaf: str | None, *, op: str,
+        node_id: str | None = None, planned: tuple[str, int] | None = None,
+    ) -> SessionInfo:
+        """Move the leaf and bump the revision, conditional on the row we locked; log the move."""
+        revision = row["branch_revision"] + 1
+        now = utc_now()
+        guard = [sessions.c.id == row["id"]]
+        if self._guard_commit or op != "commit":
+            guard += [sessions.c.leaf_id.is_not_distinct_from(row["leaf_id"]),
+                      sessions.c.branch_revision == row["branch_revision"]]
+        result = await conn.execute(
+            update(sessions).where(*guard)
+            .values(leaf_id=to_leaf, branch_revision=sessions.c.branch_revision + 1,
+                    updated_at=now)
+        )
+        if result.rowcount != 1:
+            raise LeafConflict(f"session {row['id']} changed under its lock")
+        await conn.execute(insert(leaf_moves).values(
+            tree_id=row["tree_id"], session_id=row["id"], revision=revision, op=op,
+            from_leaf_id=row["leaf_id"], to_leaf_id=to_leaf, node_id=node_id,
+            planned_leaf_id=planned[0] if planned else None,
+            planned_revision=planned[1] if planned else None, at=now,
+        ))
+        if node_id is not None and node_id == to_leaf:
+            self._remember_sound(row["tree_id"], node_id)
+        new = dict(row)
+        new.update(leaf_id=to_leaf, branch_revision=revision, updated_at=now)
+        return self._info(new, read_only=False)  # type: ignore[arg-type]
+
+    async def _insert_session(
+        self, conn: AsyncConnection, tree_id: str, leaf_id: str | None, title: str | None,
+        meta_json: str, *, op: str,
+    ) -> SessionInfo:
+        now = utc_now()
+        values = dict(id=new_id(), tree_id=tree_id, leaf_id=leaf_id, branch_revision=0,
+                      read_only=False, title=title, metadata=meta_json, created_at=now,
+                      updated_at=now)
+        await conn.execute(insert(sessions).values(**values))
+        await conn.execute(insert(leaf_moves).values(
+            tree_id=tree_id, session_id=values["id"], revision=0, op=op, from_leaf_id=None,
+            to_leaf_id=leaf_id, at=now))
+        return self._info(values, read_only=False)  # type: ignore[arg-type]
+
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def as_message(value: Any) -> Message:
+    """The ordinary write path takes messages only; checkpoints are refused (SPEC C6)."""
+    if isinstance(value, Checkpoint):
+        raise InvalidOperationError(
+            "append/edit cannot write a checkpoint (SPEC C6); checkpoints are written only by "
+            "commit_checkpoint(plan, checkpoint)")
+    if isinstance(value, Message):
+        return value
+    if isinstance(value, Node):
+        raise InvalidOperationError("pass the message (node.payload), not a Node: the store "
+                                    "assigns the id and parent")
+    if isinstance(value, Mapping):
+        try:
+            payload = parse_payload(dict(value))
+        except ValueError as exc:
+            raise InvalidPayloadError(f"invalid message payload: {exc}") from exc
+        return as_message(payload)
+    raise InvalidOperationError(f"expected a Message, got {type(value).__name__}")
+
+
+def metadata_json(metadata: Mapping[str, Any] | None) -> str:
+    try:
+        return json.dumps(dict(metadata or {}), sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidOperationError(f"session metadata must be JSON-serialisable: {exc}") from exc

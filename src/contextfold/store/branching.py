@@ -1,0 +1,122 @@
+"""Retry, edit and fork (SPEC O1-O3): they move a leaf or add a session, nothing else.
+
+No existing node is modified or copied; checkpoints after the retried or edited point simply
+leave the branch (they stay in the tree).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from contextfold.core.messages import Message, Node, utc_now
+from contextfold.core.tree import DamagedBranch, check_stability
+from contextfold.ids import new_id
+
+from . import queries
+from .base import StoreBase, as_message
+from .errors import InvalidOperationError, NodeNotFoundError, ReadOnlySessionError
+from .values import SessionInfo
+
+
+class BranchingOps(StoreBase):
+    async def retry(self, session_id: str) -> SessionInfo:
+        """SPEC O1: move the leaf to the parent of the last real assistant message.
+
+        Checkpoints after that point leave the branch with the old reply. Nothing is
+        deleted; the old reply stays in the tree.
+        """
+        async def op(conn: AsyncConnection) -> SessionInfo:
+            row = await self._lock_session(conn, session_id)
+            target = await self._last_message(conn, row, "assistant")
+            if target is None:
+                raise InvalidOperationError(
+                    f"nothing to retry in session {session_id!r}: no assistant reply on its branch")
+            return await self._move_leaf(conn, row, target.parent_id, op="retry")
+
+        return await self._write(op)
+
+    async def edit(self, session_id: str, message: Message | Mapping[str, Any]) -> Node:
+        """SPEC O2: the new user message becomes a sibling of the last real user message
+        (same parent) and the new leaf; the old reply and later checkpoints leave the branch."""
+        msg = as_message(message)
+        if msg.role != "user":
+            raise InvalidOperationError(
+                "edit replaces the last user message, so it takes a user message "
+                f"(got {msg.role!r})")
+
+        async def op(conn: AsyncConnection) -> Node:
+            row = await self._lock_session(conn, session_id)
+            target = await self._last_message(conn, row, "user")
+            if target is None:
+                raise InvalidOperationError(
+                    f"nothing to edit in session {session_id!r}: no user message on its branch")
+            node = Node(id=new_id(), parent_id=target.parent_id, created_at=utc_now(), payload=msg)
+            await self._insert_chain(conn, row, [node])
+            await self._move_leaf(conn, row, node.id, op="edit", node_id=node.id)
+            return node
+
+        return await self._write(op)
+
+    async def fork(self, session_id: str, node_id: str, *, title: str | None = None) -> SessionInfo:
+        """SPEC O3: a new session on the same tree whose leaf is `node_id`.
+
+        Only from a stable, real assistant message of this session's tree; never from a
+        checkpoint. No node is copied or modified (SPEC T5).
+        """
+        async def op(conn: AsyncConnection) -> SessionInfo:
+            row = await self._session_row(conn, session_id)
+            await self._check_writable(conn, row)
+            tree_id = row["tree_id"]
+            branch = await queries.load_tail(conn, tree_id, node_id, 0)
+            if isinstance(branch, DamagedBranch):
+                if await queries.node_meta(conn, tree_id, node_id) is None:
+                    raise _foreign_node(node_id, session_id,
+                                        await queries.tree_of_node(conn, node_id))
+                raise ReadOnlySessionError(session_id, branch.problems)
+            node = branch.nodes[-1]
+            if node.checkpoint is not None:
+                raise InvalidOperationError(
+                    f"cannot fork from checkpoint {node_id!r} (SPEC O3): fork from a real "
+                    "assistant message")
+            if node.message is None or node.message.role != "assistant":
+                role = node.message.role if node.message else "?"
+                raise InvalidOperationError(
+                    f"cannot fork from {node_id!r}: it is a {role} message; fork from an "
+                    "assistant message")
+            stability = check_stability(branch)
+            if not stability.stable:
+                raise InvalidOperationError(
+                    f"cannot fork from {node_id!r}: the tool workflow there is not finished ("
+                    + "; ".join(stability.reasons) + ")")
+            return await self._insert_session(conn, tree_id, node_id, title, "{}", op="fork")
+
+        return await self._write(op)
+
+    async def _last_message(self, conn: AsyncConnection, row: RowMapping, role: str) -> Node | None:
+        """The last message of `role` on the branch (tail first; full branch if needed)."""
+        branch = await self._writable_branch(conn, row)
+        for loaded in (branch, None):
+            if loaded is None:
+                if branch.complete:
+                    return None
+                full = await queries.load_full(conn, row["tree_id"], row["leaf_id"],
+                                               row["branch_revision"])
+                if isinstance(full, DamagedBranch):
+                    raise ReadOnlySessionError(row["id"], full.problems)
+                loaded = full
+            for node in reversed(loaded.nodes):
+                msg = node.message
+                if msg is not None and msg.role == role:
+                    return node
+        return None
+
+
+def _foreign_node(node_id: str, session_id: str, other_tree: str | None) -> Exception:
+    if other_tree is None:
+        return NodeNotFoundError(f"node {node_id!r} is not stored")
+    return InvalidOperationError(
+        f"node {node_id!r} belongs to another session tree, not to session {session_id!r}")
