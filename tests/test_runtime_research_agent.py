@@ -18,12 +18,15 @@ from tests.test_runtime_support import (
     assert_requests_fit,
     capacity,
     chat_model,
-    store,  # noqa: F401  (fixture)
+    models_closer,
+    store_fixture,
 )
 
 WINDOW = 32_000
 TURNS = 200
 
+store = store_fixture()
+close_models = models_closer()
 fake = server_fixture(context_window=WINDOW)
 
 

@@ -29,13 +29,34 @@ PROTOCOLS = ("openai", "anthropic")
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+_OPEN_MODELS: list[Any] = []
+
+
 def chat_model(server: Any, protocol: str, name: str = "fake-model", **options: Any) -> ChatModel:
     """A real adapter (official SDK, real HTTP) pointed at the fake provider."""
     options.setdefault("retry", NO_RETRY)
+    model: Any
     if protocol == "openai":
-        return OpenAICompatModel(name, base_url=server.openai_url, api_key="test-key",
-                                 provider="openai-compatible", **options)
-    return AnthropicModel(name, base_url=server.anthropic_url, api_key="test-key", **options)
+        model = OpenAICompatModel(name, base_url=server.openai_url, api_key="test-key",
+                                  provider="openai-compatible", **options)
+    else:
+        model = AnthropicModel(name, base_url=server.anthropic_url, api_key="test-key",
+                               **options)
+    _OPEN_MODELS.append(model)
+    return model
+
+
+def models_closer() -> Any:
+    """An autouse fixture closing every model's HTTP client inside the test's event loop:
+    `close_models = models_closer()` at module level of a test file."""
+
+    @pytest.fixture(autouse=True)
+    async def _close_models() -> AsyncIterator[None]:
+        yield
+        while _OPEN_MODELS:
+            await _OPEN_MODELS.pop().aclose()
+
+    return _close_models
 
 
 def capacity(window: int, max_output: int = 8_192, name: str | None = None) -> ModelCapacity:
@@ -43,14 +64,19 @@ def capacity(window: int, max_output: int = 8_192, name: str | None = None) -> M
                          max_output=max_output)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[Any]:
-    """A fresh SQLite store for one test."""
-    s = await open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
-    try:
-        yield s
-    finally:
-        await s.close()
+def store_fixture() -> Any:
+    """A fixture giving each test a fresh SQLite store in its tmp dir:
+    `store = store_fixture()` at module level of a test file."""
+
+    @pytest.fixture
+    async def _store(tmp_path: Path) -> AsyncIterator[Any]:
+        s = await open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
+        try:
+            yield s
+        finally:
+            await s.close()
+
+    return _store
 
 
 def request_problems(request: RecordedRequest) -> list[str]:
@@ -188,3 +214,60 @@ class ResearchAgent:
             raise AssertionError(f"unexpected tool {call.name}")
         result = ToolResultPart(call_id=call.id, name=call.name, output=output)
         return Message(role="tool", parts=(result, *extra))
+
+
+# --------------------------------------------------------------------------- conversations
+
+
+SMALL_WINDOW = 4_000  # safe limit 3,000, auto threshold 2,550, tail 1,000 (see derive_budget)
+
+
+async def open_conversation(store: Any, server: Any, protocol: str, *, window: int = SMALL_WINDOW,
+                            max_output: int = 1_000, **options: Any) -> Any:
+    from contextfold.runtime import Conversation
+
+    return await Conversation.open(store, model=chat_model(server, protocol, f"fake-{window}"),
+                                   capacity=capacity(window, max_output), **options)
+
+
+def words(n: int, seed: str = "lorem") -> str:
+    """About `n` words of plain English-like text."""
+    return " ".join(f"{seed}{i % 97}" for i in range(n))
+
+
+async def fill(conv: Any, turns: int, size: int = 60, *, wait: bool = True) -> None:
+    """`turns` plain question/answer turns of about `size` words each."""
+    for i in range(turns):
+        await conv.send(f"question {i}: " + words(size))
+        if wait:
+            await conv.wait_idle()
+
+
+class GatedSummarizer:
+    """An offline summariser that waits for `release` (a slow summary, under test control)."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def __call__(self, plan: Any) -> tuple[str, str]:
+        from contextfold.summarize.extractive import summarize_extractive
+
+        self.calls += 1
+        self.started.set()
+        await self.release.wait()
+        return summarize_extractive(plan), "gated"
+
+
+async def send_until_compacting(conv: Any, gate: GatedSummarizer, size: int = 60) -> int:
+    """Send turns until one leaves an automatic compaction running in the background (it
+    starts when send() returns), then wait until the gated summariser holds it."""
+    for turn in range(50):
+        await conv.send(f"question {turn}: " + words(size))
+        if conv.state.compacting:
+            await gate.started.wait()
+            return turn + 1
+    raise AssertionError("no automatic compaction started within 50 turns")

@@ -384,20 +384,39 @@ class Conversation:
                           limit=exc.limit_tokens)
             if self.overflow_policy == "surface":
                 raise
-            # The provider's count beats our estimate: plan as if the request were that big.
-            said = exc.prompt_tokens or exc.requested_tokens or 0
-            finished = await self._compact("preflight", estimate_tokens=max(
-                said, self.budget.safe_input_limit + 1))
+            corrected = derive_budget(self._overflow_capacity(exc), self.settings)
+            finished = await self._compact("preflight", budget=corrected,
+                                           estimate_tokens=corrected.safe_input_limit + 1)
             if finished.outcome is not None:
                 compactions.append(finished.outcome)
             if finished.status != "compacted":
                 raise  # nothing could be freed: retrying would only overflow again
-            compactions += await self._preflight((), None)
-            return await self._request(on_text)  # the one retry: an overflow now surfaces
+            # The one retry, sized for the window the provider really has; a second
+            # overflow surfaces (no loop).
+            return await self._request(on_text, max_tokens=min(self._sizer.reply_tokens,
+                                                               corrected.reserve))
 
-    async def _request(self, on_text: OnText | None) -> ChatResponse:
+    def _overflow_capacity(self, exc: ContextOverflowError) -> ModelCapacity:
+        """The window the provider just proved, in the estimator's units (SPEC P4).
+
+        The provider's limit replaces the catalog's window; if our estimate of the request
+        was below the provider's count, the window shrinks by that ratio too, so a plan
+        made with our estimates fits the real tokenizer. Without numbers, assume the
+        request must lose a quarter.
+        """
+        estimate = self.estimate().tokens
+        said = exc.prompt_tokens or exc.requested_tokens
+        if exc.limit_tokens and said:
+            window = int(exc.limit_tokens * min(1.0, estimate / said))
+        else:
+            window = int(estimate * 0.75)
+        window = max(1, min(window, self._capacity.context_window))
+        return self._capacity.model_copy(update={"context_window": window, "max_input": None})
+
+    async def _request(self, on_text: OnText | None,
+                       max_tokens: int | None = None) -> ChatResponse:
         request = ChatRequest(projection=self.projection(), system=self._system,
-                              tools=self._tools, max_tokens=self._sizer.reply_tokens)
+                              tools=self._tools, max_tokens=max_tokens or self._sizer.reply_tokens)
         if on_text is None:
             return await self._model.complete(request)
         response: ChatResponse | None = None
@@ -472,11 +491,11 @@ class Conversation:
     # ------------------------------------------------------------------ internals: compaction
 
     async def _compact(self, trigger: Trigger, *, pending: Sequence[Message] = (),
-                       instructions: str | None = None,
+                       instructions: str | None = None, budget: Budget | None = None,
                        estimate_tokens: int | None = None) -> Finished:
         """Run one compaction in the foreground (still cancellable) and wait for it."""
         self._not_busy("compact")
-        capacity, budget = self._capacity, self.budget
+        capacity, budget = self._capacity, budget or self.budget
 
         async def work() -> CompactionOutcome:
             return await compact_session_with(
