@@ -203,10 +203,10 @@ def test_estimator_figure_counts_under_estimates(tokens):  # E4
             neutral(2, "user", "hello world " * 40), neutral(3, "assistant", "b")]
     workload = {"messages": msgs, "intervals": [{"start": 2, "end": 3, "real": 100}]}
 
-    def low(chunk: Sequence[Neutral]) -> int:
+    def low(chunk: Sequence[Neutral], model: str) -> int:
         return 1
 
-    def high(chunk: Sequence[Neutral]) -> int:
+    def high(chunk: Sequence[Neutral], model: str) -> int:
         return 10_000
 
     assert estimator_figure(low, workload, tokens)["under_count_rate_vs_usage"] == 1.0

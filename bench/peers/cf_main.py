@@ -19,12 +19,15 @@ from .runner import Estimator, Factory, run_job
 CONTEXTFOLD = "contextfold"
 
 
-def _contextfold_estimate(msgs: Sequence[Neutral]) -> int:
+def _contextfold_estimate(msgs: Sequence[Neutral], model: str) -> int:
+    """contextfold's estimate, with the tokenizer family its catalog gives `model`."""
+    from contextfold.core.catalog import tokenizer_family
     from contextfold.core.estimator import estimate_message
 
     from .cf_system import CAPACITY, to_message
 
-    return sum(estimate_message(to_message(m), CAPACITY) for m in msgs)
+    capacity = CAPACITY.model_copy(update={"family": tokenizer_family(model or "unknown")})
+    return sum(estimate_message(to_message(m), capacity) for m in msgs)
 
 
 def _contextfold(summarize: Any, msgs: Sequence[Neutral]) -> Any:
@@ -41,7 +44,7 @@ def _factories(system: str) -> tuple[dict[str, Factory], dict[str, Estimator], d
     }
     estimators: dict[str, Estimator] = {CONTEXTFOLD: _contextfold_estimate}
     describe: dict[str, Any] = {FullHistory.name: {
-        "packages": {}, "config": "every message in every request", "estimator": "-"}}
+        "packages": {}, "config": "every message in every request", "estimator_name": "-"}}
     if system == CONTEXTFOLD:
         describe[CONTEXTFOLD] = _describe_contextfold()
     return factories, estimators, describe
@@ -59,7 +62,7 @@ def _describe_contextfold() -> dict[str, Any]:
                   "engine order (auto after a turn, preflight before a user message and "
                   "before a request); summariser: summarize.llm.LlmSummarizer over an "
                   "offline echo ChatModel",
-        "estimator": "contextfold.core.estimator.estimate_message",
+        "estimator_name": "contextfold.core.estimator.estimate_message",
     }
 
 

@@ -176,9 +176,11 @@ class AdkTokenThreshold:
         return to_openai(request)
 
 
-def estimate(msgs: Sequence[Neutral]) -> int:
+def estimate(msgs: Sequence[Neutral], model: str) -> int:
     """ADK's own prompt-size estimate (characters / 4 of the request contents)."""
     from google.adk.apps.compaction import _count_chars_in_content
+
+    del model  # ADK's estimate is the same for every model
 
     events, _ = to_events(msgs, "")
     return sum(_count_chars_in_content(e.content) for e in events) // 4

@@ -168,6 +168,8 @@ class LangChainTrim:
         return to_openai(request)
 
 
-def estimate(msgs: Sequence[Neutral]) -> int:
-    """LangChain's default estimator on these messages (for the under-count figure)."""
-    return count_tokens_approximately([to_langchain(m) for m in msgs])
+def estimate(msgs: Sequence[Neutral], model: str) -> int:
+    """The middleware's estimator for `model`: 3.3 characters per token for Anthropic models
+    (its `_get_approximate_token_counter`), LangChain's default 4 otherwise."""
+    ratio = 3.3 if "claude" in model.lower() else 4.0
+    return count_tokens_approximately([to_langchain(m) for m in msgs], chars_per_token=ratio)

@@ -43,14 +43,15 @@ def _factories() -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, An
             "config": f"SummarizationMiddleware(model=<offline echo>, trigger=('tokens', "
                       f"{TRIGGER_TOKENS}), keep=('tokens', {TAIL_TOKENS})); defaults otherwise "
                       "(count_tokens_approximately, trim_tokens_to_summarize=4000)",
-            "estimator": "count_tokens_approximately (4 chars/token + 3 per message)",
+            "estimator_name": "count_tokens_approximately (4 chars/token, 3.3 for Anthropic "
+                              "models; +3 per message)",
         },
         peer_langchain.LangChainTrim.name: {
             **lc,
             "config": f"when count_tokens_approximately > {TRIGGER_TOKENS}: trim_messages("
                       f"max_tokens={TAIL_TOKENS}, strategy='last', start_on='human', "
                       "include_system=True, allow_partial=False); stateless pre-model step",
-            "estimator": "count_tokens_approximately",
+            "estimator_name": "count_tokens_approximately",
         },
         peer_langmem.LangMemSummarize.name: {
             "packages": {p: version(p) for p in ("langmem", "langchain-core")},
@@ -59,7 +60,7 @@ def _factories() -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, An
                       f"{peer_langmem.SUMMARY_TOKENS}, model=<offline echo>) on the full "
                       "history with the RunningSummary kept in state (LangMem has no tail "
                       "setting)",
-            "estimator": "count_tokens_approximately",
+            "estimator_name": "count_tokens_approximately",
         },
         peer_adk.AdkTokenThreshold.name: {
             "packages": {p: version(p) for p in ("google-adk", "google-genai")},
@@ -68,14 +69,14 @@ def _factories() -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, An
                       f"N = events holding ~{TAIL_TOKENS} tokens at the transcript's mean "
                       "event size; compaction run before every model call, as ADK's "
                       "CompactionRequestProcessor does",
-            "estimator": "ADK _estimate_prompt_token_count (chars / 4 of request contents)",
+            "estimator_name": "ADK _estimate_prompt_token_count (chars / 4 of request contents)",
         },
         peer_pydantic_ai.PydanticAiSummarizing.name: {
             "packages": {p: version(p) for p in ("pydantic-ai-harness", "pydantic-ai-slim")},
             "config": f"SummarizingCompaction(model=FunctionModel(<offline echo>), max_tokens="
                       f"{TRIGGER_TOKENS}, keep_tokens={TAIL_TOKENS}); defaults otherwise "
                       "(tool_return_max_chars=500, preserve_first_user_message, incremental)",
-            "estimator": "pydantic-ai-harness estimate_token_count (4 chars/token)",
+            "estimator_name": "pydantic-ai-harness estimate_token_count (4 chars/token)",
         },
     }
     return factories, estimators, describe

@@ -148,8 +148,10 @@ class PydanticAiSummarizing:
         return to_openai(request)
 
 
-def estimate(msgs: Sequence[Neutral]) -> int:
+def estimate(msgs: Sequence[Neutral], model: str) -> int:
     """The harness's own estimate (about 4 characters per token) of these messages."""
     from pydantic_ai_harness.compaction._shared import estimate_token_count
+
+    del model  # no per-model setting without a tokenizer
 
     return estimate_token_count(to_pydantic_ai(msgs))

@@ -63,9 +63,12 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     if cf is None:
         return [("contextfold measured", None, "contextfold did not run: see Errors")]
     t = totals(cf)
+    repairs = sum(r.get("contextfold_repairs", 0) for r in cf["quality"].values())
+    fallbacks = sum(r.get("contextfold_fallbacks", 0) for r in cf["quality"].values())
     out: list[tuple[str, bool | None, str]] = [
         ("0 invalid requests on every transcript", t["invalid"] == 0,
-         f"{t['invalid']} of {t['calls']} requests"),
+         f"{t['invalid']} of {t['calls']} requests; exporter repairs: {repairs}; "
+         f"summariser fallbacks to extractive: {fallbacks}"),
         ("0% lost content on every transcript", t["lost"] == 0,
          f"{t['lost']} messages lost"),
         ("peak request <= safe limit", t["over"] == 0,
@@ -222,7 +225,7 @@ def _per_transcript(results: dict[str, Any], systems: dict[str, Any],
 
 
 def _timing(systems: dict[str, Any], order: list[str]) -> list[str]:
-    timed = [n for n in order if systems[n].get("timing")]
+    timed = [n for n in order if systems[n].get("timing") and n != REFERENCE]
     if not timed:
         return []
     sizes = sorted({t["size"] for n in timed for t in systems[n]["timing"]})
@@ -273,8 +276,40 @@ def _method(results: dict[str, Any], systems: dict[str, Any], order: list[str],
     for name in order:
         e = systems[name]
         pkgs = ", ".join(f"{k} {v}" for k, v in e.get("packages", {}).items()) or "-"
-        lines.append(f"| {name} | {pkgs} | {e.get('config', '')} | {e.get('estimator', '')} |")
+        lines.append(f"| {name} | {pkgs} | {e.get('config', '')} | {e.get('estimator_name', '')} |")
     lines += [
+        "",
+        "## What each library does when it compacts (from its source, pinned versions)",
+        "",
+        "- **LangChain `SummarizationMiddleware`** cuts at a token-based cutoff that keeps an "
+        "AI message with its tool results, but shows its summariser only the last "
+        "`trim_tokens_to_summarize` (default 4,000) tokens of what it cuts, through "
+        "`trim_messages(start_on='human')`; when no user message falls in those tokens it "
+        "calls no summariser at all and writes \"Previous conversation was too long to "
+        "summarize.\" Everything else it cuts is lost.",
+        "- **LangChain `trim_messages`** never summarises. With `start_on='human'` it returns "
+        "an empty list when the latest user message is older than the tail (a long tool loop).",
+        "- **LangMem `summarize_messages`** summarises the oldest messages up to where its "
+        "running count crosses `max_tokens_before_summary`; it pulls tool results into the "
+        "summary only when the cut lands on the AI message that called them, so a cut inside "
+        "a group of parallel results leaves results without their call. The summary is a "
+        "system message, so a request can hold no user or assistant message at all. It trims "
+        "the summariser's input to `max_tokens` (oldest first).",
+        "- **Google ADK** token-threshold compaction re-estimates the prompt by rebuilding the "
+        "request contents from every session event (characters / 4), before every model call, "
+        "so its check grows with the session. The summary is materialised as a `model` "
+        "(assistant) turn, so every request after a compaction opens with an assistant "
+        "message. It repairs call/result pairing itself, and shows its summariser only the "
+        "first 2,000 characters of each tool call and result.",
+        "- **pydantic-ai-harness `SummarizingCompaction`** (the real package and class, "
+        "`pydantic-ai-harness` on PyPI) keeps tool calls and returns paired and the first user "
+        "message, updates its summary incrementally, and shows its summariser only the first "
+        "500 characters of each tool return.",
+        "- **contextfold** cuts only at user-turn boundaries, shows its summariser every "
+        "newly old message (long tool results clipped head + tail to 2,000 characters), "
+        "chunked to the summariser's window, and estimates conservatively, so at the same "
+        "nominal trigger it compacts at a smaller real size than the 4-characters-per-token "
+        "peers.",
         "",
         "## How it is measured",
         "",
@@ -329,7 +364,7 @@ def plot(results: dict[str, Any], path: Path = PNG) -> Path:
     ax = fig.add_subplot(grid[0, :])
     for name in order:
         timing = sorted(systems[name].get("timing", []), key=lambda t: t["size"])
-        if timing:
+        if timing and name != REFERENCE:
             ax.plot([t["size"] for t in timing], [t["median_ms"] for t in timing],
                     marker="o", linewidth=2.6 if name == CF else 1.5, label=name)
     ax.set_xscale("log")

@@ -34,8 +34,8 @@ from .synth import research_session
 
 # (summarize callback, workload messages) -> system
 Factory = Callable[[Callable[[str], str], Sequence[Neutral]], System]
-# messages -> the system's own token estimate of them
-Estimator = Callable[[Sequence[Neutral]], int]
+# (messages, recorded model name) -> the system's own token estimate of them
+Estimator = Callable[[Sequence[Neutral], str], int]
 
 
 def load_workload(path: str | Path) -> dict[str, Any]:
@@ -85,6 +85,9 @@ def estimator_figure(estimate: Estimator, workload: dict[str, Any],
 
     The truth is the recorded usage delta (the provider's own tokenizer) and, as a second
     reference, the exact `o200k_base` count of the same text. Markers are removed first.
+    Each estimator gets the recorded model's name, so one with per-model settings (LangChain's
+    Anthropic ratio, contextfold's tokenizer families) is configured as a user of that model
+    would have it.
     """
     intervals = workload.get("intervals") or []
     if not intervals:
@@ -94,7 +97,7 @@ def estimator_figure(estimate: Estimator, workload: dict[str, Any],
     ratios: list[float] = []
     for iv in intervals:
         chunk = [dict(m, text=body_of(m["text"])) for m in msgs[iv["start"]:iv["end"]]]
-        est = estimate(chunk)
+        est = estimate(chunk, iv.get("model", ""))
         exact = sum(tokens.count(m["text"]) + sum(tokens.count(json.dumps(c["args"]))
                                                   for c in m["calls"]) for m in chunk)
         under_usage += est < iv["real"]
