@@ -271,3 +271,15 @@ async def send_until_compacting(conv: Any, gate: GatedSummarizer, size: int = 60
             await gate.started.wait()
             return turn + 1
     raise AssertionError("no automatic compaction started within 50 turns")
+
+
+async def fill_to(conv: Any, tokens: int, size: int = 400) -> int:
+    """Send turns of about `size` words until the next request holds over `tokens`
+    (by the conversation's own estimate); returns how many turns it took."""
+    turns = 0
+    while conv.gauge().tokens <= tokens:
+        await conv.send(f"question {turns}: " + words(size))
+        await conv.wait_idle()
+        turns += 1
+        assert turns < 200, "the history does not grow"
+    return turns
