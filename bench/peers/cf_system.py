@@ -113,19 +113,16 @@ class Contextfold:
         self.pending.extend(new)
 
     def decide(self) -> Projection:
-        # The same sequence as contextfold.replay.replay_messages, message by message.
-        session = self.session
+        # The replay engine's own steps: auto after a turn, preflight before a user message,
+        # and the fit check before the request (contextfold.replay.ManagedSession).
         for m in self.pending:
             message = to_message(m)
             if message.role == "user":
-                if session.chain:
-                    session.compact("auto")  # A1: the previous turn is complete
-                session.compact("preflight", pending=[message])  # P1-P2
-            session.append(message, f"m{m['i']}")
+                self.session.before_user_message(message)
+            self.session.append(message, f"m{m['i']}")
         self.pending = []
-        if session.estimate().tokens > BUDGET.safe_input_limit:
-            session.compact("preflight")
-        return session.projection()
+        projection, _ = self.session.before_request()
+        return projection
 
     def to_openai(self, request: Projection) -> list[dict[str, Any]]:
         exported = to_openai(request)

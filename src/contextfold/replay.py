@@ -14,7 +14,7 @@ original agent's context, not the one contextfold would have sent.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .core.budget import Budget, ModelCapacity
@@ -65,6 +65,7 @@ class ManagedSession:
     compactions: list[CompactionRecord] = field(default_factory=list)
     summarized_ids: set[str] = field(default_factory=set)
     requests_sent: int = 0
+    blocked_drafts: int = 0
 
     def branch(self) -> Branch:
         # The chain is built here by appending at the leaf only, so it is valid by
@@ -110,6 +111,39 @@ class ManagedSession:
             summarizer=name,
         )
         self.compactions.append(record)
+        return record
+
+    def before_user_message(self, message: Message) -> bool:
+        """A1 for the finished turn, then P1-P2 for the draft; False if it still won't fit."""
+        if self.chain:
+            self.compact("auto")
+        self.compact("preflight", pending=[message])
+        return self.estimate([message]).tokens <= self.budget.safe_input_limit
+
+    def before_request(self) -> tuple[Projection, int]:
+        """Make the next request fit (compacting between rounds if needed); return it."""
+        if self.estimate().tokens > self.budget.safe_input_limit:
+            self.compact("preflight")
+        return self.projection(), self.estimate().tokens
+
+    def step(self, node_id: str, message: Message) -> RequestRecord | None:
+        """Feed one recorded message; for a reply, return the request that produced it."""
+        record = None
+        if message.role == "user" and not message.tool_results:
+            if not self.before_user_message(message):
+                self.blocked_drafts += 1  # P3: a real user would be asked to shorten it
+        elif message.role == "assistant":
+            projection, tokens = self.before_request()
+            record = RequestRecord(
+                index=self.requests_sent,
+                node_id=node_id,
+                estimated_tokens=tokens,
+                recorded_tokens=None,
+                problems=request_problems(projection, self.system),
+                over_limit=tokens > self.budget.safe_input_limit,
+            )
+            self.requests_sent += 1
+        self.append(message, node_id)
         return record
 
     def dropped_messages(self) -> int:
@@ -174,31 +208,13 @@ def replay_messages(
     """Replay `(node_id, message)` pairs, oldest first, under contextfold's management."""
     session = ManagedSession(capacity, budget, summarizer, system=system)
     requests: list[RequestRecord] = []
-    blocked = 0
     for node_id, recorded in messages:
+        # Recorded usage measured the original agent's context, not this one (module doc).
         message = recorded.model_copy(update={"usage": None}) if recorded.usage else recorded
-        if message.role == "user" and not message.tool_results:
-            if session.chain:
-                session.compact("auto")  # A1: the previous turn is complete
-            session.compact("preflight", pending=[message])  # P1-P2
-            if session.estimate([message]).tokens > budget.safe_input_limit:
-                blocked += 1  # P3: a real user would be asked to shorten the draft
-        elif message.role == "assistant":
-            # The request that produced this reply: check it before it is "sent".
-            if session.estimate().tokens > budget.safe_input_limit:
-                session.compact("preflight")
-            projection = session.projection()
-            tokens = session.estimate().tokens
-            requests.append(RequestRecord(
-                index=len(requests),
-                node_id=node_id,
-                estimated_tokens=tokens,
-                recorded_tokens=recorded.usage.prompt if recorded.usage else None,
-                problems=request_problems(projection, system),
-                over_limit=tokens > budget.safe_input_limit,
-            ))
-            session.requests_sent += 1
-        session.append(message, node_id)
+        record = session.step(node_id, message)
+        if record is not None:
+            recorded_tokens = recorded.usage.prompt if recorded.usage else None
+            requests.append(replace(record, recorded_tokens=recorded_tokens))
     if session.chain:
         session.compact("auto")
     return ReplayReport(
@@ -208,7 +224,7 @@ def replay_messages(
         requests=requests,
         compactions=session.compactions,
         dropped_messages=session.dropped_messages(),
-        blocked_drafts=blocked,
+        blocked_drafts=session.blocked_drafts,
         chain=session.chain,
     )
 
