@@ -1,0 +1,120 @@
+"""A summariser that returns garbage, an error text, an HTTP error or nothing in time never
+gets an invalid checkpoint committed: the offline summary is used and recorded (SPEC S2, S5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold.core.plan import Plan
+from contextfold.runtime import Conversation, GuardedSummarizer
+from contextfold.summarize.llm import FALLBACK, LlmSummarizer
+from contextfold.summarize.validate import validate_summary
+from tests.fakeserver import RESEARCH_SECTIONS, Reply, server_fixture
+from tests.test_runtime_support import (
+    PROTOCOLS,
+    capacity,
+    chat_model,
+    fill,
+    models_closer,
+    store_fixture,
+)
+
+store = store_fixture()
+close_models = models_closer()
+fake = server_fixture()
+
+WINDOW = 200_000
+
+
+async def _open(store, fake, protocol, **options):
+    model = chat_model(fake, protocol, "fake-200k")
+    summarizer = LlmSummarizer(model, capacity(WINDOW))
+    conv = await Conversation.open(store, model=model, capacity=capacity(WINDOW),
+                                   summarizer=summarizer, **options)
+    await fill(conv, 3, size=30)
+    return conv
+
+
+def _committed(conv):
+    checkpoint = conv.branch.leaf.checkpoint
+    assert checkpoint is not None
+    return checkpoint
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_llm_summary_is_committed_when_valid(fake, store, protocol):  # S1 S2
+    conv = await _open(store, fake, protocol)
+    outcome = await conv.compact()
+    assert outcome.status == "compacted" and outcome.summarizer == "llm:fake-200k"
+    checkpoint = _committed(conv)
+    assert checkpoint.summarizer == "llm:fake-200k"
+    assert all(f"## {s}" in checkpoint.summary for s in RESEARCH_SECTIONS)
+    assert len(fake.summary_requests) == 1
+    await conv.close()
+
+
+BAD_ANSWERS = {
+    "garbage": [Reply(text="lorem ipsum, no sections at all"), Reply(text="still nothing")],
+    "error_text": [Reply(text="I'm sorry, but I can't help with that request.")] * 2,
+    "http_error": [Reply(status=500)],
+}
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("bad", sorted(BAD_ANSWERS))
+async def test_bad_summaries_fall_back_to_the_offline_one(fake, store, protocol, bad):  # S2 S5
+    conv = await _open(store, fake, protocol)
+    events = conv.events()
+    fake.enqueue(*BAD_ANSWERS[bad], kind="summary")
+    outcome = await conv.compact()
+    assert outcome.status == "compacted" and outcome.summarizer == FALLBACK
+    checkpoint = _committed(conv)
+    assert checkpoint.summarizer == FALLBACK  # recorded durably
+    assert validate_summary(checkpoint.summary, checkpoint.profile, conv.budget.summary_budget) \
+        == []
+    assert "lorem ipsum, no sections" not in checkpoint.summary
+    assert "I'm sorry" not in checkpoint.summary
+    fallback = [e for e in events.pending() if e.kind == "summarizer_fallback"]
+    assert len(fallback) == 1 and fallback[0].reason
+    assert fake.pending_replies == 0  # the strict retry was asked for where it applies
+    await conv.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_summary_timeout_falls_back(fake, store, protocol):  # S5 C4
+    conv = await _open(store, fake, protocol, summarizer_timeout=0.5)
+    events = conv.events()
+    fake.enqueue(Reply(delay=20), kind="summary")
+    outcome = await conv.compact()
+    assert outcome.status == "compacted" and outcome.summarizer == FALLBACK
+    (note,) = [e for e in events.pending() if e.kind == "summarizer_fallback"]
+    assert "did not answer within 0.5 s" in note.reason
+    assert _committed(conv).summarizer == FALLBACK
+    await conv.close()
+
+
+async def _garbage(plan: Plan) -> tuple[str, str]:
+    return "## Research Goal\nonly one section", "custom"
+
+
+async def _raises(plan: Plan) -> tuple[str, str]:
+    raise RuntimeError("summariser crashed")
+
+
+@pytest.mark.parametrize("summarizer", [_garbage, _raises])
+async def test_any_summariser_is_guarded(fake, store, summarizer):  # S2 S5
+    model = chat_model(fake, "openai", "fake-200k")
+    conv = await Conversation.open(store, model=model, capacity=capacity(WINDOW),
+                                   summarizer=summarizer)
+    await fill(conv, 3, size=30)
+    notes = []
+    conv.subscribe(lambda e: notes.append(e) if e.kind == "summarizer_fallback" else None)
+    outcome = await conv.compact()
+    assert outcome.summarizer == FALLBACK and _committed(conv).summarizer == FALLBACK
+    assert notes and notes[0].data["summarizer"] in ("_garbage", "_raises")
+    await conv.close()
+
+
+async def test_guard_rejects_objects_that_are_not_summarisers():  # S5
+    with pytest.raises(TypeError, match="summarizer must be"):
+        GuardedSummarizer(42)
