@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from contextfold.core.budget import CompactionSettings
 from contextfold.core.export import to_openai
 from contextfold.core.projection import checkpoint_text
 from contextfold.core.tree import Branch
@@ -24,6 +25,11 @@ from tests.test_runtime_support import (
 
 WINDOW = 32_000
 TURNS = 200
+# 200 turns touch about 95 Zotero identifiers (20 items, their DOIs and PDFs, 50
+# annotations). The default ledger share (20% of the summary budget) holds about 30 of them
+# on a 32k model and evicts the rest into `Ledger.evicted`; a research agent that must keep
+# every key gives the ledger half of the summary budget (docs/runtime.md).
+RESEARCH_SETTINGS = CompactionSettings(ledger_share=0.5)
 
 store = store_fixture()
 close_models = models_closer()
@@ -36,7 +42,7 @@ async def test_research_agent_200_turns_on_32k(fake, store, protocol):  # A1 A2 
     conv = await Conversation.open(
         store, model=chat_model(fake, protocol, "fake-32k"), capacity=capacity(WINDOW),
         system="You are a research assistant working inside the user's Zotero library.",
-        run_tools=agent.run_tools)
+        run_tools=agent.run_tools, settings=RESEARCH_SETTINGS)
     events = conv.events()
     for turn in range(TURNS):
         agent.script(fake, turn)
