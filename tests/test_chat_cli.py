@@ -1,0 +1,100 @@
+"""`contextfold chat` in a pseudo-terminal (pexpect) against the local fake provider: send,
+automatic compaction behind the spinner, Ctrl-C during compaction keeps the draft."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pexpect
+import pytest
+
+from tests.fakeserver import Reply, server_fixture
+
+fake = server_fixture()
+
+PROMPT = "you> "
+
+
+def _spawn(fake, tmp_path, *extra: str) -> pexpect.spawn:
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40",
+           "CONTEXTFOLD_DB": f"sqlite:///{tmp_path / 'chat.db'}"}
+    args = ["-m", "contextfold", "chat", "--model", "fake-chat", "--provider",
+            "openai-compatible", "--base-url", fake.openai_url, "--context-window", "4000",
+            "--max-output", "1000", *extra]
+    return pexpect.spawn(sys.executable, args, env=env, encoding="utf-8", timeout=60,
+                         dimensions=(40, 120))
+
+
+def _words(n: int) -> str:
+    return " ".join(f"lorem{i % 97}" for i in range(n))
+
+
+def _chat_texts(fake) -> list[str]:
+    return [str(r.messages[-1].get("content")) for r in fake.requests if not r.is_summary]
+
+
+def test_chat_send_and_resume(fake, tmp_path):  # C5 U1
+    fake.enqueue(Reply(text="Hello, I am the fake model."), kind="chat")
+    child = _spawn(fake, tmp_path)
+    child.expect(PROMPT)
+    child.sendline("Hi there")
+    child.expect("assistant>")
+    child.expect("Hello, I am the fake model.")
+    child.expect(r"context [\d,]+ / [\d,]+ tokens")  # the live gauge
+    child.expect(PROMPT)
+    child.sendline("/context")
+    child.expect("Hi there")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(r"resume with --session ([0-9a-f-]{36})")
+    session = child.match.group(1)
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+
+    resumed = _spawn(fake, tmp_path, "--session", session)
+    resumed.expect(PROMPT)
+    resumed.sendline("/history")
+    resumed.expect("Hello, I am the fake model.")
+    resumed.expect(PROMPT)
+    resumed.sendline("/quit")
+    resumed.expect(pexpect.EOF)
+
+
+def test_chat_compacts_automatically_and_ctrl_c_keeps_the_draft(fake, tmp_path):  # A1 U1 U2 U3 C4
+    fake.enqueue(Reply(delay=30), kind="summary")  # the first summary is very slow
+    child = _spawn(fake, tmp_path, "--summarizer-model", "fake-summariser")
+    child.expect(PROMPT)
+    for turn in range(40):
+        child.sendline(f"question {turn}: {_words(60)}")
+        child.expect("assistant>")
+        if child.expect([PROMPT, "Compacting earlier context"]) == 1:
+            child.expect(PROMPT)  # compacting in the background; the input is free
+            break
+    else:
+        pytest.fail("no automatic compaction started")
+    for _ in range(200):  # the summariser's request reached the server
+        if fake.summary_requests:
+            break
+        child.expect(pexpect.TIMEOUT, timeout=0.05)
+    assert fake.summary_requests
+
+    child.sendline("my precious draft")
+    child.expect("Compacting earlier context")  # the send waits behind the spinner
+    child.sendintr()
+    child.expect("cancelled")
+    child.expect(PROMPT + "my precious draft")  # back on the input line, unsent
+    assert not any("my precious draft" in t for t in _chat_texts(fake))
+
+    child.sendline("")  # Enter sends the kept draft
+    child.expect("assistant>")
+    child.expect(PROMPT)
+    assert sum("my precious draft" in t for t in _chat_texts(fake)) == 1
+    child.sendline("/compact keep the lorem numbers")
+    child.expect(r"compacted|nothing to compact")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
