@@ -7,7 +7,8 @@ import pytest
 
 from contextfold.core.plan import Plan
 from contextfold.runtime import Conversation, GuardedSummarizer
-from contextfold.summarize.llm import FALLBACK, LlmSummarizer
+from contextfold.runtime.summarizers import as_summarize
+from contextfold.summarize.llm import FALLBACK, LlmSummarizer, SummaryOutcome
 from contextfold.summarize.validate import validate_summary
 from tests.fakeserver import RESEARCH_SECTIONS, Reply, server_fixture
 from tests.test_runtime_support import (
@@ -118,3 +119,15 @@ async def test_any_summariser_is_guarded(fake, store, summarizer):  # S2 S5
 async def test_guard_rejects_objects_that_are_not_summarisers():  # S5
     with pytest.raises(TypeError, match="summarizer must be"):
         GuardedSummarizer(42)
+
+
+async def test_as_summarize_passes_an_llm_fallback_through():  # S5
+    # `contextfold compact --summarizer llm` uses as_summarize without the guard: an
+    # LlmSummarizer that fell back must come out as a normal, named result.
+    class FellBack:
+        async def summarize(self, plan):
+            return SummaryOutcome(text="offline text", summarizer=FALLBACK, attempts=2,
+                                  problems=("answer rejected",))
+
+    summarize, _ = as_summarize(FellBack())
+    assert await summarize(None) == ("offline text", FALLBACK)

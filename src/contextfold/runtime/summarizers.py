@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,22 +34,48 @@ class FallbackNote:
     problems: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class _Summary:
+    text: str
+    name: str
+    problems: tuple[str, ...] = ()  # why a summariser fell back on its own, if it did
+
+
+_Detailed = Callable[[Plan], Awaitable[_Summary]]
+
+
 def as_summarize(summarizer: Any) -> tuple[Summarize, str]:
-    """(`Summarize` callable, display name) for anything a `Conversation` accepts."""
-    if summarizer is None:
+    """(`Summarize` callable, display name) for anything a `Conversation` accepts.
+
+    The callable returns `(text, name)`; `name` is "extractive-fallback" when an
+    `LlmSummarizer` fell back to the offline summary itself.
+    """
+    detailed, name = _detailed(summarizer)
+    if detailed is None:
         return extractive_summarize, EXTRACTIVE
+
+    async def summarize(plan: Plan) -> tuple[str, str]:
+        result = await detailed(plan)
+        return result.text, result.name
+
+    return summarize, name
+
+
+def _detailed(summarizer: Any) -> tuple[_Detailed | None, str]:
+    if summarizer is None:
+        return None, EXTRACTIVE
     method = getattr(summarizer, "summarize", None)
     if method is not None and inspect.iscoroutinefunction(method):
         name = str(getattr(summarizer, "name", type(summarizer).__name__))
 
-        async def call_object(plan: Plan) -> tuple[str, str]:
+        async def call_object(plan: Plan) -> _Summary:
             return _unpack(await method(plan), name)
 
         return call_object, name
     if callable(summarizer):
         name = getattr(summarizer, "__name__", type(summarizer).__name__)
 
-        async def call_function(plan: Plan) -> tuple[str, str]:
+        async def call_function(plan: Plan) -> _Summary:
             result = summarizer(plan)
             if inspect.isawaitable(result):
                 result = await result
@@ -61,29 +87,18 @@ def as_summarize(summarizer: Any) -> tuple[Summarize, str]:
         f"object with an async summarize(plan) method; got {type(summarizer).__name__}")
 
 
-def _unpack(result: Any, name: str) -> tuple[str, str]:
+def _unpack(result: Any, name: str) -> _Summary:
     """Accept `(text, name)`, a `SummaryOutcome`-like object, or a bare string."""
     if isinstance(result, tuple) and len(result) == 2:
-        return str(result[0]), str(result[1])
+        return _Summary(str(result[0]), str(result[1]))
     text = getattr(result, "text", None)
     if isinstance(text, str):
-        produced = getattr(result, "summarizer", None) or name
-        if produced == FALLBACK:
-            problems = tuple(getattr(result, "problems", ()) or ())
-            raise _AlreadyFellBack(text, problems)
-        return text, str(produced)
+        produced = str(getattr(result, "summarizer", None) or name)
+        problems = tuple(getattr(result, "problems", ()) or ()) if produced == FALLBACK else ()
+        return _Summary(text, produced, problems)
     if isinstance(result, str):
-        return result, name
+        return _Summary(result, name)
     raise TypeError(f"the summariser returned {type(result).__name__}, not a summary")
-
-
-class _AlreadyFellBack(Exception):
-    """The wrapped summariser used the offline fallback itself; carry its text and reasons."""
-
-    def __init__(self, text: str, problems: tuple[str, ...]) -> None:
-        super().__init__(text)
-        self.text = text
-        self.problems = problems
 
 
 class GuardedSummarizer:
@@ -91,38 +106,41 @@ class GuardedSummarizer:
 
     def __init__(self, summarizer: Any = None, *, timeout: float | None = None,
                  on_fallback: Callable[[FallbackNote], None] | None = None) -> None:
-        self._inner, self.name = as_summarize(summarizer)
+        self._inner, self.name = _detailed(summarizer)
         self.timeout = timeout
         self.on_fallback = on_fallback
 
     async def __call__(self, plan: Plan) -> tuple[str, str]:
+        if self._inner is None:
+            return await self._offline(plan)
         budget = summary_token_budget(plan)
         try:
             if self.timeout is None:
-                text, name = await self._inner(plan)
+                result = await self._inner(plan)
             else:
-                text, name = await asyncio.wait_for(self._inner(plan), self.timeout)
-        except _AlreadyFellBack as inner:
-            problems = validate_summary(inner.text, plan.profile, budget)
-            if not problems:
-                self._note(inner.problems)
-                return inner.text, FALLBACK
-            return self._fallback(plan, [*inner.problems, *problems])
+                result = await asyncio.wait_for(self._inner(plan), self.timeout)
         except TimeoutError:
             return self._fallback(plan, [f"the summariser did not answer within "
                                          f"{self.timeout:g} s"])
         except Exception as exc:  # any failure must end in the offline summary
             return self._fallback(plan, [f"the summariser failed: {type(exc).__name__}: {exc}"])
-        problems = validate_summary(text, plan.profile, budget)
+        problems = validate_summary(result.text, plan.profile, budget)
         if problems:
-            return self._fallback(plan, [f"{name} returned an invalid summary: "
-                                         + "; ".join(problems)])
+            return self._fallback(plan, [*result.problems, f"{result.name} returned an invalid "
+                                         "summary: " + "; ".join(problems)])
+        if result.name == FALLBACK:  # the summariser fell back by itself: say so
+            self._note(result.problems)
+        return result.text, result.name
+
+    async def _offline(self, plan: Plan) -> tuple[str, str]:
+        """The configured summariser is the offline one: validate it, nothing to fall to."""
+        text, name = await extractive_summarize(plan)
+        problems = validate_summary(text, plan.profile, summary_token_budget(plan))
+        if problems:
+            raise RuntimeError("the extractive summary is invalid: " + "; ".join(problems))
         return text, name
 
     def _fallback(self, plan: Plan, problems: list[str]) -> tuple[str, str]:
-        if self._inner is extractive_summarize:
-            # The offline summariser itself failed: there is nothing safer to fall back to.
-            raise RuntimeError("the extractive summariser failed: " + "; ".join(problems))
         self._note(tuple(problems))
         return summarize_extractive(plan), FALLBACK
 
