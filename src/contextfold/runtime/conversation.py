@@ -14,21 +14,20 @@ a second compaction raise `BusyError` and a send waits for it (U1-U4).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Literal, NoReturn
+from collections.abc import AsyncIterator
+from typing import Any, NoReturn
 
-from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
+from ..core.budget import ModelCapacity, derive_budget
 from ..core.estimator import Estimate
-from ..core.messages import Message, Node, ToolCallPart
-from ..core.plan import Trigger
-from ..core.projection import Projection, project
+from ..core.messages import Message, Node
+from ..core.projection import project
 from ..core.tree import Branch, DamagedBranch
-from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta, ToolSpec
+from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError
-from .compaction import CompactionOutcome, compact_session_with
+from .base import ConversationBase, OverflowPolicy
+from .compaction import CompactionOutcome
 from .errors import (
     BusyError,
     CompactionFailedError,
@@ -37,10 +36,7 @@ from .errors import (
     SendAbortedError,
     ToolWorkflowError,
 )
-from .events import ConversationState, Event, EventBus, EventKind, EventStream
-from .runner import CompactionRunner, Finished
-from .sizing import Gauge, Sizer, tool_dicts
-from .summarizers import FallbackNote, GuardedSummarizer
+from .sizing import Gauge
 from .turns import (
     OnText,
     RunTools,
@@ -51,42 +47,13 @@ from .turns import (
     result_messages,
 )
 
-OverflowPolicy = Literal["surface", "compact_and_retry_once"]
+__all__ = ["Conversation", "OverflowPolicy"]
+
 _PREFLIGHT_ATTEMPTS = 3  # a stale commit re-plans; bounded so a busy branch cannot loop us
 
 
-class Conversation:
+class Conversation(ConversationBase):
     """One session driven live: send, tool turns, compaction, retry/edit/fork, events."""
-
-    def __init__(self, store: Any, session_id: str, *, model: ChatModel,
-                 capacity: ModelCapacity, system: str | None = None,
-                 tools: Sequence[ToolSpec] | None = None, summarizer: Any = None,
-                 overflow_policy: OverflowPolicy = "surface",
-                 settings: CompactionSettings | None = None,
-                 summarizer_timeout: float | None = 300.0, max_tool_rounds: int = 50,
-                 run_tools: RunTools | None = None) -> None:
-        if overflow_policy not in ("surface", "compact_and_retry_once"):
-            raise ValueError(f"overflow_policy must be 'surface' or 'compact_and_retry_once', "
-                             f"not {overflow_policy!r}")
-        if max_tool_rounds < 1:
-            raise ValueError(f"max_tool_rounds must be at least 1, got {max_tool_rounds}")
-        self.store = store
-        self.session_id = session_id
-        self.overflow_policy: OverflowPolicy = overflow_policy
-        self.settings = settings
-        self.max_tool_rounds = max_tool_rounds
-        self.run_tools = run_tools
-        self._system = system
-        self._tools = tuple(tools or ())
-        self._summarizer = summarizer
-        self._summarize = GuardedSummarizer(summarizer, timeout=summarizer_timeout,
-                                            on_fallback=self._fallback_used)
-        self._bus = EventBus()
-        self._runner = CompactionRunner(session_id, self._bus, self.reload)
-        self._turn_lock = asyncio.Lock()
-        self._branch: Branch | None = None
-        self._damaged: DamagedBranch | None = None
-        self._set_model(model, capacity)
 
     # ------------------------------------------------------------------ opening
 
@@ -122,83 +89,6 @@ class Conversation:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-    # ------------------------------------------------------------------ what a UI reads
-
-    @property
-    def model(self) -> ChatModel:
-        return self._model
-
-    @property
-    def capacity(self) -> ModelCapacity:
-        return self._capacity
-
-    @property
-    def budget(self) -> Budget:
-        return self._sizer.budget
-
-    @property
-    def system(self) -> str | None:
-        return self._system
-
-    @property
-    def tools(self) -> tuple[ToolSpec, ...]:
-        return self._tools
-
-    @property
-    def state(self) -> ConversationState:
-        """idle / compacting (started_at, trigger, cancellable) / failed (reason)."""
-        return self._runner.state
-
-    @property
-    def read_only(self) -> bool:
-        return self._damaged is not None
-
-    @property
-    def branch(self) -> Branch | DamagedBranch | None:
-        """The branch as last loaded (O(tail): from the latest checkpoint's boundary)."""
-        return self._damaged if self._damaged is not None else self._branch
-
-    @property
-    def open_tool_calls(self) -> tuple[ToolCallPart, ...]:
-        """Tool calls of the current turn that still wait for results."""
-        return tuple(open_tool_calls(self._branch).values())
-
-    def projection(self) -> Projection:
-        """What the model sees next (SPEC T3), without the system prompt and tools."""
-        return project(self._branch) if self._branch is not None else Projection(None, ())
-
-    def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
-        """Estimated size of the next request with `pending` drafts (SPEC P1, E1-E5)."""
-        return self._sizer.estimate(self.projection(), pending)
-
-    def gauge(self, pending: Sequence[Message] = ()) -> Gauge:
-        """Tokens the next request uses against the safe limit, for a context gauge."""
-        return self._sizer.gauge(self.estimate(pending))
-
-    async def history(self) -> Branch | DamagedBranch:
-        """The durable branch from its root, checkpoints included (for /history)."""
-        return await self.store.load_full_branch(self.session_id)
-
-    def events(self) -> EventStream:
-        """Async iterator over events from now on: `async for event in conv.events()`."""
-        return self._bus.stream()
-
-    def subscribe(self, callback: Callable[[Event], Any]) -> Callable[[], None]:
-        """Call `callback(event)` for every event; returns an unsubscribe function."""
-        return self._bus.subscribe(callback)
-
-    async def reload(self) -> None:
-        """Re-read the branch from the store (after a stale commit or an outside change)."""
-        branch = await self.store.load_branch(self.session_id)
-        if isinstance(branch, DamagedBranch):
-            self._damaged, self._branch = branch, None
-        else:
-            self._damaged, self._branch = None, branch
-
-    async def wait_idle(self) -> Finished | None:
-        """Wait for a running compaction to end; how it ended (None if none ran)."""
-        return await self._runner.wait()
 
     # ------------------------------------------------------------------ sending
 
@@ -487,111 +377,3 @@ class Conversation:
         if estimate.tokens > self.budget.safe_input_limit and \
                 self._sizer.best_case(estimate, (draft,)) > self.budget.safe_input_limit:
             self._blocked(estimate, (draft,), draft)
-
-    # ------------------------------------------------------------------ internals: compaction
-
-    async def _compact(self, trigger: Trigger, *, pending: Sequence[Message] = (),
-                       instructions: str | None = None, budget: Budget | None = None,
-                       estimate_tokens: int | None = None) -> Finished:
-        """Run one compaction in the foreground (still cancellable) and wait for it."""
-        self._not_busy("compact")
-        capacity, budget = self._capacity, budget or self.budget
-
-        async def work() -> CompactionOutcome:
-            return await compact_session_with(
-                self.store, self.session_id, capacity=capacity, budget=budget,
-                trigger=trigger, summarize=self._summarize, instructions=instructions,
-                pending=tuple(pending), system=self._system,
-                tools=tool_dicts(self._tools) or None,
-                summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens)
-
-        self._runner.start(trigger, work)
-        finished = await self._runner.wait()
-        assert finished is not None
-        return finished
-
-    def _schedule_auto(self) -> None:
-        """After a completed turn: compact in the background if above the threshold (A1)."""
-        if self._branch is None or self._runner.running:
-            return
-        if self.estimate().tokens <= self.budget.auto_threshold:
-            return
-        capacity, budget = self._capacity, self.budget
-
-        async def work() -> CompactionOutcome:
-            return await compact_session_with(
-                self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
-                summarize=self._summarize, system=self._system,
-                tools=tool_dicts(self._tools) or None,
-                summarizer_budget=self._summarizer_budget())
-
-        self._runner.start("auto", work)
-
-    async def _wait_for_compaction(self, draft: Message | None) -> None:
-        """U2/U3: a send waits for a running compaction; on failure or cancel it stops."""
-        if not self._runner.running:
-            self._runner.take_finished()  # one that already ended was already reported
-            return
-        finished = await self._runner.wait()
-        if finished is None or finished.ok:
-            return
-        detail = "" if finished.error is None else str(finished.error)
-        raise SendAbortedError(draft, finished.status, detail)
-
-    def _summarizer_budget(self) -> Budget | None:
-        capacity = getattr(self._summarizer, "capacity", None)
-        if isinstance(capacity, ModelCapacity):
-            return derive_budget(capacity, self.settings)
-        return None
-
-    def _fallback_used(self, note: FallbackNote) -> None:
-        self._publish("summarizer_fallback", trigger=self.state.trigger,
-                      reason="; ".join(note.problems), data={"summarizer": note.summarizer})
-
-    # ------------------------------------------------------------------ internals: misc
-
-    def _set_model(self, model: ChatModel, capacity: ModelCapacity) -> None:
-        if not isinstance(capacity, ModelCapacity):
-            raise TypeError(f"capacity must be a ModelCapacity (e.g. from capacity_for()), "
-                            f"not {type(capacity).__name__}")
-        self._model = model
-        self._capacity = capacity
-        self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
-                            self._tools)
-
-    async def _extend(self, nodes: Sequence[Node]) -> None:
-        """Add nodes this conversation just appended at the leaf, without re-reading the
-        tail (O(tail) per message adds up over hundreds of turns). Appends are conditional
-        on the leaf we hold, so memory and database agree; anything unexpected re-reads."""
-        branch = self._branch
-        if branch is None or not nodes or nodes[0].parent_id != branch.leaf_id:
-            await self.reload()
-            return
-        # One append (or append_many) is one leaf move, one revision bump.
-        self._branch = Branch(nodes=branch.nodes + tuple(nodes), complete=branch.complete,
-                              revision=branch.revision + 1)
-
-    def _not_busy(self, operation: str) -> None:
-        if self._runner.running:
-            raise BusyError(operation)
-
-    def _require_writable(self) -> None:
-        if self._damaged is not None:
-            raise ReadOnlySessionError(self.session_id, self._damaged.problems)
-
-    def _leaf_id(self) -> str | None:
-        return self._branch.leaf_id if self._branch is not None else None
-
-    def _last_message(self) -> Message | None:
-        if self._branch is None:
-            return None
-        for node in reversed(self._branch.nodes):
-            if node.message is not None:
-                return node.message
-        return None
-
-    def _publish(self, kind: EventKind, *, trigger: Trigger | None = None,
-                 reason: str | None = None, tokens: int | None = None,
-                 limit: int | None = None, data: dict[str, Any] | None = None) -> None:
-        self._bus.publish(Event(kind=kind, session_id=self.session_id, trigger=trigger,
-                                reason=reason, tokens=tokens, limit=limit, data=data or {}))
