@@ -26,10 +26,9 @@ from tests.test_runtime_support import (
 WINDOW = 32_000
 TURNS = 200
 # 200 turns touch about 95 Zotero identifiers (20 items, their DOIs and PDFs, 50
-# annotations). The default ledger share (20% of the summary budget) holds about 30 of them
-# on a 32k model and evicts the rest into `Ledger.evicted`; a research agent that must keep
-# every key gives the ledger half of the summary budget (docs/runtime.md).
-RESEARCH_SETTINGS = CompactionSettings(ledger_share=0.5)
+# annotations). With the default settings the ledger (one line per kind, titles dropped
+# before any identifier) keeps every one of them on a 32k model.
+RESEARCH_SETTINGS = CompactionSettings()
 
 store = store_fixture()
 close_models = models_closer()

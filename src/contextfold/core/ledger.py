@@ -449,24 +449,37 @@ def merge_ledger(
     ledger = Ledger(entries=tuple(entries), evicted=tuple(evicted))
     if count(render_ledger(ledger)) <= max_tokens:
         return ledger
-    # Fast pass on per-line costs (cheap for long ledgers), then exact re-measurement of
-    # the whole rendering, evicting one more entry at a time while it is still over.
-    costs = [count(render_ledger(Ledger(entries=(e,))).split("\n", 1)[1]) for e in entries]
-    framing = count(render_ledger(Ledger(entries=entries[:1], evicted=entries[:1]))) - costs[0]
-    total = framing + sum(costs)
+    # Notes (titles) go before identifiers: first drop notes, least critical kinds first;
+    # only if the bare identifiers still do not fit, evict identifiers themselves.
     order = sorted(range(len(entries)), key=lambda i: (_rank(entries[i].kind), i))
-    victims: list[int] = []  # in eviction order, which is how `evicted` records them
-    for i in order:
-        if total <= max_tokens:
-            break
-        victims.append(i)
-        total -= costs[i]
-    for i in order[len(victims):]:
-        current = _assemble(entries, evicted, victims)
-        if count(render_ledger(current)) <= max_tokens:
-            return current
-        victims.append(i)
-    return _assemble(entries, evicted, victims)
+    bare = [e.model_copy(update={"note": ""}) for e in entries]
+    if count(render_ledger(Ledger(entries=tuple(bare), evicted=tuple(evicted)))) <= max_tokens:
+        def stripped(k: int) -> Ledger:
+            gone = set(order[:k])
+            return Ledger(entries=tuple(bare[i] if i in gone else e
+                                        for i, e in enumerate(entries)),
+                          evicted=tuple(evicted))
+        return stripped(_fewest(len(order), lambda k: count(render_ledger(stripped(k)))
+                                <= max_tokens))
+    k = _fewest(len(order), lambda k: count(render_ledger(
+        _assemble(bare, evicted, order[:k]))) <= max_tokens)
+    return _assemble(bare, evicted, order[:k])
+
+
+def _fewest(n: int, fits: Callable[[int], bool]) -> int:
+    """The smallest k in 1..n with fits(k), by bisection (fits(n) is assumed true).
+
+    Dropping follows a fixed order and dropping more never lengthens the rendering, so
+    O(log n) renderings find it.
+    """
+    low, high = 1, n
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
 
 
 def _assemble(entries: list[LedgerEntry], evicted: list[LedgerEntry], victims: list[int]) -> Ledger:

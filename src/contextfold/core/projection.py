@@ -71,14 +71,25 @@ def project(branch: Branch) -> Projection:
     )
 
 
+LEDGER_NOTE_CHARS = 60
+
+
 def render_ledger(ledger: Ledger) -> str:
-    """The identifier ledger as plain text the model can read and copy from."""
+    """The identifier ledger as plain text the model can read and copy from.
+
+    One line per kind, identifiers separated by semicolons: a key costs a few tokens, not
+    a line, so a research session's dozens of annotation keys all fit the ledger's budget.
+    """
     if not ledger.entries:
         return ""
-    lines = ["## Identifier Ledger (verbatim identifiers carried forward)"]
+    groups: dict[str, list[str]] = {}
     for e in ledger.entries:
-        note = f" — {e.note}" if e.note else ""
-        lines.append(f"- {e.kind}: {e.value}{note}")
+        note = e.note.replace("\n", " ").strip()
+        if len(note) > LEDGER_NOTE_CHARS:
+            note = note[: LEDGER_NOTE_CHARS - 1] + "…"
+        groups.setdefault(e.kind, []).append(f"{e.value} ({note})" if note else e.value)
+    lines = ["## Identifier Ledger (verbatim identifiers carried forward)"]
+    lines += [f"- {kind}: " + "; ".join(values) for kind, values in groups.items()]
     if ledger.evicted:
         lines.append(f"({len(ledger.evicted)} older identifiers were dropped for size; "
                      "they remain in the durable history.)")
