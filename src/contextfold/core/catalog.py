@@ -1,0 +1,440 @@
+"""Model capacity catalog (SPEC B4): packaged models.dev data plus user overrides.
+
+`capacity_for("claude-sonnet-4-5")` answers what one model can hold: its context window, max
+output, input cap, what an image or file costs, whether reasoning is replayed, and which
+tokenizer family the estimator should assume. The data is a condensed copy of the models.dev
+catalog (4,061 models, MIT, `contextfold/data/models.json` + `LICENSE-models-dev`).
+
+Name resolution, in order:
+
+1. a user override registered under exactly that name (any name, even one the data lacks);
+2. `provider/model` (e.g. `anthropic/claude-sonnet-4-5`, `openrouter/anthropic/claude-sonnet-4.5`);
+3. the name as a model id, across every provider, also matching vendor-prefixed ids
+   (`google/gemini-2.5-pro` answers `gemini-2.5-pro`) and, failing that, ignoring case, `.`
+   versus `-` and a trailing date (`claude-sonnet-4.5`, `gpt-4o-2024-08-06`).
+
+When several providers list a bare id, the first-party provider wins (anthropic for claude*,
+openai for gpt*/o1/o3/o4, google for gemini*/gemma*, ...: `FIRST_PARTY`). Without one, the
+capacity most providers agree on wins (ties: the smaller window, then the provider name), so
+a reseller's odd cap does not decide. The choice is deterministic for a given data file.
+
+A row without a max output gets `derived_max_output(window)`: Pi's 16,384-token reserve,
+never more than a quarter of the window.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import re
+import tomllib
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .budget import ModelCapacity
+
+FAMILIES = ("claude", "gpt", "gemini", "other")
+
+
+@dataclass(frozen=True)
+class FamilyTraits:
+    """What a tokenizer family implies for estimates. Every value is overridable per model."""
+
+    image_tokens: int
+    file_tokens: int
+    replays_reasoning: bool
+
+
+# Images: Anthropic resizes to about 1.15 megapixels, ~1,600 tokens (w*h/750). OpenAI's
+# worst documented case is the patch-based mini models (gpt-4.1-mini, o4-mini: up to ~2,650
+# tokens); gpt-4o-mini's price-inflated counts are far higher and need an override. Gemini
+# 3 spends 1,120 at high media resolution; 1,600 keeps headroom for tiled Gemini 2.x images.
+# Reasoning: Anthropic thinking blocks go back to the model in tool loops; OpenAI, Gemini
+# and OpenAI-compatible servers do not take reasoning back as text.
+FAMILY_TRAITS: dict[str, FamilyTraits] = {
+    "claude": FamilyTraits(image_tokens=1600, file_tokens=1600, replays_reasoning=True),
+    "gpt": FamilyTraits(image_tokens=2700, file_tokens=1600, replays_reasoning=False),
+    "gemini": FamilyTraits(image_tokens=1600, file_tokens=1600, replays_reasoning=False),
+    "other": FamilyTraits(image_tokens=1600, file_tokens=1600, replays_reasoning=False),
+}
+
+# Model-id prefix -> providers that make the model, most authoritative first.
+FIRST_PARTY: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
+    (("claude",), ("anthropic",)),
+    (("gpt-", "chatgpt", "o1", "o3", "o4", "codex", "text-embedding"), ("openai",)),
+    (("gemini", "gemma"), ("google", "google-vertex")),
+    (("grok",), ("xai",)),
+    (("mistral", "codestral", "devstral", "magistral", "ministral", "pixtral", "open-mi"),
+     ("mistral",)),
+    (("deepseek",), ("deepseek",)),
+    (("glm",), ("zai", "zhipuai")),
+    (("kimi", "moonshot"), ("moonshotai",)),
+    (("qwen", "qwq", "qvq"), ("alibaba",)),
+    (("minimax",), ("minimax",)),
+    (("command", "c4ai"), ("cohere",)),
+    (("llama",), ("llama",)),
+    (("sonar",), ("perplexity",)),
+)
+
+DEFAULT_MAX_OUTPUT_CAP = 16_384
+
+_OVERRIDE_INT_FIELDS = {"context_window": 1, "max_output": 1, "max_input": 1,
+                        "image_tokens": 0, "file_tokens": 0}
+OVERRIDE_FIELDS = (*_OVERRIDE_INT_FIELDS, "replays_reasoning", "family")
+
+_DATE_SUFFIX = re.compile(r"-(?:20\d{2}-?\d{2}-?\d{2}|\d{4})$")
+_OPENAI_NAME = re.compile(r"^(?:gpt|chatgpt|codex|text-embedding|o[1-9](?:$|-))")
+
+
+class UnknownModelError(LookupError):
+    """The catalog does not know the model and no context window was given."""
+
+
+class CatalogConfigError(ValueError):
+    """An overrides file or an override call has content the catalog cannot use."""
+
+
+def derived_max_output(context_window: int) -> int:
+    """Max output for a model whose data gives none: Pi's reserve, at most a quarter window."""
+    return max(1, min(DEFAULT_MAX_OUTPUT_CAP, context_window // 4))
+
+
+def tokenizer_family(name: str, hint: str | None = None) -> str:
+    """The estimator's tokenizer family for a model name: claude, gpt, gemini or other.
+
+    `hint` is the models.dev family ("claude-sonnet", "gpt-codex", ...) when known.
+    """
+    base = name.lower().rsplit("/", 1)[-1]
+    if "claude" in base:
+        return "claude"
+    if "gemini" in base or "gemma" in base:
+        return "gemini"
+    # Bedrock/vendor prefixes: "openai.gpt-oss-120b", "us.anthropic.claude-..." (above).
+    if _OPENAI_NAME.match(base) or "gpt-" in base or ".gpt" in base:
+        return "gpt"
+    if hint:
+        h = hint.lower()
+        if h.startswith("claude"):
+            return "claude"
+        if h.startswith(("gemini", "gemma")):
+            return "gemini"
+        if h.startswith("gpt") or h in ("o", "o-mini", "o-pro"):
+            return "gpt"
+    return "other"
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One row of the packaged data."""
+
+    provider: str
+    id: str
+    family: str | None
+    context: int
+    input: int | None
+    output: int | None
+    reasoning: bool | None
+    modalities: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}/{self.id}"
+
+    def capacity(self) -> ModelCapacity:
+        tokenizer = tokenizer_family(self.id, self.family)
+        traits = FAMILY_TRAITS[tokenizer]
+        max_output = self.output if self.output else derived_max_output(self.context)
+        max_input = self.input if self.input and self.input < self.context else None
+        return ModelCapacity(
+            model=self.id,
+            context_window=self.context,
+            max_output=max_output,
+            max_input=max_input,
+            image_tokens=traits.image_tokens,
+            file_tokens=traits.file_tokens,
+            replays_reasoning=traits.replays_reasoning and self.reasoning is not False,
+            family=tokenizer,
+        )
+
+
+def _normal(model_id: str) -> str:
+    """Loose key: case, `.` vs `-`, `_` vs `-` and a trailing date do not matter."""
+    key = model_id.lower().rsplit("/", 1)[-1].replace(".", "-").replace("_", "-")
+    return _DATE_SUFFIX.sub("", key)
+
+
+def _first_party(model_id: str) -> tuple[str, ...]:
+    base = model_id.lower().rsplit("/", 1)[-1]
+    for prefixes, providers in FIRST_PARTY:
+        if base.startswith(prefixes):
+            return providers
+    return ()
+
+
+def _choose(candidates: list[CatalogEntry]) -> CatalogEntry:
+    """Without a first-party row: the window most providers list (ties: the smaller one)."""
+    windows = Counter(e.context for e in candidates)
+    window = min(windows, key=lambda w: (-windows[w], w))
+    agreeing = [e for e in candidates if e.context == window]
+    outputs = Counter(e.output or 0 for e in agreeing)
+    return min(agreeing, key=lambda e: (-outputs[e.output or 0], e.output or 0, e.provider,
+                                        e.id))
+
+
+class ModelCatalog:
+    """Packaged capacities plus overrides. `lookup` never returns a guess for an unknown name."""
+
+    def __init__(self, entries: Iterable[CatalogEntry],
+                 overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self._entries = tuple(entries)
+        self._by_provider: dict[tuple[str, str], CatalogEntry] = {}
+        self._by_id: dict[str, list[CatalogEntry]] = {}
+        self._by_normal: dict[str, list[CatalogEntry]] = {}
+        for e in self._entries:
+            self._by_provider.setdefault((e.provider.lower(), e.id.lower()), e)
+            self._by_id.setdefault(e.id.lower(), []).append(e)
+            tail = e.id.lower().rsplit("/", 1)[-1]
+            if tail != e.id.lower():
+                self._by_id.setdefault(tail, []).append(e)
+            self._by_normal.setdefault(_normal(e.id), []).append(e)
+        self._providers = {p for p, _ in self._by_provider}
+        self._overrides: dict[str, dict[str, Any]] = {}
+        for name, fields in (overrides or {}).items():
+            self.override(name, **fields)
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def packaged(cls) -> ModelCatalog:
+        """The catalog built from the packaged models.dev data, without overrides."""
+        text = resources.files("contextfold.data").joinpath("models.json").read_text("utf-8")
+        data = json.loads(text)
+        fields = data["fields"]
+        rows = (dict(zip(fields, row, strict=True)) for row in data["models"])
+        return cls(
+            CatalogEntry(provider=r["provider"], id=r["id"], family=r["family"],
+                         context=r["context"], input=r["input"], output=r["output"] or None,
+                         reasoning=r["reasoning"], modalities=tuple(r["modalities_in"] or ()))
+            for r in rows
+            if r["context"] and r["context"] > 0
+        )
+
+    def _copy(self) -> ModelCatalog:
+        new = object.__new__(ModelCatalog)
+        new.__dict__.update(self.__dict__)
+        new._overrides = {k: dict(v) for k, v in self._overrides.items()}
+        return new
+
+    def override(self, name: str, **fields: Any) -> ModelCatalog:
+        """Register capacities for `name` on this catalog (and return it, for chaining).
+
+        `name` may be a model the data lacks (then `context_window` is required) or one it
+        has (the given fields replace the packaged ones). Fields: see `OVERRIDE_FIELDS`.
+        """
+        checked = _check_fields(fields, f"override of {name!r}")
+        key = name.strip().lower()
+        merged = {**self._overrides.get(key, {}), **checked}
+        if self._resolve(name) is None and "context_window" not in merged:
+            raise CatalogConfigError(
+                f"override of {name!r}: the catalog does not know this model, so "
+                "context_window is required (e.g. context_window=8192, max_output=2048)")
+        self._overrides[key] = merged
+        return self
+
+    def with_overrides(self, overrides: Mapping[str, Mapping[str, Any]] | str | os.PathLike[str]
+                       ) -> ModelCatalog:
+        """A copy of this catalog with more overrides (a mapping or a TOML/JSON file path)."""
+        if isinstance(overrides, (str, os.PathLike)):
+            overrides = load_overrides(overrides)
+        new = self._copy()
+        for name, fields in overrides.items():
+            new.override(name, **fields)
+        return new
+
+    # ------------------------------------------------------------------ lookup
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and (
+            name.strip().lower() in self._overrides or self._resolve(name) is not None)
+
+    def resolve(self, name: str) -> CatalogEntry | None:
+        """The packaged row `name` resolves to, or None (overrides are not rows)."""
+        return self._resolve(name)
+
+    def lookup(self, name: str, *, context_window: int | None = None,
+               max_output: int | None = None) -> ModelCapacity:
+        """Capacity of `name`; explicit `context_window` / `max_output` win over everything.
+
+        Raises `UnknownModelError` for a name neither the data nor an override knows, unless
+        `context_window` is given.
+        """
+        query = name.strip()
+        entry = self._resolve(query)
+        extra = self._override_for(query, entry)
+        if entry is not None:
+            capacity = entry.capacity()
+        elif "context_window" in extra or context_window is not None:
+            window = context_window or extra["context_window"]
+            family = extra.get("family") or tokenizer_family(query)
+            traits = FAMILY_TRAITS[family]
+            capacity = ModelCapacity(model=query, context_window=window,
+                                     max_output=derived_max_output(window),
+                                     image_tokens=traits.image_tokens,
+                                     file_tokens=traits.file_tokens,
+                                     replays_reasoning=traits.replays_reasoning, family=family)
+        else:
+            raise UnknownModelError(self._unknown_message(query))
+        update = dict(extra)
+        if context_window is not None:
+            update["context_window"] = context_window
+        if max_output is not None:
+            update["max_output"] = max_output
+        if update:
+            if "context_window" in update and "max_output" not in update and (
+                    entry is None or not entry.output):
+                update["max_output"] = derived_max_output(update["context_window"])
+            if "family" in update and not {"image_tokens", "replays_reasoning"} & set(extra):
+                traits = FAMILY_TRAITS[update["family"]]
+                update.setdefault("image_tokens", traits.image_tokens)
+                update.setdefault("replays_reasoning", traits.replays_reasoning)
+            capacity = ModelCapacity.model_validate({**capacity.model_dump(), **update})
+        return capacity
+
+    def _override_for(self, query: str, entry: CatalogEntry | None) -> dict[str, Any]:
+        keys = [query.lower()]
+        if entry is not None:
+            keys += [entry.name.lower(), entry.id.lower()]
+        merged: dict[str, Any] = {}
+        for key in reversed(keys):  # the most specific name wins
+            merged.update(self._overrides.get(key, {}))
+        return merged
+
+    def _resolve(self, name: str) -> CatalogEntry | None:
+        query = name.strip()
+        low = query.lower()
+        if "/" in low:
+            provider, rest = low.split("/", 1)
+            if provider in self._providers:
+                hit = self._by_provider.get((provider, rest))
+                if hit is not None:
+                    return hit
+                loose = [e for e in self._by_normal.get(_normal(rest), ())
+                         if e.provider.lower() == provider]
+                if loose:
+                    return min(loose, key=lambda e: e.id)
+        exact = self._by_id.get(low, [])
+        loose = self._by_normal.get(_normal(low), [])
+        bare = query.rsplit("/", 1)[-1]
+        for provider in _first_party(bare):
+            for pool in (exact, loose):
+                own = [e for e in pool if e.provider == provider]
+                if own:
+                    # An exact id beats a vendor-prefixed or loosely matched one.
+                    return min(own, key=lambda e: (e.id.lower() != low, e.id))
+        if exact or loose:
+            return _choose(exact or loose)
+        return None
+
+    def _unknown_message(self, name: str) -> str:
+        ids = sorted({e.id for e in self._entries})
+        close = difflib.get_close_matches(name, ids, n=3, cutoff=0.75)
+        hint = f" Close names in the catalog: {', '.join(close)}." if close else ""
+        return (
+            f"unknown model {name!r}: it is not in the model catalog ({len(self._entries)} "
+            f"models from models.dev) and has no override.{hint} Give its window: "
+            f"capacity_for({name!r}, context_window=32768), "
+            f"catalog.override({name!r}, context_window=32768, max_output=4096), or an "
+            f"overrides file with [models.\"{name}\"] context_window = 32768 "
+            "(CLI: --context-window)."
+        )
+
+
+def _check_fields(fields: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Validate override fields; errors name `where` and the key."""
+    out: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key in _OVERRIDE_INT_FIELDS:
+            low = _OVERRIDE_INT_FIELDS[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise CatalogConfigError(
+                    f"{where}: {key} must be an integer >= {low}, not {value!r}")
+        elif key == "replays_reasoning":
+            if not isinstance(value, bool):
+                raise CatalogConfigError(f"{where}: {key} must be true or false, not {value!r}")
+        elif key == "family":
+            if value not in FAMILIES:
+                raise CatalogConfigError(
+                    f"{where}: family must be one of {', '.join(FAMILIES)}, not {value!r}")
+        else:
+            raise CatalogConfigError(
+                f"{where}: unknown key {key!r} (allowed: {', '.join(OVERRIDE_FIELDS)})")
+        out[key] = value
+    return out
+
+
+def load_overrides(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Read model overrides from a TOML or JSON file: a `models` table keyed by model name.
+
+    ```toml
+    [models."my-local-model"]
+    context_window = 8192
+    max_output = 2048
+
+    [models."claude-sonnet-4-5"]    # e.g. the 1M-token beta window
+    context_window = 1000000
+    ```
+
+    JSON: `{"models": {"my-local-model": {"context_window": 8192}}}`. Errors name the file
+    and the key.
+    """
+    file = Path(path)
+    try:
+        raw = file.read_bytes()
+    except OSError as exc:
+        raise CatalogConfigError(f"{file}: cannot read overrides file: {exc}") from exc
+    try:
+        if file.suffix.lower() == ".json":
+            data = json.loads(raw.decode("utf-8"))
+        else:
+            data = tomllib.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        kind = "JSON" if file.suffix.lower() == ".json" else "TOML"
+        raise CatalogConfigError(f"{file}: not valid {kind}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise CatalogConfigError(
+            f"{file}: expected a 'models' table keyed by model name, e.g. "
+            '[models."my-model"] context_window = 8192')
+    out: dict[str, dict[str, Any]] = {}
+    for name, fields in data["models"].items():
+        where = f"{file}: models.{json.dumps(name)}"
+        if not isinstance(fields, dict):
+            raise CatalogConfigError(f"{where}: expected a table of fields, not {fields!r}")
+        out[name] = _check_fields(fields, where)
+    return out
+
+
+@cache
+def _packaged() -> ModelCatalog:
+    return ModelCatalog.packaged()
+
+
+@cache
+def default_catalog() -> ModelCatalog:
+    """The process-wide catalog. Overrides registered on it apply to every later lookup."""
+    return _packaged()._copy()
+
+
+def capacity_for(name: str, *, context_window: int | None = None, max_output: int | None = None,
+                 catalog: ModelCatalog | None = None) -> ModelCapacity:
+    """Capacity of `name` from `catalog` (default: `default_catalog()`)."""
+    return (catalog or default_catalog()).lookup(name, context_window=context_window,
+                                                 max_output=max_output)
