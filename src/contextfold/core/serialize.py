@@ -231,18 +231,20 @@ def split_into_chunks(
     chunks: list[tuple[Node, ...]] = []
     current: list[tuple[Node, str]] = []
     used = 0
+    has_text = False  # a separator is written only between two non-empty blocks
     for node in nodes:
         msg = node.message
         if msg is None:
             continue
         block = serialize_message(msg, limits, tool_names=names)
-        extra = (count(block) if block else 0) + (sep_cost if current and block else 0)
+        extra = (count(block) if block else 0) + (sep_cost if has_text and block else 0)
         if current and used + extra > max_tokens:
             chunks.extend(_verified(current, max_tokens, count))
-            current, used = [], 0
+            current, used, has_text = [], 0, False
             extra = count(block) if block else 0
         current.append((node, block))
         used += extra
+        has_text = has_text or bool(block)
     if current:
         chunks.extend(_verified(current, max_tokens, count))
     return tuple(chunks)
