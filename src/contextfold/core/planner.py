@@ -103,9 +103,17 @@ def plan_compaction(
         return NoOp(f"the next request ({tokens_before} tokens) fits the safe limit "
                     f"{budget.safe_input_limit}", trigger, "fits")
 
-    cost = _node_cost(capacity)
     region_start = raw_start(branch)
     region = [n for n in branch.nodes[region_start:] if n.message is not None]
+    # Each message is measured once: the boundary and the chunking both use these sizes.
+    node_cost = _node_cost(capacity)
+    sizes = {n.id: node_cost(n) for n in region}
+    after = _nodes_after_checkpoint(branch)
+    sizes.update((n.id, node_cost(n)) for n in after if n.id not in sizes)
+
+    def cost(node: Node) -> int:
+        return sizes[node.id]
+
     previous = branch.latest_checkpoint
     previous_cp = previous.checkpoint if previous is not None else None
     fixed = _fixed_overhead(estimate)
@@ -115,7 +123,6 @@ def plan_compaction(
     boundary = _choose(trigger, region, budget, cost, pending, capacity, fixed)
     moved = boundary.moved
     if not moved:
-        after = _nodes_after_checkpoint(branch)
         if trigger == "manual" and previous_cp is not None and after:
             # M4: nothing can leave the tail, but the summary can still catch up.
             # The unmoved boundary is the region start: the previous first_kept_id, or the
@@ -138,7 +145,7 @@ def plan_compaction(
     summ_budget = summarizer_budget or budget
     chunk_limit = _chunk_token_limit(summ_budget, budget, instructions)
     limits = SerializeLimits.for_budget(chunk_limit)
-    chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits)
+    chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits, sizes=sizes)
     return Plan(
         trigger=trigger,
         session_leaf_id=leaf.id,

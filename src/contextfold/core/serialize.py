@@ -214,8 +214,14 @@ def split_into_chunks(
     max_tokens: int,
     limits: SerializeLimits | None = None,
     count: Count = estimate_text,
+    *,
+    sizes: Mapping[str, int] | None = None,
 ) -> tuple[tuple[Node, ...], ...]:
     """Split the message nodes greedily into consecutive chunks of at most `max_tokens`.
+
+    `sizes` (node id -> tokens), when the caller already measured the messages, are used
+    instead of serialising and counting them again: a message's full estimate bounds its
+    clipped serialisation, and `serialize_chunk` enforces the hard bound at summary time.
 
     Every message node lands in exactly one chunk, in order; checkpoint nodes are left
     out. A message whose serialised form alone exceeds the bound gets a chunk of its own
@@ -225,6 +231,8 @@ def split_into_chunks(
     """
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    if sizes is not None:
+        return _split_by_sizes(nodes, max_tokens, sizes)
     limits = limits or SerializeLimits()
     names = tool_names_of(nodes)
     sep_cost = count(BLOCK_SEPARATOR)
@@ -247,6 +255,26 @@ def split_into_chunks(
         has_text = has_text or bool(block)
     if current:
         chunks.extend(_verified(current, max_tokens, count))
+    return tuple(chunks)
+
+
+def _split_by_sizes(
+    nodes: Sequence[Node], max_tokens: int, sizes: Mapping[str, int]
+) -> tuple[tuple[Node, ...], ...]:
+    chunks: list[tuple[Node, ...]] = []
+    current: list[Node] = []
+    used = 0
+    for node in nodes:
+        if node.message is None:
+            continue
+        size = sizes[node.id]
+        if current and used + size > max_tokens:
+            chunks.append(tuple(current))
+            current, used = [], 0
+        current.append(node)
+        used += size
+    if current:
+        chunks.append(tuple(current))
     return tuple(chunks)
 
 
