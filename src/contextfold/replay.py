@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .core.budget import Budget, ModelCapacity
-from .core.estimator import Estimate, estimate_request
+from .core.estimator import Estimate, MessageCosts, estimate_request
 from .core.export import to_anthropic, to_openai
 from .core.messages import Message, Node
 from .core.plan import NoOp, Plan, Trigger
@@ -66,6 +66,11 @@ class ManagedSession:
     summarized_ids: set[str] = field(default_factory=set)
     requests_sent: int = 0
     blocked_drafts: int = 0
+    costs: MessageCosts | None = None
+
+    def __post_init__(self) -> None:
+        # Stored nodes never change: estimate each once, whatever the number of requests.
+        self.costs = self.costs or MessageCosts(self.capacity)
 
     def branch(self) -> Branch:
         # The chain is built here by appending at the leaf only, so it is valid by
@@ -83,14 +88,15 @@ class ManagedSession:
 
     def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
         return estimate_request(self.projection(), self.capacity, system=self.system,
-                                pending=pending)
+                                pending=pending, costs=self.costs)
 
     def compact(self, trigger: Trigger, pending: Sequence[Message] = (),
                 instructions: str | None = None) -> CompactionRecord | NoOp:
         if not self.chain:
             return NoOp("the session is empty", trigger, "empty")
         result = plan_compaction(self.branch(), self.budget, trigger, capacity=self.capacity,
-                                 pending=pending, system=self.system, instructions=instructions)
+                                 pending=pending, system=self.system, instructions=instructions,
+                                 costs=self.costs)
         if isinstance(result, NoOp):
             return result
         text, name = self.summarizer(result)

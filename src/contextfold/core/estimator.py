@@ -38,6 +38,7 @@ from .messages import (
     Checkpoint,
     FilePart,
     Message,
+    Node,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -159,6 +160,29 @@ def estimate_message(msg: Message, capacity: ModelCapacity | None = None, *,
     return _message_tokens(msg, capacity, _text_counter(_family(capacity), counter))
 
 
+class MessageCosts:
+    """Estimates of stored messages, memoised by node id for one model.
+
+    Stored nodes never change, so a caller that re-estimates the same branch request after
+    request (a replay, a long-lived conversation) pays for each message once. Make a new
+    one when the model (its capacity) changes.
+    """
+
+    def __init__(self, capacity: ModelCapacity, *,
+                 counter: Callable[[str], int] | None = None) -> None:
+        self.capacity = capacity
+        self._count = _text_counter(_family(capacity), counter)
+        self._tokens: dict[str, int] = {}
+
+    def __call__(self, node: Node) -> int:
+        tokens = self._tokens.get(node.id)
+        if tokens is None:
+            msg = node.message
+            tokens = 0 if msg is None else _message_tokens(msg, self.capacity, self._count)
+            self._tokens[node.id] = tokens
+        return tokens
+
+
 def estimate_checkpoint(cp: Checkpoint, family: str | None = None, *,
                         counter: Callable[[str], int] | None = None) -> int:
     """Tokens of the checkpoint summary message exactly as the model sees it."""
@@ -215,15 +239,23 @@ def estimate_request(
     system_changed: bool = False,
     counter: Callable[[str], int] | None = None,
     calibration: Calibration | None = None,
+    costs: MessageCosts | None = None,
 ) -> Estimate:
     """Estimate the next request for `capacity`'s model (SPEC E1-E3, P1).
 
     `pending`: drafts not stored yet (preflight). `system_changed`: the system prompt or
     tools differ from those of the baseline request. `counter`: an exact tokenizer.
     `calibration`: scales every estimated part (never the reported baseline).
+    `costs`: memoised estimates of the stored messages (for the same capacity and counter).
     """
     family = _family(capacity)
     count = _text_counter(family, counter)
+
+    def stored(node: Node) -> int:
+        if costs is not None:
+            return costs(node)
+        return 0 if node.message is None else _message_tokens(node.message, capacity, count)
+
     scale = 1.0 if calibration is None else calibration.factor(capacity.model)
 
     def scaled(tokens: int) -> int:
@@ -242,8 +274,7 @@ def estimate_request(
         node = messages[base_index]
         assert node.message is not None and node.message.usage is not None
         baseline = node.message.usage.occupied
-        delta = scaled(sum(_message_tokens(n.message, capacity, count)
-                           for n in messages[base_index + 1:] if n.message is not None))
+        delta = scaled(sum(stored(n) for n in messages[base_index + 1:]))
         sys_t = scaled(_system_tokens(system, count)) if system_changed else 0
         tools_t = scaled(_tools_tokens(tools, family, count)) if system_changed else 0
         return Estimate(
@@ -253,8 +284,7 @@ def estimate_request(
             breakdown={"baseline": baseline, "delta": delta, "system": sys_t,
                        "tools": tools_t, "pending": pend},
         )
-    body = sum(_message_tokens(n.message, capacity, count)
-               for n in messages if n.message is not None)
+    body = sum(stored(n) for n in messages)
     if projection.summary is not None:
         body += MESSAGE_OVERHEAD + count(checkpoint_text(projection.summary))
     delta = scaled(body)

@@ -17,7 +17,13 @@ from typing import Any
 
 from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
-from .estimator import Estimate, estimate_message, estimate_request, estimate_text
+from .estimator import (
+    Estimate,
+    MessageCosts,
+    estimate_message,
+    estimate_request,
+    estimate_text,
+)
 from .ledger import extract_identifiers, merge_ledger
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
@@ -74,11 +80,13 @@ def plan_compaction(
     summarizer_budget: Budget | None = None,
     profile: Profile | None = None,
     estimate: Estimate | None = None,
+    costs: MessageCosts | None = None,
 ) -> Plan | NoOp:
     """Decide on a compaction of `branch` for the model described by `budget`/`capacity`.
 
     `pending` are draft messages not yet stored (preflight, SPEC P1). `estimate` may be
     passed when the caller already measured the request; otherwise it is computed here.
+    `costs` memoises message estimates across calls (see `MessageCosts`).
     """
     leaf = branch.leaf
     if leaf is None:
@@ -93,7 +101,7 @@ def plan_compaction(
     projection = project(branch)
     if estimate is None:
         estimate = estimate_request(projection, capacity, system=system, tools=tools,
-                                    pending=pending)
+                                    pending=pending, costs=costs)
     tokens_before = estimate.tokens
 
     if trigger == "auto" and tokens_before <= budget.auto_threshold:
@@ -106,7 +114,7 @@ def plan_compaction(
     region_start = raw_start(branch)
     region = [n for n in branch.nodes[region_start:] if n.message is not None]
     # Each message is measured once: the boundary and the chunking both use these sizes.
-    node_cost = _node_cost(capacity)
+    node_cost = costs or _node_cost(capacity)
     sizes = {n.id: node_cost(n) for n in region}
     after = _nodes_after_checkpoint(branch)
     sizes.update((n.id, node_cost(n)) for n in after if n.id not in sizes)
