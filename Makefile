@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench bench-core
+.PHONY: install demo test lint bench bench-peers
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -24,5 +24,11 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 	$(PY) -m pytest -q
 
+# Benchmarks write bench/results/*.json; docs/benchmarks.md reports them (not timed tests).
 bench: $(STAMP)
-	$(PY) -m bench.run_all
+	$(PY) -m bench.core_bench
+	$(PY) -m bench.estimator_accuracy
+	$(PY) -m bench.store_bench
+
+bench-peers: $(STAMP)
+	$(PY) -m bench.peers.run

@@ -18,6 +18,8 @@ import statistics
 import time
 from pathlib import Path
 
+from tests.builders import tool_call, tool_result
+
 from contextfold.core.budget import ModelCapacity, derive_budget
 from contextfold.core.estimator import estimate_request
 from contextfold.core.messages import Checkpoint, Message, Node, Usage, text_message
@@ -27,7 +29,6 @@ from contextfold.core.projection import project
 from contextfold.core.serialize import serialize_nodes
 from contextfold.core.tree import Branch
 from contextfold.summarize.extractive import summarize_extractive
-from tests.builders import tool_call, tool_result
 
 RESULTS = Path(__file__).parent / "results" / "core.json"
 CAPACITY = ModelCapacity(model="claude-sonnet-4-5", context_window=200_000, max_output=64_000)
