@@ -309,9 +309,11 @@ def chat_command(
     def make_model(name: str, window: int | None = None) -> tuple[Any, Any]:
         from ..core.catalog import capacity_for
         from ..providers import make_chat_model
+        from .session_cmds import user_catalog
 
         chat = make_chat_model(name, base_url=base_url, provider=provider)
-        capacity = capacity_for(name, context_window=window, max_output=max_output)
+        capacity = capacity_for(name, context_window=window, max_output=max_output,
+                                catalog=user_catalog())
         return chat, capacity
 
     async def setup() -> tuple[Any, Conversation]:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from ..core.budget import Budget, ModelCapacity, derive_budget
-from ..core.catalog import capacity_for
+from ..core.catalog import ModelCatalog, capacity_for, default_catalog
 from ..core.estimator import estimate_request
 from ..core.projection import project
 from ..core.tree import Branch, DamagedBranch
@@ -40,6 +41,12 @@ def recorded_model(branch: Branch | DamagedBranch) -> str | None:
     return None
 
 
+def user_catalog() -> ModelCatalog:
+    """The packaged catalog plus the overrides file named by $CONTEXTFOLD_MODELS, if any."""
+    path = os.environ.get("CONTEXTFOLD_MODELS")
+    return default_catalog().with_overrides(path) if path else default_catalog()
+
+
 def resolve_model(
     explicit: str | None, recorded: str | None = None, context_window: int | None = None
 ) -> tuple[ModelCapacity, Budget]:
@@ -48,17 +55,20 @@ def resolve_model(
     A recorded model the catalog does not know falls back to the default rather than
     failing: the user did not ask for it. An explicit unknown model is an error.
     """
+    catalog = user_catalog()
     if explicit:
-        capacity = capacity_for(explicit, context_window=context_window)
+        capacity = capacity_for(explicit, context_window=context_window, catalog=catalog)
     else:
         capacity = None
         if recorded:
             try:
-                capacity = capacity_for(recorded, context_window=context_window)
+                capacity = capacity_for(recorded, context_window=context_window,
+                                        catalog=catalog)
             except LookupError:
                 capacity = None
         if capacity is None:
-            capacity = capacity_for(DEFAULT_MODEL, context_window=context_window)
+            capacity = capacity_for(DEFAULT_MODEL, context_window=context_window,
+                                    catalog=catalog)
     return capacity, derive_budget(capacity)
 
 
