@@ -6,7 +6,7 @@
 See docs/runtime.md.
 """
 
-from .compaction import CompactionOutcome, compact_session, compact_session_with
+from .compaction import CompactionOutcome, compact_session
 from .conversation import Conversation, OverflowPolicy
 from .errors import (
     BusyError,
@@ -45,5 +45,4 @@ __all__ = [
     "SendResult",
     "ToolWorkflowError",
     "compact_session",
-    "compact_session_with",
 ]

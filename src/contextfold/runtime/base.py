@@ -20,7 +20,7 @@ from ..core.projection import Projection, project
 from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ChatModel, ToolSpec
 from ..store import ReadOnlySessionError
-from .compaction import CompactionOutcome, compact_session_with
+from .compaction import CompactionOutcome, compact_session
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
 from .runner import CompactionRunner, Finished
@@ -151,7 +151,7 @@ class ConversationBase:
         capacity, budget = self._capacity, budget or self.budget
 
         async def work() -> CompactionOutcome:
-            return await compact_session_with(
+            return await compact_session(
                 self.store, self.session_id, capacity=capacity, budget=budget,
                 trigger=trigger, summarize=self._summarize, instructions=instructions,
                 pending=tuple(pending), system=self._system,
@@ -172,7 +172,7 @@ class ConversationBase:
         capacity, budget = self._capacity, self.budget
 
         async def work() -> CompactionOutcome:
-            return await compact_session_with(
+            return await compact_session(
                 self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
                 summarize=self._summarize, system=self._system,
                 tools=tool_dicts(self._tools) or None,

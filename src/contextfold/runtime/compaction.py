@@ -66,31 +66,11 @@ async def compact_session(
     instructions: str | None = None,
     pending: Sequence[Message] = (),
     system: str | None = None,
-    summarizer_budget: Budget | None = None,
-) -> CompactionOutcome:
-    """Plan, summarise and conditionally commit one compaction of `session_id`."""
-    return await compact_session_with(
-        store, session_id, capacity=capacity, budget=budget, trigger=trigger,
-        summarize=summarize, instructions=instructions, pending=pending, system=system,
-        summarizer_budget=summarizer_budget)
-
-
-async def compact_session_with(
-    store: Any,
-    session_id: str,
-    *,
-    capacity: ModelCapacity,
-    budget: Budget,
-    trigger: Trigger = "manual",
-    summarize: Summarize = extractive_summarize,
-    instructions: str | None = None,
-    pending: Sequence[Message] = (),
-    system: str | None = None,
     tools: Sequence[dict[str, Any]] | None = None,
     summarizer_budget: Budget | None = None,
     estimate_tokens: int | None = None,
 ) -> CompactionOutcome:
-    """`compact_session` with everything the planner can take.
+    """Plan, summarise and conditionally commit one compaction of `session_id`.
 
     `tools` (as request JSON) count in the estimate like the system prompt does.
     `estimate_tokens` overrides the estimated size of the next request: a provider that
