@@ -109,6 +109,27 @@ def demo_command(
     run(out, work)
 
 
+def _abbreviated(summary: str, per_section: int = 4) -> str:
+    """The summary with at most `per_section` lines under each heading, so it fits a screen."""
+    out: list[str] = []
+    shown = hidden = 0
+    for line in summary.splitlines():
+        if line.startswith("#"):
+            if hidden:
+                out.append(f"  [dim]… {hidden} more[/]")
+            out.append(f"[bold]{line}[/]")
+            shown = hidden = 0
+        elif line.strip():
+            if shown < per_section:
+                out.append(line if len(line) <= 140 else line[:139] + "…")
+                shown += 1
+            else:
+                hidden += 1
+    if hidden:
+        out.append(f"  [dim]… {hidden} more[/]")
+    return "\n".join(out)
+
+
 def _render_demo(session_id: str, report: ReplayReport) -> None:
     durable = len(report.chain)
     checkpoints = sum(1 for n in report.chain if n.checkpoint is not None)
@@ -128,7 +149,8 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
     console.print(table)
     cp = projection.summary
     if cp is not None:
-        console.print(Panel(cp.summary, title="latest checkpoint (what the model reads first)"))
+        console.print(Panel(_abbreviated(cp.summary),
+                            title="latest checkpoint (what the model reads first), abbreviated"))
         ledger = render_ledger(cp.ledger)
         if ledger:
             console.print(Panel(ledger, title="identifier ledger (carried forward verbatim)"))
