@@ -15,6 +15,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from .core.identifiers import ZOTERO_KEY_ALPHABET
 from .core.messages import (
     AnnotationPart,
     CollectionPart,
@@ -31,7 +32,6 @@ from .core.messages import (
 
 COLLECTION_KEY = "9KH9TNSJ"
 FOCUS_KEYS = ("PQKBRC33", "Z8N84QAJ", "B2VNV5Q7", "6XDC27WD", "ICK5M93W", "PG5ZCTJT")
-ZOTERO_KEY_ALPHABET = "23456789ABCDEFGHIJKLMNPQRSTUVWXYZ"
 
 _TOPICS = (
     "the deductive method as a narrative device",
