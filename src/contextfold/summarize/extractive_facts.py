@@ -1,0 +1,375 @@
+"""Facts for the offline summariser: what the newly old part of a history shows.
+
+Reads the nodes a compaction folds away and sorts what they show into bullets by kind
+(`Facts`): the user's requests and stated constraints, the tool calls done, failed and
+pending with their key arguments, the assistant's conclusions and last stated plan, Zotero
+resources and files touched. Every bullet says where it came from (S3): `(user)`, `(tool)`
+or `(inferred)` (the assistant's words are inferences). Deterministic: no model is called.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from ..core.identifiers import error_line, extract_identifiers
+from ..core.messages import (
+    AnnotationPart,
+    ApprovalPart,
+    CollectionPart,
+    EpubLocationPart,
+    Message,
+    Node,
+    PdfPagePart,
+    TagPart,
+    ToolCallPart,
+    ToolResultPart,
+    ZoteroItemPart,
+)
+from ..core.plan import Profile
+from ..core.tree import message_nodes
+
+# --------------------------------------------------------------------------- text helpers
+
+# Western sentences end with punctuation and a space; CJK ones with 。！？ and no space.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+# A constraint: a modal anywhere ("themes must never explode"), or an imperative near the
+# start of the sentence ("ok, use rgb values", "no console logs") not said of oneself
+# ("i don't think ..." is an opinion, not a rule).
+_CONSTRAINT_ANYWHERE = re.compile(
+    r"\b(?:must|mustn't|never|always|make sure|ensure|should|shouldn't|not allowed|no more)\b"
+    r"|ください|しないで|しないこと|してはいけない|禁止|必ず|だけ|のみ|べき|守って|使って|使わない",
+    re.IGNORECASE,
+)
+_IMPERATIVE = re.compile(
+    r"^(?:\W*\w+\W+){0,2}?(?<!\bi )(?<!\bwe )(?<!\bit )(?<!\bthat )(?<!\byou )"
+    r"(?:don't|dont|do not|only|keep|use|avoid|stop|prefer|no)\b",
+    re.IGNORECASE,
+)
+_TASK = re.compile(
+    r"\b(?:we need|i need|i want|let's|lets|now (?:we|let|i)|next|new task|instead|please|"
+    r"can you|could you|create|implement|add|fix|port|write|build|make|find|search|research|"
+    r"investigate|read|update|refactor|release|compare|summari[sz]e|collect|look (?:for|into))\b"
+    r"|ください|してほしい|したい|調べて|探して|まとめて|作成|実装|教えて",
+    re.IGNORECASE,
+)
+_DECISION = re.compile(
+    r"\b(?:I'll|I will|we'll|we will|decided|decision|chose|choose|going with|instead of|"
+    r"switch(?:ed)? to|will use|opted|settled on|rather than)\b|決定|にします|採用",
+    re.IGNORECASE,
+)
+_PLAN = re.compile(
+    r"\b(?:next|then|will|I'll|we'll|let me|plan|todo|remaining|still need|want me to|"
+    r"shall I|should I|would you like|after that)\b|次に|予定|していきます",
+    re.IGNORECASE,
+)
+_NARRATION = re.compile(
+    r"^(?:let me|let's|now let|now i'll|i'll (?:check|look|read|run|start)|first,? )",
+    re.IGNORECASE,
+)
+_SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "run_command", "exec"})
+_READONLY_SHELL = re.compile(
+    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|find|ls|cat|head|tail|awk|wc|sed\s+-n|echo|pwd|"
+    r"which|tree|file|stat|git\s+(?:status|log|diff|show))\b"
+)
+_STEP_START = re.compile(r"^(?:(?:next|then|after that|afterwards)\b|次に|その後)", re.IGNORECASE)
+_NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+")
+_NOISE_USER = re.compile(
+    r"^\s*(?:/\S*\s*$|\[Request interrupted|<command-|<local-command|Caveat:)", re.IGNORECASE
+)
+_TIMES = re.compile(r"\s+\(×\d+\)$")
+
+_READ_TOOLS = frozenset({"read", "view", "cat", "open", "read_file", "readfile"})
+_WRITE_TOOLS = frozenset({
+    "edit", "write", "multiedit", "notebookedit", "str_replace_editor", "apply_patch",
+    "create", "write_file", "edit_file", "create_file",
+})
+_KEY_ARGS = (
+    "path", "file_path", "filePath", "notebook_path", "command", "cmd", "query", "q", "url",
+    "pattern", "item_key", "itemKey", "attachment_key", "attachmentKey", "collection_key",
+    "collectionKey", "key", "doi", "collection", "title", "name", "id",
+)
+ITEM_CHARS = 300
+GOAL_CHARS = 500
+
+
+def one_line(text: str, limit: int = ITEM_CHARS) -> str:
+    """`text` on one line, whitespace collapsed, cut to `limit` characters with "…"."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+
+
+def _sentences(text: str) -> list[str]:
+    out = []
+    for raw in _SENTENCE_END.split(_CODE_BLOCK.sub("\n", text)):
+        s = _NUMBERED.sub("", raw.strip().lstrip("#").strip()).strip("*_ ")
+        if len(s) > 2 and not s.startswith("```"):
+            out.append(s)
+    return out
+
+
+def _substantial(sentence: str, words: int = 4) -> bool:
+    """Long enough to carry meaning: not "Perfect!" or "ok" (CJK has no spaces)."""
+    cjk = sum(1 for ch in sentence if ord(ch) >= 0x2E80)
+    return len(sentence.split()) >= words or cjk >= 2 * words
+
+
+@lru_cache(maxsize=1 << 16)
+def norm_item(item: str) -> str:
+    """The form two bullets are compared in: case, spacing and a `(×N)` count ignored."""
+    # Cached: sections compare every new item against the ones they hold.
+    return " ".join(_TIMES.sub("", item).lower().split())
+
+
+# --------------------------------------------------------------------------- collected facts
+
+
+@dataclass
+class Facts:
+    """New bullets found in the newly old nodes, by kind, oldest first."""
+
+    goal: list[str] = field(default_factory=list)
+    constraints: list[str] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+    in_progress: list[str] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    findings: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)
+    resources: list[str] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    critical: list[str] = field(default_factory=list)
+    files_read: list[str] = field(default_factory=list)
+    files_modified: list[str] = field(default_factory=list)
+    # Whether a user request was seen: the conversation moved on since the last summary.
+    new_request: bool = False
+
+
+@dataclass
+class _Turn:
+    request: str | None
+    messages: list[Message] = field(default_factory=list)
+
+
+def _turns(nodes: Sequence[Node]) -> list[_Turn]:
+    turns: list[_Turn] = []
+    for _, msg in message_nodes(nodes):
+        if msg.role == "user" and msg.text.strip() and not _NOISE_USER.match(msg.text):
+            turns.append(_Turn(request=msg.text.strip()))
+        elif not turns:
+            turns.append(_Turn(request=None))
+        turns[-1].messages.append(msg)
+    return turns
+
+
+def _key_argument(call: ToolCallPart) -> str:
+    data = call.input
+    if isinstance(data, dict):
+        for key in _KEY_ARGS:
+            value = data.get(key)
+            if isinstance(value, (str, int)) and str(value).strip():
+                return one_line(str(value), 160)
+        text = json.dumps(data, ensure_ascii=False, default=str)
+    else:
+        text = str(data)
+    return one_line(text, 120) if text not in ("{}", "") else ""
+
+
+_SHELL_TAIL = re.compile(r"\s*(?:2>&1|\|\s).*$")
+
+
+def _call_text(call: ToolCallPart) -> str:
+    arg = _key_argument(call)
+    if call.name.lower() in _SHELL_TOOLS:
+        # `npm run check 2>&1 | grep error` and `... | tail -5` are one check run twice.
+        arg = _SHELL_TAIL.sub("", arg) or arg
+    return f"{call.name} `{arg}`" if arg else call.name
+
+
+def _add_counted(items: list[str], item: str) -> None:
+    """Append `item`, or count a repeat of the same item as `(×N)` on the first one."""
+    key = norm_item(item)
+    for i, old in enumerate(items):
+        if norm_item(old) == key:
+            m = re.search(r"\(×(\d+)\)$", old)
+            n = int(m.group(1)) + 1 if m else 2
+            items[i] = f"{_TIMES.sub('', old)} (×{n})"
+            return
+    items.append(item)
+
+
+def _final_answer(turn: _Turn) -> str | None:
+    """The reply that closed the turn: its last complete assistant text without tool calls.
+
+    A text next to a tool call is narration ("Let me check…"), not a conclusion; a turn
+    whose last reply is such narration was left unfinished.
+    """
+    for msg in reversed(turn.messages):
+        if msg.role != "assistant" or msg.status != "complete":
+            continue
+        if msg.tool_calls:
+            return None
+        if msg.text.strip():
+            return msg.text
+    return None
+
+
+def collect_facts(nodes: Sequence[Node], profile: Profile) -> Facts:
+    """The bullets `nodes` (the newly old part of a history) give each section kind."""
+    turns = _turns(nodes)
+    facts = Facts(new_request=any(t.request for t in turns))
+    _requests(turns, facts)
+    _tool_work(nodes, turns, profile, facts)
+    _conclusions(turns, profile, facts)
+    _resources(nodes, facts)
+    return facts
+
+
+def _requests(turns: list[_Turn], facts: Facts) -> None:
+    first = True
+    for turn in turns:
+        if turn.request is None:
+            continue
+        if first:
+            facts.goal.append(f"(user) {one_line(turn.request, GOAL_CHARS)}")
+            first = False
+        elif _substantial(turn.request, words=5) and _TASK.search(turn.request):
+            facts.goal.append(f"(user) Later request: {one_line(turn.request)}")
+        for sentence in _sentences(turn.request):
+            if sentence.endswith(("?", "？")) or _STEP_START.match(sentence):
+                continue  # a question or "next, do X" is a request, not a standing rule
+            if _CONSTRAINT_ANYWHERE.search(sentence) or _IMPERATIVE.search(sentence):
+                facts.constraints.append(f"(user) {one_line(sentence)}")
+
+
+def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: Facts) -> None:
+    results: dict[str, ToolResultPart] = {}
+    rejected: set[str] = set()
+    for _, msg in message_nodes(nodes):
+        for result in msg.tool_results:
+            results[result.call_id] = result
+        for part in msg.parts:
+            if isinstance(part, ApprovalPart) and part.state == "rejected":
+                rejected.add(part.call_id)
+    last_turn = turns[-1] if turns else None
+    unresolved: dict[str, str] = {}  # tool name -> its latest failure in the last turn
+    file_tools = _READ_TOOLS | _WRITE_TOOLS if profile == "coding" else frozenset()
+    inspections = 0
+    for turn in turns:
+        for msg in turn.messages:
+            if msg.role != "assistant":
+                continue
+            for call in msg.tool_calls:
+                text = _call_text(call)
+                result = results.get(call.id)
+                name = call.name.lower()
+                failure = ""
+                if call.id in rejected or (result is not None and result.denied):
+                    failure = f"(user) Denied: {text}"
+                elif result is not None and result.is_error:
+                    failure = f"(tool) {text} failed: {error_line(result.output, 200)}"
+                elif result is not None:
+                    if name in file_tools:
+                        # Coding: file reads and writes are listed under Files, not Done.
+                        lst = f.files_modified if name in _WRITE_TOOLS else f.files_read
+                        lst.append(f"(tool) {_key_argument(call) or call.name}")
+                    elif name in _SHELL_TOOLS and _READONLY_SHELL.match(_key_argument(call)):
+                        inspections += 1  # grep/ls/cat: how the work was found, not work
+                    else:
+                        _add_counted(f.done, f"(tool) {text}")
+                elif msg.is_closed_without_result:
+                    failure = f"(tool) {text} was cut off: the reply ended before a result"
+                else:
+                    f.in_progress.append(f"(tool) {text}: awaiting its result")
+                if failure:
+                    _add_counted(f.critical, failure)
+                if turn is last_turn:
+                    # A later success of the same tool in the last turn resolves a failure.
+                    if failure:
+                        unresolved[call.name] = failure
+                    else:
+                        unresolved.pop(call.name, None)
+    f.blocked.extend(unresolved.values())
+    if inspections:
+        f.done.append(f"(tool) plus {inspections} read-only shell inspections (grep, ls, cat, …)")
+
+
+def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
+    for i, turn in enumerate(turns):
+        answer = _final_answer(turn)
+        is_last = i == len(turns) - 1
+        if answer is None:
+            if is_last and turn.request is not None:
+                f.in_progress.append(f"(user) {one_line(turn.request)} (no final answer yet)")
+                f.next_steps.append(f"(user) Finish: {one_line(turn.request)}")
+            continue
+        sentences = [x for x in _sentences(answer) if not _NARRATION.match(x)]
+        for sentence in sentences[-2:]:
+            if sentence.endswith(("?", "？", ":", "：")) or not _substantial(sentence):
+                continue
+            item = f"(inferred) {one_line(sentence)}"
+            if _STEP_START.match(sentence):
+                continue  # "Next I will …" is a plan: Next Steps takes it
+            if _DECISION.search(sentence):
+                f.decisions.append(item)
+            elif profile == "coding":
+                f.done.append(item)
+            else:
+                f.findings.append(item)
+        if is_last:
+            plan = [s for s in sentences if _PLAN.search(s)][-5:]
+            f.next_steps.extend(f"(inferred) {one_line(s)}" for s in plan)
+            if not plan and turn.request is not None:
+                f.next_steps.append(
+                    "(inferred) No next step was stated; continue from the latest request: "
+                    + one_line(turn.request)
+                )
+
+
+def _resources(nodes: Sequence[Node], f: Facts) -> None:
+    seen_pdf: dict[str, int] = {}
+    for _, msg in message_nodes(nodes):
+        for part in msg.parts:
+            if isinstance(part, ZoteroItemPart):
+                extra = f" — {part.citation}" if part.citation else ""
+                f.resources.append(f"(tool) Item {part.item_key}: {part.title}{extra}".rstrip(": "))
+            elif isinstance(part, PdfPagePart):
+                key = f" ({part.attachment_key})" if part.attachment_key else ""
+                of = f" of {part.total_pages}" if part.total_pages else ""
+                item = f"(tool) PDF {part.attachment_name}{key}: last at page {part.page}{of}"
+                # The latest page read is what resumption needs: replace the older bullet.
+                where = seen_pdf.get(part.attachment_name)
+                if where is not None:
+                    f.resources[where] = item
+                else:
+                    seen_pdf[part.attachment_name] = len(f.resources)
+                    f.resources.append(item)
+            elif isinstance(part, EpubLocationPart):
+                name = part.attachment_name or "EPUB"
+                f.resources.append(f"(tool) EPUB {name}: section {part.section_index}, "
+                                   f"href {part.href}, CFI {part.cfi}")
+            elif isinstance(part, AnnotationPart):
+                on = f" on item {part.parent_item_key}" if part.parent_item_key else ""
+                page = f", page {part.page}" if part.page else ""
+                f.resources.append(f"(tool) Annotation {part.annotation_key}{on}{page}")
+                quote = f"“{one_line(part.text, 200)}”" if part.text else ""
+                comment = f" — comment: {one_line(part.comment, 120)}" if part.comment else ""
+                if quote or comment:
+                    f.findings.append(
+                        f"(tool) {quote}{comment} [annotation {part.annotation_key}{on}{page}]"
+                    )
+            elif isinstance(part, CollectionPart):
+                f.resources.append(f"(tool) Collection {part.key}: {part.name}".rstrip(": "))
+            elif isinstance(part, TagPart):
+                f.resources.append(f"(tool) Tag {part.tag}")
+    typed = " ".join(f.resources)
+    for entry in extract_identifiers(nodes):
+        if entry.kind.startswith("zotero_") and entry.value not in typed:
+            label = entry.kind.removeprefix("zotero_").replace("_", " ").capitalize()
+            note = f": {one_line(entry.note, 160)}" if entry.note else ""
+            f.resources.append(f"(tool) {label} {entry.value}{note}")

@@ -1,0 +1,218 @@
+"""Sections of the offline summary: the previous summary merged with the new facts.
+
+Builds the profile's sections (S2) in order. In update mode (S4) the previous summary's
+bullets come first, as they are older; repeated items move to the end (recent again);
+items left open by a previous summary become context once the conversation has moved on;
+the user's instructions are recorded in Critical Context with the identifiers they ask
+to keep (M6). What does not fit is counted in an "omitted" bullet, never dropped silently.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..core.identifiers import extract_identifiers
+from ..core.messages import LedgerEntry
+from ..core.plan import Plan
+from .extractive_facts import GOAL_CHARS, Facts, norm_item, one_line
+from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
+
+OMITTED_NOTE = "earlier items omitted for size; the durable history has them"
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
+_OMITTED = re.compile(r"^\((\d+) earlier items? omitted for size")
+
+
+# --------------------------------------------------------------------------- instructions
+
+_REQUESTED_KINDS: tuple[tuple[re.Pattern[str], tuple[str, ...], str], ...] = (
+    (re.compile(r"\bdois?\b", re.I), ("doi",), "DOIs"),
+    (re.compile(r"\b(?:urls?|links?)\b", re.I), ("url",), "URLs"),
+    (re.compile(r"\b(?:paths?|files?)\b", re.I), ("path",), "File paths"),
+    (re.compile(r"\b(?:zotero|keys?|items?|citations?)\b", re.I),
+     ("zotero_item", "zotero_attachment", "zotero_annotation", "zotero_collection", "zotero_key"),
+     "Zotero keys"),
+    (re.compile(r"\b(?:commits?|hash(?:es)?)\b", re.I), ("commit",), "Commits"),
+    (re.compile(r"\berrors?\b", re.I), ("tool_error",), "Errors"),
+)
+
+
+def _instruction_items(plan: Plan) -> list[str]:
+    """M6: record the user's instructions, and list the identifiers they ask to keep."""
+    text = (plan.instructions or "").strip()
+    if not text:
+        return []
+    items = [f"(user) Instructions for this summary: {one_line(text, GOAL_CHARS)}"]
+    known: list[LedgerEntry] = [
+        *plan.previous_ledger.entries, *plan.previous_ledger.evicted,
+        *extract_identifiers(plan.newly_old),
+    ]
+    for pattern, kinds, label in _REQUESTED_KINDS:
+        if pattern.search(text):
+            values = list(dict.fromkeys(e.value for e in known if e.kind in kinds))
+            if values:
+                items.append(f"(tool) {label} (kept as instructed): " + ", ".join(values))
+    return items
+
+
+# --------------------------------------------------------------------------- sections
+
+
+@dataclass
+class Section:
+    """One rendered list: a section, or one Progress subsection."""
+
+    heading: str  # "## Name" or "### Sub"
+    items: list[str] = field(default_factory=list)
+    pinned: set[str] = field(default_factory=set)  # normalised items never trimmed
+    omitted: int = 0
+    box: str = ""  # "[x] " / "[ ] " for Done / In Progress
+    parent: bool = False  # a "## Progress" heading whose lists are the subsections
+
+    def add(self, items: Iterable[str], *, pin: bool = False) -> None:
+        """Append `items` (skipping empty ones); `pin` keeps them from being trimmed."""
+        for item in items:
+            key = norm_item(item)
+            if not key or key in ("(none)", "none"):
+                continue
+            # A repeated item moves to the end: it is recent again, so trimmed last.
+            self.items = [i for i in self.items if norm_item(i) != key]
+            self.items.append(item)
+            if pin:
+                self.pinned.add(key)
+
+    def lines(self) -> list[str]:
+        """The heading and its bullets, with the count of trimmed items, or "(none)"."""
+        out = [self.heading]
+        if self.parent:
+            return out
+        bullets = [f"- {self.box}{item}" for item in self.items]
+        if self.omitted:
+            # After the pinned lead items (the original goal), before the rest.
+            lead = 0
+            while lead < len(self.items) and norm_item(self.items[lead]) in self.pinned:
+                lead += 1
+            bullets.insert(lead, f"- ({self.omitted} {OMITTED_NOTE})")
+        out += bullets
+        if not self.items and not self.omitted:
+            out.append("- (none)")
+        return out
+
+
+def _parse_previous(body: str) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Bullets of one previous section body, by subsection ("" = the section itself)."""
+    items: dict[str, list[str]] = {"": []}
+    omitted: dict[str, int] = {}
+    current = ""
+    for raw in body.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("###"):
+            current = line.lstrip("#").strip()
+            items.setdefault(current, [])
+            continue
+        m = _BULLET.match(line)
+        text = line[m.end():] if m else line
+        om = _OMITTED.match(text)
+        if om:
+            omitted[current] = omitted.get(current, 0) + int(om.group(1))
+        elif m or not items[current]:
+            items[current].append(text)
+        else:
+            items[current][-1] += " " + text  # a wrapped continuation line
+    return items, omitted
+
+
+def build_sections(plan: Plan, facts: Facts) -> list[Section]:
+    """Every section of `plan.profile` in order: the previous summary's items, then `facts`."""
+    profile = plan.profile
+    names = sections_for(profile)
+    progress = PROGRESS_SECTION[profile]
+    previous = parse_sections(plan.previous_summary or "", profile)
+    sections: dict[str, Section] = {}
+    ordered: list[Section] = []
+    for name in names:
+        if name == progress:
+            head = Section(f"## {name}", parent=True)
+            ordered.append(head)
+            for sub, box in zip(PROGRESS_SUBSECTIONS, ("[x] ", "[ ] ", ""), strict=True):
+                sections[f"{name}/{sub}"] = Section(f"### {sub}", box=box)
+                ordered.append(sections[f"{name}/{sub}"])
+        else:
+            sections[name] = Section(f"## {name}")
+            ordered.append(sections[name])
+    # Previous content first: it is older than anything in the newly old nodes.
+    for name, body in previous.items():
+        parsed, omitted = _parse_previous(body)
+        for sub, items in parsed.items():
+            target = _previous_target(name, sub, progress, sections)
+            target.add(items)
+            target.omitted += omitted.get(sub, 0)
+    if facts.new_request:
+        # The conversation moved on since the previous summary: its open items may have
+        # been resolved, so they become context rather than claims about the present.
+        for sub in ("In Progress", "Blocked"):
+            old = sections[f"{progress}/{sub}"]
+            sections[CRITICAL].add(_mark_earlier(i, sub) for i in old.items)
+            sections[CRITICAL].omitted += old.omitted
+            old.items, old.omitted = [], 0
+    _place_new(plan, facts, sections, names, progress)
+    return ordered
+
+
+def _mark_earlier(item: str, sub: str) -> str:
+    if "[earlier " in item:
+        return item
+    return f"{item} [earlier {sub.lower()}; may be resolved since]"
+
+
+def _previous_target(name: str, sub: str, progress: str, sections: dict[str, Section]) -> Section:
+    if name == progress:
+        match = next((s for s in PROGRESS_SUBSECTIONS if s.lower() == sub.lower()), "Done")
+        return sections[f"{progress}/{match}"]
+    return sections[name]
+
+
+def _place_new(
+    plan: Plan, facts: Facts, sections: dict[str, Section], names: tuple[str, ...],
+    progress: str,
+) -> None:
+    goal, constraints, nxt = names[0], names[1], "Next Steps"
+    decisions = "Decisions" if plan.profile == "research" else "Key Decisions"
+    g = sections[goal]
+    new_goals = list(facts.goal)
+    if g.items and new_goals and not new_goals[0].startswith("(user) Later request:"):
+        # Update mode: the session's goal is the previous one; this is a later request.
+        new_goals[0] = new_goals[0].replace("(user) ", "(user) Later request: ", 1)
+    g.add(new_goals)
+    if not g.items:
+        # Never an empty checkpoint: say plainly that no request was seen.
+        n = sum(1 for node in plan.newly_old if node.message is not None)
+        g.add([f"(inferred) No user request appears in the {n} compacted messages"])
+    if g.items:
+        # The first request of the whole session is the goal: never trimmed.
+        g.pinned.add(norm_item(g.items[0]))
+    sections[constraints].add(facts.constraints)
+    sections[f"{progress}/Done"].add(facts.done)
+    sections[f"{progress}/In Progress"].add(facts.in_progress)
+    sections[f"{progress}/Blocked"].add(facts.blocked)
+    sections[decisions].add(facts.decisions)
+    if facts.next_steps:
+        # The last stated plan replaces the old one: stale next steps mislead.
+        sections[nxt].items = []
+        sections[nxt].add(facts.next_steps)
+    critical = sections[CRITICAL]
+    if plan.profile == "research":
+        sections["Findings and Evidence"].add(facts.findings)
+        sections["Key Zotero Resources"].add(facts.resources)
+    else:
+        critical.add(facts.resources)
+        sections["Files Modified"].add(facts.files_modified)
+        modified = {norm_item(i) for i in sections["Files Modified"].items}
+        read = sections["Files Read"]
+        read.add(facts.files_read)
+        read.items = [i for i in read.items if norm_item(i) not in modified]
+    critical.add(facts.critical)
+    critical.add(_instruction_items(plan), pin=True)
