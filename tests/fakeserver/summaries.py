@@ -13,31 +13,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from contextfold.summarize.prompts import (
+    CODING_SECTIONS,
+    CRITICAL,
+    PROGRESS_SECTION,
+    PROGRESS_SUBSECTIONS,
+    RESEARCH_SECTIONS,
+)
+
 from .script import SummaryStyle
 from .tokens import _content_text
 
+# The section names are the library's own (one list, so the fake cannot drift from the
+# prompts); only how the fake *recognises* a summary request is written here, from SPEC S1.
 SUMMARISER_ROLE = "context summarisation assistant"
-
-RESEARCH_SECTIONS = (
-    "Research Goal",
-    "User Requirements and Constraints",
-    "Research Progress",
-    "Findings and Evidence",
-    "Key Zotero Resources",
-    "Decisions",
-    "Next Steps",
-    "Critical Context",
-)
-CODING_SECTIONS = (
-    "Goal",
-    "Constraints & Preferences",
-    "Progress",
-    "Key Decisions",
-    "Next Steps",
-    "Critical Context",
-    "Files Read",
-    "Files Modified",
-)
 
 _IDENTIFIERS = re.compile(
     r"10\.\d{4,9}/[^\s\"'<>]+"  # DOI
@@ -77,9 +66,10 @@ def requested_sections(text: str) -> tuple[str, ...]:
     named = list(dict.fromkeys(m.strip() for m in _HEADING.findall(skeleton)))
     if named:
         return tuple(named)
-    if "Research Goal" in text:
+    # A section name that only one profile has ("Goal" alone would also match "Research Goal").
+    if RESEARCH_SECTIONS[0] in text:
         return RESEARCH_SECTIONS
-    if "Constraints & Preferences" in text:
+    if CODING_SECTIONS[1] in text:
         return CODING_SECTIONS
     return RESEARCH_SECTIONS
 
@@ -87,7 +77,7 @@ def requested_sections(text: str) -> tuple[str, ...]:
 def _subsections(text: str) -> tuple[str, ...]:
     at = text.rfind("\nFormat:")
     found = tuple(dict.fromkeys(_SUBHEADING.findall(text[at:] if at >= 0 else "")))
-    return found or ("Done", "In Progress", "Blocked")
+    return found or PROGRESS_SUBSECTIONS
 
 
 def _render(sections: tuple[str, ...], subs: tuple[str, ...], quoted: list[str],
@@ -95,10 +85,10 @@ def _render(sections: tuple[str, ...], subs: tuple[str, ...], quoted: list[str],
     lines: list[str] = []
     for name in sections:
         lines.append(f"## {name}")
-        if name in ("Research Progress", "Progress"):
+        if name in PROGRESS_SECTION.values():
             for sub in subs:
                 lines += [f"### {sub}", f"- (inferred) {sub.lower()}: as the conversation shows."]
-        elif name == "Critical Context":
+        elif name == CRITICAL:
             lines += [f"- (tool) {q}" for q in quoted] or ["- (none)"]
         elif name in ("Key Zotero Resources", "Findings and Evidence", "Files Read") and (
                 identifiers):

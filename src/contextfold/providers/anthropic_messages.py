@@ -7,29 +7,20 @@ output_tokens, cache_read_input_tokens, cache_creation_input_tokens (SPEC E1).
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from types import SimpleNamespace
+from typing import Any
 
 import anthropic
 
 from contextfold.core.export import to_anthropic
 from contextfold.core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, Usage
 
-from .base import ChatRequest, ChatResponse, StopReason, StreamDone, StreamEvent, TextDelta
+from .base import ChatRequest, ChatResponse, StopReason
 from .base import request_projection as _projection
-from .errors import (
-    MalformedResponseError,
-    ProviderError,
-    StreamInterruptedError,
-    chain_for,
-    translate_sdk_error,
-)
-from .keys import resolve_api_key
-from .retry import RetryPolicy, call_with_retries
-from .streaming import stream_with_retries
+from .errors import MalformedResponseError
+from .sdk_adapter import ReplyStatus, SdkAdapter
 
 _STOP: dict[str, StopReason] = {
     "end_turn": "end_turn",
@@ -39,6 +30,8 @@ _STOP: dict[str, StopReason] = {
     "refusal": "refusal",
     "pause_turn": "pause_turn",
 }
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
+                 "cache_creation_input_tokens")
 
 
 def _count(usage: Any, name: str) -> int:
@@ -59,10 +52,14 @@ def normalize_usage(usage: Any, model: str | None) -> Usage | None:
     )
 
 
-def _message(blocks: list[Part], usage: Usage | None, model: str | None,
-             status: Literal["complete", "error"] = "complete") -> Message:
-    return Message(role="assistant", parts=tuple(blocks), usage=usage, status=status,
-                   model=model)
+def _response(parts: list[Part], usage: Any, model: str, stop: str | None,
+              request_id: str | None, repairs: tuple[str, ...],
+              status: ReplyStatus = "complete") -> ChatResponse:
+    """A `ChatResponse` from what a whole reply or a folded stream says."""
+    message = Message(role="assistant", parts=tuple(parts), usage=normalize_usage(usage, model),
+                      status=status, model=model)
+    return ChatResponse(message=message, stop_reason=_STOP.get(stop or "", "other"),
+                        raw_stop_reason=stop, request_id=request_id, repairs=repairs)
 
 
 def _parts_of(content: Any) -> list[Part]:
@@ -96,15 +93,14 @@ class _StreamState:
     blocks: dict[int, _Block] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)
     stop: str | None = None
-    stopped: bool = False
+    finished: bool = False  # message_stop arrived
     model: str | None = None
     request_id: str | None = None
 
     def _usage(self, usage: Any) -> None:
         # message_start carries the prompt side, message_delta the (cumulative) output and,
         # on newer API versions, the prompt side again: keep the latest non-zero value.
-        for name in ("input_tokens", "output_tokens", "cache_read_input_tokens",
-                     "cache_creation_input_tokens"):
+        for name in _USAGE_FIELDS:
             value = _count(usage, name)
             if value:
                 self.usage[name] = value
@@ -137,7 +133,7 @@ class _StreamState:
             self.stop = event.delta.stop_reason or self.stop
             self._usage(event.usage)
         elif kind == "message_stop":
-            self.stopped = True
+            self.finished = True
         return ""
 
     def parts(self) -> list[Part]:
@@ -156,68 +152,33 @@ class _StreamState:
                                           input=tool_input))
         return parts
 
-    def response(self, fallback_model: str, status: Literal["complete", "error"],
+    def response(self, fallback_model: str, status: ReplyStatus,
                  repairs: tuple[str, ...] = ()) -> ChatResponse:
-        model = self.model or fallback_model
-        usage = (Usage(input=self.usage.get("input_tokens", 0),
-                       output=self.usage.get("output_tokens", 0),
-                       cache_read=self.usage.get("cache_read_input_tokens", 0),
-                       cache_write=self.usage.get("cache_creation_input_tokens", 0),
-                       model=model)
-                 if self.usage else None)
-        return ChatResponse(message=_message(self.parts(), usage, model, status),
-                            stop_reason=_STOP.get(self.stop or "", "other"),
-                            raw_stop_reason=self.stop, request_id=self.request_id,
-                            repairs=repairs)
+        """The message so far; status "error" marks a partial one."""
+        # Only non-zero counts are kept, so "no usage seen" stays None rather than zeros.
+        usage = SimpleNamespace(**self.usage) if self.usage else None
+        return _response(self.parts(), usage, self.model or fallback_model, self.stop,
+                         self.request_id, repairs, status)
 
 
-class AnthropicModel:
-    """A `ChatModel` for the Anthropic Messages API (or a server that speaks it)."""
+class AnthropicModel(SdkAdapter):
+    """A `ChatModel` for the Anthropic Messages API (or a server that speaks it).
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        provider: str = "anthropic",
-        label: str | None = None,
-        env_var: str | None = "ANTHROPIC_API_KEY",
-        key_required: bool = True,
-        timeout: float = 600.0,
-        retry: RetryPolicy | None = None,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-    ) -> None:
-        if not model or not model.strip():
-            raise ValueError("AnthropicModel needs a model name, e.g. 'claude-sonnet-4-5'")
-        self._model = model
-        self.provider = provider
-        self.label = label or "Anthropic"
-        self.env_var = env_var
-        self.base_url = base_url
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
-        self._sleep = sleep
-        key = resolve_api_key(api_key, env_var=env_var, provider=provider, label=self.label,
-                              required=key_required)
-        # Explicit key, no SDK retries: the SDK must not go looking for other credentials,
-        # and `retry` alone bounds the attempts (see retry.py).
-        self._client = anthropic.AsyncAnthropic(api_key=key, base_url=base_url,
-                                                timeout=timeout, max_retries=0)
+    Keyword options (see `SdkAdapter`): base_url, api_key, provider ("anthropic"), label,
+    env_var (ANTHROPIC_API_KEY), key_required, timeout, retry, sleep.
+    """
 
-    @property
-    def model(self) -> str:
-        return self._model
+    sdk = anthropic
+    client_class = anthropic.AsyncAnthropic
+    default_provider = "anthropic"
+    default_label = "Anthropic"
+    default_env_var = "ANTHROPIC_API_KEY"
+    example_model = "claude-sonnet-4-5"
+    reply_noun = "message"
 
-    def __repr__(self) -> str:
-        return (f"AnthropicModel(model={self._model!r}, provider={self.provider!r}, "
-                f"base_url={self.base_url!r})")
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
-
-    # ------------------------------------------------------------------ requests
+    def _default_label(self, provider: str) -> str:
+        # Whoever serves it, this adapter speaks the Anthropic API: name that.
+        return self.default_label
 
     def build_body(self, request: ChatRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The Messages API body for `request`, and the repairs the export made."""
@@ -240,25 +201,8 @@ class AnthropicModel:
             body["temperature"] = request.temperature
         return body, export.repairs
 
-    def _error(self, exc: BaseException) -> ProviderError | None:
-        return translate_sdk_error(exc, anthropic, provider=self.provider, label=self.label,
-                                   env_var=self.env_var, secrets=(self._client.api_key,))
-
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Send the request; retry transient failures within `self.retry`."""
-        body, repairs = self.build_body(request)
-
-        async def attempt() -> ChatResponse:
-            try:
-                reply = await self._client.messages.create(**body)
-                return self._parse(reply, body["model"], repairs)
-            except Exception as exc:
-                error = self._error(exc)
-                if error is None:
-                    raise
-                raise error from chain_for(error, exc)
-
-        return await call_with_retries(attempt, self.retry, self._sleep)
+    async def _create(self, body: dict[str, Any]) -> Any:
+        return await self._client.messages.create(**body)
 
     def _parse(self, reply: Any, requested_model: str, repairs: tuple[str, ...]) -> ChatResponse:
         if getattr(reply, "type", "message") != "message" or getattr(reply, "role", None) != (
@@ -266,46 +210,8 @@ class AnthropicModel:
             raise MalformedResponseError(f"{self.label} did not return an assistant message.",
                                          provider=self.provider)
         model = getattr(reply, "model", None) or requested_model
-        return ChatResponse(
-            message=_message(_parts_of(reply.content), normalize_usage(reply.usage, model),
-                             model),
-            stop_reason=_STOP.get(reply.stop_reason or "", "other"),
-            raw_stop_reason=reply.stop_reason, request_id=getattr(reply, "id", None),
-            repairs=repairs)
+        return _response(_parts_of(reply.content), reply.usage, model, reply.stop_reason,
+                         getattr(reply, "id", None), repairs)
 
-    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        """Stream the reply: text deltas, then `StreamDone` with the whole message."""
-        body, repairs = self.build_body(request)
-        body["stream"] = True
-        return stream_with_retries(lambda: self._stream_once(body, repairs), self.retry,
-                                   self._sleep)
-
-    async def _stream_once(self, body: dict[str, Any],
-                           repairs: tuple[str, ...]) -> AsyncIterator[StreamEvent]:
-        state = _StreamState()
-        delivered = False
-        try:
-            stream = await self._client.messages.create(**body)
-            try:
-                async for event in stream:
-                    piece = state.add(event)
-                    if piece:
-                        delivered = True
-                        yield TextDelta(piece)
-            finally:
-                await stream.close()
-        except Exception as exc:
-            error = self._error(exc)
-            if error is None:
-                raise
-            if delivered:
-                raise StreamInterruptedError(
-                    f"The stream from {self.label} broke off: {error}", provider=self.provider,
-                    partial=state.response(body["model"], "error"), status=error.status,
-                ) from exc
-            raise error from chain_for(error, exc)
-        if not state.stopped:
-            raise StreamInterruptedError(
-                f"The stream from {self.label} ended before the message was finished.",
-                provider=self.provider, partial=state.response(body["model"], "error"))
-        yield StreamDone(state.response(body["model"], "complete", repairs))
+    def _new_stream_state(self) -> _StreamState:
+        return _StreamState()

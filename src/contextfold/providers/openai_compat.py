@@ -9,9 +9,7 @@ cache_read = cached (SPEC E1).
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -20,18 +18,10 @@ import openai
 from contextfold.core.export import to_openai
 from contextfold.core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, Usage
 
-from .base import ChatRequest, ChatResponse, StopReason, StreamDone, StreamEvent, TextDelta
+from .base import ChatRequest, ChatResponse, StopReason
 from .base import request_projection as _projection
-from .errors import (
-    MalformedResponseError,
-    ProviderError,
-    StreamInterruptedError,
-    chain_for,
-    translate_sdk_error,
-)
-from .keys import resolve_api_key
-from .retry import RetryPolicy, call_with_retries
-from .streaming import stream_with_retries
+from .errors import MalformedResponseError
+from .sdk_adapter import ReplyStatus, SdkAdapter
 
 MaxTokensField = Literal["max_tokens", "max_completion_tokens"]
 
@@ -88,15 +78,20 @@ def _reasoning_of(obj: Any) -> str:
     return ""
 
 
-def _message(text: str, reasoning: str, calls: list[ToolCallPart], usage: Usage | None,
-             model: str | None, status: Literal["complete", "error"] = "complete") -> Message:
+def _response(text: str, reasoning: str, calls: list[ToolCallPart], usage: Any, model: str,
+              finish: str | None, request_id: str | None, repairs: tuple[str, ...],
+              status: ReplyStatus = "complete") -> ChatResponse:
+    """A `ChatResponse` from what a whole completion or a folded stream says."""
     parts: list[Part] = []
     if reasoning:
         parts.append(ReasoningPart(text=reasoning))
     if text:
         parts.append(TextPart(text=text))
     parts.extend(calls)
-    return Message(role="assistant", parts=tuple(parts), usage=usage, status=status, model=model)
+    message = Message(role="assistant", parts=tuple(parts), usage=normalize_usage(usage, model),
+                      status=status, model=model)
+    return ChatResponse(message=message, stop_reason=stop_reason_of(finish, bool(calls)),
+                        raw_stop_reason=finish, request_id=request_id, repairs=repairs)
 
 
 @dataclass
@@ -148,69 +143,42 @@ class _StreamState:
             if slot["name"]
         ]
 
-    def response(self, fallback_model: str, status: Literal["complete", "error"]) -> ChatResponse:
-        model = self.model or fallback_model
-        calls = self.tool_calls()
-        return ChatResponse(
-            message=_message("".join(self.text), "".join(self.reasoning), calls,
-                             normalize_usage(self.usage, model), model, status),
-            stop_reason=stop_reason_of(self.finish, bool(calls)),
-            raw_stop_reason=self.finish,
-            request_id=self.request_id,
-        )
+    @property
+    def finished(self) -> bool:
+        """A finish_reason arrived (the usage-only chunk, if any, comes after it)."""
+        return self.finish is not None
+
+    def response(self, fallback_model: str, status: ReplyStatus,
+                 repairs: tuple[str, ...] = ()) -> ChatResponse:
+        """The reply so far; status "error" marks a partial one."""
+        return _response("".join(self.text), "".join(self.reasoning), self.tool_calls(),
+                         self.usage, self.model or fallback_model, self.finish,
+                         self.request_id, repairs, status)
 
 
-class OpenAICompatModel:
+class OpenAICompatModel(SdkAdapter):
     """A `ChatModel` for any chat-completions endpoint."""
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        provider: str = "openai",
-        label: str | None = None,
-        env_var: str | None = "OPENAI_API_KEY",
-        key_required: bool = True,
-        timeout: float = 600.0,
-        retry: RetryPolicy | None = None,
-        max_tokens_field: MaxTokensField | None = None,
-        stream_usage: bool = True,
-        sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-    ) -> None:
-        if not model or not model.strip():
-            raise ValueError("OpenAICompatModel needs a model name, e.g. 'gpt-4o'")
-        self._model = model
-        self.provider = provider
-        self.label = label or ("OpenAI" if provider == "openai" else provider)
-        self.env_var = env_var
-        self.base_url = base_url
-        self.timeout = timeout
-        self.retry = retry or RetryPolicy()
+    sdk = openai
+    client_class = openai.AsyncOpenAI
+    default_provider = "openai"
+    default_label = "OpenAI"
+    default_env_var = "OPENAI_API_KEY"
+    example_model = "gpt-4o"
+
+    def __init__(self, model: str, *, max_tokens_field: MaxTokensField | None = None,
+                 stream_usage: bool = True, **options: Any) -> None:
+        """`options` are `SdkAdapter`'s: base_url, api_key, provider ("openai"), label,
+        env_var (OPENAI_API_KEY), key_required, timeout, retry, sleep.
+
+        `max_tokens_field` is the body field for the output limit (OpenAI itself wants
+        max_completion_tokens, most other servers max_tokens); `stream_usage` asks a stream
+        for a final usage chunk.
+        """
+        super().__init__(model, **options)
         self.max_tokens_field: MaxTokensField = max_tokens_field or (
-            "max_completion_tokens" if provider == "openai" else "max_tokens")
+            "max_completion_tokens" if self.provider == "openai" else "max_tokens")
         self.stream_usage = stream_usage
-        self._sleep = sleep
-        key = resolve_api_key(api_key, env_var=env_var, provider=provider, label=self.label,
-                              required=key_required)
-        # The SDK's own retries are off: `retry` bounds the total attempts (see retry.py).
-        self._client = openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout,
-                                          max_retries=0)
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    def __repr__(self) -> str:
-        return (f"OpenAICompatModel(model={self._model!r}, provider={self.provider!r}, "
-                f"base_url={self.base_url!r})")
-
-    async def aclose(self) -> None:
-        """Close the HTTP connections."""
-        await self._client.close()
-
-    # ------------------------------------------------------------------ requests
 
     def build_body(self, request: ChatRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
         """The chat-completions body for `request`, and the repairs the export made."""
@@ -232,29 +200,18 @@ class OpenAICompatModel:
             body["temperature"] = request.temperature
         return body, export.repairs
 
-    def _error(self, exc: BaseException) -> ProviderError | None:
-        return translate_sdk_error(exc, openai, provider=self.provider, label=self.label,
-                                   env_var=self.env_var, secrets=(self._client.api_key,))
+    def _stream_body(self, request: ChatRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
+        body, repairs = super()._stream_body(request)
+        if self.stream_usage:
+            # Usage only comes in a stream when asked for (in a last, choice-less chunk).
+            body["stream_options"] = {"include_usage": True}
+        return body, repairs
 
-    async def complete(self, request: ChatRequest) -> ChatResponse:
-        """Send the request; retry transient failures within `self.retry`."""
-        body, repairs = self.build_body(request)
+    async def _create(self, body: dict[str, Any]) -> Any:
+        return await self._client.chat.completions.create(**body)
 
-        async def attempt() -> ChatResponse:
-            try:
-                completion = await self._client.chat.completions.create(**body)
-                return self._parse(completion, body["model"], repairs)
-            except Exception as exc:
-                error = self._error(exc)
-                if error is None:
-                    raise
-                raise error from chain_for(error, exc)
-
-        return await call_with_retries(attempt, self.retry, self._sleep)
-
-    def _parse(self, completion: Any, requested_model: str,
-               repairs: tuple[str, ...]) -> ChatResponse:
-        choices = getattr(completion, "choices", None)
+    def _parse(self, reply: Any, requested_model: str, repairs: tuple[str, ...]) -> ChatResponse:
+        choices = getattr(reply, "choices", None)
         if not choices:
             raise MalformedResponseError(f"{self.label} returned no choices.",
                                          provider=self.provider)
@@ -263,60 +220,15 @@ class OpenAICompatModel:
         if msg is None:
             raise MalformedResponseError(f"{self.label} returned a choice without a message.",
                                          provider=self.provider)
-        model = getattr(completion, "model", None) or requested_model
         calls = [
             ToolCallPart(id=c.id or f"call_{i}", name=c.function.name,
                          input=_tool_input(c.function.arguments))
             for i, c in enumerate(msg.tool_calls or [])
             if getattr(c, "function", None) is not None and c.function.name
         ]
-        message = _message(msg.content or "", _reasoning_of(msg), calls,
-                           normalize_usage(completion.usage, model), model)
-        return ChatResponse(message=message,
-                            stop_reason=stop_reason_of(choice.finish_reason, bool(calls)),
-                            raw_stop_reason=choice.finish_reason,
-                            request_id=getattr(completion, "id", None), repairs=repairs)
+        return _response(msg.content or "", _reasoning_of(msg), calls, reply.usage,
+                         getattr(reply, "model", None) or requested_model, choice.finish_reason,
+                         getattr(reply, "id", None), repairs)
 
-    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        """Stream the reply: text deltas, then `StreamDone` (usage from the last chunk)."""
-        body, repairs = self.build_body(request)
-        body["stream"] = True
-        if self.stream_usage:
-            body["stream_options"] = {"include_usage": True}
-        return stream_with_retries(lambda: self._stream_once(body, repairs), self.retry,
-                                   self._sleep)
-
-    async def _stream_once(self, body: dict[str, Any],
-                           repairs: tuple[str, ...]) -> AsyncIterator[StreamEvent]:
-        state = _StreamState()
-        delivered = False
-        try:
-            stream = await self._client.chat.completions.create(**body)
-            try:
-                async for chunk in stream:
-                    piece = state.add(chunk)
-                    if piece:
-                        delivered = True
-                        yield TextDelta(piece)
-            finally:
-                await stream.close()
-        except Exception as exc:
-            error = self._error(exc)
-            if error is None:
-                raise
-            if delivered:
-                raise StreamInterruptedError(
-                    f"The stream from {self.label} broke off: {error}", provider=self.provider,
-                    partial=state.response(body["model"], "error"), status=error.status,
-                ) from exc
-            raise error from chain_for(error, exc)
-        if state.finish is None:
-            partial = state.response(body["model"], "error")
-            raise StreamInterruptedError(
-                f"The stream from {self.label} ended before the reply was finished.",
-                provider=self.provider, partial=partial)
-        response = state.response(body["model"], "complete")
-        yield StreamDone(ChatResponse(
-            message=response.message, stop_reason=response.stop_reason,
-            raw_stop_reason=response.raw_stop_reason, request_id=response.request_id,
-            repairs=repairs))
+    def _new_stream_state(self) -> _StreamState:
+        return _StreamState()

@@ -59,6 +59,24 @@ class RetryPolicy:
 NO_RETRY = RetryPolicy(max_attempts=1)
 
 
+def retry_wait(exc: ProviderError, number: int, policy: RetryPolicy, *,
+               what: str = "attempt", final: bool = False) -> float | None:
+    """Record that attempt `number` failed with `exc`; return how long to wait before the next.
+
+    None means `exc` ends the loop and must be raised: it is not a `RetryableError`, the
+    attempts are used up, or the caller says this failure is `final` (a stream that already
+    delivered text). Either way `exc.attempts` says how many attempts were made.
+    """
+    exc.attempts = number
+    if final or not isinstance(exc, RetryableError) or number == policy.max_attempts:
+        return None
+    wait = policy.delay(number, exc.retry_after)
+    # Error texts are already redacted (errors.redact), so they are safe to log.
+    log.info("%s %d/%d failed (%s); retrying in %.2fs", what, number, policy.max_attempts,
+             exc, wait)
+    return wait
+
+
 async def call_with_retries(
     attempt: Callable[[], Awaitable[T]],
     policy: RetryPolicy,
@@ -72,16 +90,9 @@ async def call_with_retries(
     for number in range(1, policy.max_attempts + 1):
         try:
             return await attempt()
-        except RetryableError as exc:
-            exc.attempts = number
-            if number == policy.max_attempts:
-                raise
-            wait = policy.delay(number, exc.retry_after)
-            # Error texts are already redacted (errors.redact), so they are safe to log.
-            log.info("attempt %d/%d failed (%s); retrying in %.2fs", number,
-                     policy.max_attempts, exc, wait)
-            await sleep(wait)
         except ProviderError as exc:
-            exc.attempts = number
-            raise
+            wait = retry_wait(exc, number, policy)
+            if wait is None:
+                raise
+            await sleep(wait)
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover

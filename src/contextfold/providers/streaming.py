@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from .base import StreamEvent
-from .errors import ProviderError, RetryableError
-from .retry import RetryPolicy
-
-log = logging.getLogger("contextfold.providers")
+from .errors import ProviderError
+from .retry import RetryPolicy, retry_wait
 
 
 async def stream_with_retries(
@@ -34,14 +31,8 @@ async def stream_with_retries(
                     delivered = True
                     yield event
             return
-        except RetryableError as exc:
-            exc.attempts = number
-            if delivered or number == policy.max_attempts:
-                raise
-            wait = policy.delay(number, exc.retry_after)
-            log.info("stream attempt %d/%d failed (%s); retrying in %.2fs", number,
-                     policy.max_attempts, exc, wait)
-            await sleep(wait)
         except ProviderError as exc:
-            exc.attempts = number
-            raise
+            wait = retry_wait(exc, number, policy, what="stream attempt", final=delivered)
+            if wait is None:
+                raise
+            await sleep(wait)
