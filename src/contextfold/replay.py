@@ -67,15 +67,22 @@ class ManagedSession:
     requests_sent: int = 0
     blocked_drafts: int = 0
     costs: MessageCosts | None = None
+    # Where the part the model needs begins: the latest checkpoint's first kept node (or the
+    # checkpoint itself when nothing was kept raw), as the store's O(tail) load does.
+    load_from: int = 0
 
     def __post_init__(self) -> None:
         # Stored nodes never change: estimate each once, whatever the number of requests.
         self.costs = self.costs or MessageCosts(self.capacity)
 
     def branch(self) -> Branch:
-        # The chain is built here by appending at the leaf only, so it is valid by
-        # construction; re-walking parent links on every request would cost O(history).
-        return Branch(nodes=tuple(self.chain), revision=len(self.chain))
+        """The part of the chain the model needs, oldest first: O(tail), not O(history).
+
+        The chain is built here by appending at the leaf only, so it is valid by
+        construction and needs no re-walk of parent links.
+        """
+        return Branch(nodes=tuple(self.chain[self.load_from:]), complete=self.load_from == 0,
+                      revision=len(self.chain))
 
     def projection(self) -> Projection:
         return project(self.branch())
@@ -103,6 +110,8 @@ class ManagedSession:
         checkpoint = build_checkpoint(result, text, summarizer=name, model=self.capacity.model)
         node_id = f"cf-checkpoint-{len(self.compactions) + 1}"
         self.chain.append(Node(id=node_id, parent_id=result.session_leaf_id, payload=checkpoint))
+        self.load_from = self._position(result.first_kept_id) if result.first_kept_id else (
+            len(self.chain) - 1)
         self.summarized_ids.update(n.id for n in result.newly_old)
         after = self.estimate(pending).tokens
         record = CompactionRecord(
@@ -118,6 +127,12 @@ class ManagedSession:
         )
         self.compactions.append(record)
         return record
+
+    def _position(self, node_id: str) -> int:
+        for i in range(len(self.chain) - 1, self.load_from - 1, -1):
+            if self.chain[i].id == node_id:
+                return i
+        raise ValueError(f"node {node_id!r} is not in the loaded part of the chain")
 
     def before_user_message(self, message: Message) -> bool:
         """A1 for the finished turn, then P1-P2 for the draft; False if it still won't fit."""
