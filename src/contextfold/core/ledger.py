@@ -15,6 +15,7 @@ from .estimator import estimate_text
 from .identifiers import dedupe_identifiers, error_line, extract_identifiers, looks_like_path
 from .messages import Ledger, LedgerEntry
 from .projection import render_ledger
+from .text_estimate import Count
 
 # The extraction API lived here first; callers import it from either module.
 __all__ = [
@@ -26,7 +27,6 @@ __all__ = [
     "merge_ledger",
 ]
 
-Count = Callable[[str], int]
 
 # Eviction order: the first kinds go first. A DOI or a Zotero item key is what a research
 # agent cannot rediscover cheaply; a URL, a path or an old error can be found again.

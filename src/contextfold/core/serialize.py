@@ -18,7 +18,7 @@ enough it clips harder, message by message, but it never drops a message.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -37,8 +37,8 @@ from .messages import (
     Value,
 )
 from .resources import clip_middle, render_resource
+from .text_estimate import Count
 
-Count = Callable[[str], int]
 PositiveChars = Annotated[int, Field(gt=0)]
 
 BLOCK_SEPARATOR = "\n\n"

@@ -34,8 +34,13 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from functools import cache
 from importlib import resources
+
+# A token counter: an estimate (`estimate_text`) or an exact tokenizer's count.
+Count = Callable[[str], int]
+
 
 # Family -> (factor on the ASCII part, factor on the non-ASCII part).
 # gpt: the estimate is built as an upper bound of the OpenAI tokenizers.

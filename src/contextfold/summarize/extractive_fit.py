@@ -7,12 +7,9 @@ only the headings. A budget too small for the headings is an error, never a sile
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
+from ..core.text_estimate import Count
 from .extractive_facts import ITEM_CHARS, norm_item, one_line
 from .extractive_sections import OMITTED_NOTE, Section
-
-Count = Callable[[str], int]
 
 
 class SummaryBudgetTooSmall(ValueError):

@@ -16,7 +16,7 @@ conservative estimator), and the answer's `max_tokens` under its reserve.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..core.budget import ModelCapacity
@@ -24,13 +24,12 @@ from ..core.estimator import estimate_text
 from ..core.messages import Node, text_message
 from ..core.plan import Plan
 from ..core.serialize import SerializeLimits, serialize_chunk
+from ..core.text_estimate import Count
 from ..providers.base import ChatModel, ChatRequest
 from ..providers.errors import ProviderError
 from .extractive import summarize_extractive, summary_token_budget
 from .prompts import PROMPT_OVERHEAD_TOKENS, build_summary_request
 from .validate import SummaryInvalid, ensure_valid, validate_summary
-
-Count = Callable[[str], int]
 
 FALLBACK = "extractive-fallback"
 # Below this many tokens for the serialised chunk a summary request is pointless; the chunk

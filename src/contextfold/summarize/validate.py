@@ -9,13 +9,11 @@ LLM summariser retries once with the strict prompt and then falls back to the ex
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from ..core.estimator import estimate_text
 from ..core.plan import Profile
+from ..core.text_estimate import Count
 from .prompts import canonical_section, iter_headings, parse_sections, sections_for
-
-Count = Callable[[str], int]
 
 # Checked only before the first heading (or in a text without headings): a real summary may
 # well mention "rate limit" or "error:" inside a section.
