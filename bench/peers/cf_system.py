@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from contextfold.core.budget import CompactionSettings, ModelCapacity, derive_budget
+from contextfold.core.estimator import exact_counter
 from contextfold.core.export import to_openai
 from contextfold.core.messages import (
     Message,
@@ -99,7 +100,10 @@ class Contextfold:
     def __init__(self, summarize: Callable[[str], str]) -> None:
         self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY)
         self.loop = asyncio.new_event_loop()
-        self.session = ManagedSession(CAPACITY, BUDGET, self._summarize)
+        # The shared model is a gpt-4o-class (o200k_base) model, so contextfold plugs in
+        # the exact tokenizer (SPEC E5) instead of its conservative any-model estimate.
+        self.session = ManagedSession(CAPACITY, BUDGET, self._summarize,
+                                      counter=exact_counter("o200k_base"))
         self.pending: list[Neutral] = []
         self.repairs = 0
         self.fallbacks = 0

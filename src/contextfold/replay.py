@@ -24,6 +24,7 @@ from .core.messages import Message, Node
 from .core.plan import NoOp, Plan, Trigger
 from .core.planner import build_checkpoint, plan_compaction
 from .core.projection import Projection, project
+from .core.text_estimate import Count
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
 
@@ -67,13 +68,15 @@ class ManagedSession:
     requests_sent: int = 0
     blocked_drafts: int = 0
     costs: MessageCosts | None = None
+    # An exact tokenizer for the model, when there is one (SPEC E5); else the estimate.
+    counter: Count | None = None
     # Where the part the model needs begins: the latest checkpoint's first kept node (or the
     # checkpoint itself when nothing was kept raw), as the store's O(tail) load does.
     load_from: int = 0
 
     def __post_init__(self) -> None:
         # Stored nodes never change: estimate each once, whatever the number of requests.
-        self.costs = self.costs or MessageCosts(self.capacity)
+        self.costs = self.costs or MessageCosts(self.capacity, counter=self.counter)
 
     def branch(self) -> Branch:
         """The part of the chain the model needs, oldest first: O(tail), not O(history).
@@ -95,7 +98,7 @@ class ManagedSession:
 
     def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
         return estimate_request(self.projection(), self.capacity, system=self.system,
-                                pending=pending, costs=self.costs)
+                                pending=pending, costs=self.costs, counter=self.counter)
 
     def compact(self, trigger: Trigger, pending: Sequence[Message] = (),
                 instructions: str | None = None) -> CompactionRecord | NoOp:
@@ -103,7 +106,7 @@ class ManagedSession:
             return NoOp("the session is empty", trigger, "empty")
         result = plan_compaction(self.branch(), self.budget, trigger, capacity=self.capacity,
                                  pending=pending, system=self.system, instructions=instructions,
-                                 costs=self.costs)
+                                 costs=self.costs, estimate=self.estimate(pending))
         if isinstance(result, NoOp):
             return result
         text, name = self.summarizer(result)
