@@ -306,7 +306,8 @@ def _method(results: dict[str, Any], systems: dict[str, Any], order: list[str],
         "message, updates its summary incrementally, and shows its summariser only the first "
         "500 characters of each tool return.",
         "- **contextfold** cuts only at user-turn boundaries, shows its summariser every "
-        "newly old message (long tool results clipped head + tail to 2,000 characters), "
+        "newly old message (long tool results clipped head + tail to 1,000 characters, "
+        "tool arguments to 800), "
         "chunked to the summariser's window. It counts tokens with the exact `o200k_base` "
         "tokenizer plugged in for this gpt-4o-class model (SPEC E5; without it, its "
         "conservative any-model estimate reads about 1.5x the real count on English and "

@@ -53,8 +53,8 @@ _MIN_SCALE = 0.1
 class SerializeLimits(Value):
     """Character limits applied while serialising (SPEC R3, R6)."""
 
-    tool_result_chars: PositiveChars = 2000
-    tool_args_chars: PositiveChars = 1500
+    tool_result_chars: PositiveChars = 1000
+    tool_args_chars: PositiveChars = 800
     resource_text_chars: PositiveChars = 1000
 
     @classmethod
