@@ -27,3 +27,18 @@ def test_cached_estimates_equal_uncached(turn_specs):  # E2
     again = estimate_request(projection, CAP, system="sys", costs=costs)
     assert plain == cached == again
     assert [costs(n) for n in nodes] == [estimate_message(n.message, CAP) for n in nodes]
+
+
+def test_cached_checkpoint_cost_equals_uncached():  # E2 T3
+    from contextfold.core.messages import Checkpoint
+
+    from .builders import extend
+
+    nodes = chain([m for i in range(3) for m in turn(i, tools=1, size=200)])
+    cp = Checkpoint(summary="## Goal\n- keep every DOI 10.2307/2321200", first_kept_id="n8",
+                    tokens_before=500)
+    nodes = extend(nodes, [cp], "c")
+    projection = project(branch_of(nodes))
+    costs = MessageCosts(CAP)
+    assert estimate_request(projection, CAP) == estimate_request(projection, CAP, costs=costs)
+    assert costs(nodes[-1]) > 0  # the summary message is counted, once

@@ -175,10 +175,15 @@ class MessageCosts:
         self._tokens: dict[str, int] = {}
 
     def __call__(self, node: Node) -> int:
+        """Tokens of a message node, or of a checkpoint's summary message as projected."""
         tokens = self._tokens.get(node.id)
         if tokens is None:
-            msg = node.message
-            tokens = 0 if msg is None else _message_tokens(msg, self.capacity, self._count)
+            msg, cp = node.message, node.checkpoint
+            if msg is not None:
+                tokens = _message_tokens(msg, self.capacity, self._count)
+            else:
+                assert cp is not None
+                tokens = MESSAGE_OVERHEAD + self._count(checkpoint_text(cp))
             self._tokens[node.id] = tokens
         return tokens
 
@@ -254,6 +259,8 @@ def estimate_request(
     def stored(node: Node) -> int:
         if costs is not None:
             return costs(node)
+        if node.checkpoint is not None:
+            return MESSAGE_OVERHEAD + count(checkpoint_text(node.checkpoint))
         return 0 if node.message is None else _message_tokens(node.message, capacity, count)
 
     scale = 1.0 if calibration is None else calibration.factor(capacity.model)
@@ -285,8 +292,8 @@ def estimate_request(
                        "tools": tools_t, "pending": pend},
         )
     body = sum(stored(n) for n in messages)
-    if projection.summary is not None:
-        body += MESSAGE_OVERHEAD + count(checkpoint_text(projection.summary))
+    if projection.checkpoint is not None:
+        body += stored(projection.checkpoint)
     delta = scaled(body)
     sys_t = scaled(_system_tokens(system, count))
     tools_t = scaled(_tools_tokens(tools, family, count))
