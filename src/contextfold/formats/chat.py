@@ -36,7 +36,17 @@ from contextfold.core.messages import (
     ToolResultPart,
 )
 
-from .builder import ENTRY_ERRORS, Draft, TreeBuilder, describe, make_usage, text_of
+from .builder import (
+    ANTHROPIC_USAGE,
+    ENTRY_ERRORS,
+    OPENAI_USAGE,
+    Draft,
+    TreeBuilder,
+    describe,
+    note_model,
+    text_of,
+    usage_from,
+)
 from .errors import ImportFormatError
 from .parts import anthropic_parts, nonempty, openai_parts, tool_input
 from .reader import parse_json_document, parse_jsonl, read_bytes, require_readable, source_name
@@ -247,13 +257,8 @@ class _OpenAI(_Converter):
                 self.call_names[call_id] = legacy["name"]
                 parts.append(ToolCallPart(id=call_id, name=legacy["name"],
                                           input=tool_input(legacy.get("arguments"))))
-            model = text_of(m.get("model"))
-            if model:
-                self.models[model] = None
-            usage = m.get("usage")
-            usage = make_usage({
-                "input": usage.get("prompt_tokens"), "output": usage.get("completion_tokens"),
-            }, model) if isinstance(usage, dict) else None
+            model = note_model(self.models, m.get("model"))
+            usage = usage_from(m.get("usage"), OPENAI_USAGE, model)
             return self.draft(node_id, parent, created, "assistant", parts, usage=usage,
                               model=model)
         if role in ("tool", "function"):
@@ -280,15 +285,8 @@ class _Anthropic(_Converter):
             raise ValueError(f"role {role!r} is not 'user' or 'assistant'")
         converted = anthropic_parts(m.get("content"), self.unknown(node_id), self.call_names)
         if role == "assistant":
-            model = text_of(m.get("model"))
-            if model:
-                self.models[model] = None
-            usage = m.get("usage")
-            usage = make_usage({
-                "input": usage.get("input_tokens"), "output": usage.get("output_tokens"),
-                "cache_read": usage.get("cache_read_input_tokens"),
-                "cache_write": usage.get("cache_creation_input_tokens"),
-            }, model) if isinstance(usage, dict) else None
+            model = note_model(self.models, m.get("model"))
+            usage = usage_from(m.get("usage"), ANTHROPIC_USAGE, model)
             return self.draft(node_id, parent, created, "assistant", converted.parts,
                               usage=usage, model=model)
         role_out: Role = "tool" if converted.has_results else "user"

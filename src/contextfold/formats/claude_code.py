@@ -32,7 +32,16 @@ from typing import Any
 
 from contextfold.core.messages import Checkpoint, MessageStatus, ToolResultPart
 
-from .builder import Draft, Linked, TreeBuilder, make_usage, text_of, walk
+from .builder import (
+    ANTHROPIC_USAGE,
+    Draft,
+    Linked,
+    TreeBuilder,
+    note_model,
+    text_of,
+    usage_from,
+    walk,
+)
 from .errors import ImportFormatError
 from .parts import anthropic_parts
 from .reader import BadLine, JsonLine, parse_jsonl, read_bytes, require_readable, source_name
@@ -192,10 +201,9 @@ class _Importer:
         converted = anthropic_parts(msg.get("content"), self._unknown(item.line),
                                     self.call_names)
         model = text_of(msg.get("model"))
-        real_model = model if model and not model.startswith("<") else None  # "<synthetic>"
-        if real_model:
-            self.models[real_model] = None
-        usage = self._usage(msg.get("usage"), real_model)
+        real = model if model and not model.startswith("<") else None  # not "<synthetic>"
+        real_model = note_model(self.models, real)
+        usage = usage_from(msg.get("usage"), ANTHROPIC_USAGE, real_model)
         status: MessageStatus = "error" if obj.get("isApiErrorMessage") is True else "complete"
         message_id = text_of(msg.get("id"))
         previous = self._same_response(parent, message_id)
@@ -231,16 +239,6 @@ class _Importer:
         if node.role == "assistant" and node.provider_message_id == message_id:
             return node
         return None
-
-    def _usage(self, raw: Any, model: str | None) -> Any:
-        if not isinstance(raw, dict):
-            return None
-        return make_usage({
-            "input": raw.get("input_tokens"),
-            "output": raw.get("output_tokens"),
-            "cache_read": raw.get("cache_read_input_tokens"),
-            "cache_write": raw.get("cache_creation_input_tokens"),
-        }, model)
 
     def _user(self, item: Linked[dict[str, Any]], parent: str | None) -> None:
         b, obj = self.b, item.entry

@@ -36,11 +36,20 @@ from contextfold.core.messages import (
     ToolResultPart,
 )
 
-from .builder import Draft, Linked, TreeBuilder, make_usage, text_of, walk
+from .builder import PI_USAGE, Draft, Linked, TreeBuilder, note_model, text_of, usage_from, walk
 from .errors import ImportFormatError
 from .parts import file_part, nonempty, tool_input
 from .reader import BadLine, JsonLine, parse_jsonl, read_bytes, require_readable, source_name
 from .result import ImportResult
+
+
+def _block_kind(block: Any) -> str | None:
+    """A content block's type; "text" only when it really carries a string."""
+    kind = block.get("type") if isinstance(block, dict) else None
+    if kind == "text" and not isinstance(block.get("text"), str):
+        return None  # reported as an unknown block by the callers
+    return kind
+
 
 # Exactly Pi's wording (coding-agent `messages.ts`), so the model sees what it saw in Pi.
 BRANCH_SUMMARY_PREFIX = (
@@ -234,8 +243,8 @@ class _Importer:
             raise TypeError("content is neither text nor a list of blocks")
         parts: list[Part] = []
         for block in content:
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text" and isinstance(block.get("text"), str):
+            kind = _block_kind(block)
+            if kind == "text":
                 if block["text"]:
                     parts.append(TextPart(text=block["text"]))
             elif kind == "image":
@@ -297,8 +306,8 @@ class _Importer:
             raise TypeError("assistant content is not a list of blocks")
         parts: list[Part] = []
         for block in content:
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text" and isinstance(block.get("text"), str):
+            kind = _block_kind(block)
+            if kind == "text":
                 if block["text"]:
                     parts.append(TextPart(text=block["text"]))
             elif kind == "thinking" and isinstance(block.get("thinking"), str):
@@ -313,14 +322,8 @@ class _Importer:
         stop = msg.get("stopReason")
         status: MessageStatus = "aborted" if stop == "aborted" else (
             "error" if stop == "error" else "complete")
-        model = text_of(msg.get("model"))
-        if model:
-            self.models[model] = None
-        usage = msg.get("usage")
-        usage = make_usage({
-            "input": usage.get("input"), "output": usage.get("output"),
-            "cache_read": usage.get("cacheRead"), "cache_write": usage.get("cacheWrite"),
-        }, model) if isinstance(usage, dict) else None
+        model = note_model(self.models, msg.get("model"))
+        usage = usage_from(msg.get("usage"), PI_USAGE, model)
         if status != "complete" and text_of(msg.get("errorMessage")):
             self.metadata.setdefault("assistant_errors", []).append(
                 {"id": item.id, "status": status, "message": msg["errorMessage"]})
