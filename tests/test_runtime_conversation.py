@@ -28,16 +28,13 @@ from tests.test_runtime_support import (
     open_conversation,
     send_until_compacting,
     store_fixture,
+    tree_checkpoints,
     words,
 )
 
 store = store_fixture()
 close_models = models_closer()
 fake = server_fixture()
-
-
-async def _tree_checkpoints(store, session_id):
-    return [n for n in await store.load_tree(session_id) if n.checkpoint is not None]
 
 
 # --------------------------------------------------------------------------- sending
@@ -142,7 +139,7 @@ async def test_manual_compaction_single_turn_is_a_noop(fake, store):  # M3
     outcome = await conv.compact()
     assert outcome.status == "noop" and outcome.code == "single_turn"
     assert [e.kind for e in events.pending()] == ["compaction_started", "compaction_noop"]
-    assert await _tree_checkpoints(store, conv.session_id) == []
+    assert await tree_checkpoints(store, conv.session_id) == []
     await conv.close()
 
 
@@ -237,7 +234,7 @@ async def test_cancel_keeps_the_draft_and_writes_nothing(fake, store, protocol):
     after = await store.get_session(conv.session_id)
     assert (after.leaf_id, after.branch_revision) == (info.leaf_id, info.branch_revision)
     assert len(fake.requests) == requests and conv.state.phase == "idle"
-    assert await _tree_checkpoints(store, conv.session_id) == []
+    assert await tree_checkpoints(store, conv.session_id) == []
     assert await store.lease_holder(conv.session_id) is None
     assert "compaction_cancelled" in [e.kind for e in events.pending()]
     assert not conv.cancel_compaction()  # nothing left to cancel
@@ -280,7 +277,7 @@ async def test_provider_overflow_is_surfaced_by_default(fake, store, protocol): 
     with pytest.raises(ContextOverflowError):
         await conv.send("one more")
     assert len(fake.requests) == before + 1  # no silent compact-and-retry
-    assert await _tree_checkpoints(store, conv.session_id) == []
+    assert await tree_checkpoints(store, conv.session_id) == []
     assert "overflow" in [e.kind for e in events.pending()]
     await conv.close()
 

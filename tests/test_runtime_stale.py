@@ -20,15 +20,12 @@ from tests.test_runtime_support import (
     models_closer,
     open_conversation,
     store_fixture,
+    tree_checkpoints,
 )
 
 store = store_fixture()
 close_models = models_closer()
 fake = server_fixture()
-
-
-async def _checkpoints(store, session_id):
-    return [n for n in await store.load_tree(session_id) if n.checkpoint is not None]
 
 
 async def _second_client(store, conv):
@@ -58,7 +55,7 @@ async def test_branch_change_during_slow_summary_makes_the_commit_stale(
     outcome = await compacting
 
     assert outcome.status == "stale" and outcome.code == "stale"
-    assert await _checkpoints(store, conv.session_id) == []  # nothing committed
+    assert await tree_checkpoints(store, conv.session_id) == []  # nothing committed
     stored = await store.load_branch(conv.session_id)
     # C3/C5: the conversation reloaded the real branch, so UI and database agree.
     assert conv.branch.leaf_id == stored.leaf_id == other.branch.leaf_id
@@ -93,7 +90,7 @@ async def test_cancel_mid_summary_leaves_no_trace(fake, store, protocol):  # C4 
     assert outcome.status == "noop" and outcome.code == "cancelled"
     after = await store.get_session(conv.session_id)
     assert (after.leaf_id, after.branch_revision) == (info.leaf_id, info.branch_revision)
-    assert await _checkpoints(store, conv.session_id) == []
+    assert await tree_checkpoints(store, conv.session_id) == []
     assert await store.lease_holder(conv.session_id) is None
     assert conv.state.phase == "idle" and conv.branch.leaf_id == info.leaf_id
     await conv.close()
@@ -119,6 +116,6 @@ async def test_cancel_inside_the_commit_transaction_rolls_back(fake, store):  # 
     assert outcome.code == "cancelled"
     after = await store.get_session(conv.session_id)
     assert (after.leaf_id, after.branch_revision) == (info.leaf_id, info.branch_revision)
-    assert await _checkpoints(store, conv.session_id) == []
+    assert await tree_checkpoints(store, conv.session_id) == []
     assert (await conv.compact()).status == "compacted"  # nothing left half-done
     await conv.close()

@@ -230,6 +230,11 @@ async def open_conversation(store: Any, server: Any, protocol: str, *, window: i
                                    capacity=capacity(window, max_output), **options)
 
 
+async def tree_checkpoints(store: Any, session_id: str) -> list[Any]:
+    """Every checkpoint ever committed in the session's tree (also off-branch ones)."""
+    return [n for n in await store.load_tree(session_id) if n.checkpoint is not None]
+
+
 def words(n: int, seed: str = "lorem") -> str:
     """About `n` words of plain English-like text."""
     return " ".join(f"{seed}{i % 97}" for i in range(n))
