@@ -131,3 +131,12 @@ def test_import_pi_session(cli):
     assert imported["format"] == "pi"
     assert imported["messages"] == 914
     assert imported["skipped"]  # thinking-level and model changes are counted, not lost
+
+
+def test_demo_twice_and_reimport_on_one_database(cli):  # T1 D3
+    first, second = cli("demo", "--turns", "12"), cli("demo", "--turns", "12")
+    assert first["session_id"] != second["session_id"]
+    cli("import", str(CC_SHORT))
+    error = cli("import", str(CC_SHORT), expect=2)  # the same history twice: refused, clearly
+    assert "imported before" in error["error"]
+    assert len(cli("sessions")["sessions"]) == 3  # nothing half-written by the refusal

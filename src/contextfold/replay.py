@@ -27,6 +27,7 @@ from .core.projection import Projection, project
 from .core.text_estimate import Count
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
+from .ids import new_id
 
 Summarizer = Callable[[Plan], tuple[str, str]]  # plan -> (summary text, summariser name)
 
@@ -111,7 +112,9 @@ class ManagedSession:
             return result
         text, name = self.summarizer(result)
         checkpoint = build_checkpoint(result, text, summarizer=name, model=self.capacity.model)
-        node_id = f"cf-checkpoint-{len(self.compactions) + 1}"
+        # Application-generated like every stored id, so a replayed tree can be saved
+        # (and saved again) without colliding with an earlier one.
+        node_id = new_id()
         self.chain.append(Node(id=node_id, parent_id=result.session_leaf_id, payload=checkpoint))
         self.load_from = self._position(result.first_kept_id) if result.first_kept_id else (
             len(self.chain) - 1)

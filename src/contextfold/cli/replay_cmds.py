@@ -15,6 +15,7 @@ from ..core.projection import project, render_ledger
 from ..core.tree import Branch
 from ..demo_session import build_research_session
 from ..formats import import_file
+from ..ids import new_id
 from ..replay import ReplayReport, active_messages, replay_messages
 from ..store import open_store
 from ..summarize.extractive import summarize_extractive
@@ -94,7 +95,8 @@ def demo_command(
     async def work() -> None:
         messages = build_research_session(turns=turns)
         budget = derive_budget(DEMO_CAPACITY)
-        pairs = [(f"demo-{i:04d}", m) for i, m in enumerate(messages)]
+        # Fresh ids every run: the demo can be run again against the same database.
+        pairs = [(new_id(), m) for m in messages]
         report = replay_messages(pairs, DEMO_CAPACITY, budget, extractive)
         store = await open_store(db)
         try:
