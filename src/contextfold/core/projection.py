@@ -72,6 +72,7 @@ def project(branch: Branch) -> Projection:
 
 
 LEDGER_NOTE_CHARS = 60
+LEDGER_CONSTRAINT = 2  # LedgerEntry.priority of an identifier named in a user's constraint
 
 
 def render_ledger(ledger: Ledger) -> str:
@@ -79,15 +80,19 @@ def render_ledger(ledger: Ledger) -> str:
 
     One line per kind, identifiers separated by semicolons: a key costs a few tokens, not
     a line, so a research session's dozens of annotation keys all fit the ledger's budget.
+    Identifiers the user named in a constraint come first, on lines of their own, so the
+    model sees which files and items the user's rules are about.
     """
     if not ledger.entries:
         return ""
     groups: dict[str, list[str]] = {}
-    for e in ledger.entries:
+    ordered = sorted(ledger.entries, key=lambda e: e.priority < LEDGER_CONSTRAINT)
+    for e in ordered:
         note = e.note.replace("\n", " ").strip()
         if len(note) > LEDGER_NOTE_CHARS:
             note = note[: LEDGER_NOTE_CHARS - 1] + "…"
-        groups.setdefault(e.kind, []).append(f"{e.value} ({note})" if note else e.value)
+        label = f"{e.kind} [user constraint]" if e.priority >= LEDGER_CONSTRAINT else e.kind
+        groups.setdefault(label, []).append(f"{e.value} ({note})" if note else e.value)
     lines = ["## Identifier Ledger (verbatim identifiers carried forward)"]
     lines += [f"- {kind}: " + "; ".join(values) for kind, values in groups.items()]
     if ledger.evicted:
