@@ -78,6 +78,7 @@ _KEY_ARGS = (
 )
 ITEM_CHARS = 300
 GOAL_CHARS = 500
+LATER_REQUEST = "(user) Later request: "  # a request after the goal: a restatement
 
 
 def one_line(text: str, limit: int = ITEM_CHARS) -> str:
@@ -211,7 +212,7 @@ def _requests(turns: list[_Turn], facts: Facts) -> None:
             facts.goal.append(f"(user) {one_line(turn.request, GOAL_CHARS)}")
             first = False
         elif _substantial(turn.request, words=5) and _TASK.search(turn.request):
-            facts.goal.append(f"(user) Later request: {one_line(turn.request)}")
+            facts.goal.append(f"{LATER_REQUEST}{one_line(turn.request)}")
         for sentence in constraint_sentences(turn.request):
             facts.constraints.append(f"(user) {one_line(sentence)}")
 
