@@ -133,3 +133,26 @@ def test_every_eviction_is_recorded_in_the_checkpoint_that_made_it():  # L3
         seen = [e.value for e in cp.ledger.evicted]
     assert records and sorted(records) == sorted(set(records))  # each recorded once
     assert set(seen) == set(records)  # the ledger's evicted list is the union of records
+
+
+def test_the_users_rule_itself_is_carried_in_the_ledger():
+    from contextfold.core.identifiers import extract_identifiers
+    from contextfold.core.projection import render_ledger
+
+    rule = "Never overwrite refs/library.bib or notes/review.md, they are the master copies."
+    nodes = chain([user(f"Please open item K7QX4M2P. {rule}"), assistant("Understood.")])
+    entries = extract_identifiers(nodes)
+    assert {e.value: e.priority for e in entries} == {
+        "K7QX4M2P": USER_WRITTEN, "refs/library.bib": USER_CONSTRAINT,
+        "notes/review.md": USER_CONSTRAINT}
+    text = render_ledger(merge_ledger(Ledger(), entries, 10_000))
+    lines = text.splitlines()
+    assert lines[1] == f"- [user constraint] {rule}"  # first, once, verbatim
+    assert lines[2] == "- zotero_key: K7QX4M2P"
+    # Under pressure the rule's words go before its identifiers, which go last of all.
+    bare = Ledger(entries=tuple(e.model_copy(update={"note": ""}) for e in entries),
+                  evicted=(LedgerEntry(kind="url", value="https://x.org/a"),))
+    tight = merge_ledger(Ledger(), [*entries, *(_entry(i) for i in range(40))],
+                         ledger_tokens(bare))
+    rendered = render_ledger(tight)
+    assert "path [user constraint]: refs/library.bib; notes/review.md" in rendered

@@ -193,9 +193,19 @@ def _user_identifiers(text: str) -> list[LedgerEntry]:
     found = _prose_identifiers(text)
     if not found:
         return found
-    ruled = {e.value for s in constraint_sentences(text) for e in _prose_identifiers(s)}
-    return [e.model_copy(update={"priority": USER_CONSTRAINT if e.value in ruled
-                                 else USER_WRITTEN}) for e in found]
+    # An identifier named in a rule carries the rule as its note: the ledger then keeps
+    # "never overwrite refs/library.bib" itself, whatever the summariser does.
+    rules = {e.value: s for s in constraint_sentences(text) for e in _prose_identifiers(s)}
+    out = []
+    for e in found:
+        rule = rules.get(e.value)
+        if rule is None:
+            out.append(e.model_copy(update={"priority": USER_WRITTEN}))
+        else:
+            ruled = _entry(e.kind, e.value, rule)
+            if ruled is not None:
+                out.append(ruled.model_copy(update={"priority": USER_CONSTRAINT}))
+    return out
 
 
 # --------------------------------------------------------------------------- tool calls
