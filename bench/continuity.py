@@ -35,8 +35,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.continuity_sessions import CATEGORIES, Fact, ScriptedTurn, Session, real_session, \
-    research_session
+from bench.continuity_sessions import (
+    CATEGORIES,
+    Fact,
+    ScriptedTurn,
+    Session,
+    real_session,
+    research_session,
+)
 from contextfold.core.catalog import capacity_for, default_catalog
 from contextfold.core.messages import (
     Message,

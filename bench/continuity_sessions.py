@@ -207,9 +207,9 @@ def _plant(turns: list[ScriptedTurn], label: str) -> None:
     for t, turn in enumerate(turns):
         for r in turn.rounds:
             path = r.arguments.get("path") or r.arguments.get("file_path")
-            if r.name.lower() in _WRITE_TOOLS and isinstance(path, str) and not r.is_error:
-                if path not in {f.text for f in turn.facts}:
-                    turn.facts.append(Fact("artifact", path, t, identifier=True))
+            written = r.name.lower() in _WRITE_TOOLS and not r.is_error
+            if written and isinstance(path, str) and path not in {f.text for f in turn.facts}:
+                turn.facts.append(Fact("artifact", path, t, identifier=True))
         if t % 6 == 2:
             ref = f"PR #{rng.randint(100, 9999)}"
             turn.user += f" (This is tracked in {ref}.)"

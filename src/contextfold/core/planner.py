@@ -23,6 +23,7 @@ from .estimator import (
     estimate_message,
     estimate_request,
     estimate_text,
+    model_text_counter,
 )
 from .ledger import (
     evicted_since,
@@ -180,8 +181,10 @@ def plan_compaction(
         instructions=instructions,
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
         boundary_moved=moved,
+        # The ledger is fitted to its cap by this model's own token count.
         ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
-                            extract_identifiers(boundary.newly_old), budget.ledger_budget),
+                            extract_identifiers(boundary.newly_old), budget.ledger_budget,
+                            model_text_counter(capacity)),
     )
 
 
