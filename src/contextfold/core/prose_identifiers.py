@@ -16,10 +16,11 @@ from collections.abc import Iterator
 
 Found = tuple[int, str, str, str]  # (position in the text, kind, value, note)
 
-# Zotero draws keys from 23456789ABCDEFGHIJKLMNPQRSTUVWXYZ (no 0, 1 or O). A key glued to
-# other word characters, a path, a URL fragment or a hyphenated code is not a key.
-# ASCII boundaries: Japanese writes a key right against kana ("アイテムK7QX4M2Pを開いて").
-_KEY = re.compile(r"(?<![A-Za-z0-9_/.#@$-])([2-9A-NP-Z]{8})(?![A-Za-z0-9_-]|/\w)")
+# The alphabet Zotero draws its 8-character object keys from (no 0, 1 or O).
+ZOTERO_KEY_ALPHABET = "23456789ABCDEFGHIJKLMNPQRSTUVWXYZ"
+# A key glued to other word characters, a path, a URL fragment or a hyphenated code is not
+# a key. ASCII boundaries: Japanese writes a key right against kana ("アイテムK7QX4M2Pを開いて").
+_KEY = re.compile(rf"(?<![A-Za-z0-9_/.#@$-])([{ZOTERO_KEY_ALPHABET}]{{8}})(?![A-Za-z0-9_-]|/\w)")
 _HAS_DIGIT = re.compile(r"\d")
 # An all-letter candidate ("KQXVMBPN", but also "SETTINGS") counts only right after a word
 # that says it is a key, itself not shouted: about 11% of real keys have no digit, and
