@@ -224,7 +224,7 @@ def _plant(turns: list[ScriptedTurn], label: str) -> None:
             turn.user += " " + sentence
             turn.facts.append(Fact("recall", code, t, identifier=True))
         step = f"Next I will rerun the checks for step {t}."
-        turn.reply += " " + step
+        turn.reply += "\n\n" + step  # its own paragraph: real replies may end mid-sentence
         turn.facts.append(Fact("continuation", step, t))
 
 
