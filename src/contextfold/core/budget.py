@@ -41,6 +41,9 @@ class CompactionSettings(Value):
     auto_threshold_fraction: Fraction = 0.85  # auto compaction above this share of safe limit
     min_free_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1  # thrash guard (auto only)
     ledger_share: Fraction = 0.2  # share of the summary budget the identifier ledger may use
+    # SPEC K6: when no user turn fits the tail, keep the latest tool rounds of the current
+    # turn raw (False: the K1-K3 boundary only, as before K6).
+    split_turn: bool = True
 
 
 class Budget(Value):
@@ -55,6 +58,7 @@ class Budget(Value):
     auto_threshold: int
     ledger_budget: int
     min_free_fraction: float
+    split_turn: bool = True
 
 
 def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
@@ -78,4 +82,5 @@ def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None =
         auto_threshold=int(safe * s.auto_threshold_fraction),
         ledger_budget=max(1, int(summary_budget * s.ledger_share)),
         min_free_fraction=s.min_free_fraction,
+        split_turn=s.split_turn,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..core.estimator import estimate_text
 from ..core.plan import Plan
+from ..core.split_turn import turn_context_tokens
 from .extractive_facts import collect_facts
 from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections
 from .extractive_sections import OMITTED_NOTE, build_sections
@@ -34,8 +35,10 @@ __all__ = [
 
 
 def summary_token_budget(plan: Plan) -> int:
-    """Tokens the summary text may take: the summary budget minus the ledger's share."""
-    return plan.budget.summary_budget - plan.budget.ledger_budget
+    """Tokens the summary text may take: the summary budget minus the ledger's share and
+    the split turn's context (SPEC K6), which the checkpoint carries beside the summary."""
+    return (plan.budget.summary_budget - plan.budget.ledger_budget
+            - turn_context_tokens(plan.turn_context))
 
 
 def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
