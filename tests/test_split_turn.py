@@ -85,7 +85,6 @@ def assert_valid(projection, system: str | None = None) -> None:
 
 def test_300_round_single_turn_compacted_repeatedly():  # K6 K4 P2 A4
     session = ManagedSession(CAP, derive_budget(CAP), extractive)
-    budget = session.budget
     previous_start: int | None = None
     seen = 0
     for i, msg in enumerate(long_turn(300)):
