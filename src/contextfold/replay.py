@@ -54,6 +54,7 @@ class CompactionRecord:
     kept_messages: int
     summarizer: str
     kept_tokens: int = 0  # raw tokens the projection still holds after it (clipped as sent)
+    folded_tokens: int = 0  # raw tokens folded into the summary by it
     tail_budget: int = 0  # the tail budget the boundary was chosen for
     split_turn: bool = False  # K6: the boundary is a tool round inside the current turn
     clipped_results: int = 0  # K6: kept messages whose tool results are clipped
@@ -64,6 +65,7 @@ class CompactionRecord:
             "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
             "summarized_messages": self.summarized_messages,
             "kept_messages": self.kept_messages, "kept_tokens": self.kept_tokens,
+            "folded_tokens": self.folded_tokens,
             "tail_budget": self.tail_budget, "split_turn": self.split_turn,
             "clipped_results": self.clipped_results,
         }
@@ -145,6 +147,7 @@ class ManagedSession:
             kept_messages=len(result.kept),
             summarizer=name,
             kept_tokens=result.kept_tokens,
+            folded_tokens=result.newly_old_tokens,
             tail_budget=result.tail_budget,
             split_turn=checkpoint.turn is not None and bool(result.kept),
             clipped_results=len(result.tail_clips),

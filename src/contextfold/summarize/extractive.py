@@ -53,7 +53,10 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
     if budget <= 0:
         raise SummaryBudgetTooSmall(
             f"no room for a summary: summary budget {plan.budget.summary_budget} minus "
-            f"ledger budget {plan.budget.ledger_budget} is {budget} tokens"
+            f"ledger budget {plan.budget.ledger_budget}"
+            + (f" and the split turn's context ({turn_context_tokens(plan.turn_context)})"
+               if plan.turn_context is not None else "")
+            + f" is {budget} tokens"
         )
     facts = collect_facts(plan.newly_old, plan.profile)
     ordered = build_sections(plan, facts)
