@@ -65,8 +65,14 @@ _READONLY_SHELL = re.compile(
     r"which|tree|file|stat|git\s+(?:status|log|diff|show))\b"
 )
 _NOISE_USER = re.compile(
-    r"^\s*(?:/\S*\s*$|\[Request interrupted|<command-|<local-command|Caveat:)", re.IGNORECASE
+    r"^\s*(?:/\S*\s*$|\[Request interrupted|<command-|<local-command|<bash-|Caveat:)",
+    re.IGNORECASE,
 )
+# A command the user ran themselves (Pi's `!command`, `formats.pi.bash_execution_text`):
+# it reaches the model as a user message, but only the command is the user's; its output is
+# data (fetched pages, files) and never a goal or a constraint, whatever it says. The whole
+# rest of the message is output: a ``` inside it cannot end it early.
+_USER_COMMAND = re.compile(r"^Ran `([^`\n]*)`\n(?:```|\(no output\))")
 _TIMES = re.compile(r"\s+\(×\d+\)$")
 
 GOAL_CHARS = 500
@@ -117,10 +123,19 @@ class _Turn:
     messages: list[Message] = field(default_factory=list)
 
 
+def user_command(msg: Message) -> str | None:
+    """The command of a user-run shell command's message (Pi `!command`), else None."""
+    if msg.role != "user":
+        return None
+    m = _USER_COMMAND.match(msg.text)
+    return m.group(1) if m else None
+
+
 def _turns(nodes: Sequence[Node]) -> list[_Turn]:
     turns: list[_Turn] = []
     for _, msg in message_nodes(nodes):
-        if msg.role == "user" and msg.text.strip() and not _NOISE_USER.match(msg.text):
+        if (msg.role == "user" and msg.text.strip() and not _NOISE_USER.match(msg.text)
+                and user_command(msg) is None):
             turns.append(_Turn(request=msg.text.strip()))
         elif not turns:
             turns.append(_Turn(request=None))
@@ -196,6 +211,9 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
     inspections = 0
     for turn in turns:
         for msg in turn.messages:
+            command = user_command(msg)
+            if command is not None:
+                _add_counted(f.done, f"(user) ran `{one_line(command, 160)}`")
             if msg.role != "assistant":
                 continue
             for call in msg.tool_calls:

@@ -158,8 +158,9 @@ class SummaryRequest:
 
 
 def _fence(text: str, tag: str) -> str:
-    # A closing tag inside the data must not close the fence early.
-    return text.replace(f"</{tag}>", f"<\\/{tag}>")
+    """A closing tag inside the data must not close the fence early, in any spelling a
+    reader might accept: any case, spaces or attributes (`</CONVERSATION >`, `< /conversation`)."""
+    return re.sub(rf"<(\s*)/(\s*{re.escape(tag)})", r"<\1\\/\2", text, flags=re.IGNORECASE)
 
 
 def build_summary_request(
