@@ -118,11 +118,12 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
     name = job["system"]
     if name not in factories:
         raise SystemExit(f"unknown system {name!r}; known: {', '.join(sorted(factories))}")
-    tokens = Tokenizer()
+    tokens = Tokenizer() if job.get("quality") else None  # loading o200k takes seconds
     out: dict[str, Any] = {"system": name, **describe.get(name, {}),
                            "quality": {}, "timing": [], "estimator": {}}
     for task in job.get("quality", []):
         workload = load_workload(task["path"])
+        assert tokens is not None
         out["quality"][workload["name"]] = run_quality(factories[name], workload, tokens)
         if name in estimators:
             figure = estimator_figure(estimators[name], workload, tokens)
