@@ -121,11 +121,17 @@ def ranges(indices: Iterable[int]) -> str:
     return " ".join(out)
 
 
+_FACT_RE = re.compile(r"FACT-[a-z]+-\d+")
+
+
 def echo_summary(prompt: str) -> str:
-    """The fake summariser's answer: which messages it has seen, directly or via a summary."""
+    """The fake summariser's answer: which messages it has seen, directly or via a summary,
+    and every planted fact token it was shown (the continuity probe's ideal extractor)."""
     heads, tails = markers(prompt)
     seen = heads | tails | echoed(prompt)
-    return f"Summary (offline fake). Messages covered: {ranges(seen) or 'none'}"
+    answer = f"Summary (offline fake). Messages covered: {ranges(seen) or 'none'}"
+    facts = sorted(set(_FACT_RE.findall(prompt)))
+    return f"{answer}. Facts: {' '.join(facts)}" if facts else answer
 
 
 def call_points(msgs: Sequence[Neutral]) -> list[int]:

@@ -92,6 +92,13 @@ def totals(entry: dict[str, Any], real_only: bool = False) -> dict[str, float]:
     return out
 
 
+def is_clean(entry: dict[str, Any]) -> bool:
+    """No lost content, no request invalid under any rule set, none over the safe limit."""
+    t = totals(entry)
+    return (t["lost"] == 0 and t["over"] == 0
+            and all(t[f"invalid_{rule}"] == 0 for rule in RULE_LABELS))
+
+
 def timing_ratios(systems: dict[str, Any]) -> dict[str, dict[int, dict[str, float]]]:
     """Per system and size: its median check time over contextfold's, within each round.
 
@@ -156,15 +163,14 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                     f"x{ratio:.2f} (round 0)" if ratio else "n/a"))
     else:
         out.append(("check cost growth <= 1.5", None, "timing not run"))
-    lossless = [n for n, e in systems.items()
-                if n not in (CF, REFERENCE) and totals(e)["lost"] == 0
-                and totals(e)["summarizer_calls"] > 0]
-    if lossless:
-        best = min(lossless, key=lambda n: totals(systems[n])["price_units"])
+    clean = [n for n, e in systems.items() if n not in (CF, REFERENCE) and is_clean(e)]
+    if clean:
+        best = min(clean, key=lambda n: totals(systems[n])["price_units"])
         bt = totals(systems[best])
-        out.append(("price no higher than every lossless peer's (cache-aware)",
+        out.append(("price no higher than every clean peer's (cache-aware)",
                     t["price_units"] <= bt["price_units"],
-                    f"${usd(t['price_units']):.2f} vs ${usd(bt['price_units']):.2f} ({best})"))
+                    f"${usd(t['price_units']):.2f} vs ${usd(bt['price_units']):.2f} ({best}); "
+                    "clean = no lost content, no invalid request, none over the limit"))
     return out
 
 
@@ -178,8 +184,7 @@ def losses(results: dict[str, Any]) -> list[str]:
     peers = {n: e for n, e in systems.items() if n not in (CF, REFERENCE)}
     for name, entry in peers.items():
         t = totals(entry)
-        clean = t["lost"] == 0 and t["invalid_anthropic"] == 0 and t["over"] == 0
-        if clean and t["price_units"] < cf["price_units"]:
+        if is_clean(entry) and t["price_units"] < cf["price_units"]:
             out.append(f"{name} costs less (${usd(t['price_units']):.2f} vs "
                        f"${usd(cf['price_units']):.2f}) with no lost content, no invalid "
                        f"request and no request over the limit: {t['compactions']} "
@@ -192,7 +197,9 @@ def losses(results: dict[str, Any]) -> list[str]:
                        f"vs {cf['summarizer_tokens']:,}), at the price of "
                        f"{pct(t['lost_share'])} lost content, "
                        f"{pct(t['shown_share'])} of the cut characters shown, and "
-                       f"{t['invalid_anthropic']} requests invalid under Anthropic rules.")
+                       f"{t['invalid_anthropic']} requests invalid under Anthropic rules"
+                       + (" (with its default trim_tokens_to_summarize=4000)"
+                          if name == "langchain-summarization" else "") + ".")
     for name, per in timing_ratios(systems).items():
         if name in (CF, REFERENCE):
             continue
@@ -202,3 +209,15 @@ def losses(results: dict[str, Any]) -> list[str]:
             out.append(f"{name} checks faster than contextfold at " + ", ".join(faster)
                        + " (its median over contextfold's, per round).")
     return out
+
+
+def continuity_share(entry: dict[str, Any], milestone: str) -> float | None:
+    """Mean over the six categories of the share of planted facts in the request, at a
+    milestone ('1', '5', '10', '20' compactions, or 'end'); None if not reached."""
+    snap = entry.get("continuity", {}).get("milestones", {}).get(milestone)
+    if not snap:
+        return None
+    from .continuity import CATEGORIES
+
+    values = [snap[c] for c in CATEGORIES if snap.get(c) is not None]
+    return sum(values) / len(values) if values else None

