@@ -59,7 +59,7 @@ PEER_SYSTEMS = (
     "anthropic-server-compaction (reimpl.)",
 )
 PROJECT_SYSTEMS = ("contextfold", "none (full history)")
-TIMING_SIZES = (500, 2_000, 20_000)
+TIMING_SIZES = (500, 2_000, 10_000)
 TIMED_CALLS = 40
 TIMING_ROUNDS = 3  # every system timed once per round; ratios are taken within a round
 # The planted-fact session: long enough for about 20 compactions at the shared trigger.
