@@ -384,3 +384,33 @@ def test_planted_facts_are_found_after_compactions_only_when_carried():
     masked = run_continuity(ObservationMasking(echo_summary), msgs)["milestones"]["end"]
     assert masked["artifact"] < 0.5 and masked["identifiers"] < 0.5
     assert masked["recall"] == masked["decision"] == 1.0
+
+
+# --------------------------------------------------------------------------- contextfold row
+
+
+def test_contextfold_row_is_the_cli_replay_engine(tokens):  # P1 P2 A1
+    """The adapter makes the same compactions and requests as `replay_messages` (what
+    `contextfold replay` runs), with the catalog's estimate and no exact tokenizer."""
+    from bench.peers.cf_system import BUDGET, CAPACITY, Contextfold, to_message
+
+    from contextfold.replay import replay_messages
+
+    msgs = research_session(500)
+    adapter = Contextfold(echo_summary)
+    assert adapter.session.counter is None and CAPACITY.family == "gpt"
+    sizes: list[int] = []
+    original = adapter.session.before_request
+
+    def before_request():
+        projection, size = original()
+        sizes.append(size)
+        return projection, size
+
+    adapter.session.before_request = before_request  # type: ignore[method-assign]
+    replay(adapter, msgs, Recorder(tokens))
+    reference = Contextfold(echo_summary)
+    report = replay_messages([(f"m{m['i']}", to_message(m)) for m in msgs], CAPACITY, BUDGET,
+                             reference._summarize)
+    assert len(report.compactions) == len(adapter.session.compactions) > 0
+    assert [r.estimated_tokens for r in report.requests] == sizes
