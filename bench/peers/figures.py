@@ -200,6 +200,18 @@ def losses(results: dict[str, Any]) -> list[str]:
                        f"{t['invalid_anthropic']} requests invalid under Anthropic rules"
                        + (" (with its default trim_tokens_to_summarize=4000)"
                           if name == "langchain-summarization" else "") + ".")
+    full = [n for n, e in peers.items() if totals(e)["shown_share"] >= 0.999
+            and totals(e)["summarizer_calls"]]
+    if cf["shown_share"] < 0.999 and full:
+        fewest = min(full, key=lambda n: totals(systems[n])["summarizer_tokens"])
+        out.append(f"contextfold shows its summariser {pct(cf['shown_share'])} of the characters "
+                   f"that leave the context, {len(full)} peers show all of them: it clips each "
+                   "tool result to 1,000 characters (head and tail) for the summariser (the "
+                   "identifiers in the clipped middle reach the checkpoint through its "
+                   "deterministic ledger). Showing everything costs those peers summariser "
+                   f"input: the cheapest of them, {fewest}, reads "
+                   f"{totals(systems[fewest])['summarizer_tokens']:,} tokens vs contextfold's "
+                   f"{cf['summarizer_tokens']:,}.")
     for name, per in timing_ratios(systems).items():
         if name in (CF, REFERENCE):
             continue
