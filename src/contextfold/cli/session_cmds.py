@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +13,13 @@ import typer
 from ..core.budget import Budget, ModelCapacity, derive_budget
 from ..core.catalog import ModelCatalog, capacity_for, default_catalog
 from ..core.estimator import estimate_request
+from ..core.plan import Plan
 from ..core.projection import project
 from ..core.tree import Branch, DamagedBranch
 from ..formats import export_session, import_file
-from ..runtime.compaction import compact_session, extractive_summarize
+from ..runtime.compaction import Summarize, compact_session, extractive_summarize
 from ..store import open_store
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, run
+from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
 from .render import render_compaction, render_import, render_projection, render_tree
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -70,6 +73,16 @@ def resolve_model(
             capacity = capacity_for(DEFAULT_MODEL, context_window=context_window,
                                     catalog=catalog)
     return capacity, derive_budget(capacity)
+
+
+def stderr_progress() -> Callable[[str], None]:
+    """Progress lines of a long operation on stderr (stdout stays the command's result)."""
+    start = time.monotonic()
+
+    def say(line: str) -> None:
+        err_console.print(f"[dim]{time.monotonic() - start:6.1f}s  {line}[/]", highlight=False)
+
+    return say
 
 
 async def _load_healthy(store: Any, session_id: str) -> Branch:
@@ -162,17 +175,26 @@ def compact_command(
 
     async def work() -> None:
         store = await open_store(db)
-        try:
-            branch = await _load_healthy(store, session)
+        say = stderr_progress()
+        chosen: list[Summarize] = []
+
+        def resolve(branch: Branch) -> tuple[ModelCapacity, Budget]:
+            # The branch is read once, inside the compaction (a long history is big).
             capacity, budget = resolve_model(model, recorded_model(branch), context_window)
-            summarize = extractive_summarize
             if summarizer == "llm":
                 from .llm_choice import llm_summarize_for
 
-                summarize = llm_summarize_for(capacity, model=summarizer_model,
-                                              base_url=base_url)
-            outcome = await compact_session(store, session, capacity=capacity, budget=budget,
-                                            summarize=summarize, instructions=instructions)
+                chosen.append(llm_summarize_for(capacity, model=summarizer_model,
+                                                base_url=base_url))
+            return capacity, budget
+
+        async def summarize(plan: Plan) -> tuple[str, str]:
+            return await (chosen[0] if chosen else extractive_summarize)(plan)
+
+        try:
+            outcome = await compact_session(store, session, resolve=resolve,
+                                            summarize=summarize, instructions=instructions,
+                                            progress=say)
         finally:
             await store.close()
         payload = outcome.to_json()

@@ -7,11 +7,14 @@ I/O: what to fold in, where raw retention resumes, and which branch state it was
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 from .budget import Budget
-from .messages import Ledger, Node
+from .identifiers import combine_identifiers, identifiers_by_message
+from .messages import Ledger, LedgerEntry, Node
 
 Trigger = Literal["manual", "auto", "preflight"]
 Profile = Literal["research", "coding"]
@@ -57,3 +60,17 @@ class Plan:
     previous_first_kept_id: str | None = None
     # False for an M4 catch-up: the summary absorbs new nodes that also stay in the tail.
     boundary_moved: bool = True
+
+    @cached_property
+    def message_identifiers(self) -> dict[str, tuple[LedgerEntry, ...]]:
+        """Identifiers of each newly old message, extracted once for the whole plan (the
+        summariser's facts and the checkpoint's ledger both read them from here)."""
+        return identifiers_by_message(self.newly_old)
+
+    def identifiers(self, nodes: Iterable[Node] | None = None) -> list[LedgerEntry]:
+        """Deduplicated identifiers of `nodes` (default: all newly old nodes), which must
+        be newly old nodes of this plan."""
+        found = self.message_identifiers
+        if nodes is None:
+            return combine_identifiers(found.values())
+        return combine_identifiers(found.get(n.id, ()) for n in nodes)

@@ -17,14 +17,8 @@ from typing import Any
 
 from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
-from .estimator import (
-    Estimate,
-    MessageCosts,
-    estimate_message,
-    estimate_request,
-    estimate_text,
-)
-from .ledger import extract_identifiers, merge_ledger
+from .estimator import Estimate, MessageCosts, estimate_request, estimate_text
+from .ledger import merge_ledger
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .plan import NoOp, Plan, Profile, Trigger
@@ -59,14 +53,6 @@ def detect_profile(nodes: Sequence[Node]) -> Profile:
     return "coding" if coding else "research"
 
 
-def _node_cost(capacity: ModelCapacity) -> Callable[[Node], int]:
-    def cost(node: Node) -> int:
-        msg = node.message
-        return 0 if msg is None else estimate_message(msg, capacity)
-
-    return cost
-
-
 def plan_compaction(
     branch: Branch,
     budget: Budget,
@@ -86,7 +72,8 @@ def plan_compaction(
 
     `pending` are draft messages not yet stored (preflight, SPEC P1). `estimate` may be
     passed when the caller already measured the request; otherwise it is computed here.
-    `costs` memoises message estimates across calls (see `MessageCosts`).
+    `costs` memoises message estimates across calls (see `MessageCosts`); without one, a
+    memo for this call is made, so the estimate and the boundary share each message's cost.
     """
     leaf = branch.leaf
     if leaf is None:
@@ -98,6 +85,8 @@ def plan_compaction(
         return NoOp("tool workflow not settled: " + "; ".join(stability.reasons), trigger,
                     "unstable")
 
+    if costs is None or costs.capacity != capacity:
+        costs = MessageCosts(capacity)
     projection = project(branch)
     if estimate is None:
         estimate = estimate_request(projection, capacity, system=system, tools=tools,
@@ -114,10 +103,9 @@ def plan_compaction(
     region_start = raw_start(branch)
     region = [n for n in branch.nodes[region_start:] if n.message is not None]
     # Each message is measured once: the boundary and the chunking both use these sizes.
-    node_cost = costs or _node_cost(capacity)
-    sizes = {n.id: node_cost(n) for n in region}
+    sizes = {n.id: costs(n) for n in region}
     after = _nodes_after_checkpoint(branch)
-    sizes.update((n.id, node_cost(n)) for n in after if n.id not in sizes)
+    sizes.update((n.id, costs(n)) for n in after if n.id not in sizes)
 
     def cost(node: Node) -> int:
         return sizes[node.id]
@@ -253,7 +241,7 @@ def build_checkpoint(
     model: str | None = None,
 ) -> Checkpoint:
     """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger."""
-    entries = extract_identifiers(plan.newly_old) if ledger_entries is None else ledger_entries
+    entries = plan.identifiers() if ledger_entries is None else ledger_entries
     ledger = merge_ledger(plan.previous_ledger, entries, plan.budget.ledger_budget)
     checkpoint = Checkpoint(
         summary=summary,

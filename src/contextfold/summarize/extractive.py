@@ -52,6 +52,6 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
             f"no room for a summary: summary budget {plan.budget.summary_budget} minus "
             f"ledger budget {plan.budget.ledger_budget} is {budget} tokens"
         )
-    facts = collect_facts(plan.newly_old, plan.profile)
+    facts = collect_facts(plan.newly_old, plan.profile, plan.identifiers())
     ordered = build_sections(plan, facts)
     return fit_sections(ordered, budget, count)

@@ -1,0 +1,168 @@
+"""The paths users run do each piece of work once (issue 13): behaviour, not timing.
+
+* `Conversation` estimates every stored message once, however many checks and sends read it
+  (the one `MessageCosts` memo), with and without provider usage (SPEC E1-E2, P1).
+* A compaction (the CLI's and `Conversation`'s `compact_session`) estimates each message once
+  and extracts each newly old message's identifiers once, for the summary and the ledger.
+* The store's conditional commit re-reads only the kept tail when it verified the branch
+  already (SPEC C2).
+* The memoised results equal the plain ones (hypothesis).
+"""
+
+from __future__ import annotations
+
+import pytest
+from bench.local_model import LocalModel
+from bench.scale_data import CAPACITY
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from contextfold.core import estimator, identifiers
+from contextfold.core.budget import derive_budget
+from contextfold.core.estimator import MessageCosts
+from contextfold.core.identifiers import extract_identifiers
+from contextfold.core.plan import Plan
+from contextfold.core.planner import build_checkpoint, plan_compaction
+from contextfold.runtime import Conversation, compact_session
+from contextfold.store import queries
+from tests.builders import branch_of, chain, tool_call, tool_result, turn, user
+
+pytest_plugins = ["tests.store_fixtures"]
+
+BUDGET = derive_budget(CAPACITY)
+
+
+class Counter:
+    """Wrap a module function and count its calls."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> None:
+        self.calls = 0
+        original = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+
+def history(turns: int, size: int = 300) -> list:
+    return [m for i in range(turns) for m in turn(i, tools=2, size=size)]
+
+
+async def seeded(store, turns: int) -> str:
+    info = await store.create_session(title="perf")
+    await store.append_many(info.id, history(turns))
+    return info.id
+
+
+@pytest.mark.parametrize("usage", [True, False])
+async def test_conversation_estimates_each_stored_message_once(store, monkeypatch, usage):  # P1 E2
+    sid = await seeded(store, 20)
+    stored = 20 * 6
+    conv = await Conversation.open(store, sid, model=LocalModel(usage=usage), capacity=CAPACITY)
+    count = Counter(monkeypatch, estimator, "_message_tokens")
+    for _ in range(3):
+        conv.estimate()
+        conv.gauge()
+    assert count.calls == stored  # the first check estimates every message; the rest look up
+    await conv.send("one more question about the same files")
+    await conv.wait_idle()
+    # The send adds the draft (checked as pending, then stored) and the reply: a handful of
+    # new estimates, never a second pass over the history.
+    assert stored < count.calls <= stored + 6
+    again = count.calls
+    conv.estimate()
+    assert count.calls == again
+    await conv.close()
+
+
+async def test_compaction_estimates_and_extracts_each_message_once(store, monkeypatch):  # M1 L1
+    sid = await seeded(store, 30)
+    branch = await store.load_branch(sid)
+    estimates = Counter(monkeypatch, estimator, "_message_tokens")
+    extractions = Counter(monkeypatch, identifiers, "_message_identifiers")
+    lines: list[str] = []
+    outcome = await compact_session(store, sid, capacity=CAPACITY, budget=BUDGET,
+                                    progress=lines.append)
+    assert outcome.status == "compacted"
+    assert estimates.calls == len(branch.nodes)
+    assert extractions.calls == outcome.summarized_messages
+    assert any("summarising" in line for line in lines) and lines[-1].startswith("committing")
+
+
+async def test_commit_rereads_only_the_kept_tail(store, monkeypatch):  # C2
+    sid = await seeded(store, 30)
+    branch = await store.load_branch(sid)  # this store instance has now verified the branch
+    plan = plan_compaction(branch, BUDGET, "manual", capacity=CAPACITY)
+    assert isinstance(plan, Plan)
+    read: list[int] = []
+    walk = queries.walk_up
+
+    async def counted(*args, **kwargs):
+        found = await walk(*args, **kwargs)
+        read.append(len(found))
+        return found
+
+    monkeypatch.setattr(queries, "walk_up", counted)
+    checkpoint = build_checkpoint(plan, "## Goal\n- keep going", summarizer="test")
+    result = await store.commit_checkpoint(plan, checkpoint, session_id=sid)
+    assert result.status == "committed"
+    assert read == [len(plan.kept)]  # the kept tail, not the 180-message history
+
+
+async def test_commit_still_refuses_a_boundary_off_the_branch(store):  # C2 C3
+    sid = await seeded(store, 6)
+    branch = await store.load_branch(sid)
+    plan = plan_compaction(branch, BUDGET, "manual", capacity=CAPACITY)
+    assert isinstance(plan, Plan)
+    other = await seeded(store, 2)
+    foreign = (await store.load_branch(other)).nodes[0].id
+    moved = Plan(**{**plan.__dict__, "first_kept_id": foreign})
+    moved.__dict__.pop("message_identifiers", None)
+    checkpoint = build_checkpoint(moved, "## Goal\n- x", summarizer="test")
+    result = await store.commit_checkpoint(moved, checkpoint, session_id=sid)
+    assert result.status == "stale" and "not on the current branch" in result.reason
+
+
+# --------------------------------------------------------------------------- equivalence
+
+texts = st.sampled_from([
+    "see 10.1000/xyz123 and https://example.org/a", "edit src/app/main.py now",
+    "commit 3f2a9c1 fixed it", "plain words", "Error: boom\nmore", "DOI 10.5555/abc.def",
+])
+
+
+@st.composite
+def histories(draw):
+    msgs = []
+    for i in range(draw(st.integers(2, 6))):
+        msgs.append(user(draw(texts) + f" {i}"))
+        for t in range(draw(st.integers(0, 2))):
+            cid = f"c{i}_{t}"
+            msgs.append(tool_call(cid, "read", {"path": f"src/f{i}_{t}.py"}))
+            msgs.append(tool_result(cid, draw(texts), is_error=draw(st.booleans())))
+        msgs.append(turn(i, size=draw(st.integers(0, 400)))[-1])
+    return msgs
+
+
+@settings(max_examples=40, deadline=None)
+@given(histories(), st.sampled_from(["manual", "auto", "preflight"]))
+def test_memoised_planning_equals_plain(msgs, trigger):  # E2 L1
+    small = CAPACITY.model_copy(update={"context_window": 4_000, "max_output": 1_000,
+                                        "max_input": None})
+    budget = derive_budget(small)
+    branch = branch_of(chain(msgs))
+    costs = MessageCosts(small)
+    plain = plan_compaction(branch, budget, trigger, capacity=small)
+    memo = plan_compaction(branch, budget, trigger, capacity=small, costs=costs)
+    again = plan_compaction(branch, budget, trigger, capacity=small, costs=costs)
+    assert plain == memo == again
+    if isinstance(plain, Plan):
+        assert plain.identifiers() == extract_identifiers(plain.newly_old)
+        for chunk in plain.chunks:  # chunks start at turn boundaries: calls precede results
+            assert plain.identifiers(chunk) == extract_identifiers(chunk) or any(
+                n.message.tool_results for n in chunk[:1])
+        plain_cp = build_checkpoint(plain, "## Goal\n- x", summarizer="t",
+                                    ledger_entries=extract_identifiers(plain.newly_old))
+        assert build_checkpoint(plain, "## Goal\n- x", summarizer="t") == plain_cp
