@@ -77,7 +77,7 @@ async def test_conversation_estimates_each_stored_message_once(store, monkeypatc
     await conv.close()
 
 
-async def test_compaction_estimates_and_extracts_each_message_once(store, monkeypatch):  # M1 L1
+async def test_compaction_estimates_and_extracts_each_message_once(store, monkeypatch):  # M1 S4
     sid = await seeded(store, 30)
     branch = await store.load_branch(sid)
     estimates = Counter(monkeypatch, estimator, "_message_tokens")
@@ -148,7 +148,7 @@ def histories(draw):
 
 @settings(max_examples=40, deadline=None)
 @given(histories(), st.sampled_from(["manual", "auto", "preflight"]))
-def test_memoised_planning_equals_plain(msgs, trigger):  # E2 L1
+def test_memoised_planning_equals_plain(msgs, trigger):  # E2 S4
     small = CAPACITY.model_copy(update={"context_window": 4_000, "max_output": 1_000,
                                         "max_input": None})
     budget = derive_budget(small)
