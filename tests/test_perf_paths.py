@@ -166,3 +166,74 @@ def test_memoised_planning_equals_plain(msgs, trigger):  # E2 S4
         plain_cp = build_checkpoint(plain, "## Goal\n- x", summarizer="t",
                                     ledger_entries=extract_identifiers(plain.newly_old))
         assert build_checkpoint(plain, "## Goal\n- x", summarizer="t") == plain_cp
+
+
+# --------------------------------------------------------------------------- O(tail) reads
+
+
+class RowSpy:
+    """Rows read by the store's ancestor walks, and whether a full-branch load happened."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.rows: list[int] = []
+        self.full = 0
+        walk, full = queries.walk_up, queries.load_full
+
+        async def counted_walk(*args, **kwargs):
+            found = await walk(*args, **kwargs)
+            self.rows.append(len(found))
+            return found
+
+        async def counted_full(*args, **kwargs):
+            self.full += 1
+            return await full(*args, **kwargs)
+
+        monkeypatch.setattr(queries, "walk_up", counted_walk)
+        monkeypatch.setattr(queries, "load_full", counted_full)
+
+
+async def test_history_pages_read_only_the_page(store, monkeypatch):  # T1
+    sid = await seeded(store, 40)  # 240 nodes
+    conv = await Conversation.open(store, sid, model=LocalModel(), capacity=CAPACITY)
+    whole = await conv.history()
+    spy = RowSpy(monkeypatch)
+    page = await conv.history(limit=25)
+    older = await conv.history(limit=25, before=page.nodes[0].id)
+    assert spy.rows == [25, 25] and spy.full == 0
+    assert not page.complete and [n.id for n in older.nodes + page.nodes] == \
+        [n.id for n in whole.nodes[-50:]]
+    first = await conv.history(limit=1000)
+    assert first.complete and first.nodes == whole.nodes
+    with pytest.raises(ValueError):
+        await conv.history(before=page.nodes[0].id)
+    await conv.close()
+
+
+async def test_edit_reads_the_tail_not_the_history(store, monkeypatch):  # O2 P3
+    sid = await seeded(store, 40)
+    conv = await Conversation.open(store, sid, model=LocalModel(), capacity=CAPACITY)
+    assert (await conv.compact()).status == "compacted"
+    await conv.send("a new question after the checkpoint")
+    await conv.wait_idle()
+    tail = len(conv.branch.nodes)
+    spy = RowSpy(monkeypatch)
+    result = await conv.edit("the same question, asked better")
+    assert spy.full == 0 and max(spy.rows) <= tail + 1  # never the 240-node history
+    assert result.reply.role == "assistant"
+    last_users = [n for n in conv.branch.nodes if n.is_user_message]
+    assert last_users[-1].message.text == "the same question, asked better"
+    await conv.close()
+
+
+async def test_edit_across_the_latest_checkpoint_reads_the_segment_before_it(store):  # O2
+    # The last user message was kept raw by a checkpoint made after it: editing it takes
+    # that checkpoint off the branch, and the size check sees the branch without it.
+    sid = await seeded(store, 12)
+    conv = await Conversation.open(store, sid, model=LocalModel(), capacity=CAPACITY)
+    assert (await conv.compact()).status == "compacted"
+    result = await conv.edit("replace the last question")
+    assert result.reply.role == "assistant"
+    branch = await conv.history()
+    assert not any(n.checkpoint for n in branch.nodes)  # the checkpoint left the branch
+    assert branch.nodes[-2].message.text == "replace the last question"
+    await conv.close()

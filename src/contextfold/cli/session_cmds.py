@@ -20,7 +20,13 @@ from ..formats import export_session, import_file
 from ..runtime.compaction import Summarize, compact_session, extractive_summarize
 from ..store import open_store
 from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
-from .render import render_compaction, render_import, render_projection, render_tree
+from .render import (
+    SHOW_PAGE,
+    render_compaction,
+    render_import,
+    render_projection,
+    render_tree,
+)
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
@@ -241,18 +247,30 @@ def project_command(
 @app.command("show")
 def show_command(
     session: str = typer.Argument(..., help="Session id."),
+    last: int | None = typer.Option(
+        None, "--last", min=1,
+        help=f"Only the branch's last N nodes and the forks off them (default: {SHOW_PAGE} "
+             "on a terminal, all with --json)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The durable history as a tree (checkpoints marked) next to what the model sees."""
+    """The durable history as a tree (checkpoints marked) next to what the model sees.
+
+    A page reads only the nodes it shows, however long the history."""
     out = Output(as_json)
+    page = last if last is not None else (None if as_json else SHOW_PAGE)
 
     async def work() -> None:
         store = await open_store(db)
         try:
             info = await store.get_session(session)
-            nodes = await store.load_tree(session)
-            branch = await store.load_full_branch(session)
+            if page is None:
+                nodes = await store.load_tree(session)
+                branch = model_view = await store.load_full_branch(session)
+            else:
+                nodes = await store.load_tree_page(session, limit=page)
+                branch = await store.load_branch_page(session, limit=page)
+                model_view = await store.load_branch(session)
         finally:
             await store.close()
         on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
@@ -264,6 +282,10 @@ def show_command(
         payload = {"session_id": info.id, "leaf_id": info.leaf_id,
                    "branch_revision": info.branch_revision, "read_only": info.read_only,
                    "nodes": rows}
-        out.emit(payload, lambda: render_tree(info, nodes, branch))
+        if page is not None:
+            payload["page"] = {"last": page, "complete": isinstance(branch, Branch)
+                               and branch.complete}
+        out.emit(payload, lambda: render_tree(info, nodes, branch, model_view,
+                                              page=page is not None))
 
     run(out, work)

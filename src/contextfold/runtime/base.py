@@ -124,9 +124,20 @@ class ConversationBase:
         """Tokens the next request uses against the safe limit, for a context gauge."""
         return self._sizer.gauge(self.estimate(pending))
 
-    async def history(self) -> Branch | DamagedBranch:
-        """The durable branch from its root, checkpoints included (for /history)."""
-        return await self.store.load_full_branch(self.session_id)
+    async def history(self, *, limit: int | None = None,
+                      before: str | None = None) -> Branch | DamagedBranch:
+        """The durable branch, checkpoints included (for /history).
+
+        With `limit`, one page: the branch's last `limit` nodes, or the `limit` nodes before
+        node `before` (page back from a page's first node); `complete` is False while older
+        nodes exist. A page reads `limit` rows however long the history. Without `limit`,
+        the whole branch from its root.
+        """
+        if limit is None:
+            if before is not None:
+                raise ValueError("history(before=...) pages back: give a limit too")
+            return await self.store.load_full_branch(self.session_id)
+        return await self.store.load_branch_page(self.session_id, limit=limit, before_id=before)
 
     def events(self) -> EventStream:
         """Async iterator over events from now on: `async for event in conv.events()`."""

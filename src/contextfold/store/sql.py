@@ -113,6 +113,48 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
             return await queries.load_full(conn, row["tree_id"], row["leaf_id"],
                                            row["branch_revision"])
 
+    async def load_branch_page(self, session_id: str, *, limit: int,
+                               before_id: str | None = None) -> Branch | DamagedBranch:
+        """A page of the branch for a UI: its last `limit` nodes, or the `limit` nodes
+        before `before_id` (a node of the branch: page back from a page's first node).
+        Reads `limit` rows however long the history; `complete` is False when older
+        nodes exist."""
+        if limit < 1:
+            raise InvalidOperationError(f"limit must be at least 1, got {limit}")
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            end = row["leaf_id"]
+            if before_id is not None:
+                meta = await queries.node_meta(conn, row["tree_id"], before_id)
+                if meta is None:
+                    raise NodeNotFoundError(f"node {before_id!r} is not in this session's tree")
+                end = meta["parent_id"]
+            return await queries.load_page(conn, row["tree_id"], end, row["branch_revision"],
+                                           limit)
+
+    async def load_branch_at(self, session_id: str, node_id: str) -> Branch | DamagedBranch:
+        """What the model would need if `node_id` (of this session's tree) were the leaf:
+        read in O(tail) like `load_branch`."""
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            if await queries.node_meta(conn, row["tree_id"], node_id) is None:
+                raise NodeNotFoundError(f"node {node_id!r} is not in this session's tree")
+            return await queries.load_tail(conn, row["tree_id"], node_id,
+                                           row["branch_revision"])
+
+    async def load_tree_page(self, session_id: str, *, limit: int) -> list[Node]:
+        """The tree around the branch's last `limit` nodes: those nodes and every child
+        of them (the first node of each fork off the page), parents before children."""
+        page = await self.load_branch_page(session_id, limit=limit)
+        shown = page.nodes if isinstance(page, Branch) else page.readable
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            ids = [n.id for n in shown]
+            kids = queries.records(await queries.children_of(conn, row["tree_id"], ids))
+        on_page = set(ids)
+        forks = [n for n in kids.values() if isinstance(n, Node) and n.id not in on_page]
+        return [*shown, *sorted(forks, key=lambda n: (n.created_at, n.id))]
+
     async def load_tree(self, session_id: str) -> list[Node]:
         """Every readable node of the session's tree, all branches, parents before children.
         Rows that fail validation are left out (`load_full_branch` reports them)."""
