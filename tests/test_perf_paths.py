@@ -237,3 +237,59 @@ async def test_edit_across_the_latest_checkpoint_reads_the_segment_before_it(sto
     assert not any(n.checkpoint for n in branch.nodes)  # the checkpoint left the branch
     assert branch.nodes[-2].message.text == "replace the last question"
     await conv.close()
+
+
+# --------------------------------------------------------------------------- streaming
+
+
+class SummaryModel:
+    """A chat model that answers every summary request with a valid summary."""
+
+    def __init__(self, text: str, events: list) -> None:
+        self.text, self.events = text, events
+
+    @property
+    def model(self) -> str:
+        return "summary-model"
+
+    async def complete(self, request):
+        from contextfold.core.messages import text_message
+        from contextfold.providers.base import ChatResponse
+
+        self.events.append("request")
+        return ChatResponse(message=text_message("assistant", self.text), stop_reason="end_turn")
+
+    async def stream(self, request):  # pragma: no cover - the summariser never streams
+        raise NotImplementedError
+
+
+async def test_summariser_serialises_one_chunk_at_a_time(monkeypatch):  # S4 R1
+    from contextfold.core import serialize
+    from contextfold.summarize import llm
+    from contextfold.summarize.prompts import sections_for
+
+    msgs = [m for i in range(60) for m in turn(i, tools=1, size=1_500)]
+    branch = branch_of(chain(msgs))
+    small = CAPACITY.model_copy(update={"context_window": 16_000, "max_output": 2_000,
+                                        "max_input": None})
+    planning = Counter(monkeypatch, serialize, "serialize_message")
+    plan = plan_compaction(branch, BUDGET, "manual", capacity=CAPACITY,
+                           summarizer_budget=derive_budget(small))
+    assert isinstance(plan, Plan) and len(plan.chunks) >= 3
+    assert planning.calls == 0  # planning sizes chunks from the memo, never serialising
+    events: list = []
+    real = llm.serialize_chunk
+
+    def spy(chunk, *args, **kwargs):
+        events.append(("serialize", len(chunk)))
+        return real(chunk, *args, **kwargs)
+
+    monkeypatch.setattr(llm, "serialize_chunk", spy)
+    text = "\n\n".join(f"## {name}\n- (user) keep working on the selector"
+                       for name in sections_for(plan.profile))
+    model = SummaryModel(text, events)
+    outcome = await llm.LlmSummarizer(model, small).summarize(plan)
+    assert outcome.summarizer == "llm:summary-model"
+    # Each chunk is serialised just before its own request: never two serialisations alive.
+    expected = [e for c in plan.chunks for e in (("serialize", len(c)), "request")]
+    assert events == expected
