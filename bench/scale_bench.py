@@ -6,15 +6,15 @@ process, and the store through its API. The large histories are real Pi sessions
 deterministically (`bench/scale_data.py`).
 
 1. Fit check: `Conversation.estimate([draft])`, the check before every request, on
-   sessions of 500 / 5,000 / 50,000 imported messages that were continued with `send`
-   (which compacted them). Goals: ratio 50,000 / 500 ≤ 1.2; without usage ≤ 2× the
+   sessions of 500 / 5,000 / 50,000 imported messages, compacted (`Conversation.compact`)
+   and continued with one `send`. Goals: ratio 50,000 / 500 ≤ 1.2; without usage ≤ 2× the
    with-usage cost per 1,000 projected tokens. Sizes are interleaved in rounds so machine
    noise hits them alike; ratios are per round (median and range).
 2. `contextfold import` then `contextfold compact` of 20,000 and 100,000-message files, each
    in its own process (wall time; peak RSS from `os.wait4`). Goals: compact time ≤ 2× and
    peak memory ≤ 2× those of importing the same file.
-3. `Conversation.send` on a freshly imported 50,000-message session, in its own process
-   (the send compacts first: the history is far over the window).
+3. `Conversation.send` on a freshly imported 50,000-message session without recorded usage,
+   in its own process (the send compacts first: the history is far over the window).
 4. `Conversation.edit` and `Conversation.history(limit=100)` at 500 vs 50,000 messages.
    Goal: ratio ≤ 1.5.
 5. Bytes per stored message on SQLite and PostgreSQL against the source file.
@@ -68,8 +68,11 @@ async def imported(store: Any, path: Path, messages: int, usage: bool) -> str:
 
 
 async def continued(store: Any, sid: str, usage: bool) -> Conversation:
-    """Open the imported session and continue it (the send compacts what does not fit)."""
+    """Open the imported session, compact it, continue it with one turn: every size then
+    has a checkpoint, a kept tail and a turn after it (the usual state of a long session),
+    and the latest reply carries usage or not."""
     conv = await Conversation.open(store, sid, model=LocalModel(usage=usage), capacity=CAPACITY)
+    await conv.compact()
     await conv.send("Continue where we left off: what is still open?")
     await conv.wait_idle()
     return conv
@@ -128,16 +131,19 @@ async def fit_and_edit(url: str, sizes: list[int], tmp: Path, rounds: int,
             for size in (small, large):
                 conv = convs[(size, True)]
                 e, h = [], []
-                for i in range(max(3, calls // 10)):
+                for i in range(max(3, calls // 8)):
                     start = time.perf_counter()
                     await conv.edit(f"Continue where we left off (take {i}): what is open?")
                     e.append(time.perf_counter() - start)
                     await conv.wait_idle()
+                for _ in range(calls // 2):
                     start = time.perf_counter()
                     await conv.history(limit=100)
                     h.append(time.perf_counter() - start)
                 edits[size].append(statistics.median(e) * 1000)
                 pages[size].append(statistics.median(h) * 1000)
+        compactions = {str(s): len([n for n in (await convs[(s, True)].history(limit=400)).nodes
+                                    if n.checkpoint is not None]) for s in (small, large)}
         start = time.perf_counter()
         full = await convs[(large, True)].history()
         full_s = time.perf_counter() - start
@@ -149,6 +155,7 @@ async def fit_and_edit(url: str, sizes: list[int], tmp: Path, rounds: int,
             "history_ratio": spread([b / a for a, b in zip(pages[small], pages[large],
                                                            strict=True)]),
             "full_history_s": {"nodes": len(full.nodes), "seconds": round(full_s, 2)},
+            "checkpoints_in_last_400_nodes": compactions,
         }
         for conv in convs.values():
             await conv.close()
@@ -160,20 +167,32 @@ async def fit_and_edit(url: str, sizes: list[int], tmp: Path, rounds: int,
 # ---------------------------------------------------------------------- 2 + 3. processes
 
 
+# Linux keeps a process's peak RSS across exec, and a forked child starts with its parent's
+# pages: measured straight from this (large) process, every child would report at least our
+# own size. A small launcher process runs the command and reports its child's ru_maxrss.
+_LAUNCHER = (
+    "import resource, subprocess, sys\n"
+    "code = subprocess.call(sys.argv[1:])\n"
+    "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+    "sys.stderr.write(f'\\nPEAK_RSS_KB={peak}\\n')\n"
+    "sys.exit(code)\n"
+)
+
+
 def measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run `cmd` in its own process: wall time, peak RSS (MB), exit code, stdout JSON."""
+    """Run `cmd` in its own process: wall time, peak RSS (MB, `ru_maxrss`), stdout JSON."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=ROOT)
-        _, status, usage = os.wait4(proc.pid, 0)
+        code = subprocess.call([sys.executable, "-c", _LAUNCHER, *cmd], stdout=out, stderr=err,
+                               env=env, cwd=ROOT)
         wall = time.perf_counter() - start
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         text, errors = out.read().decode(), err.read().decode()
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {text}{errors[-2000:]}")
-    return {"seconds": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+    if code != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({code}): {text}{errors[-2000:]}")
+    peak_kb = int(errors.rsplit("PEAK_RSS_KB=", 1)[1].split()[0])
+    return {"seconds": round(wall, 2), "peak_rss_mb": round(peak_kb / 1024, 1),
             "result": json.loads(text.strip().splitlines()[-1])}
 
 
@@ -203,7 +222,9 @@ def cli_compaction(sizes: list[int], tmp: Path) -> dict[str, Any]:
 
 def send_after_import(size: int, tmp: Path) -> dict[str, Any]:
     path = tmp / f"send-{size}.jsonl"
-    written = write_session(path, size)
+    # Without usage: the estimate then covers the whole history, which must be compacted
+    # (a repeated file's recorded usage would claim its last request was small).
+    written = write_session(path, size, usage=False)
     env = {**os.environ, "CONTEXTFOLD_DB": f"sqlite:///{tmp}/send-{size}.db"}
     imp = measured([sys.executable, "-m", "contextfold", "import", str(path), "--json"], env)
     sid = imp["result"]["session_id"]
@@ -220,7 +241,8 @@ async def send_once(sid: str) -> None:
     store = await open_store(os.environ["CONTEXTFOLD_DB"])
     try:
         start = time.perf_counter()
-        conv = await Conversation.open(store, sid, model=LocalModel(), capacity=CAPACITY)
+        conv = await Conversation.open(store, sid, model=LocalModel(usage=False),
+                                       capacity=CAPACITY)
         opened = time.perf_counter() - start
         result = await conv.send("Continue where we left off: what is still open?")
         total = time.perf_counter() - start
