@@ -293,3 +293,12 @@ async def test_summariser_serialises_one_chunk_at_a_time(monkeypatch):  # S4 R1
     # Each chunk is serialised just before its own request: never two serialisations alive.
     expected = [e for c in plan.chunks for e in (("serialize", len(c)), "request")]
     assert events == expected
+
+
+async def test_conversation_compaction_reuses_the_branch_it_holds(store, monkeypatch):  # C1
+    sid = await seeded(store, 20)
+    conv = await Conversation.open(store, sid, model=LocalModel(), capacity=CAPACITY)
+    loads = Counter(monkeypatch, store, "load_branch")
+    assert (await conv.compact()).status == "compacted"
+    assert loads.calls == 1  # the reload after the commit; the plan used the held branch
+    await conv.close()

@@ -174,7 +174,7 @@ class ConversationBase:
                 trigger=trigger, summarize=self._summarize, instructions=instructions,
                 pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
                 summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
-                costs=self._sizer.costs)
+                costs=self._sizer.costs, branch=self._branch)
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()
@@ -193,7 +193,8 @@ class ConversationBase:
             return await compact_session(
                 self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
                 summarize=self._summarize, system=self._system, tools=self._sizer.tool_json,
-                summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs)
+                summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
+                branch=self._branch)
 
         self._runner.start("auto", work)
 

@@ -76,6 +76,7 @@ async def compact_session(
     estimate_tokens: int | None = None,
     costs: MessageCosts | None = None,
     progress: Progress | None = None,
+    branch: Branch | None = None,
 ) -> CompactionOutcome:
     """Plan, summarise and conditionally commit one compaction of `session_id`.
 
@@ -86,14 +87,21 @@ async def compact_session(
     `costs`: the caller's memo of message estimates for this model (`Conversation` keeps
     one); otherwise one is made here, so every message is estimated once.
     `progress` receives a line per step (loading, planning, each summarised chunk, commit).
+    `branch`: the branch as the caller holds it; used instead of reading it again when the
+    session's leaf and revision are still the ones it was read at (nodes never change).
 
     The branch is loaded once; the plan, the summariser and the ledger share it, and the
     store's commit re-checks only the kept tail (SPEC C2).
     """
     say = progress or (lambda _line: None)
     async with store.compaction_lease(session_id):
-        say("loading the branch")
-        branch = await store.load_branch(session_id)
+        if branch is not None:
+            info = await store.get_session(session_id)
+            if (info.leaf_id, info.branch_revision) != (branch.leaf_id, branch.revision):
+                branch = None
+        if branch is None:
+            say("loading the branch")
+            branch = await store.load_branch(session_id)
         if isinstance(branch, DamagedBranch):
             raise ReadOnlySessionError(session_id, branch.problems)
         if resolve is not None:
