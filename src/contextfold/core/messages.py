@@ -228,6 +228,10 @@ class LedgerEntry(Value):
     kind: NonEmptyStr  # e.g. zotero_item, doi, url, path, commit, tool_error
     value: NonEmptyStr
     note: str = ""  # e.g. a title; never needed to keep the identifier itself
+    # How long the ledger keeps it under pressure (higher is evicted later): 0 seen in tool
+    # traffic or the assistant's words, 1 written by the user, 2 named in a constraint the
+    # user stated ("never overwrite refs/library.bib").
+    priority: Annotated[int, Field(ge=0, le=2)] = 0
 
 
 class Ledger(Value):

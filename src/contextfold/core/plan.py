@@ -7,8 +7,8 @@ I/O: what to fold in, where raw retention resumes, and which branch state it was
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
@@ -60,11 +60,21 @@ class Plan:
     previous_first_kept_id: str | None = None
     # False for an M4 catch-up: the summary absorbs new nodes that also stay in the tail.
     boundary_moved: bool = True
+    # The ledger the checkpoint will carry (previous + newly old identifiers, within its
+    # cap). Made before summarising, because the summary gets what the ledger leaves.
+    # None in hand-built plans: the ledger is then merged at commit within the cap.
+    ledger: Ledger | None = None
+    # Each newly old message's identifiers, as the planner extracted them for the ledger
+    # (None: extracted on first use). Not part of the plan's identity.
+    extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(
+        default=None, compare=False, repr=False)
 
     @cached_property
-    def message_identifiers(self) -> dict[str, tuple[LedgerEntry, ...]]:
+    def message_identifiers(self) -> Mapping[str, tuple[LedgerEntry, ...]]:
         """Identifiers of each newly old message, extracted once for the whole plan (the
-        summariser's facts and the checkpoint's ledger both read them from here)."""
+        ledger and the summariser's facts both read them from here)."""
+        if self.extracted is not None:
+            return self.extracted
         return identifiers_by_message(self.newly_old)
 
     def identifiers(self, nodes: Iterable[Node] | None = None) -> list[LedgerEntry]:

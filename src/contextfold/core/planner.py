@@ -18,7 +18,8 @@ from typing import Any
 from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
 from .estimator import Estimate, MessageCosts, estimate_request, estimate_text
-from .ledger import merge_ledger
+from .identifiers import combine_identifiers, identifiers_by_message
+from .ledger import evicted_since, ledger_tokens, merge_ledger, plan_ledger
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .plan import NoOp, Plan, Profile, Trigger
@@ -142,6 +143,8 @@ def plan_compaction(
     chunk_limit = _chunk_token_limit(summ_budget, budget, instructions)
     limits = SerializeLimits.for_budget(chunk_limit)
     chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits, sizes=sizes)
+    # One extraction per message: the ledger here and the summariser's facts (Plan) share it.
+    extracted = identifiers_by_message(boundary.newly_old)
     return Plan(
         trigger=trigger,
         session_leaf_id=leaf.id,
@@ -162,6 +165,9 @@ def plan_compaction(
         instructions=instructions,
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
         boundary_moved=moved,
+        ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
+                            combine_identifiers(extracted.values()), budget.ledger_budget),
+        extracted=extracted,
     )
 
 
@@ -240,9 +246,15 @@ def build_checkpoint(
     ledger_entries: Sequence[Any] | None = None,
     model: str | None = None,
 ) -> Checkpoint:
-    """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger."""
-    entries = plan.identifiers() if ledger_entries is None else ledger_entries
-    ledger = merge_ledger(plan.previous_ledger, entries, plan.budget.ledger_budget)
+    """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger.
+
+    `details["ledger"]` records the ledger's size, its cap and what this compaction
+    evicted from it (SPEC L3: every eviction is recorded, never silent).
+    """
+    if ledger_entries is None:
+        ledger = plan_ledger(plan)
+    else:
+        ledger = merge_ledger(plan.previous_ledger, ledger_entries, plan.budget.ledger_budget)
     checkpoint = Checkpoint(
         summary=summary,
         first_kept_id=plan.first_kept_id,
@@ -257,6 +269,13 @@ def build_checkpoint(
             "chunks": len(plan.chunks),
             "previous_checkpoint_id": plan.previous_checkpoint_id,
             "instructions": plan.instructions,
+            "ledger": {
+                "tokens": ledger_tokens(ledger),
+                "cap": plan.budget.ledger_budget,
+                "entries": len(ledger.entries),
+                "evicted": [e.model_dump(mode="json")
+                            for e in evicted_since(plan.previous_ledger, ledger)],
+            },
         },
     )
     after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
