@@ -298,7 +298,7 @@ async def bytes_per_message(size: int, tmp: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------- main
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, only: set[str]) -> None:
     fit_sizes = [500, 2_000] if quick else [500, 5_000, 50_000]
     cli_sizes = [2_000, 5_000] if quick else [20_000, 100_000]
     send_size = 5_000 if quick else 50_000
@@ -312,29 +312,43 @@ async def main(quick: bool) -> None:
                   "compact_over_import_time": 2.0, "compact_over_import_memory": 2.0,
                   "edit_history_ratio": 1.5},
     }
-    with tempfile.TemporaryDirectory() as name:
-        tmp = Path(name)
-        print("fit check, edit, history ...", file=sys.stderr)
-        report.update(await fit_and_edit(f"sqlite:///{tmp}/fit.db", fit_sizes, tmp, rounds,
-                                         calls))
-        print("bytes per message ...", file=sys.stderr)
-        report["bytes_per_message"] = await bytes_per_message(cli_sizes[0], tmp)
-        print("send after import ...", file=sys.stderr)
-        report["send_after_import"] = send_after_import(send_size, tmp)
-        print("import / compact on the command line ...", file=sys.stderr)
-        report["cli_compact"] = cli_compaction(cli_sizes, tmp)
     target = RESULTS.with_name("scale-quick.json") if quick else RESULTS
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(report, indent=2) + "\n")
+    if only and target.exists():  # rerun some parts, keep the others' figures
+        report = {**json.loads(target.read_text()), **report}
+
+    def save() -> None:  # after every part: a long run that fails later keeps what it has
+        target.write_text(json.dumps(report, indent=2) + "\n")
+
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        if not only or "fit" in only:
+            print("fit check, edit, history ...", file=sys.stderr)
+            report.update(await fit_and_edit(f"sqlite:///{tmp}/fit.db", fit_sizes, tmp, rounds,
+                                             calls))
+            save()
+        if not only or "bytes" in only:
+            print("bytes per message ...", file=sys.stderr)
+            report["bytes_per_message"] = await bytes_per_message(cli_sizes[0], tmp)
+            save()
+        if not only or "send" in only:
+            print("send after import ...", file=sys.stderr)
+            report["send_after_import"] = send_after_import(send_size, tmp)
+            save()
+        if not only or "cli" in only:
+            print("import / compact on the command line ...", file=sys.stderr)
+            report["cli_compact"] = cli_compaction(cli_sizes, tmp)
+            save()
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (minutes)")
+    parser.add_argument("--only", default="", help="comma-separated parts: fit,bytes,send,cli")
     parser.add_argument("--send-once", metavar="SESSION", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.send_once:
         asyncio.run(send_once(args.send_once))
     else:
-        asyncio.run(main(args.quick))
+        asyncio.run(main(args.quick, {p for p in args.only.split(",") if p}))
