@@ -58,9 +58,10 @@ def spread(values: list[float]) -> dict[str, float]:
 # ---------------------------------------------------------------------- sessions
 
 
-async def imported(store: Any, path: Path, messages: int, usage: bool) -> str:
+async def imported(store: Any, path: Path, messages: int, usage: bool,
+                   same_end_as: int | None = None) -> str:
     """Write a session file, import it through the store API, return the session id."""
-    write_session(path, messages, usage=usage)
+    write_session(path, messages, usage=usage, same_end_as=same_end_as)
     result = import_file(path)
     info = await store.import_tree(result.nodes, result.leaf_id, title=path.name,
                                    metadata=result.metadata)
@@ -90,7 +91,8 @@ async def fit_and_edit(url: str, sizes: list[int], tmp: Path, rounds: int,
         for size in sizes:
             for usage in (True, False):
                 started = time.perf_counter()
-                sid = await imported(store, tmp / f"fit-{size}-{usage}.jsonl", size, usage)
+                sid = await imported(store, tmp / f"fit-{size}-{usage}.jsonl", size, usage,
+                                     same_end_as=sizes[0])
                 conv = await continued(store, sid, usage)
                 convs[(size, usage)] = conv
                 setup[f"{size}/{'usage' if usage else 'no_usage'}"] = {
@@ -98,6 +100,7 @@ async def fit_and_edit(url: str, sizes: list[int], tmp: Path, rounds: int,
                     "projected_tokens": conv.estimate([DRAFT]).tokens,
                     "estimate_method": conv.estimate([DRAFT]).method,
                     "loaded_nodes": len(conv.branch.nodes),
+                    "messages": sum(1 for _ in (tmp / f"fit-{size}-{usage}.jsonl").open()) - 1,
                 }
         fit: dict[tuple[int, bool], list[float]] = {k: [] for k in convs}
         for _ in range(rounds):

@@ -37,9 +37,14 @@ def _settled(line: str) -> bool:
             and not any(b.get("type") == "toolCall" for b in msg.get("content", [])))
 
 
-def write_session(path: Path, messages: int, *, usage: bool = True) -> int:
+def write_session(path: Path, messages: int, *, usage: bool = True,
+                  same_end_as: int | None = None) -> int:
     """Write a Pi v1 session of at most `messages` message entries to `path`, ending at a
     finished reply (so the session is stable); returns the number written.
+
+    `same_end_as=n`: end where a session of `n` messages ends, with whole repetitions
+    before it, so sessions of every size share their last messages (a check or a page
+    then reads the same content at every size, and only the history's length differs).
 
     `usage=False` strips every reply's provider usage (what a local server that reports
     none produces), so estimates cannot use a usage baseline.
@@ -47,6 +52,9 @@ def write_session(path: Path, messages: int, *, usage: bool = True) -> int:
     header, body = _source_lines()
     ends = [i + 1 for i, line in enumerate(body) if _settled(line)]
     reps, rest = divmod(messages, len(body))
+    if same_end_as is not None:
+        rest = same_end_as % len(body)
+        reps = round(max(0, messages - rest) / len(body))
     last = max((e for e in ends if e <= rest), default=0)
     if last == 0:  # end at the previous repetition's last finished reply
         reps, last = reps - 1, ends[-1]
