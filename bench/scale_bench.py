@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -108,9 +109,12 @@ async def fit_and_edit(url: str, sizes: list[int], tmp: Path, rounds: int,
                 samples = []
                 for _ in range(calls):
                     await conv.reload()  # a new branch object, as after every append
-                    start = time.perf_counter()
+                    gc.collect()
+                    gc.disable()  # as timeit does: a collection of this whole process (its
+                    start = time.perf_counter()  # other sessions) is not the check's cost
                     conv.estimate([DRAFT])
                     samples.append(time.perf_counter() - start)
+                    gc.enable()
                 fit[key].append(statistics.median(samples) * 1000)
         small, large = sizes[0], sizes[-1]
         per_k = {key: [ms / (convs[key].estimate([DRAFT]).tokens / 1000) for ms in values]
@@ -301,7 +305,7 @@ async def bytes_per_message(size: int, tmp: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------- main
 
 
-async def main(quick: bool, only: set[str]) -> None:
+async def main(quick: bool, only: set[str], out: Path | None = None) -> None:
     fit_sizes = [500, 2_000] if quick else [500, 5_000, 50_000]
     cli_sizes = [2_000, 5_000] if quick else [20_000, 100_000]
     send_size = 5_000 if quick else 50_000
@@ -315,7 +319,7 @@ async def main(quick: bool, only: set[str]) -> None:
                   "compact_over_import_time": 2.0, "compact_over_import_memory": 2.0,
                   "edit_history_ratio": 1.5},
     }
-    target = RESULTS.with_name("scale-quick.json") if quick else RESULTS
+    target = out or (RESULTS.with_name("scale-quick.json") if quick else RESULTS)
     target.parent.mkdir(parents=True, exist_ok=True)
     if only and target.exists():  # rerun some parts, keep the others' figures
         report = {**json.loads(target.read_text()), **report}
@@ -349,9 +353,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (minutes)")
     parser.add_argument("--only", default="", help="comma-separated parts: fit,bytes,send,cli")
+    parser.add_argument("--out", type=Path, help="results file (default: bench/results/)")
     parser.add_argument("--send-once", metavar="SESSION", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.send_once:
         asyncio.run(send_once(args.send_once))
     else:
-        asyncio.run(main(args.quick, {p for p in args.only.split(",") if p}))
+        asyncio.run(main(args.quick, {p for p in args.only.split(",") if p}, args.out))
