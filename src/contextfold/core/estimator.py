@@ -195,8 +195,9 @@ class MessageCosts:
             self._tools = (tools, _tools_tokens(tools, _family(self.capacity), self._count))
         return self._tools[1]
 
-    def message(self, msg: Message) -> int:
-        """Tokens of a message that is not stored yet (a draft): never memoised."""
+    def measure(self, msg: Message) -> int:
+        """Tokens of a message that is not a stored node (a draft, a clipped copy): not
+        memoised."""
         return _message_tokens(msg, self.capacity, self._count)
 
     def __call__(self, node: Node) -> int:
@@ -283,7 +284,11 @@ def estimate_request(
     if costs is None or costs.counter is not counter or (
             costs.capacity is not capacity and costs.capacity != capacity):
         costs = MessageCosts(capacity, counter=counter)
-    stored = costs
+
+    def stored(node: Node) -> int:
+        if node.id in projection.clips:  # SPEC K6: a kept round clipped for the model
+            return costs.measure(projection.message_of(node))
+        return costs(node)
 
     scale = 1.0 if calibration is None else calibration.factor(capacity.model)
 
@@ -298,7 +303,7 @@ def estimate_request(
             base_index = i
             break
 
-    pend = scaled(sum(costs.message(m) for m in pending))
+    pend = scaled(sum(costs.measure(m) for m in pending))
     if base_index is not None:
         node = messages[base_index]
         assert node.message is not None and node.message.usage is not None

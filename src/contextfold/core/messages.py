@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from .surrogates import without_surrogates
 
 Role = Literal["user", "assistant", "tool", "system"]
 MessageStatus = Literal["complete", "streaming", "error", "aborted"]
@@ -21,9 +23,19 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
 class Value(BaseModel):
-    """Base for every core value: immutable and strict about unknown fields."""
+    """Base for every core value: immutable and strict about unknown fields.
+
+    No value holds a lone UTF-16 surrogate: they become U+FFFD (`core.surrogates`), so
+    hashing, storing and sending a value can never fail on one.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        # Before validation: pydantic refuses a lone surrogate in a constrained str field.
+        return without_surrogates(data) if isinstance(data, dict) else data
 
 
 # --------------------------------------------------------------------------- parts
@@ -239,6 +251,27 @@ class Ledger(Value):
     evicted: tuple[LedgerEntry, ...] = ()  # dropped for size: recorded, never silent
 
 
+class TurnContext(Value):
+    """The unfinished turn a split-turn checkpoint cuts through (SPEC K6).
+
+    When the keep boundary falls at a tool round inside the current turn, the turn's
+    first part is folded away; this keeps what the model needs to continue the rest: the
+    user's request that started the turn, verbatim, and what the folded rounds tried,
+    what failed and which files they touched. Repeated compactions of one long turn merge
+    into it (same `request_id`).
+    """
+
+    request_id: str | None = None  # the user message that started the turn (None: unknown)
+    request: str = ""  # its text, verbatim (clipped head+tail only if over its budget)
+    request_clipped: bool = False
+    rounds_folded: NonNegativeInt = 0
+    tried: tuple[tuple[str, int], ...] = ()  # (call, times), most recent last
+    failed: tuple[str, ...] = ()
+    files_read: tuple[str, ...] = ()
+    files_modified: tuple[str, ...] = ()
+    omitted: NonNegativeInt = 0  # older items dropped for size (stated, never silent)
+
+
 class Checkpoint(Value):
     """Internal node written only by compaction (SPEC C6)."""
 
@@ -252,6 +285,11 @@ class Checkpoint(Value):
     summarizer: str = "extractive"
     ledger: Ledger = Ledger()
     details: dict[str, Any] = Field(default_factory=dict)
+    # SPEC K6: set when first_kept_id is a tool round inside the current turn.
+    turn: TurnContext | None = None
+    # SPEC K6: kept nodes whose tool results are clipped head+tail *in the projection*
+    # (node id -> characters kept per result); the durable nodes are never changed.
+    tail_clips: dict[str, NonNegativeInt] = Field(default_factory=dict)
 
 
 Payload = Annotated[Message | Checkpoint, Field(discriminator="kind")]

@@ -14,7 +14,7 @@ from typing import Literal
 
 from .budget import Budget
 from .identifiers import combine_identifiers, identifiers_by_message
-from .messages import Ledger, LedgerEntry, Node
+from .messages import Ledger, LedgerEntry, Node, TurnContext
 
 Trigger = Literal["manual", "auto", "preflight"]
 Profile = Literal["research", "coding"]
@@ -64,6 +64,11 @@ class Plan:
     # cap). Made before summarising, because the summary gets what the ledger leaves.
     # None in hand-built plans: the ledger is then merged at commit within the cap.
     ledger: Ledger | None = None
+    tail_budget: int = 0  # the tail budget the boundary was chosen for (P2 may shrink it)
+    # SPEC K6: the split turn's context (request verbatim, rounds folded so far), and the
+    # kept results clipped in the projection (node id -> characters per result).
+    turn_context: TurnContext | None = None
+    tail_clips: Mapping[str, int] = field(default_factory=dict)
     # Each newly old message's identifiers, as the planner extracted them for the ledger
     # (None: extracted on first use). Not part of the plan's identity.
     extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(
