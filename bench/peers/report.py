@@ -55,6 +55,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['wall_seconds'] or '-'} s. Picture: [peers.png](peers.png).",
         "",
         *([f"**Note:** {results['note']}", ""] if results.get("note") else []),
+        *([f"Rows of {', '.join(results['updated']['systems'])} re-run at "
+           f"{results['updated']['at']} ({results['updated']['wall_seconds']} s) with "
+           "`--update`.", ""] if results.get("updated") else []),
         "Every system replays the same transcripts. At every model call of a transcript (every "
         "assistant message) it decides the request it would send. The packaged peers and "
         f"contextfold share a trigger ({s['trigger_tokens']:,} tokens = 60% of a "
@@ -168,6 +171,15 @@ def _continuity(results: dict[str, Any], systems: dict[str, Any],
             cells.append("-" if v is None else pct(v))
         lines.append(f"| {name} | {systems[name]['continuity']['compactions']} | "
                      + " | ".join(cells) + " |")
+    cf = systems.get(CF, {}).get("continuity", {})
+    if cf.get("contextfold_fallbacks"):
+        lines += ["", f"contextfold rejected {cf['contextfold_fallbacks']} of its summaries "
+                  "here and used its offline extractive summary instead: the fake's summary "
+                  "repeats every fact ever shown, so it grows without bound, and contextfold is "
+                  "the only system that checks a summary against a budget "
+                  f"({results['settings'].get('summary_budget', 'its summary budget')} tokens); "
+                  "the extractive fallback does not carry the facts forward, which is what the "
+                  "drop at the end shows. The peers accept a summary of any size."]
     lines += ["", "Per category at the end of the session:", "",
               "| system | " + " | ".join(CATEGORIES) + " |",
               "| --- | " + " | ".join("---:" for _ in CATEGORIES) + " |"]
