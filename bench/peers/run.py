@@ -226,6 +226,7 @@ def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
         "wall_seconds": wall_seconds,
         "machine": {**machine(), "load_average_at_start": load_at_start,
                     "load_average_at_end": [round(x, 1) for x in os.getloadavg()]},
+        "cpu_seconds": _cpu_seconds(),
         "settings": {
             "context_window": CONTEXT_WINDOW, "safe_limit": SAFE_LIMIT,
             "trigger_tokens": TRIGGER_TOKENS, "tail_tokens": TAIL_TOKENS,
@@ -239,6 +240,16 @@ def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
     }
     dump(RESULTS, results)
     return results
+
+
+def _cpu_seconds() -> int:
+    """CPU time of this run and every job it waited for: what the run costs on an idle
+    machine, where the wall time also counts other work on a shared one."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    jobs = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(own.ru_utime + own.ru_stime + jobs.ru_utime + jobs.ru_stime)
 
 
 def _summary_budget() -> int | None:
