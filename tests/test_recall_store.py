@@ -14,13 +14,9 @@ from contextfold.core.recall_text import parse_query, tokens
 from contextfold.store import InvalidOperationError, NodeNotFoundError, open_store
 from contextfold.store.migrate import downgrade, upgrade
 from tests.builders import assistant, tool_call, tool_result, user
-from tests.store_fixtures import (  # noqa: F401  (fixtures)
-    backend,
-    checkpoint_for,
-    db_url,
-    manual_plan,
-    store,
-)
+from tests.store_fixtures import checkpoint_for, manual_plan
+
+pytest_plugins = ["tests.store_fixtures"]
 
 ZOTERO_KEY = "K7QX4M2P"
 DOI = "10.1016/j.cell.2021.04.048"
@@ -212,7 +208,7 @@ async def test_expand_returns_the_original_messages_in_order(store):  # L2
     assert hits[2].node.id == ids["tool"]
     assert isinstance(hits[1].node.message.parts[0], ToolCallPart)
     span = await store.expand_history(sid, ids["last"], to_node_id=ids["japanese"])
-    assert [h.node.id for h in span][0] == ids["japanese"] and span[-1].node.id == ids["last"]
+    assert span[0].node.id == ids["japanese"] and span[-1].node.id == ids["last"]
     capped = await store.expand_history(sid, ids["zotero"], after=100, max_nodes=3)
     assert len(capped) == 3
     with pytest.raises(InvalidOperationError, match="negative"):
@@ -239,7 +235,7 @@ async def test_migration_backfills_existing_nodes(db_url):  # L1
 
 
 async def test_index_rows_are_append_only(store):  # L1
-    sid, _ = await _research_session(store)
+    await _research_session(store)
     with pytest.raises(Exception, match="append-only"):
         async with store.engine.begin() as conn:
             await conn.execute(text("UPDATE recall_nodes SET turn = 0"))

@@ -25,7 +25,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
-from .messages import Message
+from .messages import Message, ToolCallPart, ToolResultPart
 from .serialize import SerializeLimits, serialize_message
 
 _RUN = re.compile(r"[^\W_]+")
@@ -50,6 +50,20 @@ _WHOLE = SerializeLimits(tool_result_chars=10**9, tool_args_chars=10**9,
 def message_text(msg: Message) -> str:
     """A message as labelled plain text, nothing clipped (what is indexed and expanded)."""
     return serialize_message(msg, _WHOLE)
+
+
+# The runtime's recall tools (SPEC L2). Their calls and results are not indexed: a result
+# quotes other messages, and indexing it would make every later search find the search.
+RECALL_TOOL_NAMES = frozenset({"history_search", "history_expand"})
+
+
+def indexed_text(msg: Message) -> str:
+    """What the index holds for a message: its text without recall calls and results."""
+    parts = tuple(p for p in msg.parts if not (
+        isinstance(p, ToolCallPart | ToolResultPart) and p.name in RECALL_TOOL_NAMES))
+    if len(parts) == len(msg.parts):
+        return message_text(msg)
+    return message_text(msg.model_copy(update={"parts": parts})) if parts else ""
 
 
 def _fold_latin(token: str) -> str:

@@ -21,7 +21,7 @@ from sqlalchemy import Text, bindparam, func, insert, literal_column, select, te
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from contextfold.core.messages import Node
-from contextfold.core.recall_text import index_document, message_text
+from contextfold.core.recall_text import index_document, indexed_text
 
 from .schema import recall_nodes, trees
 
@@ -85,7 +85,7 @@ class Entry:
     @classmethod
     def of(cls, node: Node, depth: int) -> Entry:
         msg = node.message
-        doc = index_document(message_text(msg)) if msg is not None else ""
+        doc = index_document(indexed_text(msg)) if msg is not None else ""
         return cls(node.id, node.parent_id, depth, node.is_user_message, doc)
 
 
