@@ -31,20 +31,16 @@ MAX_SEARCH_LIMIT = 20
 DEFAULT_EXPAND_TOKENS = 4_000
 _MIN_CLIP_CHARS = 200
 
+# Kept short: the definitions travel with every request.
 SEARCH_TOOL = ToolSpec(
     name=HISTORY_SEARCH,
     description=(
-        "Search this conversation's full history, including messages compacted out of your "
-        "context. Every term must match; identifiers (Zotero keys, DOIs, paths, error codes) "
-        "match verbatim, quote a phrase with \"...\", end a word with * for a prefix. Returns "
-        "node ids, positions, turns and snippets; read a match with history_expand."),
+        "Search this conversation's whole history, compacted parts included. All terms must "
+        "match; identifiers match verbatim; \"a phrase\", prefix*. Returns node ids and "
+        "snippets."),
     input_schema={
         "type": "object",
-        "properties": {
-            "query": {"type": "string", "description": "Words, identifiers or a phrase."},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SEARCH_LIMIT,
-                      "description": f"Most matches to return (default {DEFAULT_SEARCH_LIMIT})."},
-        },
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
         "required": ["query"],
     },
 )
@@ -52,18 +48,13 @@ SEARCH_TOOL = ToolSpec(
 EXPAND_TOOL = ToolSpec(
     name=HISTORY_EXPAND,
     description=(
-        "Read original messages of this conversation's history: the message `node_id` (from "
-        "history_search), with `before`/`after` neighbouring messages, or the range from "
-        "`node_id` to `to_node_id`. Output is bounded by a token budget and says when cut."),
+        "Read original messages of this conversation: node_id, with before/after neighbours "
+        "or up to to_node_id. Bounded; says when cut."),
     input_schema={
         "type": "object",
-        "properties": {
-            "node_id": {"type": "string"},
-            "before": {"type": "integer", "minimum": 0, "maximum": 50},
-            "after": {"type": "integer", "minimum": 0, "maximum": 50},
-            "to_node_id": {"type": "string"},
-            "max_tokens": {"type": "integer", "minimum": 100},
-        },
+        "properties": {"node_id": {"type": "string"}, "before": {"type": "integer"},
+                       "after": {"type": "integer"}, "to_node_id": {"type": "string"},
+                       "max_tokens": {"type": "integer"}},
         "required": ["node_id"],
     },
 )
