@@ -222,7 +222,7 @@ async def test_migration_backfills_existing_nodes(db_url):  # L1
     s = await open_store(db_url)
     try:
         sid, ids = await _research_session(s)
-        await downgrade(s.engine, "0001")
+        await downgrade(s.engine, "0002")
         await upgrade(s.engine)
         assert await _found(s, sid, DOI) == [ids["tool"]]
         assert await _found(s, sid, "東京大学") == [ids["japanese_reply"], ids["japanese"]] \

@@ -5,8 +5,8 @@ SQLite: an FTS5 table `recall_fts` (contentless, unicode61 over pre-tokenised te
 `contextfold.core.recall_text`). PostgreSQL: `recall_nodes.document` is a tsvector
 ('simple' configuration over the same tokens) with a GIN index.
 
-Revision ID: 0002
-Revises: 0001
+Revision ID: 0003
+Revises: 0002
 Create Date: 2026-12-01
 """
 
@@ -20,8 +20,8 @@ from contextfold.store.recall_index import Entry, place_new_tree, statements
 from contextfold.store.rows import record_from_row
 from contextfold.store.schema import nodes, trees
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
