@@ -168,11 +168,8 @@ async def index_size(store: SqlSessionStore, messages: int) -> dict[str, Any]:
 
             fulltext = (await conn.execute(size("name LIKE 'recall_fts%'"))).scalar()
             table = (await conn.execute(size(
-                "name = 'recall_nodes' OR tbl_name = 'recall_nodes'"))).scalar()
-            if table == 0:  # dbstat lists indexes under their own names only
-                table = (await conn.execute(size(
-                    "name IN (SELECT name FROM sqlite_master WHERE tbl_name = "
-                    "'recall_nodes')"))).scalar()
+                "name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'recall_nodes')"))
+            ).scalar()
             nodes = (await conn.execute(size(
                 "name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'nodes')"))).scalar()
         else:
