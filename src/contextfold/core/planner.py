@@ -17,25 +17,15 @@ from typing import Any
 
 from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
-from .estimator import (
-    Estimate,
-    MessageCosts,
-    estimate_message,
-    estimate_request,
-    estimate_text,
-)
-from .ledger import (
-    evicted_since,
-    extract_identifiers,
-    ledger_tokens,
-    merge_ledger,
-    plan_ledger,
-)
+from .estimator import Estimate, MessageCosts, estimate_request, estimate_text
+from .identifiers import combine_identifiers, identifiers_by_message
+from .ledger import evicted_since, ledger_tokens, merge_ledger, plan_ledger
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .plan import NoOp, Plan, Profile, Trigger
 from .projection import Projection, checkpoint_text, project, raw_start
 from .serialize import SerializeLimits, split_into_chunks
+from .split_turn import split_turn_context
 from .tree import Branch, check_stability
 
 # Upper bound on what the summary prompt template adds around the conversation text; the
@@ -65,14 +55,6 @@ def detect_profile(nodes: Sequence[Node]) -> Profile:
     return "coding" if coding else "research"
 
 
-def _node_cost(capacity: ModelCapacity) -> Callable[[Node], int]:
-    def cost(node: Node) -> int:
-        msg = node.message
-        return 0 if msg is None else estimate_message(msg, capacity)
-
-    return cost
-
-
 def plan_compaction(
     branch: Branch,
     budget: Budget,
@@ -92,7 +74,8 @@ def plan_compaction(
 
     `pending` are draft messages not yet stored (preflight, SPEC P1). `estimate` may be
     passed when the caller already measured the request; otherwise it is computed here.
-    `costs` memoises message estimates across calls (see `MessageCosts`).
+    `costs` memoises message estimates across calls (see `MessageCosts`); without one, a
+    memo for this call is made, so the estimate and the boundary share each message's cost.
     """
     leaf = branch.leaf
     if leaf is None:
@@ -104,6 +87,8 @@ def plan_compaction(
         return NoOp("tool workflow not settled: " + "; ".join(stability.reasons), trigger,
                     "unstable")
 
+    if costs is None or costs.capacity != capacity:
+        costs = MessageCosts(capacity)
     projection = project(branch)
     if estimate is None:
         estimate = estimate_request(projection, capacity, system=system, tools=tools,
@@ -120,10 +105,9 @@ def plan_compaction(
     region_start = raw_start(branch)
     region = [n for n in branch.nodes[region_start:] if n.message is not None]
     # Each message is measured once: the boundary and the chunking both use these sizes.
-    node_cost = costs or _node_cost(capacity)
-    sizes = {n.id: node_cost(n) for n in region}
+    sizes = {n.id: costs(n) for n in region}
     after = _nodes_after_checkpoint(branch)
-    sizes.update((n.id, node_cost(n)) for n in after if n.id not in sizes)
+    sizes.update((n.id, costs(n)) for n in after if n.id not in sizes)
 
     def cost(node: Node) -> int:
         return sizes[node.id]
@@ -132,9 +116,15 @@ def plan_compaction(
     previous_cp = previous.checkpoint if previous is not None else None
     fixed = _fixed_overhead(estimate)
 
-    if trigger == "manual" and previous_cp is None and len(turn_starts(region)) <= 1:
+    tail_budget = _tail_budget(trigger, budget, fixed)
+    boundary = _choose(trigger, region, budget, cost, tail_budget, costs)
+    if trigger == "manual" and previous_cp is None and len(turn_starts(region)) <= 1 \
+            and not boundary.split:
+        # M3; a single turn too long for the tail is still split (K6).
         return NoOp("only one turn so far: nothing to compact yet", trigger, "single_turn")
-    boundary = _choose(trigger, region, budget, cost, pending, capacity, fixed)
+    in_tool_loop = not pending and bool(region) and region[-1].message is not None \
+        and region[-1].message.role == "tool"
+    turn = split_turn_context(region, boundary, previous_cp, budget, in_tool_loop=in_tool_loop)
     moved = boundary.moved
     if not moved:
         if trigger == "manual" and previous_cp is not None and after:
@@ -142,7 +132,8 @@ def plan_compaction(
             # The unmoved boundary is the region start: the previous first_kept_id, or the
             # first node after a checkpoint that kept nothing raw.
             boundary = Boundary(boundary.first_kept_id, tuple(after), boundary.kept,
-                                sum(cost(n) for n in after), boundary.kept_tokens)
+                                sum(cost(n) for n in after), boundary.kept_tokens,
+                                boundary.split, boundary.clips)
         elif trigger == "manual":
             return NoOp("only one turn since the last checkpoint: nothing to compact",
                         trigger, "single_turn")
@@ -160,6 +151,8 @@ def plan_compaction(
     chunk_limit = _chunk_token_limit(summ_budget, budget, instructions)
     limits = SerializeLimits.for_budget(chunk_limit)
     chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits, sizes=sizes)
+    # One extraction per message: the ledger here and the summariser's facts (Plan) share it.
+    extracted = identifiers_by_message(boundary.newly_old)
     return Plan(
         trigger=trigger,
         session_leaf_id=leaf.id,
@@ -181,7 +174,11 @@ def plan_compaction(
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
         boundary_moved=moved,
         ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
-                            extract_identifiers(boundary.newly_old), budget.ledger_budget),
+                            combine_identifiers(extracted.values()), budget.ledger_budget),
+        extracted=extracted,
+        tail_budget=tail_budget,
+        turn_context=turn,
+        tail_clips=dict(boundary.clips),
     )
 
 
@@ -191,21 +188,24 @@ def _fixed_overhead(estimate: Estimate) -> int:
     return int(b.get("system", 0)) + int(b.get("tools", 0)) + int(b.get("pending", 0))
 
 
+def _tail_budget(trigger: Trigger, budget: Budget, fixed: int) -> int:
+    if trigger != "preflight":
+        return budget.tail_budget
+    # P2: summary + tail + drafts (+ system, tools) must fit, so the tail may shrink.
+    room = budget.safe_input_limit - budget.summary_budget - fixed
+    return max(0, min(budget.tail_budget, room))
+
+
 def _choose(
     trigger: Trigger,
     region: list[Node],
     budget: Budget,
     cost: Callable[[Node], int],
-    pending: Sequence[Message],
-    capacity: ModelCapacity,
-    fixed: int,
-) -> Boundary | NoOp:
-    tail_budget = budget.tail_budget
-    if trigger == "preflight":
-        # P2: summary + tail + drafts (+ system, tools) must fit, so the tail may shrink.
-        room = budget.safe_input_limit - budget.summary_budget - fixed
-        tail_budget = max(0, min(tail_budget, room))
-    boundary = choose_boundary(region, tail_budget, cost)
+    tail_budget: int,
+    costs: MessageCosts,
+) -> Boundary:
+    boundary = choose_boundary(region, tail_budget, cost, split_turn=budget.split_turn,
+                               measure=costs.measure)
     if trigger == "manual" and not boundary.moved:
         # M2: the tail budget would keep everything; "compact now" still compacts.
         latest = latest_turn_boundary(region, cost)
@@ -291,6 +291,8 @@ def build_checkpoint(
                             for e in evicted_since(plan.previous_ledger, ledger)],
             },
         },
+        turn=plan.turn_context,
+        tail_clips=dict(plan.tail_clips),
     )
     after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
     return checkpoint.model_copy(update={"tokens_after_estimate": after})
@@ -299,4 +301,5 @@ def build_checkpoint(
 def projection_after(plan: Plan, checkpoint: Checkpoint) -> Projection:
     """What the model will see once `checkpoint` is committed for `plan` (no I/O)."""
     node = Node(id="(pending-checkpoint)", parent_id=plan.session_leaf_id, payload=checkpoint)
-    return Projection(checkpoint=node, messages=plan.kept, after_checkpoint=len(plan.kept))
+    return Projection(checkpoint=node, messages=plan.kept, after_checkpoint=len(plan.kept),
+                      clips=checkpoint.tail_clips)

@@ -9,7 +9,6 @@ or `(inferred)` (the assistant's words are inferences). Deterministic: no model 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,15 +21,21 @@ from ..core.messages import (
     ApprovalPart,
     CollectionPart,
     EpubLocationPart,
+    LedgerEntry,
     Message,
     Node,
     PdfPagePart,
     TagPart,
-    ToolCallPart,
     ToolResultPart,
     ZoteroItemPart,
 )
 from ..core.plan import Profile
+from ..core.tool_calls import READ_TOOLS as _READ_TOOLS
+from ..core.tool_calls import SHELL_TOOLS as _SHELL_TOOLS
+from ..core.tool_calls import WRITE_TOOLS as _WRITE_TOOLS
+from ..core.tool_calls import call_text as _call_text
+from ..core.tool_calls import key_argument as _key_argument
+from ..core.tool_calls import one_line
 from ..core.tree import message_nodes
 
 # --------------------------------------------------------------------------- text helpers
@@ -56,7 +61,6 @@ _NARRATION = re.compile(
     r"^(?:let me|let's|now let|now i'll|i'll (?:check|look|read|run|start)|first,? )",
     re.IGNORECASE,
 )
-_SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "run_command", "exec"})
 _READONLY_SHELL = re.compile(
     r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|find|ls|cat|head|tail|awk|wc|sed\s+-n|echo|pwd|"
     r"which|tree|file|stat|git\s+(?:status|log|diff|show))\b"
@@ -72,25 +76,10 @@ _NOISE_USER = re.compile(
 _USER_COMMAND = re.compile(r"^Ran `([^`\n]*)`\n(?:```|\(no output\))")
 _TIMES = re.compile(r"\s+\(×\d+\)$")
 
-_READ_TOOLS = frozenset({"read", "view", "cat", "open", "read_file", "readfile"})
-_WRITE_TOOLS = frozenset({
-    "edit", "write", "multiedit", "notebookedit", "str_replace_editor", "apply_patch",
-    "create", "write_file", "edit_file", "create_file",
-})
-_KEY_ARGS = (
-    "path", "file_path", "filePath", "notebook_path", "command", "cmd", "query", "q", "url",
-    "pattern", "item_key", "itemKey", "attachment_key", "attachmentKey", "collection_key",
-    "collectionKey", "key", "doi", "collection", "title", "name", "id",
-)
-ITEM_CHARS = 300
 GOAL_CHARS = 500
 LATER_REQUEST = "(user) Later request: "  # a request after the goal: a restatement
 
 
-def one_line(text: str, limit: int = ITEM_CHARS) -> str:
-    """`text` on one line, whitespace collapsed, cut to `limit` characters with "…"."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _substantial(sentence: str, words: int = 4) -> bool:
@@ -155,30 +144,6 @@ def _turns(nodes: Sequence[Node]) -> list[_Turn]:
     return turns
 
 
-def _key_argument(call: ToolCallPart) -> str:
-    data = call.input
-    if isinstance(data, dict):
-        for key in _KEY_ARGS:
-            value = data.get(key)
-            if isinstance(value, (str, int)) and str(value).strip():
-                return one_line(str(value), 160)
-        text = json.dumps(data, ensure_ascii=False, default=str)
-    else:
-        text = str(data)
-    return one_line(text, 120) if text not in ("{}", "") else ""
-
-
-_SHELL_TAIL = re.compile(r"\s*(?:2>&1|\|\s).*$")
-
-
-def _call_text(call: ToolCallPart) -> str:
-    arg = _key_argument(call)
-    if call.name.lower() in _SHELL_TOOLS:
-        # `npm run check 2>&1 | grep error` and `... | tail -5` are one check run twice.
-        arg = _SHELL_TAIL.sub("", arg) or arg
-    return f"{call.name} `{arg}`" if arg else call.name
-
-
 def _add_counted(items: list[str], item: str) -> None:
     """Append `item`, or count a repeat of the same item as `(×N)` on the first one."""
     key = norm_item(item)
@@ -207,14 +172,19 @@ def _final_answer(turn: _Turn) -> str | None:
     return None
 
 
-def collect_facts(nodes: Sequence[Node], profile: Profile) -> Facts:
-    """The bullets `nodes` (the newly old part of a history) give each section kind."""
+def collect_facts(nodes: Sequence[Node], profile: Profile,
+                  identifiers: Sequence[LedgerEntry] | None = None) -> Facts:
+    """The bullets `nodes` (the newly old part of a history) give each section kind.
+
+    `identifiers`: those of `nodes`, when the caller extracted them already (a plan does,
+    once per message: `Plan.identifiers`).
+    """
     turns = _turns(nodes)
     facts = Facts(new_request=any(t.request for t in turns))
     _requests(turns, facts)
     _tool_work(nodes, turns, profile, facts)
     _conclusions(turns, profile, facts)
-    _resources(nodes, facts)
+    _resources(nodes, facts, extract_identifiers(nodes) if identifiers is None else identifiers)
     return facts
 
 
@@ -319,7 +289,7 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
                 )
 
 
-def _resources(nodes: Sequence[Node], f: Facts) -> None:
+def _resources(nodes: Sequence[Node], f: Facts, identifiers: Sequence[LedgerEntry]) -> None:
     seen_pdf: dict[str, int] = {}
     for _, msg in message_nodes(nodes):
         for part in msg.parts:
@@ -356,7 +326,7 @@ def _resources(nodes: Sequence[Node], f: Facts) -> None:
             elif isinstance(part, TagPart):
                 f.resources.append(f"(tool) Tag {part.tag}")
     typed = " ".join(f.resources)
-    for entry in extract_identifiers(nodes):
+    for entry in identifiers:
         if entry.kind.startswith("zotero_") and entry.value not in typed:
             label = entry.kind.removeprefix("zotero_").replace("_", " ").capitalize()
             note = f": {one_line(entry.note, 160)}" if entry.note else ""

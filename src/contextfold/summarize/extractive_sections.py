@@ -13,10 +13,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..core.identifiers import extract_identifiers
 from ..core.messages import LedgerEntry
 from ..core.plan import Plan
-from .extractive_facts import GOAL_CHARS, LATER_REQUEST, Facts, norm_item, one_line
+from ..core.tool_calls import one_line
+from .extractive_facts import GOAL_CHARS, LATER_REQUEST, Facts, norm_item
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
 
 OMITTED_NOTE = "earlier items omitted for size; the durable history has them"
@@ -46,7 +46,7 @@ def _instruction_items(plan: Plan) -> list[str]:
     items = [f"(user) Instructions for this summary: {one_line(text, GOAL_CHARS)}"]
     known: list[LedgerEntry] = [
         *plan.previous_ledger.entries, *plan.previous_ledger.evicted,
-        *extract_identifiers(plan.newly_old),
+        *plan.identifiers(),
     ]
     for pattern, kinds, label in _REQUESTED_KINDS:
         if pattern.search(text):
