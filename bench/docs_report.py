@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .recall_report import recall_section
 from .scale_report import scale_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,6 +176,7 @@ def benchmarks_md() -> str:
     lines += scale_section(load("scale"))
     lines += estimator_section(load("estimator_accuracy"))
     lines += store_section(load("store"))
+    lines += recall_section(load("recall"))
     lines += peers_section(load("peers"))
     return "\n".join(lines)
 

@@ -219,11 +219,17 @@ async def run_backend(backend: str, messages: int) -> dict[str, Any]:
                 await conn.execute(text("ANALYZE"))
                 await conn.commit()
         queries = await time_queries(store, sid, planted)
+        baseline = []
+        for _ in range(RUNS):
+            t0 = time.perf_counter()
+            await store.get_session(sid)
+            baseline.append(time.perf_counter() - t0)
         size = await index_size(store, messages)
         cli = time_cli(url, sid, planted)
         return {"messages": messages, "build_seconds": round(seconds, 1),
                 "build_messages_per_second": round(messages / seconds),
-                "search": queries, "index": size, "cli": cli}
+                "search": queries, "index": size, "cli": cli,
+                "store_call_baseline_ms": round(statistics.median(baseline) * 1000, 2)}
     finally:
         await store.close()
         if schema is not None:
@@ -242,6 +248,7 @@ def main() -> None:
     results: dict[str, Any] = {
         "benchmark": "recall", "python": platform.python_version(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)",
+        "load_average_at_start": round(os.getloadavg()[0], 1),
         "backends": {},
     }
     for backend in backends:
