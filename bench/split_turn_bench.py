@@ -183,13 +183,11 @@ def main() -> None:
     after = [r for r in rows if r["split_turn"]]
     pooled = [s for r in after for s in r["kept_shares"]]
     before = [r for r in rows if not r["split_turn"]]
+    summed = ("empty_tail_while_round_fits", "latest_round_raw", "latest_round_clipped",
+              "latest_round_too_big", "compactions_with_a_tool_round")
     totals = {
         "compactions_with_split_turn": sum(r["compactions"] for r in after),
-        "empty_tail_while_round_fits": sum(r["empty_tail_while_round_fits"] for r in after),
-        "latest_round_raw": sum(r["latest_round_raw"] for r in after),
-        "latest_round_clipped": sum(r["latest_round_clipped"] for r in after),
-        "latest_round_too_big": sum(r["latest_round_too_big"] for r in after),
-        "compactions_with_a_tool_round": sum(r["compactions_with_a_tool_round"] for r in after),
+        **{key: sum(r[key] for r in after) for key in summed},
         "invalid_requests": sum(r["invalid_requests"] for r in rows),
         "max_compactions_before_one_request":
             max(r["max_compactions_before_one_request"] for r in rows),
