@@ -287,8 +287,15 @@ def show_command(
                 nodes = await store.load_tree_page(session, limit=page)
                 branch = await store.load_branch_page(session, limit=page)
                 model_view = await store.load_branch(session)
+            problems = tuple(getattr(branch, "problems", ()) or
+                             getattr(model_view, "problems", ()))
+            if info.read_only and not problems:  # damage in summarised history, off the page
+                problems = tuple(getattr(await store.load_full_branch(session), "problems", ()))
         finally:
             await store.close()
+        if info.read_only and isinstance(model_view, Branch):
+            # One report everywhere (SPEC D2): the readable view, marked read-only.
+            model_view = DamagedBranch(readable=model_view.nodes, problems=problems)
         on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
                      else {n.id for n in branch.readable})
         rows = [{"id": n.id, "parent_id": n.parent_id, "kind": n.kind,
@@ -297,7 +304,7 @@ def show_command(
                  "created_at": n.created_at.isoformat()} for n in nodes]
         payload = {"session_id": info.id, "leaf_id": info.leaf_id,
                    "branch_revision": info.branch_revision, "read_only": info.read_only,
-                   "problems": [str(p) for p in getattr(branch, "problems", ())],
+                   "problems": [str(p) for p in problems],
                    "nodes": rows}
         if page is not None:
             payload["page"] = {"last": page, "complete": isinstance(branch, Branch)
