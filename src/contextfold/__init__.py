@@ -52,6 +52,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["import_file", "export_session", "ImportResult", "ImportFormatError"],
                     "contextfold.formats"),
     **dict.fromkeys(["replay_messages", "ReplayReport", "ManagedSession"], "contextfold.replay"),
+    # recall (SPEC L)
+    **dict.fromkeys(["Recall", "RECALL_TOOLS"], "contextfold.runtime.recall"),
+    "RecallHit": "contextfold.store.values",
 }
 
 __all__ = sorted(_EXPORTS)
