@@ -7,7 +7,7 @@ model gets a working (smaller) set of budgets rather than a negative one.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,11 @@ from .messages import Value
 
 PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
+# SPEC V2. off: summarise only. auto: mask old tool output when that alone brings the
+# request under the threshold, else summarise. always: mask first whenever that frees the
+# thrash-guard share, even if the request stays above the auto threshold (never for a
+# preflight that masking cannot fit); summarise only when masking cannot help.
+MaskingMode = Literal["off", "auto", "always"]
 
 
 class ModelCapacity(Value):
@@ -41,6 +46,10 @@ class CompactionSettings(Value):
     auto_threshold_fraction: Fraction = 0.85  # auto compaction above this share of safe limit
     min_free_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1  # thrash guard (auto only)
     ledger_share: Fraction = 0.2  # share of the summary budget the identifier ledger may use
+    pin_share: Fraction = 0.1  # SPEC N1: share of the safe input limit pins may use
+    # SPEC V2; "auto" by default: a masking step costs no model call and keeps every user and
+    # assistant word, and it is only chosen when it alone is enough (docs/runtime.md).
+    masking: MaskingMode = "auto"
 
 
 class Budget(Value):
@@ -55,6 +64,8 @@ class Budget(Value):
     auto_threshold: int
     ledger_budget: int
     min_free_fraction: float
+    pin_budget: int = 0  # SPEC N1: tokens the pins message may use
+    masking: MaskingMode = "off"  # SPEC V2 (derive_budget takes it from the settings)
 
 
 def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
@@ -78,4 +89,6 @@ def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None =
         auto_threshold=int(safe * s.auto_threshold_fraction),
         ledger_budget=max(1, int(summary_budget * s.ledger_share)),
         min_free_fraction=s.min_free_fraction,
+        pin_budget=max(1, int(safe * s.pin_share)),
+        masking=s.masking,
     )

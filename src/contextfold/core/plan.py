@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .budget import Budget
-from .messages import Ledger, Node
+from .messages import Ledger, Node, Pin
 
 Trigger = Literal["manual", "auto", "preflight"]
+Action = Literal["summarize", "mask"]
 Profile = Literal["research", "coding"]
 
 
@@ -57,3 +58,10 @@ class Plan:
     previous_first_kept_id: str | None = None
     # False for an M4 catch-up: the summary absorbs new nodes that also stay in the tail.
     boundary_moved: bool = True
+    # "mask": a masking step (SPEC V2) -- no summariser call; the checkpoint keeps the
+    # previous summary and boundary and masks tool results before `mask_before_id`.
+    action: Action = "summarize"
+    # Where masking ends in the new checkpoint (a summary carries an earlier mask forward
+    # while its node is still in the kept tail); None: nothing masked.
+    mask_before_id: str | None = None
+    pins: tuple[Pin, ...] = ()  # SPEC N2: active pins, carried by the checkpoint

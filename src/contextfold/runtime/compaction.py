@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
 from ..core.estimator import estimate_request
+from ..core.mask_planner import MASKING_SUMMARIZER
 from ..core.messages import Message
 from ..core.plan import NoOp, Plan, Trigger
 from ..core.planner import build_checkpoint, plan_compaction
@@ -91,7 +92,8 @@ async def compact_session(
                                estimate=estimate)
         if isinstance(plan, NoOp):
             return noop_outcome(plan)
-        text, name = await summarize(plan)
+        # A masking step (SPEC V2) needs no summariser: it keeps the previous summary.
+        text, name = ("", MASKING_SUMMARIZER) if plan.action == "mask" else await summarize(plan)
         checkpoint = build_checkpoint(plan, text, summarizer=name, model=capacity.model)
         result = await store.commit_checkpoint(plan, checkpoint, session_id=session_id)
     if result.status != "committed":

@@ -29,12 +29,13 @@ from .engine import read_connection
 from .errors import DuplicateNodeError, InvalidOperationError, NodeNotFoundError, StaleBranchError
 from .importing import prepare_import
 from .lease import LeaseMixin
+from .pinning import PinOps
 from .rows import node_row, utc
 from .schema import nodes, sessions, trees
 from .values import CommitResult, SessionInfo
 
 
-class SqlSessionStore(BranchingOps, LeaseMixin):
+class SqlSessionStore(BranchingOps, LeaseMixin, PinOps):
     """Session trees in one SQL database. Create it with `open_store(url)`."""
 
     # ------------------------------------------------------------------ sessions
