@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.tree import Tree
@@ -19,6 +20,10 @@ MAX_TREE_ROWS = 400
 
 def _preview(node: Node, width: int = 70) -> str:
     msg = node.message
+    event = node.pin_event
+    if event is not None:  # SPEC N2
+        what = event.text.replace("\n", " ")[:width] if event.action == "pin" else event.pin_id
+        return f"[bold cyan]{event.action.upper()}[/] {escape(what)}"
     if msg is None:
         cp = node.checkpoint
         assert cp is not None
