@@ -1,12 +1,13 @@
 """Choosing a masking step instead of a summary (SPEC V2) -- no model call needed.
 
 When an automatic or preflight compaction is due, the planner first asks `plan_masking`:
-mask every large tool result outside the recent tail (the same tail a summary would keep,
-SPEC K2). If the masked request is under the target (auto: the auto threshold; preflight:
-the safe limit) and masking frees at least the thrash-guard share, the compaction is a
-masking step: a checkpoint that keeps the previous summary, ledger and boundary verbatim
-and only moves `masked_before_id`. Otherwise the planner summarises as before; the
-summariser reads the durable nodes, so what was masked is folded into the summary too.
+mask every large tool result outside the recent tail (the messages that fit the tail
+budget, SPEC K2, walking back from the leaf). If the masked request is under the target
+(auto: the auto threshold; preflight: the safe limit) and masking frees at least the
+thrash-guard share, the compaction is a masking step: a checkpoint that keeps the
+previous summary, ledger and boundary verbatim and only moves `masked_before_id`.
+Otherwise the planner summarises as before; the summariser reads the durable nodes, so what
+was masked is folded into the summary too.
 
 Modes (`CompactionSettings.masking`): off, auto (default), always (see `budget.py`).
 Manual compaction always summarises: it is an explicit "checkpoint now" (SPEC M1).
@@ -18,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .boundary import Boundary, choose_boundary, latest_turn_boundary
+from .boundary import Boundary
 from .budget import Budget, ModelCapacity
 from .estimator import Estimate, MessageCosts, estimate_message, estimate_request
 from .masking import MaskedNode, apply_mask, maskable
@@ -38,14 +39,24 @@ def _cost(capacity: ModelCapacity, costs: MessageCosts | None) -> Callable[[Node
 
 
 def mask_point(raw: Sequence[Node], budget: Budget, cost: Callable[[Node], int]) -> int | None:
-    """Index in `raw` where masking stops: the start of the recent tail (K1/K2), or of the
-    latest turn when not even that fits; None when there is nothing older to mask."""
-    boundary = choose_boundary(raw, budget.tail_budget, cost)
-    if boundary.first_kept_id is None:
-        boundary = latest_turn_boundary(raw, cost)
-    if boundary.first_kept_id is None or not boundary.newly_old:
-        return None
-    return len(boundary.newly_old)
+    """Index in `raw` where masking stops; None when there is nothing older to mask.
+
+    The recent tail is the longest run of messages ending at the leaf within the tail
+    budget (SPEC K2's budget). Unlike a summary boundary it need not start a user turn:
+    masking replaces outputs and keeps every call with its result, so it may stop inside a
+    long autonomous turn. The latest tool round always stays raw.
+    """
+    used, cut = 0, len(raw)
+    for i in range(len(raw) - 1, -1, -1):
+        used += cost(raw[i])
+        if used > budget.tail_budget:
+            break
+        cut = i
+    latest_call = next((i for i in range(len(raw) - 1, -1, -1)
+                        if raw[i].message is not None and raw[i].message.tool_calls), None)
+    if latest_call is not None:
+        cut = min(cut, latest_call)
+    return cut if cut > 0 else None
 
 
 def plan_masking(

@@ -12,6 +12,7 @@ checkpoint.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from .identifiers import extract_identifiers
@@ -92,6 +93,29 @@ def mask_node(node: Node, calls: dict[str, ToolCallPart]) -> Node:
                       payload=masked)
 
 
+# Masked copies of recently projected nodes: a conversation projects the same nodes before
+# every request, and a placeholder is a pure function of its node (and the node's call,
+# fixed by the tree). Keyed by the node object itself (held in the entry, so its id() cannot
+# be reused while cached); bounded, so it never grows with the history.
+_CACHE_SIZE = 4_096
+_masked: OrderedDict[tuple[str, int], tuple[Node, Node]] = OrderedDict()
+
+
+def _cached_mask(node: Node, calls: dict[str, ToolCallPart]) -> Node:
+    key = (node.id, id(node))
+    hit = _masked.get(key)
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    masked = mask_node(node, calls)
+    _masked[key] = (node, masked)
+    while len(_masked) > _CACHE_SIZE:  # oldest first out (FIFO: no reordering on a hit)
+        try:
+            _masked.popitem(last=False)
+        except KeyError:  # emptied by another thread meanwhile
+            break
+    return masked
+
+
 def apply_mask(messages: Sequence[Node], mask_before_id: str | None) -> tuple[Node, ...]:
     """`messages` (raw, oldest first) with tool results before `mask_before_id` masked.
 
@@ -109,5 +133,5 @@ def apply_mask(messages: Sequence[Node], mask_before_id: str | None) -> tuple[No
         msg = node.message
         if msg is not None:
             calls.update((c.id, c) for c in msg.tool_calls)
-        out.append(mask_node(node, calls))
+        out.append(_cached_mask(node, calls))
     return (*out, *messages[cut:])
