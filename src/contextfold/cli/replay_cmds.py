@@ -77,10 +77,29 @@ def _render_replay(payload: dict[str, Any], report: ReplayReport) -> None:
                                               "invalid_tool_sequences", "dropped_messages",
                                               "over_limit_requests")))
     console.print(table)
+    if report.compactions:
+        console.print(_compactions_table(report))
     if payload.get("estimate"):
         e = payload["estimate"]
         console.print(f"estimator vs recorded usage: {e['intervals']} intervals, under-count "
                       f"{e['under_count_rate']:.1%}, median ratio {e['median_ratio']:.2f}")
+
+
+def _compactions_table(report: ReplayReport) -> Table:
+    """One row per compaction: how much was folded, and what stayed raw (SPEC K6)."""
+    table = Table(title="compactions: what stayed raw")
+    for col in ("before request", "trigger", "tokens before → after", "folded",
+                "raw messages kept", "raw tokens kept / tail budget", "split turn"):
+        table.add_column(col)
+    for c in report.compactions:
+        share = f" ({c.kept_tokens / c.tail_budget:.0%})" if c.tail_budget else ""
+        split = ("yes" + (f", {c.clipped_results} clipped" if c.clipped_results else "")
+                 if c.split_turn else "")
+        table.add_row(str(c.before_request), c.trigger,
+                      f"{c.tokens_before:,} → {c.tokens_after:,}", str(c.summarized_messages),
+                      str(c.kept_messages), f"{c.kept_tokens:,} / {c.tail_budget:,}{share}",
+                      split)
+    return table
 
 
 @app.command("demo")

@@ -60,9 +60,7 @@ def _build_groups(projection: Projection) -> list[_Group]:
     if projection.pins:
         group("user").texts.append(pins_text(projection.pins))  # SPEC N1: after the summary
     for node in projection.messages:
-        msg = node.payload
-        assert isinstance(msg, Message)
-        _add_message(msg, group)
+        _add_message(projection.message_of(node), group)
     return groups
 
 

@@ -8,11 +8,13 @@ checkpoint's `masked_before_id` are projected as placeholders (SPEC V1, `masking
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from .masking import MASKING_NOTE, apply_mask
-from .messages import Checkpoint, Ledger, Message, Node, Pin
+from .messages import Checkpoint, Ledger, Message, Node, Pin, ToolResultPart, TurnContext
 from .pins import active_pins, last_pin_change
+from .resources import clip_middle
 from .tree import Branch
 
 SUMMARY_HEADER = (
@@ -40,6 +42,16 @@ class Projection:
     # Number of `messages` before the latest pin event after the checkpoint (None: no pin
     # event since): a usage baseline older than that did not include the current pins.
     pins_changed_at: int | None = None
+    # SPEC K6: node id -> characters kept per tool result, for a kept round too big for the
+    # tail budget. Exports and estimates apply it; the durable node stays whole.
+    clips: Mapping[str, int] = field(default_factory=dict)
+
+    def message_of(self, node: Node) -> Message:
+        """The message of `node` as this projection sends it (clipped if so decided)."""
+        msg = node.payload
+        assert isinstance(msg, Message)
+        limit = self.clips.get(node.id)
+        return msg if limit is None else clip_tool_results(msg, limit)
 
     @property
     def summary(self) -> Checkpoint | None:
@@ -89,7 +101,7 @@ def project(branch: Branch) -> Projection:
     return Projection(
         checkpoint=nodes[ci], messages=apply_mask(before + after, cp.masked_before_id),
         after_checkpoint=len(before), pins=pins,
-        pins_changed_at=_messages_before(nodes, start, changed),
+        pins_changed_at=_messages_before(nodes, start, changed), clips=cp.tail_clips,
     )
 
 
@@ -98,6 +110,23 @@ def _messages_before(nodes: tuple[Node, ...], start: int, index: int | None) -> 
     if index is None:
         return None
     return sum(1 for n in nodes[start:index] if isinstance(n.payload, Message))
+
+
+CLIP_NOTE = "characters of this tool result (the full output is in the session history)"
+
+
+def clip_tool_results(msg: Message, limit: int) -> Message:
+    """`msg` with every tool result longer than `limit` characters clipped head+tail.
+
+    SPEC K6: the latest round is kept raw even when it alone exceeds the tail budget, with
+    its results shortened for the model only; the marker says what was left out.
+    """
+    parts = tuple(
+        p.model_copy(update={"output": clip_middle(p.output, limit, what=CLIP_NOTE)})
+        if isinstance(p, ToolResultPart) and len(p.output) > limit else p
+        for p in msg.parts
+    )
+    return msg.model_copy(update={"parts": parts})
 
 
 LEDGER_NOTE_CHARS = 60
@@ -142,10 +171,44 @@ def render_ledger(ledger: Ledger) -> str:
     return "\n".join(lines)
 
 
+TURN_HEADING = "## This Turn So Far"
+
+
+def render_turn_context(turn: TurnContext) -> str:
+    """The split turn's context as plain text (SPEC K6): the request verbatim, then what
+    the folded rounds tried, what failed and which files they touched."""
+    lines = [f"{TURN_HEADING} (split turn: its latest rounds follow verbatim after this "
+             "checkpoint; it started with the request below)"]
+    lines.append("### Request (user, verbatim)" if not turn.request_clipped else
+                 "### Request (user, verbatim; the middle is clipped for size, the full text "
+                 "is in the session history)")
+    lines.append(turn.request.strip() or "(not available: it was folded into the summary "
+                 "above before this turn was split)")
+    lines.append(f"### Tried ({turn.rounds_folded} tool rounds of this turn are folded)")
+    if turn.omitted:
+        lines.append(f"- ({turn.omitted} older items omitted for size; the session history "
+                     "has them)")
+    lines += [f"- (tool) {call}" + (f" (×{n})" if n > 1 else "") for call, n in turn.tried]
+    if not (turn.tried or turn.omitted):
+        lines.append("- (none)")
+    lines.append("### Failed")
+    lines += [f"- {item}" for item in turn.failed] or ["- (none)"]
+    lines.append("### Files Touched")
+    if turn.files_modified:
+        lines.append("- (tool) modified: " + "; ".join(turn.files_modified))
+    if turn.files_read:
+        lines.append("- (tool) read: " + "; ".join(turn.files_read))
+    if not (turn.files_modified or turn.files_read):
+        lines.append("- (none)")
+    return "\n".join(lines)
+
+
 def checkpoint_text(cp: Checkpoint) -> str:
     """The summary message body exactly as the model sees it."""
     summary = cp.summary.strip()
     parts = [SUMMARY_HEADER, "", summary] if summary else [MASK_ONLY_HEADER]
+    if cp.turn is not None:
+        parts += ["", render_turn_context(cp.turn)]
     ledger = render_ledger(cp.ledger)
     if ledger:
         parts += ["", ledger]
