@@ -199,7 +199,7 @@ def masking_section(masking: dict[str, Any] | None) -> list[str]:
     lines = [*head,
              "The real transcripts in `tests/fixtures` replayed through the public replay path "
              "(`replay_messages`, what `contextfold replay` runs) with the offline summariser, "
-             "once per masking mode (`off` = summarise-only, `auto` = the default, `always`), "
+             "once per masking mode (`off` = summarise-only and the default, `auto`, `always`), "
              "on a Claude-family model of each window. Deterministic counts. Tool output's share "
              f"of each transcript's estimated tokens: {share}.", "",
              f"Goal: fewer summariser calls than summarise-only, with no invalid, over-limit or "
@@ -211,6 +211,14 @@ def masking_section(masking: dict[str, Any] | None) -> list[str]:
              f"{auto['tokens_freed_by_masking']:,} of the {auto['tokens_freed']:,} tokens freed "
              f"with `auto` ({_pct(auto['tokens_freed_by_masking'] / max(1, auto['tokens_freed']))}"
              ").", "",
+             "Cost: over all replays the chat requests read "
+             f"{off['request_tokens_total'] / 1e6:.1f}M tokens summarise-only and "
+             f"{auto['request_tokens_total'] / 1e6:.1f}M with `auto` "
+             f"({_pct(auto['request_tokens_total'] / off['request_tokens_total'] - 1)} more), "
+             "while the summariser read at most "
+             f"{off['summarizer_input_tokens'] / 1e6:.2f}M → "
+             f"{auto['summarizer_input_tokens'] / 1e6:.2f}M: masking trades a few summaries for "
+             "fuller requests, which is why `masking` is off by default.", "",
              "| transcript (user turns, requests) | window | summariser calls off → auto | "
              "masking steps (auto) | summaries / 100 turns off → auto | all steps / 100 turns "
              "off → auto | tokens freed by masking | mean request off → auto |",

@@ -11,6 +11,8 @@ mode (off = summarise-only, auto = the default, always). Per run:
 * tokens freed: the sum over compactions of the estimated request before minus after it,
   and the part of it freed by masking steps;
 * the share of the transcript's estimated tokens that are tool output;
+* tokens the model reads over the session: all chat requests, and the summariser's input
+  (tokens folded into each summary plus a full previous summary, an upper bound);
 * the mean and maximum projected request, invalid requests, over-limit requests and dropped
   messages (all three must be 0);
 * wall time of the replay (auto / off ratio within the same run; the machine is noisy).
@@ -89,6 +91,11 @@ def run(messages: list[tuple[str, Message]], window: int, mode: str) -> dict[str
         "tokens_freed": sum(c.tokens_before - c.tokens_after for c in report.compactions),
         "tokens_freed_by_masking": sum(c.tokens_before - c.tokens_after for c in masked),
         "mean_projected_tokens": round(statistics.fmean(projected)) if projected else 0,
+        # What the model reads over the session: every chat request, plus what the
+        # summariser reads (the tokens folded into each summary, and the previous summary).
+        "request_tokens_total": sum(projected),
+        "summarizer_input_tokens": sum(c.folded_tokens + budget.summary_budget
+                                       for c in summaries),
         "max_projected_tokens": max(projected, default=0),
         "safe_input_limit": budget.safe_input_limit,
         "invalid_tool_sequences": report.invalid_tool_sequences,
@@ -126,6 +133,8 @@ def main() -> None:
             "masking_steps": sum(r["masking_steps"] for r in picked),
             "tokens_freed": sum(r["tokens_freed"] for r in picked),
             "tokens_freed_by_masking": sum(r["tokens_freed_by_masking"] for r in picked),
+            "request_tokens_total": sum(r["request_tokens_total"] for r in picked),
+            "summarizer_input_tokens": sum(r["summarizer_input_tokens"] for r in picked),
             "invalid_or_over_limit_or_dropped": sum(
                 r["invalid_tool_sequences"] + r["over_limit_requests"] + r["dropped_messages"]
                 for r in picked),

@@ -24,6 +24,7 @@ from tests.test_runtime_support import store_fixture, words
 store = store_fixture()
 
 CAP = ModelCapacity(model="m", context_window=32_000, max_output=4_000)
+AUTO = CompactionSettings(masking="auto")
 DOI = "10.1234/abcd.5678"
 
 
@@ -80,7 +81,7 @@ def test_small_results_stay_raw():  # V1
 
 def test_auto_masks_when_that_alone_is_enough():  # V2
     nodes = tool_session(10)
-    budget = derive_budget(CAP)
+    budget = derive_budget(CAP, AUTO)
     before = estimate_request(project(branch_of(nodes)), CAP).tokens
     assert before > budget.auto_threshold
     result = plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP)
@@ -106,21 +107,21 @@ def test_summarises_when_masking_is_not_enough():  # V2
         msgs = [user(words(700, f"u{i}")), assistant(words(700, f"a{i}"))]
         nodes = extend(nodes, msgs, f"p{i}_") if nodes else chain(msgs, prefix=f"p{i}_")
     nodes = extend(nodes, tool_turn(99, 3_000), "t")
-    budget = derive_budget(CAP)
+    budget = derive_budget(CAP, AUTO)
     result = plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP)
     assert isinstance(result, Plan) and result.action == "summarize"
 
 
 def test_masking_off_always_summarises():  # V2
     nodes = tool_session(10)
-    budget = derive_budget(CAP, CompactionSettings(masking="off"))
-    result = plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP)
-    assert isinstance(result, Plan) and result.action == "summarize"
+    for budget in (derive_budget(CAP, CompactionSettings(masking="off")), derive_budget(CAP)):
+        result = plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP)
+        assert isinstance(result, Plan) and result.action == "summarize"  # off by default
 
 
 def test_manual_compaction_always_summarises():  # V2 M1
     nodes = tool_session(10)
-    result = plan_compaction(branch_of(nodes), derive_budget(CAP), "manual", capacity=CAP)
+    result = plan_compaction(branch_of(nodes), derive_budget(CAP, AUTO), "manual", capacity=CAP)
     assert isinstance(result, Plan) and result.action == "summarize"
 
 
@@ -138,7 +139,7 @@ def test_always_masks_even_above_the_threshold():  # V2
 
 def test_nothing_new_to_mask_falls_back_to_a_summary():  # V2 A3
     nodes = tool_session(10)
-    budget = derive_budget(CAP)
+    budget = derive_budget(CAP, AUTO)
     nodes = commit(nodes, plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP))
     again = plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP)
     assert isinstance(again, NoOp) and again.code == "already_compacted"
@@ -160,7 +161,7 @@ def test_nothing_new_to_mask_falls_back_to_a_summary():  # V2 A3
 
 def test_summary_after_masking_reads_the_durable_nodes():  # V2 ("masked parts included")
     nodes = tool_session(10)
-    budget = derive_budget(CAP)
+    budget = derive_budget(CAP, AUTO)
     nodes = commit(nodes, plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP))
     nodes = extend(nodes, tool_turn(50), "z")
     result = plan_compaction(branch_of(nodes), budget, "manual", capacity=CAP)
@@ -173,7 +174,7 @@ def test_summary_after_masking_reads_the_durable_nodes():  # V2 ("masked parts i
 
 def test_projection_is_byte_stable_between_compactions():  # V1 (prompt caching)
     nodes = tool_session(10)
-    budget = derive_budget(CAP)
+    budget = derive_budget(CAP, AUTO)
     nodes = commit(nodes, plan_compaction(branch_of(nodes), budget, "auto", capacity=CAP))
     first = to_anthropic(project(branch_of(nodes))).messages
     nodes = extend(nodes, [user("next"), assistant("reply")], "y")
@@ -207,7 +208,7 @@ async def test_masking_step_commits_without_calling_the_summariser(store):  # V2
     session = await store.create_session()
     nodes = tool_session(10)
     await store.append_many(session.id, [n.message for n in nodes])
-    budget = derive_budget(CAP)
+    budget = derive_budget(CAP, AUTO)
 
     async def must_not_run(plan):
         raise AssertionError("a masking step must not call the summariser")

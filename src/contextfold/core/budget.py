@@ -53,9 +53,10 @@ class CompactionSettings(Value):
     # turn raw (False: the K1-K3 boundary only, as before K6).
     split_turn: bool = True
     pin_share: Fraction = 0.1  # SPEC N1: share of the safe input limit pins may use
-    # SPEC V2; "auto" by default: a masking step costs no model call and keeps every user and
-    # assistant word, and it is only chosen when it alone is enough (docs/runtime.md).
-    masking: MaskingMode = "auto"
+    # SPEC V2. Off by default: on real transcripts "auto" saves a third of the summariser
+    # calls but every later request carries more tokens, more than those calls cost
+    # (docs/runtime.md, bench/masking_bench.py); opt in where summaries are the bottleneck.
+    masking: MaskingMode = "off"
 
 
 class Budget(Value):
