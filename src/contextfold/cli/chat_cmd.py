@@ -28,7 +28,7 @@ from ..runtime import (
     SendAbortedError,
 )
 from .app import DB_OPTION, BadInput, Output, app, console, err_console, run
-from .render import render_compaction, render_projection, render_tree
+from .render import SHOW_PAGE, render_compaction, render_projection, render_tree
 
 try:  # line editing and putting a draft back on the input line
     import readline
@@ -285,11 +285,12 @@ class ChatSession:
         store, sid = self.conv.store, self.conv.session_id
 
         async def load() -> tuple[Any, Any, Any]:
-            return (await store.get_session(sid), await store.load_tree(sid),
-                    await store.load_full_branch(sid))
+            # One page: /history stays instant however long the session has grown.
+            return (await store.get_session(sid), await store.load_tree_page(sid, limit=SHOW_PAGE),
+                    await self.conv.history(limit=SHOW_PAGE))
 
         info, nodes, branch = self.loop.run(load())
-        render_tree(info, nodes, branch)
+        render_tree(info, nodes, branch, self.conv.branch, page=True)
 
     # ------------------------------------------------------------------ display
 

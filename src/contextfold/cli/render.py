@@ -16,6 +16,7 @@ from ..core.tree import Branch, DamagedBranch
 from .app import console
 
 MAX_TREE_ROWS = 400
+SHOW_PAGE = 200  # nodes a terminal shows of the tree (the JSON output lists all by default)
 
 
 def _preview(node: Node, width: int = 70) -> str:
@@ -73,13 +74,21 @@ def render_projection(payload: dict[str, Any]) -> None:
         console.print(f"[cyan]{m['role']}[/] {(text or '')[:160]}")
 
 
-def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch) -> None:
-    """Durable tree on the left, the model's view on the right."""
+def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch,
+                model_view: Branch | DamagedBranch | None = None, *, page: bool = False) -> None:
+    """Durable tree on the left, the model's view on the right.
+
+    `page`: `nodes` are a page of the tree (the branch's last nodes and the forks off
+    them), drawn from the page's oldest node. `model_view`: the branch the projection is
+    derived from when `branch` is only a page.
+    """
     children: dict[str | None, list[Node]] = {}
+    ids = {n.id for n in nodes}
     for n in nodes:
-        children.setdefault(n.parent_id, []).append(n)
+        children.setdefault(n.parent_id if n.parent_id in ids else None, []).append(n)
     on_branch = {n.id for n in (branch.nodes if isinstance(branch, Branch) else branch.readable)}
-    title = f"durable history: {len(nodes)} nodes"
+    title = (f"durable history: the last {len(nodes)} nodes (--last to see more)" if page
+             else f"durable history: {len(nodes)} nodes")
     tree = Tree(title)
     shown = 0
     # Iterative walk: a linear run is drawn flat (siblings under one parent), and only a
@@ -97,7 +106,7 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
     if shown >= MAX_TREE_ROWS:
         tree.add(f"[dim]… {len(nodes) - shown} more nodes (use --json for all)[/]")
     table = Table.grid(padding=(0, 2))
-    table.add_row(tree, _model_view(branch))
+    table.add_row(tree, _model_view(model_view or branch))
     console.print(table)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,13 +13,20 @@ import typer
 from ..core.budget import Budget, ModelCapacity, derive_budget
 from ..core.catalog import ModelCatalog, capacity_for, default_catalog
 from ..core.estimator import estimate_request
+from ..core.plan import Plan
 from ..core.projection import project
 from ..core.tree import Branch, DamagedBranch
 from ..formats import export_session, import_file
-from ..runtime.compaction import compact_session, extractive_summarize
+from ..runtime.compaction import Summarize, compact_session, extractive_summarize
 from ..store import open_store
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, run
-from .render import render_compaction, render_import, render_projection, render_tree
+from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .render import (
+    SHOW_PAGE,
+    render_compaction,
+    render_import,
+    render_projection,
+    render_tree,
+)
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
@@ -70,6 +79,16 @@ def resolve_model(
             capacity = capacity_for(DEFAULT_MODEL, context_window=context_window,
                                     catalog=catalog)
     return capacity, derive_budget(capacity)
+
+
+def stderr_progress() -> Callable[[str], None]:
+    """Progress lines of a long operation on stderr (stdout stays the command's result)."""
+    start = time.monotonic()
+
+    def say(line: str) -> None:
+        err_console.print(f"[dim]{time.monotonic() - start:6.1f}s  {line}[/]", highlight=False)
+
+    return say
 
 
 async def _load_healthy(store: Any, session_id: str) -> Branch:
@@ -163,17 +182,26 @@ def compact_command(
 
     async def work() -> None:
         store = await open_store(db)
-        try:
-            branch = await _load_healthy(store, session)
+        say = stderr_progress()
+        chosen: list[Summarize] = []
+
+        def resolve(branch: Branch) -> tuple[ModelCapacity, Budget]:
+            # The branch is read once, inside the compaction (a long history is big).
             capacity, budget = resolve_model(model, recorded_model(branch), context_window)
-            summarize = extractive_summarize
             if summarizer == "llm":
                 from .llm_choice import llm_summarize_for
 
-                summarize = llm_summarize_for(capacity, model=summarizer_model,
-                                              base_url=base_url)
-            outcome = await compact_session(store, session, capacity=capacity, budget=budget,
-                                            summarize=summarize, instructions=instructions)
+                chosen.append(llm_summarize_for(capacity, model=summarizer_model,
+                                                base_url=base_url))
+            return capacity, budget
+
+        async def summarize(plan: Plan) -> tuple[str, str]:
+            return await (chosen[0] if chosen else extractive_summarize)(plan)
+
+        try:
+            outcome = await compact_session(store, session, resolve=resolve,
+                                            summarize=summarize, instructions=instructions,
+                                            progress=say)
         finally:
             await store.close()
         payload = outcome.to_json()
@@ -220,18 +248,30 @@ def project_command(
 @app.command("show")
 def show_command(
     session: str = typer.Argument(..., help="Session id."),
+    last: int | None = typer.Option(
+        None, "--last", min=1,
+        help=f"Only the branch's last N nodes and the forks off them (default: {SHOW_PAGE} "
+             "on a terminal, all with --json)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The durable history as a tree (checkpoints marked) next to what the model sees."""
+    """The durable history as a tree (checkpoints marked) next to what the model sees.
+
+    A page reads only the nodes it shows, however long the history."""
     out = Output(as_json)
+    page = last if last is not None else (None if as_json else SHOW_PAGE)
 
     async def work() -> None:
         store = await open_store(db)
         try:
             info = await store.get_session(session)
-            nodes = await store.load_tree(session)
-            branch = await store.load_full_branch(session)
+            if page is None:
+                nodes = await store.load_tree(session)
+                branch = model_view = await store.load_full_branch(session)
+            else:
+                nodes = await store.load_tree_page(session, limit=page)
+                branch = await store.load_branch_page(session, limit=page)
+                model_view = await store.load_branch(session)
         finally:
             await store.close()
         on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
@@ -243,6 +283,10 @@ def show_command(
         payload = {"session_id": info.id, "leaf_id": info.leaf_id,
                    "branch_revision": info.branch_revision, "read_only": info.read_only,
                    "nodes": rows}
-        out.emit(payload, lambda: render_tree(info, nodes, branch))
+        if page is not None:
+            payload["page"] = {"last": page, "complete": isinstance(branch, Branch)
+                               and branch.complete}
+        out.emit(payload, lambda: render_tree(info, nodes, branch, model_view,
+                                              page=page is not None))
 
     run(out, work)
