@@ -56,6 +56,9 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["Pin", "PinEvent"], "contextfold.core.messages"),
     **dict.fromkeys(["PinRefusedError", "pins_text"], "contextfold.core.pins"),
     **dict.fromkeys(["MaskedNode", "apply_mask"], "contextfold.core.masking"),
+    # recall (SPEC L)
+    **dict.fromkeys(["Recall", "RECALL_TOOLS"], "contextfold.runtime.recall"),
+    "RecallHit": "contextfold.store.values",
 }
 
 __all__ = sorted(_EXPORTS)

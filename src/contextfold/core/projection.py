@@ -171,6 +171,35 @@ def render_ledger(ledger: Ledger) -> str:
     return "\n".join(lines)
 
 
+RECALL_NOTE = (
+    "[Recall] Every earlier message is still in this session's durable history. If the "
+    "history_search and history_expand tools are offered, search it by words or identifiers "
+    "and expand a result to read the original messages."
+)
+# The evicted identifiers are named outside the ledger's budget (naming them inside it would
+# cost what evicting them saved), so their list is bounded on its own.
+EVICTED_LIST_CHARS = 400
+
+
+def render_recall(ledger: Ledger) -> str:
+    """SPEC L3: recall exists, and what the ledger evicted is "in the history" (most
+    critical first: the ledger evicts the least critical kinds first)."""
+    lines = [RECALL_NOTE]
+    if ledger.evicted:
+        listed: list[str] = []
+        size = 0
+        for entry in reversed(ledger.evicted):
+            if size + len(entry.value) > EVICTED_LIST_CHARS:
+                break
+            listed.append(entry.value)
+            size += len(entry.value) + 2
+        more = len(ledger.evicted) - len(listed)
+        named = listed + ([f"and {more} more" if listed else f"{more} identifiers"]
+                          if more else [])
+        lines.append("In the history (dropped from the ledger for size): " + "; ".join(named))
+    return "\n".join(lines)
+
+
 TURN_HEADING = "## This Turn So Far"
 
 
@@ -212,6 +241,7 @@ def checkpoint_text(cp: Checkpoint) -> str:
     ledger = render_ledger(cp.ledger)
     if ledger:
         parts += ["", ledger]
+    parts += ["", render_recall(cp.ledger)]
     if cp.masked_before_id is not None:
         parts += ["", MASKING_NOTE]
     return "\n".join(parts)

@@ -22,7 +22,7 @@ from .errors import (
 from .migrate import upgrade
 from .protocol import SessionStore
 from .sql import SqlSessionStore
-from .values import CommitResult, SessionInfo
+from .values import CommitResult, RecallHit, SessionInfo
 
 
 async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSessionStore:
@@ -48,6 +48,7 @@ __all__ = [
     "InvalidPayloadError",
     "NodeNotFoundError",
     "ReadOnlySessionError",
+    "RecallHit",
     "SessionBusyError",
     "SessionInfo",
     "SessionNotFoundError",

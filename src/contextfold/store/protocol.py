@@ -15,7 +15,7 @@ from contextfold.core.messages import Checkpoint, Message, Node, PinEvent
 from contextfold.core.plan import Plan
 from contextfold.core.tree import Branch, DamagedBranch
 
-from .values import CommitResult, SessionInfo
+from .values import CommitResult, RecallHit, SessionInfo
 
 
 @runtime_checkable
@@ -65,6 +65,13 @@ class SessionStore(Protocol):
 
     async def fork(self, session_id: str, node_id: str, *,
                    title: str | None = None) -> SessionInfo: ...
+
+    async def search_history(self, session_id: str, query: str, *, limit: int = 10,
+                             any_term: bool = False) -> list[RecallHit]: ...
+
+    async def expand_history(self, session_id: str, node_id: str, *, before: int = 0,
+                             after: int = 0, to_node_id: str | None = None,
+                             max_nodes: int = 50) -> list[RecallHit]: ...
 
     def compaction_lease(self, session_id: str,
                          ttl: float = 300) -> AbstractAsyncContextManager[None]: ...
