@@ -17,6 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 import typer
+from rich.markup import escape
 
 from ..core.export import to_openai
 from ..runtime import (
@@ -37,7 +38,7 @@ except ImportError:  # pragma: no cover - Windows without pyreadline
 T = TypeVar("T")
 PROMPT = "you> "
 HELP = ("/compact [instructions]  /retry  /edit [text]  /fork [node-id]  /model NAME [window]  "
-        "/history  /context  /help  /quit")
+        "/history  /context  /pin [text]  /pins  /unpin N  /help  /quit")
 
 
 class _Loop:
@@ -203,6 +204,8 @@ class ChatSession:
                 "safe_input_limit": self.conv.budget.safe_input_limit,
                 "messages": to_openai(projection, self.conv.system).messages,
             })
+        elif name in ("/pin", "/pins", "/unpin"):
+            self.pins(name, arg)
         elif name == "/help":
             console.print(HELP)
         else:
@@ -239,6 +242,33 @@ class ChatSession:
         self.loop.run(old.close())
         console.print(f"[green]forked[/] from {node_id} into session {self.conv.session_id}")
         self.show_gauge()
+
+    def pins(self, name: str, arg: str) -> None:
+        """/pin TEXT, /pin (the last user message), /pins, /unpin N (SPEC N1-N2)."""
+        if name == "/pin":
+            if arg:
+                work = self.conv.pin(arg)
+            else:
+                last = next((n.id for n in reversed(self.conv.projection().messages)
+                             if n.is_user_message), None)
+                if last is None:
+                    raise BadInput("nothing to pin yet: /pin TEXT, or send a message first")
+                work = self.conv.pin(node_id=last)
+            try:
+                self.loop.run(work)
+            except ValueError as exc:  # PinRefusedError says by how much
+                raise BadInput(str(exc)) from exc
+            console.print(f"[green]pinned[/] ({len(self.conv.pins())} active)", highlight=False)
+        elif name == "/unpin":
+            active = self.conv.pins()
+            if not arg.isdigit() or not 1 <= int(arg) <= len(active):
+                raise BadInput(f"usage: /unpin N with N from /pins (1-{len(active)})")
+            pin = self.loop.run(self.conv.unpin(active[int(arg) - 1].pin_id))
+            console.print(f"[green]unpinned[/] {escape(pin.text[:60])}", highlight=False)
+        for n, pin in enumerate(self.conv.pins(), 1):
+            console.print(f"[cyan]{n}[/] {escape(pin.text)}", highlight=False)
+        if not self.conv.pins():
+            console.print("[dim]no pins[/]")
 
     def switch(self, arg: str) -> None:
         parts = arg.split()

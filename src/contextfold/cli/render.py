@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.tree import Tree
@@ -20,6 +21,10 @@ SHOW_PAGE = 200  # nodes a terminal shows of the tree (the JSON output lists all
 
 def _preview(node: Node, width: int = 70) -> str:
     msg = node.message
+    event = node.pin_event
+    if event is not None:  # SPEC N2
+        what = event.text.replace("\n", " ")[:width] if event.action == "pin" else event.pin_id
+        return f"[bold cyan]{event.action.upper()}[/] {escape(what)}"
     if msg is None:
         cp = node.checkpoint
         assert cp is not None

@@ -96,6 +96,10 @@ async def _load_healthy(store: Any, session_id: str) -> Branch:
     if isinstance(branch, DamagedBranch):
         problems = "; ".join(str(p) for p in branch.problems)
         raise BadInput(f"session {session_id} is damaged and read-only: {problems}")
+    if (await store.get_session(session_id)).read_only:  # damage in summarised history
+        full = await store.load_full_branch(session_id)
+        problems = "; ".join(str(p) for p in getattr(full, "problems", ())) or "marked read-only"
+        raise BadInput(f"session {session_id} is damaged and read-only: {problems}")
     return branch
 
 
@@ -104,6 +108,9 @@ def import_command(
     path: Path = typer.Argument(..., help="Session file: Pi or Claude Code JSONL, or a JSON "
                                 "list of OpenAI / Anthropic messages."),
     format: str = typer.Option("auto", "--format", help="auto|pi|claude-code|openai|anthropic"),
+    max_bytes: int | None = typer.Option(
+        None, "--max-bytes", min=1, help="Refuse files larger than this (default 256 MiB, or "
+        "$CONTEXTFOLD_MAX_IMPORT_BYTES)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -111,7 +118,7 @@ def import_command(
     out = Output(as_json)
 
     async def work() -> None:
-        result = import_file(path, format=format)
+        result = import_file(path, format=format, max_bytes=max_bytes)
         store = await open_store(db)
         try:
             info = await store.import_tree(result.nodes, result.leaf_id, title=path.name,
@@ -180,6 +187,8 @@ def compact_command(
     if summarizer not in ("extractive", "llm"):
         out.fail(BadInput(f"--summarizer must be 'extractive' or 'llm', not {summarizer!r}"), 2)
 
+    fallbacks: list[str] = []
+
     async def work() -> None:
         store = await open_store(db)
         say = stderr_progress()
@@ -192,7 +201,8 @@ def compact_command(
                 from .llm_choice import llm_summarize_for
 
                 chosen.append(llm_summarize_for(capacity, model=summarizer_model,
-                                                base_url=base_url))
+                                                base_url=base_url,
+                                                fallback_reasons=fallbacks))
             return capacity, budget
 
         async def summarize(plan: Plan) -> tuple[str, str]:
@@ -205,6 +215,11 @@ def compact_command(
         finally:
             await store.close()
         payload = outcome.to_json()
+        if fallbacks and payload.get("summarizer") == "extractive-fallback":
+            # The LLM was asked for and not used: say why, in the JSON and on stderr.
+            payload["fallback_reason"] = "; ".join(fallbacks)
+            err_console.print("[yellow]warning:[/] the LLM summariser was not used, the offline "
+                              f"summary was committed instead: {payload['fallback_reason']}")
         out.emit(payload, lambda: render_compaction(payload))
 
     run(out, work)
@@ -272,8 +287,15 @@ def show_command(
                 nodes = await store.load_tree_page(session, limit=page)
                 branch = await store.load_branch_page(session, limit=page)
                 model_view = await store.load_branch(session)
+            problems = tuple(getattr(branch, "problems", ()) or
+                             getattr(model_view, "problems", ()))
+            if info.read_only and not problems:  # damage in summarised history, off the page
+                problems = tuple(getattr(await store.load_full_branch(session), "problems", ()))
         finally:
             await store.close()
+        if info.read_only and isinstance(model_view, Branch):
+            # One report everywhere (SPEC D2): the readable view, marked read-only.
+            model_view = DamagedBranch(readable=model_view.nodes, problems=problems)
         on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
                      else {n.id for n in branch.readable})
         rows = [{"id": n.id, "parent_id": n.parent_id, "kind": n.kind,
@@ -282,6 +304,7 @@ def show_command(
                  "created_at": n.created_at.isoformat()} for n in nodes]
         payload = {"session_id": info.id, "leaf_id": info.leaf_id,
                    "branch_revision": info.branch_revision, "read_only": info.read_only,
+                   "problems": [str(p) for p in problems],
                    "nodes": rows}
         if page is not None:
             payload["page"] = {"last": page, "complete": isinstance(branch, Branch)
@@ -290,3 +313,49 @@ def show_command(
                                               page=page is not None))
 
     run(out, work)
+
+
+@app.command("verify")
+def verify_command(
+    session: str = typer.Argument(..., help="Session id (its whole tree is checked)."),
+    expect: str | None = typer.Option(
+        None, "--expect", help="Head digest recorded earlier: fail unless the session's leaf "
+        "still has it."),
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Check a session's whole tree: every hash, the digest chain, links and the move log.
+
+    Exit 0 when sound, 1 when damage or tampering is found (listed), 2 for bad input.
+    """
+    from ..store.verify import verify_tree
+
+    out = Output(as_json)
+
+    async def work() -> dict[str, Any]:
+        store = await open_store(db)
+        try:
+            report = await verify_tree(store, session)
+        finally:
+            await store.close()
+        payload = report.to_json()
+        if expect is not None and report.heads.get(session) != expect:
+            payload["ok"] = False
+            payload["problems"].append(
+                f"head digest of session {session} is {report.heads.get(session)}, not the "
+                f"expected {expect}: its history was rewritten")
+
+        def human() -> None:
+            verdict = "[green]sound[/]" if payload["ok"] else "[red]DAMAGED[/]"
+            console.print(f"tree {report.tree_id}: {verdict}, {report.nodes} nodes, "
+                          f"{report.sessions} sessions")
+            for problem in payload["problems"][:50]:
+                console.print(f"  [red]-[/] {problem}")
+            console.print(f"head digest of {session}: {report.heads.get(session)}")
+
+        out.emit(payload, human)
+        return payload
+
+    payload = run(out, work)
+    if not payload["ok"]:
+        raise typer.Exit(1)

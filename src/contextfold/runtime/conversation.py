@@ -26,7 +26,7 @@ from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError
-from .base import ConversationBase, OverflowPolicy
+from .base import OverflowPolicy
 from .compaction import CompactionOutcome
 from .errors import (
     BusyError,
@@ -36,6 +36,7 @@ from .errors import (
     SendAbortedError,
     ToolWorkflowError,
 )
+from .pinning import PinOperations
 from .sizing import Gauge
 from .turns import (
     OnText,
@@ -52,8 +53,8 @@ __all__ = ["Conversation", "OverflowPolicy"]
 _PREFLIGHT_ATTEMPTS = 3  # a stale commit re-plans; bounded so a busy branch cannot loop us
 
 
-class Conversation(ConversationBase):
-    """One session driven live: send, tool turns, compaction, retry/edit/fork, events."""
+class Conversation(PinOperations):
+    """One session driven live: send, tool turns, compaction, retry/edit/fork, pins, events."""
 
     # ------------------------------------------------------------------ opening
 

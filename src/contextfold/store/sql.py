@@ -35,6 +35,7 @@ from .errors import (
 )
 from .importing import prepare_import
 from .lease import LeaseMixin
+from .pinning import PinOps
 from .recall import RecallOps
 from .recall_index import index_nodes
 from .rows import node_row, utc
@@ -42,7 +43,7 @@ from .schema import nodes, sessions, trees
 from .values import CommitResult, SessionInfo
 
 
-class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin):
+class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps):
     """Session trees in one SQL database. Create it with `open_store(url)`."""
 
     # ------------------------------------------------------------------ sessions
@@ -110,8 +111,13 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin):
             row = await self._session_row(conn, session_id)
             branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
                                              row["branch_revision"])
-            if isinstance(branch, Branch) and row["leaf_id"] is not None:
-                self._remember_sound(row["tree_id"], row["leaf_id"])  # a write needn't re-read
+            if isinstance(branch, Branch) and row["leaf_id"] is not None and \
+                    (row["tree_id"], row["leaf_id"]) not in self._sound and \
+                    not await queries.history_problems(conn, row["tree_id"], branch):
+                # A write needn't re-read. Sound means the whole branch, summarised history
+                # included (hash-only walk, once per leaf and store instance), so that every
+                # write agrees with `get_session(...).read_only` (SPEC D2).
+                self._remember_sound(row["tree_id"], row["leaf_id"])
             return branch
 
     async def load_full_branch(self, session_id: str) -> Branch | DamagedBranch:
