@@ -6,23 +6,25 @@ runs the packaged migrations and returns a `SqlSessionStore`. See docs/store.md.
 
 from __future__ import annotations
 
-from .engine import create_engine, default_sqlite_path, resolve_url
-from .errors import (
-    ConfigurationError,
-    DuplicateNodeError,
-    InvalidOperationError,
-    InvalidPayloadError,
-    NodeNotFoundError,
-    ReadOnlySessionError,
-    SessionBusyError,
-    SessionNotFoundError,
-    StaleBranchError,
-    StoreError,
-)
-from .migrate import upgrade
-from .protocol import SessionStore
-from .sql import SqlSessionStore
-from .values import CommitResult, SessionInfo
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .sql import SqlSessionStore
+
+# SQLAlchemy costs a noticeable share of a CLI start: members resolve on first use.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(["create_engine", "default_sqlite_path", "resolve_url"], ".engine"),
+    **dict.fromkeys(["ConfigurationError", "DuplicateNodeError", "InvalidOperationError",
+                     "InvalidPayloadError", "NodeNotFoundError", "ReadOnlySessionError",
+                     "SessionBusyError", "SessionNotFoundError", "StaleBranchError",
+                     "StoreError"], ".errors"),
+    "upgrade": ".migrate",
+    "SessionStore": ".protocol",
+    "SqlSessionStore": ".sql",
+    **dict.fromkeys(["CommitResult", "SessionInfo"], ".values"),
+}
 
 
 async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSessionStore:
@@ -31,6 +33,10 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     `url`: a `sqlite:///path`, `postgresql://user@host/db` URL or a file path. None uses
     `$CONTEXTFOLD_DB`, else the embedded SQLite file in the user's data directory.
     """
+    from .engine import create_engine, resolve_url
+    from .migrate import upgrade
+    from .sql import SqlSessionStore
+
     engine = create_engine(resolve_url(url), **engine_kwargs)
     try:
         await upgrade(engine)
@@ -40,24 +46,5 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     return SqlSessionStore(engine)
 
 
-__all__ = [
-    "CommitResult",
-    "ConfigurationError",
-    "DuplicateNodeError",
-    "InvalidOperationError",
-    "InvalidPayloadError",
-    "NodeNotFoundError",
-    "ReadOnlySessionError",
-    "SessionBusyError",
-    "SessionInfo",
-    "SessionNotFoundError",
-    "SessionStore",
-    "SqlSessionStore",
-    "StaleBranchError",
-    "StoreError",
-    "create_engine",
-    "default_sqlite_path",
-    "open_store",
-    "resolve_url",
-    "upgrade",
-]
+__all__ = sorted([*_EXPORTS, "open_store"])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -20,14 +20,15 @@ from __future__ import annotations
 from ..core.estimator import estimate_text
 from ..core.plan import Plan
 from .extractive_facts import collect_facts
-from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections
-from .extractive_sections import OMITTED_NOTE, build_sections
+from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
+from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections
 
 # The public API of the offline summariser; its parts live in the extractive_* modules.
 __all__ = [
     "OMITTED_NOTE",
     "Count",
     "SummaryBudgetTooSmall",
+    "smallest_summary_tokens",
     "summarize_extractive",
     "summary_token_budget",
 ]
@@ -36,6 +37,21 @@ __all__ = [
 def summary_token_budget(plan: Plan) -> int:
     """Tokens the summary text may take: the summary budget minus the ledger's share."""
     return plan.budget.summary_budget - plan.budget.ledger_budget
+
+
+def smallest_summary_tokens(count: Count = estimate_text) -> int:
+    """Tokens the shortest possible summary takes: every heading with an "omitted" count.
+
+    A summary budget below this cannot hold a checkpoint of either profile, so a model
+    whose budgets leave less is too small to compact with.
+    """
+    needed = 0
+    for profile in ("research", "coding"):
+        ordered, sections = empty_sections(profile)
+        for section in sections.values():
+            section.omitted = 9999
+        needed = max(needed, count(render_sections(ordered)))
+    return needed
 
 
 def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
