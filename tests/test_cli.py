@@ -40,7 +40,8 @@ def cli(tmp_path):
 
 def test_import_compact_project_show(cli):  # M1 M2 M3 T1 T3 C6
     imported = cli("import", str(CC_LONG))
-    assert set(imported) == {"session_id", "format", "nodes", "messages", "checkpoints", "skipped"}
+    assert set(imported) == {"session_id", "format", "nodes", "messages", "checkpoints", "skipped",
+                             "warnings"}
     assert imported["format"] == "claude-code" and imported["checkpoints"] == 1
     assert imported["skipped"].get("progress", 0) > 0
     sid = imported["session_id"]

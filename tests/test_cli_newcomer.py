@@ -19,7 +19,7 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 CC_LONG = FIXTURES / "claude-code/258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 CC_SHORT = FIXTURES / "claude-code/short.jsonl"
-CC_AFTER_COMPACTION = FIXTURES / "claude-code/after_compaction.jsonl"
+CC_AFTER_COMPACTION = FIXTURES / "claude-code-derived/after_compaction.jsonl"
 HEAVY = ("openai", "anthropic", "sqlalchemy", "alembic", "matplotlib", "aiosqlite", "psycopg")
 
 

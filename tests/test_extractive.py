@@ -174,8 +174,11 @@ def test_research_session_fills_every_section_with_provenance():  # S2, S3
     assert "(inferred) The 2007 PPPS paper reports a peak current of 3 kA on page 4." in \
         s["Findings and Evidence"]
     for needle in ("85MTWF4F", "Pulsed plasma experiment", "ppps2007.pdf (TM8QRS36): last at "
-                   "page 4 of 12", "ANNO4KEY", "PQKBRC33", "Sherlock Holmes in Babylon"):
+                   "page 4 of 12", "ANNO4KEY", "PQKBRC33"):
         assert needle in s["Key Zotero Resources"], needle
+    # PQKBRC33 was only listed by the search: its key is kept, not the title of a paper
+    # the session never discussed (issue 11).
+    assert "Sherlock Holmes in Babylon" not in s["Key Zotero Resources"]
     assert "I will focus on the IEEE conference papers" in s["Decisions"]
     assert "Next I will" not in s["Decisions"]
     assert "search for another copy of the PLASMA 2002 paper" in s["Next Steps"]

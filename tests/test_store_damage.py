@@ -11,7 +11,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import insert, text, update
+from sqlalchemy import insert, select, text, update
 
 from contextfold.core.messages import Checkpoint
 from contextfold.core.tree import Branch, DamagedBranch
@@ -24,7 +24,7 @@ from contextfold.store import (
 )
 from contextfold.store.engine import write_connection
 from contextfold.store.invariants import dump_tables
-from contextfold.store.rows import content_hash, payload_json
+from contextfold.store.rows import chain_digest, content_hash, payload_json
 from contextfold.store.schema import nodes, sessions
 from tests.builders import assistant, user
 
@@ -42,7 +42,10 @@ async def raw_node(store, tree_id, node_id, parent_id, payload, *, kind="message
     body = payload if isinstance(payload, str) else payload_json(payload)
     digest = content_hash(node_id, parent_id, NOW, body) if good_hash else "0" * 64
     async with write_connection(store.engine) as conn:
-        await conn.execute(insert(nodes).values(
+        # A well-formed row links into the tamper-evidence chain like the store's own rows.
+        parent_chain = (await conn.execute(select(nodes.c.chain_hash).where(
+            nodes.c.tree_id == tree_id, nodes.c.id == parent_id))).scalar_one_or_none()
+        await conn.execute(insert(nodes).values(chain_hash=chain_digest(parent_chain, digest),
             tree_id=tree_id, id=node_id, parent_id=parent_id, kind=kind, role=None, depth=99,
             latest_checkpoint_id=node_id if kind == "checkpoint" else None,
             first_kept_id=first_kept_id, session_id=None, created_at=NOW, payload=body,

@@ -171,6 +171,7 @@ def import_command(
             "messages": result.messages,
             "checkpoints": result.checkpoints,
             "skipped": result.skipped,
+            "warnings": list(result.warnings),
         }
         out.emit(payload, lambda: render_import(payload, result.warnings))
 

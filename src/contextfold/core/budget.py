@@ -40,7 +40,10 @@ class CompactionSettings(Value):
     summary_share_of_reserve: Fraction = 0.8  # Pi: maxTokens = 0.8 * reserveTokens
     auto_threshold_fraction: Fraction = 0.85  # auto compaction above this share of safe limit
     min_free_fraction: Annotated[float, Field(ge=0, lt=1)] = 0.1  # thrash guard (auto only)
-    ledger_share: Fraction = 0.2  # share of the summary budget the identifier ledger may use
+    # The most of the summary budget the identifier ledger may take. It takes only what it
+    # needs (issue 11: a fixed 20% evicted half of a 60-turn session's identifiers at 16k);
+    # the summary text gets the rest, so at least 40% by default.
+    ledger_share: Annotated[float, Field(gt=0, le=0.9)] = 0.6
 
 
 class Budget(Value):
@@ -53,7 +56,7 @@ class Budget(Value):
     tail_budget: int
     summary_budget: int
     auto_threshold: int
-    ledger_budget: int
+    ledger_budget: int  # the ledger's cap; it uses only what it needs (core.ledger)
     min_free_fraction: float
 
 

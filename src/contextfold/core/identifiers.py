@@ -2,8 +2,14 @@
 
 A summary paraphrases; an identifier must not be paraphrased. This module finds, in a run
 of history nodes, the identifiers the ledger (`core.ledger`) carries forward: Zotero keys,
-DOIs, URLs, file paths, commit hashes and the line of each tool error that says what went
-wrong. Extraction is deterministic and precision-minded (a word with a slash is not a path).
+DOIs, URLs, file paths, commit hashes, the line of each tool error that says what went
+wrong, and what people type in prose (`core.prose_identifiers`: Zotero keys, arXiv ids,
+ISBNs, PMIDs, issue references, error codes). Extraction is deterministic and
+precision-minded (a word with a slash is not a path). What one message yields depends on
+that message alone (and, for a tool result, on its call), so it can be memoised per message.
+
+Identifiers the user wrote are kept longer than those only seen in tool traffic, and those
+named in a constraint the user stated ("never overwrite X", `core.constraints`) longest.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from .constraints import constraint_sentences
 from .messages import (
     AnnotationPart,
     CollectionPart,
@@ -26,6 +33,8 @@ from .messages import (
     ToolResultPart,
     ZoteroItemPart,
 )
+from .projection import LEDGER_CONSTRAINT
+from .prose_identifiers import prose_identifiers
 from .tree import message_nodes
 
 # The alphabet Zotero draws its 8-character object keys from (no 0, 1 or O).
@@ -36,6 +45,12 @@ _GENERIC_KINDS = frozenset({"zotero_key"})
 
 _MAX_VALUE_CHARS = 300
 _MAX_NOTE_CHARS = 120
+# A tool result listing more Zotero objects than this is a listing (a search, a collection):
+# its items are recorded by key, without titles, until the session reads one of them.
+_LISTING_ITEMS = 3
+
+USER_WRITTEN = 1  # LedgerEntry.priority of an identifier the user wrote
+USER_CONSTRAINT = LEDGER_CONSTRAINT  # ... and of one named in a constraint the user stated
 
 # --------------------------------------------------------------------------- patterns
 
@@ -162,9 +177,35 @@ def _in_order(*scans: Iterable[tuple[int, LedgerEntry | None]]) -> list[LedgerEn
     return [e for _, e in found]
 
 
+def _typed_in_prose(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+    for pos, kind, value, note in prose_identifiers(text):
+        yield pos, _entry(kind, value, note)
+
+
 def _prose_identifiers(text: str) -> list[LedgerEntry]:
     """Identifiers in what the user or the assistant wrote."""
-    return _in_order(_dois(text), _urls(text), _path_tokens(text), _commit_mentions(text))
+    return _in_order(_dois(text), _urls(text), _path_tokens(text), _commit_mentions(text),
+                     _typed_in_prose(text))
+
+
+def _user_identifiers(text: str) -> list[LedgerEntry]:
+    """Identifiers the user wrote, with the priority that keeps them in the ledger longer."""
+    found = _prose_identifiers(text)
+    if not found:
+        return found
+    # An identifier named in a rule carries the rule as its note: the ledger then keeps
+    # "never overwrite refs/library.bib" itself, whatever the summariser does.
+    rules = {e.value: s for s in constraint_sentences(text) for e in _prose_identifiers(s)}
+    out = []
+    for e in found:
+        rule = rules.get(e.value)
+        if rule is None:
+            out.append(e.model_copy(update={"priority": USER_WRITTEN}))
+        else:
+            ruled = _entry(e.kind, e.value, rule)
+            if ruled is not None:
+                out.append(ruled.model_copy(update={"priority": USER_CONSTRAINT}))
+    return out
 
 
 # --------------------------------------------------------------------------- tool calls
@@ -234,6 +275,7 @@ def _is_git_call(call: ToolCallPart | None) -> bool:
 def _zotero_json(data: Any) -> list[LedgerEntry]:
     """Zotero keys (typed by what the object is), DOIs and item URLs in API-shaped JSON."""
     out: list[LedgerEntry | None] = []
+    listing = isinstance(data, list) and len(data) > _LISTING_ITEMS
 
     def visit(obj: Any) -> None:
         if isinstance(obj, list):
@@ -245,7 +287,9 @@ def _zotero_json(data: Any) -> list[LedgerEntry]:
         key = obj.get("key")
         inner = obj.get("data") if isinstance(obj.get("data"), dict) else obj
         if isinstance(key, str) and _ZOTERO_KEY.match(key):
-            out.append(_zotero_object(key, inner))
+            entry = _zotero_object(key, inner)
+            # Titles of listed items the session may never discuss are noise in the ledger.
+            out.append(entry.model_copy(update={"note": ""}) if listing and entry else entry)
         parent = inner.get("parentItem")
         if isinstance(parent, str) and _ZOTERO_KEY.match(parent):
             out.append(_entry("zotero_item", parent))
@@ -351,7 +395,9 @@ def _message_identifiers(msg: Message, calls: dict[str, ToolCallPart]) -> list[L
     out: list[LedgerEntry | None] = []
     for part in msg.parts:
         if isinstance(part, TextPart):
-            if msg.role in ("user", "assistant"):
+            if msg.role == "user":
+                out.extend(_user_identifiers(part.text))
+            elif msg.role == "assistant":
                 out.extend(_prose_identifiers(part.text))
             else:
                 # Tool-message text: DOIs only (paths and URLs there are mostly listings).
@@ -372,11 +418,19 @@ def _better(new: LedgerEntry, old: LedgerEntry) -> bool:
     return new.kind == old.kind and bool(new.note) and not old.note
 
 
+def _combine(new: LedgerEntry, old: LedgerEntry) -> LedgerEntry:
+    """The entry for two sightings of one value: the more telling, at the higher priority."""
+    best = new if _better(new, old) else old
+    priority = max(new.priority, old.priority)
+    return best if best.priority == priority else best.model_copy(update={"priority": priority})
+
+
 def dedupe_identifiers(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
     """`entries` with one entry per value, in first-seen order.
 
     A later sighting replaces the first only when it says more (a typed Zotero kind for a
-    bare key, or a note where there was none) and keeps the first sighting's position.
+    bare key, or a note where there was none) and keeps the first sighting's position;
+    the entry keeps the highest priority any sighting had (a constraint stays one).
     """
     out: list[LedgerEntry] = []
     index: dict[str, int] = {}
@@ -385,8 +439,8 @@ def dedupe_identifiers(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
         if i is None:
             index[e.value] = len(out)
             out.append(e)
-        elif _better(e, out[i]):
-            out[i] = e
+        else:
+            out[i] = _combine(e, out[i])
     return out
 
 

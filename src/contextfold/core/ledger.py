@@ -3,8 +3,13 @@
 A summary paraphrases; an identifier must not be paraphrased. So next to the summary every
 checkpoint carries a ledger (`Checkpoint.ledger`) of the identifiers a resumed agent may
 need to act on, found by `core.identifiers`. The merge keeps old entries first and, when
-the ledger outgrows its budget, evicts the least critical kinds first into
-`Ledger.evicted`, never silently.
+the ledger outgrows its budget, evicts into `Ledger.evicted`, never silently: first what
+was only seen in tool traffic, then what the user wrote, and what the user named in a
+constraint ("never overwrite X") last; within each, the least critical kinds first.
+
+The budget is adaptive (issue 11): the ledger takes what it needs, up to a cap that scales
+with the model (`Budget.ledger_budget`, by default 60% of the summary budget); the summary
+text gets the rest (`ledger_tokens`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable, Sequence
 from .estimator import estimate_text
 from .identifiers import dedupe_identifiers, error_line, extract_identifiers, looks_like_path
 from .messages import Ledger, LedgerEntry
+from .plan import Plan
 from .projection import render_ledger
 from .text_estimate import Count
 
@@ -22,9 +28,12 @@ __all__ = [
     "EVICTION_ORDER",
     "Count",
     "error_line",
+    "evicted_since",
     "extract_identifiers",
+    "ledger_tokens",
     "looks_like_path",
     "merge_ledger",
+    "plan_ledger",
 ]
 
 
@@ -32,15 +41,20 @@ __all__ = [
 # agent cannot rediscover cheaply; a URL, a path or an old error can be found again.
 EVICTION_ORDER: tuple[str, ...] = (
     "tool_error",
+    "error_code",
     "url",
     "path",
     "commit",
+    "issue",
     "zotero_tag",
     "zotero_key",
     "zotero_collection",
     "zotero_annotation",
     "zotero_attachment",
     "zotero_item",
+    "isbn",
+    "pmid",
+    "arxiv",
     "doi",
 )
 _UNKNOWN_KIND_RANK = 0.5  # an unknown kind is evicted right after tool errors
@@ -48,6 +62,27 @@ _UNKNOWN_KIND_RANK = 0.5  # an unknown kind is evicted right after tool errors
 
 def _rank(kind: str) -> float:
     return float(EVICTION_ORDER.index(kind)) if kind in EVICTION_ORDER else _UNKNOWN_KIND_RANK
+
+
+def ledger_tokens(ledger: Ledger, count: Count = estimate_text) -> int:
+    """Tokens the rendered ledger takes in the checkpoint (0 when it is empty)."""
+    text = render_ledger(ledger)
+    return count(text) if text else 0
+
+
+def plan_ledger(plan: Plan) -> Ledger:
+    """The ledger a checkpoint of `plan` carries: the plan's, or merged now for a plan
+    built by hand (previous ledger + identifiers of the newly old nodes, within the cap)."""
+    if plan.ledger is not None:
+        return plan.ledger
+    return merge_ledger(plan.previous_ledger, extract_identifiers(plan.newly_old),
+                        plan.budget.ledger_budget)
+
+
+def evicted_since(previous: Ledger, current: Ledger) -> list[LedgerEntry]:
+    """The entries `current` evicted that `previous` had not: one compaction's evictions."""
+    before = {e.value for e in previous.evicted}
+    return [e for e in current.evicted if e.value not in before]
 
 
 def merge_ledger(
@@ -59,9 +94,10 @@ def merge_ledger(
     """Carry `previous` forward and append `new`; evict into `evicted` only to fit.
 
     The rendered ledger (`core.projection.render_ledger`) fits `max_tokens`. Eviction takes
-    the oldest entry of the least critical kind present (tool errors, then URLs, paths,
-    commits, ..., DOIs last), so repeated compactions never lose an identifier that still
-    fits, and an evicted identifier seen again comes back.
+    the oldest entry of the lowest priority (tool traffic, then what the user wrote, user
+    constraints last) and, within it, of the least critical kind present (tool errors,
+    then URLs, paths, commits, ..., DOIs last), so repeated compactions never lose an
+    identifier that still fits, and an evicted identifier seen again comes back.
     """
     entries = dedupe_identifiers([*previous.entries, *new])
     live = {e.value for e in entries}
@@ -71,7 +107,8 @@ def merge_ledger(
         return ledger
     # Notes (titles) go before identifiers: first drop notes, least critical kinds first;
     # only if the bare identifiers still do not fit, evict identifiers themselves.
-    order = sorted(range(len(entries)), key=lambda i: (_rank(entries[i].kind), i))
+    order = sorted(range(len(entries)),
+                   key=lambda i: (entries[i].priority, _rank(entries[i].kind), i))
     bare = [e.model_copy(update={"note": ""}) for e in entries]
     if count(render_ledger(Ledger(entries=tuple(bare), evicted=tuple(evicted)))) <= max_tokens:
         def stripped(k: int) -> Ledger:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+
+from .surrogates import without_surrogates
 
 Role = Literal["user", "assistant", "tool", "system"]
 MessageStatus = Literal["complete", "streaming", "error", "aborted"]
@@ -21,9 +23,19 @@ NonNegativeInt = Annotated[int, Field(ge=0)]
 
 
 class Value(BaseModel):
-    """Base for every core value: immutable and strict about unknown fields."""
+    """Base for every core value: immutable and strict about unknown fields.
+
+    No value holds a lone UTF-16 surrogate: they become U+FFFD (`core.surrogates`), so
+    hashing, storing and sending a value can never fail on one.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_lone_surrogates(cls, data: Any) -> Any:
+        # Before validation: pydantic refuses a lone surrogate in a constrained str field.
+        return without_surrogates(data) if isinstance(data, dict) else data
 
 
 # --------------------------------------------------------------------------- parts
@@ -228,6 +240,10 @@ class LedgerEntry(Value):
     kind: NonEmptyStr  # e.g. zotero_item, doi, url, path, commit, tool_error
     value: NonEmptyStr
     note: str = ""  # e.g. a title; never needed to keep the identifier itself
+    # How long the ledger keeps it under pressure (higher is evicted later): 0 seen in tool
+    # traffic or the assistant's words, 1 written by the user, 2 named in a constraint the
+    # user stated ("never overwrite refs/library.bib").
+    priority: Annotated[int, Field(ge=0, le=2)] = 0
 
 
 class Ledger(Value):

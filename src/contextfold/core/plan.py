@@ -57,3 +57,7 @@ class Plan:
     previous_first_kept_id: str | None = None
     # False for an M4 catch-up: the summary absorbs new nodes that also stay in the tail.
     boundary_moved: bool = True
+    # The ledger the checkpoint will carry (previous + newly old identifiers, within its
+    # cap). Made before summarising, because the summary gets what the ledger leaves.
+    # None in hand-built plans: the ledger is then merged at commit within the cap.
+    ledger: Ledger | None = None

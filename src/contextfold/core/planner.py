@@ -24,7 +24,13 @@ from .estimator import (
     estimate_request,
     estimate_text,
 )
-from .ledger import extract_identifiers, merge_ledger
+from .ledger import (
+    evicted_since,
+    extract_identifiers,
+    ledger_tokens,
+    merge_ledger,
+    plan_ledger,
+)
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .plan import NoOp, Plan, Profile, Trigger
@@ -174,6 +180,8 @@ def plan_compaction(
         instructions=instructions,
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
         boundary_moved=moved,
+        ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
+                            extract_identifiers(boundary.newly_old), budget.ledger_budget),
     )
 
 
@@ -252,9 +260,15 @@ def build_checkpoint(
     ledger_entries: Sequence[Any] | None = None,
     model: str | None = None,
 ) -> Checkpoint:
-    """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger."""
-    entries = extract_identifiers(plan.newly_old) if ledger_entries is None else ledger_entries
-    ledger = merge_ledger(plan.previous_ledger, entries, plan.budget.ledger_budget)
+    """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger.
+
+    `details["ledger"]` records the ledger's size, its cap and what this compaction
+    evicted from it (SPEC L3: every eviction is recorded, never silent).
+    """
+    if ledger_entries is None:
+        ledger = plan_ledger(plan)
+    else:
+        ledger = merge_ledger(plan.previous_ledger, ledger_entries, plan.budget.ledger_budget)
     checkpoint = Checkpoint(
         summary=summary,
         first_kept_id=plan.first_kept_id,
@@ -269,6 +283,13 @@ def build_checkpoint(
             "chunks": len(plan.chunks),
             "previous_checkpoint_id": plan.previous_checkpoint_id,
             "instructions": plan.instructions,
+            "ledger": {
+                "tokens": ledger_tokens(ledger),
+                "cap": plan.budget.ledger_budget,
+                "entries": len(ledger.entries),
+                "evicted": [e.model_dump(mode="json")
+                            for e in evicted_since(plan.previous_ledger, ledger)],
+            },
         },
     )
     after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens

@@ -72,6 +72,7 @@ def project(branch: Branch) -> Projection:
 
 
 LEDGER_NOTE_CHARS = 60
+LEDGER_CONSTRAINT = 2  # LedgerEntry.priority of an identifier named in a user's constraint
 
 
 def render_ledger(ledger: Ledger) -> str:
@@ -79,17 +80,33 @@ def render_ledger(ledger: Ledger) -> str:
 
     One line per kind, identifiers separated by semicolons: a key costs a few tokens, not
     a line, so a research session's dozens of annotation keys all fit the ledger's budget.
+    Identifiers the user named in a constraint come first, with the user's rule itself
+    ("[user constraint] Never overwrite refs/library.bib."), so the rule survives any
+    summariser; under pressure the rule's text goes before its identifiers do.
     """
     if not ledger.entries:
         return ""
+    rules: dict[str, list[str]] = {}  # the user's rule -> identifiers it names
     groups: dict[str, list[str]] = {}
     for e in ledger.entries:
-        note = e.note.replace("\n", " ").strip()
+        note = " ".join(e.note.split())
+        if e.priority >= LEDGER_CONSTRAINT:
+            if note:
+                rules.setdefault(note, []).append(e.value)
+            else:
+                groups.setdefault(f"{e.kind} [user constraint]", []).append(e.value)
+            continue
         if len(note) > LEDGER_NOTE_CHARS:
             note = note[: LEDGER_NOTE_CHARS - 1] + "…"
         groups.setdefault(e.kind, []).append(f"{e.value} ({note})" if note else e.value)
     lines = ["## Identifier Ledger (verbatim identifiers carried forward)"]
-    lines += [f"- {kind}: " + "; ".join(values) for kind, values in groups.items()]
+    for rule, values in rules.items():
+        missing = [v for v in values if v not in rule]  # the rule was cut short
+        lines.append(f"- [user constraint] {rule}" + (f" ({'; '.join(missing)})"
+                                                         if missing else ""))
+    constrained = [k for k in groups if k.endswith("[user constraint]")]
+    for kind in [*constrained, *(k for k in groups if k not in constrained)]:
+        lines.append(f"- {kind}: " + "; ".join(groups[kind]))
     if ledger.evicted:
         lines.append(f"({len(ledger.evicted)} older identifiers were dropped for size; "
                      "they remain in the durable history.)")

@@ -18,6 +18,7 @@ enough it clips harder, message by message, but it never drops a message.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Annotated, Any
 
@@ -83,6 +84,28 @@ class SerializeLimits(Value):
         )
 
 
+# A line of content must never read as one of the serialiser's own labels: the summariser
+# (and anyone parsing the text) would take a tool output holding "\n\n[User]\n..." for a real
+# user turn. Every line of untrusted text (message text, tool output and arguments, names,
+# resource text) whose first visible character is "[" gets a backslash before it. Lines are
+# cut the way `str.splitlines` cuts them (\r, \u2028, ... too), the widest a parser may use.
+_CLIP_MARKER = re.compile(r"\[… \d+ \w+ omitted …\]")
+
+
+def escape_data(text: str) -> str:
+    """`text` with no line that could be read as a serialiser label (see above)."""
+    if "[" not in text:
+        return text
+    out = []
+    for line in text.splitlines(keepends=True):
+        body = line.lstrip()
+        if body.startswith("[") and not _CLIP_MARKER.fullmatch(body.rstrip("\r\n")):
+            cut = len(line) - len(body)
+            line = f"{line[:cut]}\\{body}"
+        out.append(line)
+    return "".join(out)
+
+
 class ChunkBudgetTooSmall(ValueError):
     """Even the shortest form of every message (its label) does not fit the chunk bound."""
 
@@ -97,7 +120,7 @@ def _args_text(value: Any) -> str:
 
 
 def _result_label(result: ToolResultPart, tool_names: Mapping[str, str]) -> str:
-    name = result.name or tool_names.get(result.call_id) or result.call_id
+    name = escape_data(result.name or tool_names.get(result.call_id) or result.call_id)
     label = f"[Tool result: {name}]"
     if result.denied:
         return f"{label} [Denied by user]"
@@ -108,7 +131,7 @@ def _result_label(result: ToolResultPart, tool_names: Mapping[str, str]) -> str:
 
 def _approval_line(part: ApprovalPart, tool_names: Mapping[str, str]) -> str:
     name = tool_names.get(part.call_id)
-    call = f"{name} (call {part.call_id})" if name else f"call {part.call_id}"
+    call = escape_data(f"{name} (call {part.call_id})" if name else f"call {part.call_id}")
     if part.state == "rejected":
         return f"[Approval rejected] the user rejected tool {call}"
     if part.state == "approved":
@@ -146,20 +169,22 @@ def serialize_message(
             continue  # R2
         if isinstance(part, TextPart):
             if part.text.strip():
-                lines.append(part.text)
+                lines.append(escape_data(part.text))
         elif isinstance(part, ToolCallPart):
             args = clip_middle(_args_text(part.input), limits.tool_args_chars)
-            lines.append(f"[Tool call] {part.name}({args})")
+            lines.append(escape_data(f"[Tool call] {part.name}({args})")[1:])
         elif isinstance(part, ToolResultPart):
             # Each result carries its own label: a tool message may hold several.
-            output = clip_middle(part.output, limits.tool_result_chars)
+            output = escape_data(clip_middle(part.output, limits.tool_result_chars))
             lines.append(_result_label(part, names) + (f"\n{output}" if output else ""))
         elif isinstance(part, ApprovalPart):
             lines.append(_approval_line(part, names))
         elif isinstance(part, FilePart):
-            lines.append(f"[file: {part.name} ({part.media_type})]")
+            lines.append(escape_data(f"[file: {part.name} ({part.media_type})]")[1:])
         elif isinstance(part, RESOURCE_PART_TYPES):
-            lines.append(render_resource(part, text_limit=limits.resource_text_chars))  # type: ignore[arg-type]
+            text = render_resource(part, text_limit=limits.resource_text_chars)  # type: ignore[arg-type]
+            head, newline, rest = text.partition("\n")
+            lines.append(escape_data(head)[head.startswith("[") :] + newline + escape_data(rest))
     note = _status_note(msg)
     if note is not None:
         lines.append(note)

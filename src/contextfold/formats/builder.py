@@ -94,11 +94,14 @@ class TreeBuilder:
         where = f"{self.source}:{line}" if line is not None else self.source
         self.warnings.append(f"{where}: {reason}")
 
-    def unreadable(self, bad: Iterable[BadLine]) -> None:
-        """Report lines that could not be read at all (truncated, binary, not an object)."""
+    def unreadable(self, bad: Iterable[BadLine], repaired: Iterable[BadLine] = ()) -> None:
+        """Report lines that could not be read at all (truncated, binary, not an object),
+        and lines read after a repair (lone surrogates replaced; not counted as skipped)."""
         for item in bad:
             self.warn(item.line, item.reason)
             self.skipped["unreadable_line"] += 1
+        for item in repaired:
+            self.warn(item.line, item.reason)
 
     def skip(self, reason: str, source_id: str | None = None,
              parent: str | None = None) -> None:

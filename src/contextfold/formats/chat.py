@@ -73,9 +73,11 @@ def import_anthropic_messages(source: Source, *, name: str | None = None) -> Imp
 
 
 def load_messages(source: Source, fmt: str, name: str | None = None
-                  ) -> tuple[str, str, list[tuple[int | None, Any]], Any, list[str]]:
-    """(display name, id prefix, [(line or None, message)], system, warnings)."""
+                  ) -> tuple[str, str, list[tuple[int | None, Any]], Any, list[str], list[str]]:
+    """(display name, id prefix, [(line or None, message)], system, unreadable-line
+    warnings, repair notes)."""
     warnings: list[str] = []
+    notes: list[str] = []
     if isinstance(source, list | dict):
         display = name or fmt
         data: Any = source
@@ -84,11 +86,11 @@ def load_messages(source: Source, fmt: str, name: str | None = None
     else:
         display = source_name(source)
         raw = read_bytes(source)
-        data, numbered = _parse_file(raw, display, warnings)
+        data, numbered = _parse_file(raw, display, warnings, notes)
         name = name or Path(source).stem
     prefix = f"{name or fmt}-{hashlib.sha256(raw).hexdigest()[:8]}"
     if numbered is not None:
-        return display, prefix, numbered, None, warnings
+        return display, prefix, numbered, None, warnings, notes
     system = None
     if isinstance(data, dict) and "messages" not in data and isinstance(data.get("role"), str):
         data = [data]  # a file holding one message
@@ -101,23 +103,25 @@ def load_messages(source: Source, fmt: str, name: str | None = None
     if not isinstance(data, list):
         raise ImportFormatError(display, "expected a list of messages or an object with a "
                                 "'messages' list")
-    return display, prefix, [(None, m) for m in data], system, warnings
+    return display, prefix, [(None, m) for m in data], system, warnings, notes
 
 
-def _parse_file(raw: bytes, display: str, warnings: list[str]
+def _parse_file(raw: bytes, display: str, warnings: list[str], notes: list[str]
                 ) -> tuple[Any, list[tuple[int | None, Any]] | None]:
-    """A whole JSON document, or JSONL with one message object per line."""
+    """A whole JSON document, or JSONL with one message object per line. `warnings` get
+    the unreadable lines, `notes` the repairs (lone surrogates replaced)."""
     stripped = raw.lstrip(b"\xef\xbb\xbf \t\r\n")
     if stripped[:1] == b"[":
-        return parse_json_document(raw, display), None
+        return parse_json_document(raw, display, notes), None
     try:
-        return parse_json_document(raw, display), None
+        return parse_json_document(raw, display, notes), None
     except ImportFormatError:
         if stripped[:1] != b"{":
             raise
     doc = parse_jsonl(raw, display)  # several objects: one message per line
     require_readable(doc)
     warnings.extend(f"{display}:{bad.line}: {bad.reason}" for bad in doc.bad)
+    notes.extend(f"{display}:{item.line}: {item.reason}" for item in doc.repaired)
     return None, [(jl.line, jl.obj) for jl in doc.lines]
 
 
@@ -157,9 +161,9 @@ def messages_format(messages: list[Any], default: str = "openai") -> str:
 
 
 def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
-    display, prefix, items, system, warnings = load_messages(source, fmt, name)
+    display, prefix, items, system, warnings, notes = load_messages(source, fmt, name)
     b = TreeBuilder(display)
-    b.warnings.extend(warnings)
+    b.warnings.extend(warnings + notes)
     if warnings:
         b.skipped["unreadable_line"] += len(warnings)
     start = datetime.now(UTC)

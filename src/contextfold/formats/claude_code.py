@@ -56,7 +56,7 @@ def import_claude_code(path: str | Path) -> ImportResult:
     source = source_name(path)
     doc = parse_jsonl(read_bytes(path), source)
     require_readable(doc)
-    return _Importer(source).run(doc.lines, doc.bad)
+    return _Importer(source).run(doc.lines, doc.bad, doc.repaired)
 
 
 def claude_code_score(obj: dict[str, Any]) -> int:
@@ -83,9 +83,10 @@ class _Importer:
 
     # ------------------------------------------------------------------ driver
 
-    def run(self, lines: tuple[JsonLine, ...], bad: tuple[BadLine, ...]) -> ImportResult:
+    def run(self, lines: tuple[JsonLine, ...], bad: tuple[BadLine, ...],
+            repaired: tuple[BadLine, ...] = ()) -> ImportResult:
         b = self.b
-        b.unreadable(bad)
+        b.unreadable(bad, repaired)
         linked: list[Linked[dict[str, Any]]] = []
         seen: set[str] = set()
         leaf_source: str | None = None

@@ -75,7 +75,7 @@ def import_pi(path: str | Path) -> ImportResult:
     source = source_name(path)
     doc = parse_jsonl(read_bytes(path), source)
     require_readable(doc)
-    return _Importer(source, Path(path).stem).run(doc.lines, doc.bad)
+    return _Importer(source, Path(path).stem).run(doc.lines, doc.bad, doc.repaired)
 
 
 def pi_score(obj: dict[str, Any]) -> int:
@@ -116,9 +116,10 @@ class _Importer:
 
     # ------------------------------------------------------------------ driver
 
-    def run(self, lines: tuple[JsonLine, ...], bad: tuple[BadLine, ...]) -> ImportResult:
+    def run(self, lines: tuple[JsonLine, ...], bad: tuple[BadLine, ...],
+            repaired: tuple[BadLine, ...] = ()) -> ImportResult:
         b = self.b
-        b.unreadable(bad)
+        b.unreadable(bad, repaired)
         header = next((jl.obj for jl in lines if jl.obj.get("type") == "session"), None)
         session_id = text_of(header.get("id")) if header else None
         prefix = session_id or self.stem

@@ -8,9 +8,12 @@ cannot be read are returned as `BadLine`s so the importer can report and count t
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from contextfold.core.surrogates import replace_surrogates, surrogate_note
 
 from .errors import ImportFormatError
 
@@ -34,6 +37,18 @@ class JsonlDocument:
     source: str
     lines: tuple[JsonLine, ...]
     bad: tuple[BadLine, ...]
+    # Lines that were read after a repair (lone surrogates replaced): warnings, not damage.
+    repaired: tuple[BadLine, ...] = ()
+
+
+# A JSON escape of half a surrogate pair; only then can decoded text hold a lone one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _without_surrogates(obj: Any, text: str) -> tuple[Any, int]:
+    if _SURROGATE_ESCAPE.search(text) is None:
+        return obj, 0
+    return replace_surrogates(obj)
 
 
 def source_name(path: str | Path) -> str:
@@ -67,6 +82,7 @@ def parse_jsonl(data: bytes, source: str) -> JsonlDocument:
     """Split into lines and parse each; undecodable or non-object lines become `BadLine`s."""
     good: list[JsonLine] = []
     bad: list[BadLine] = []
+    repaired: list[BadLine] = []
     for number, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
@@ -87,8 +103,12 @@ def parse_jsonl(data: bytes, source: str) -> JsonlDocument:
         if not isinstance(obj, dict):
             bad.append(BadLine(number, f"JSON value is {_describe(obj)}, not an object"))
             continue
+        obj, replaced = _without_surrogates(obj, text)
+        if replaced:
+            repaired.append(BadLine(number, surrogate_note(replaced)))
         good.append(JsonLine(number, obj))
-    return JsonlDocument(source=source, lines=tuple(good), bad=tuple(bad))
+    return JsonlDocument(source=source, lines=tuple(good), bad=tuple(bad),
+                         repaired=tuple(repaired))
 
 
 def require_readable(doc: JsonlDocument) -> None:
@@ -115,18 +135,23 @@ def require_readable(doc: JsonlDocument) -> None:
         )
 
 
-def parse_json_document(data: bytes, source: str) -> Any:
-    """Parse the whole file as one JSON value (chat message lists); fatal if it is not JSON."""
+def parse_json_document(data: bytes, source: str, notes: list[str] | None = None) -> Any:
+    """Parse the whole file as one JSON value (chat message lists); fatal if it is not JSON.
+
+    Lone surrogates are replaced with U+FFFD; `notes` (if given) is told how many."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise ImportFormatError(source, f"not UTF-8 text (binary data?) at byte {exc.start}") \
             from None
     try:
-        return json.loads(text)
+        value, replaced = _without_surrogates(json.loads(text), text)
     except RecursionError:
         raise ImportFormatError(source, "JSON nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise ImportFormatError(source, f"not valid JSON ({exc.msg})", exc.lineno) from None
     except ValueError as exc:
         raise ImportFormatError(source, f"not valid JSON ({exc})") from None
+    if replaced and notes is not None:
+        notes.append(f"{source}: {surrogate_note(replaced)}")
+    return value

@@ -134,17 +134,19 @@ class StoreBase:
         """Insert linked nodes whose first parent is stored; compute depth and latest checkpoint."""
         tree_id = row["tree_id"]
         first_parent = chain[0].parent_id
-        depth, latest = 0, None
+        depth, latest, parent_chain = 0, None, None
         if first_parent is not None:
             meta = await queries.node_meta(conn, tree_id, first_parent)
             if meta is None:
                 raise ReadOnlySessionError(row["id"], reason=f"parent {first_parent!r} is missing")
             depth, latest = meta["depth"] + 1, meta["latest_checkpoint_id"]
+            parent_chain = meta["chain_hash"]
         rows = []
         for node in chain:
             rows.append(node_row(node, tree_id=tree_id, depth=depth,
-                                 latest_checkpoint_id=latest, session_id=row["id"]))
-            latest = rows[-1]["latest_checkpoint_id"]
+                                 latest_checkpoint_id=latest, session_id=row["id"],
+                                 parent_chain=parent_chain))
+            latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
         await conn.execute(insert(nodes), rows)
 

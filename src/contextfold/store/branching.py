@@ -75,7 +75,7 @@ class BranchingOps(StoreBase):
             if isinstance(branch, DamagedBranch):
                 if await queries.node_meta(conn, tree_id, node_id) is None:
                     raise _foreign_node(node_id, session_id,
-                                        await queries.tree_of_node(conn, node_id))
+                                        await queries.trees_of_node(conn, node_id))
                 raise ReadOnlySessionError(session_id, branch.problems)
             node = branch.nodes[-1]
             if node.checkpoint is not None:
@@ -115,8 +115,8 @@ class BranchingOps(StoreBase):
         return None
 
 
-def _foreign_node(node_id: str, session_id: str, other_tree: str | None) -> Exception:
-    if other_tree is None:
+def _foreign_node(node_id: str, session_id: str, other_trees: list[str]) -> Exception:
+    if not other_trees:
         return NodeNotFoundError(f"node {node_id!r} is not stored")
     return InvalidOperationError(
         f"node {node_id!r} belongs to another session tree, not to session {session_id!r}")

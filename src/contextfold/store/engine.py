@@ -77,9 +77,14 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         # Let us emit BEGIN ourselves (the driver's implicit BEGIN is always DEFERRED).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # The busy timeout first: switching a new file to WAL takes a lock that a
+        # concurrent first opener may hold.
         cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # REPLACE's implicit delete then fires the append-only DELETE triggers too (the
+        # BEFORE INSERT trigger of migration 0002 refuses it as well, for other clients).
+        cursor.execute("PRAGMA recursive_triggers=ON")
         cursor.close()
 
     @event.listens_for(engine.sync_engine, "begin")

@@ -2,7 +2,8 @@
 
 Reads every row (this is an audit, not a hot path) and checks:
 
-* every node row still matches the hash written at insert (no UPDATE ever happened), parses,
+* every node row still matches the hash written at insert (no UPDATE ever happened) and
+  links to its parent's chain digest, parses,
   has its parent in its own tree, and has consistent insert-time columns;
 * every acknowledged append is present exactly once, with the content that was sent;
 * earlier snapshots are contained in later ones (no node vanished or changed, revisions
@@ -33,7 +34,7 @@ from contextfold.core.tree import Branch, InvalidRecord
 from contextfold.core.validity import openai_problems
 
 from .engine import read_connection
-from .rows import content_hash, payload_json, record_from_row
+from .rows import chained_records, content_hash, payload_json
 from .schema import compaction_leases, leaf_moves, nodes, sessions, trees
 
 if TYPE_CHECKING:
@@ -48,6 +49,11 @@ def payload_digest(payload: Message | Checkpoint) -> str:
 def _row_digest(row: Mapping[str, Any]) -> str:
     """Hash of what a node row holds *now* (recomputed, never the stored hash column)."""
     return content_hash(row["id"], row["parent_id"], row["created_at"], row["payload"])
+
+
+def _node_key(row: Mapping[str, Any]) -> str:
+    """Node ids are unique per tree (imported ids may repeat across trees)."""
+    return f"{row['tree_id']}/{row['id']}"
 
 
 @dataclass(frozen=True)
@@ -77,12 +83,13 @@ class InvariantReport:
 async def take_snapshot(store: SqlSessionStore) -> Snapshot:
     async with read_connection(store.engine) as conn:
         node_rows = (await conn.execute(
-            select(nodes.c.id, nodes.c.parent_id, nodes.c.created_at, nodes.c.payload)
+            select(nodes.c.tree_id, nodes.c.id, nodes.c.parent_id, nodes.c.created_at,
+                   nodes.c.payload)
         )).mappings().all()
         session_rows = await conn.execute(
             select(sessions.c.id, sessions.c.leaf_id, sessions.c.branch_revision))
         return Snapshot(
-            nodes={r["id"]: _row_digest(r) for r in node_rows},
+            nodes={_node_key(r): _row_digest(r) for r in node_rows},
             sessions={r[0]: (r[1], r[2]) for r in session_rows},
         )
 
@@ -117,16 +124,20 @@ async def check_store(
     by_tree: dict[str, dict[str, Node | InvalidRecord]] = defaultdict(dict)
     meta: dict[str, Mapping[str, Any]] = {}
     digests: Counter[str] = Counter()
+    rows_by_tree: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for row in node_rows:
-        record = record_from_row(row)
-        by_tree[row["tree_id"]][row["id"]] = record
-        meta[row["id"]] = row
+        rows_by_tree[row["tree_id"]].append(row)
+        meta[row["id"]] = row  # acknowledged appends carry store-made (unique) ids
         digests[hashlib.sha256(row["payload"].encode("utf-8")).hexdigest()] += 1
-        if isinstance(record, InvalidRecord):
-            report.problems.append(f"node {row['id']}: {record.error}")
-    _check_topology(by_tree, meta, report)
+    for tree_id, tree_rows in rows_by_tree.items():
+        by_tree[tree_id] = dict(chained_records(tree_rows))  # hashes and the chain (0002)
+        for record in by_tree[tree_id].values():
+            if isinstance(record, InvalidRecord):
+                report.problems.append(f"node {record.id}: {record.error}")
+    _check_topology(by_tree, {t: {r["id"]: r for r in rs} for t, rs in rows_by_tree.items()},
+                    report)
     _check_acknowledged(acknowledged or {}, meta, digests, report)
-    final = Snapshot(nodes={r["id"]: _row_digest(r) for r in node_rows},
+    final = Snapshot(nodes={_node_key(r): _row_digest(r) for r in node_rows},
                      sessions={r["id"]: (r["leaf_id"], r["branch_revision"]) for r in session_rows})
     _check_snapshots([*snapshots, final], report)
     _check_moves(session_rows, move_rows, by_tree, report)
@@ -142,8 +153,10 @@ async def check_store(
 
 
 def _check_topology(by_tree: Mapping[str, Mapping[str, Node | InvalidRecord]],
-                    meta: Mapping[str, Mapping[str, Any]], report: InvariantReport) -> None:
+                    tree_meta: Mapping[str, Mapping[str, Mapping[str, Any]]],
+                    report: InvariantReport) -> None:
     for tree_id, members in by_tree.items():
+        meta = tree_meta[tree_id]
         for node_id, record in members.items():
             row = meta[node_id]
             parent = row["parent_id"]
@@ -198,8 +211,8 @@ def _check_acknowledged(acknowledged: Mapping[str, str], meta: Mapping[str, Mapp
 
 def _check_snapshots(snapshots: Sequence[Snapshot], report: InvariantReport) -> None:
     for earlier, later in itertools.pairwise(snapshots):
-        for node_id, digest in earlier.nodes.items():
-            now = later.nodes.get(node_id)
+        for key, digest in earlier.nodes.items():
+            now, node_id = later.nodes.get(key), key.split("/", 1)[1]
             if now is None:
                 report.problems.append(f"node {node_id} was deleted")
             elif now != digest:

@@ -17,11 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from contextfold.core.messages import Node
 from contextfold.core.tree import Branch, DamagedBranch, InvalidRecord, Problem, build_branch
 
-from .rows import record_from_row
+from .rows import chained_records
 from .schema import nodes
 
 # The columns a branch needs; insert-time bookkeeping columns are read separately.
-_NODE_COLUMNS = ("tree_id", "id", "parent_id", "created_at", "payload", "content_hash")
+_NODE_COLUMNS = ("tree_id", "id", "parent_id", "created_at", "payload", "content_hash",
+                 "chain_hash")
 
 
 async def node_meta(conn: AsyncConnection, tree_id: str, node_id: str) -> RowMapping | None:
@@ -29,23 +30,27 @@ async def node_meta(conn: AsyncConnection, tree_id: str, node_id: str) -> RowMap
     stmt = select(
         nodes.c.id, nodes.c.parent_id, nodes.c.kind, nodes.c.role, nodes.c.depth,
         nodes.c.latest_checkpoint_id, nodes.c.first_kept_id, nodes.c.content_hash,
+        nodes.c.chain_hash,
     ).where(nodes.c.tree_id == tree_id, nodes.c.id == node_id)
     return (await conn.execute(stmt)).mappings().first()
 
 
-async def tree_of_node(conn: AsyncConnection, node_id: str) -> str | None:
-    """The tree a node id belongs to (ids are unique across the database)."""
-    stmt = select(nodes.c.tree_id).where(nodes.c.id == node_id)
-    return (await conn.execute(stmt)).scalar_one_or_none()
+async def trees_of_node(conn: AsyncConnection, node_id: str) -> list[str]:
+    """The trees holding a node id. Ids are unique per tree: the store's own ids (UUIDv7)
+    never repeat, but imported ids (Pi's 8 hex characters) may recur in unrelated trees."""
+    stmt = select(nodes.c.tree_id).where(nodes.c.id == node_id).order_by(nodes.c.tree_id)
+    return list((await conn.execute(stmt)).scalars())
 
 
-async def existing_ids(conn: AsyncConnection, ids: Sequence[str]) -> set[str]:
-    """Which of `ids` are already stored, in any tree (used before inserting caller ids)."""
-    found: set[str] = set()
+async def stored_hashes(conn: AsyncConnection, ids: Sequence[str]) -> set[tuple[str, str]]:
+    """(id, content_hash) of every stored node, in any tree, whose id is one of `ids`: an
+    import whose nodes match by id *and* content was imported before."""
+    found: set[tuple[str, str]] = set()
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
-        rows = await conn.execute(select(nodes.c.id).where(nodes.c.id.in_(chunk)))
-        found.update(r[0] for r in rows)
+        rows = await conn.execute(select(nodes.c.id, nodes.c.content_hash)
+                                  .where(nodes.c.id.in_(chunk)))
+        found.update((r[0], r[1]) for r in rows)
     return found
 
 
@@ -73,7 +78,7 @@ async def walk_up(
 
 
 def records(rows: Iterable[RowMapping | dict[str, Any]]) -> dict[str, Node | InvalidRecord]:
-    return {row["id"]: record_from_row(row) for row in rows}
+    return chained_records(rows)
 
 
 async def tree_rows(conn: AsyncConnection, tree_id: str) -> list[RowMapping]:

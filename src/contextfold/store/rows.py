@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,6 +40,14 @@ def content_hash(node_id: str, parent_id: str | None, created_at: datetime, payl
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
+def chain_digest(parent_chain: str | None, node_hash: str) -> str:
+    """The tamper-evidence chain (git's object model): a node's digest covers its own content
+    hash and its parent's chain digest, so changing any node changes the digest of every
+    descendant. A root's parent digest is the empty string."""
+    return hashlib.sha256(f"contextfold-chain-v1\0{parent_chain or ''}\0{node_hash}"
+                          .encode("ascii")).hexdigest()
+
+
 def node_row(
     node: Node,
     *,
@@ -47,9 +55,13 @@ def node_row(
     depth: int,
     latest_checkpoint_id: str | None,
     session_id: str | None,
+    parent_chain: str | None,
 ) -> dict[str, Any]:
-    """The `nodes` row for a node (its insert-time columns computed by the caller)."""
+    """The `nodes` row for a node (its insert-time columns computed by the caller).
+
+    `parent_chain` is the parent row's `chain_hash` (None for a root)."""
     payload = payload_json(node.payload)
+    digest = content_hash(node.id, node.parent_id, node.created_at, payload)
     msg = node.message
     cp = node.checkpoint
     return {
@@ -64,7 +76,8 @@ def node_row(
         "session_id": session_id,
         "created_at": utc(node.created_at),
         "payload": payload,
-        "content_hash": content_hash(node.id, node.parent_id, node.created_at, payload),
+        "content_hash": digest,
+        "chain_hash": chain_digest(parent_chain, digest),
     }
 
 
@@ -85,6 +98,38 @@ def record_from_row(row: Mapping[str, Any]) -> Node | InvalidRecord:
                     payload=payload)
     except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
         return InvalidRecord(node_id, parent_id, f"payload does not parse: {_short(exc)}")
+
+
+def chained_records(rows: Iterable[Mapping[str, Any]]) -> dict[str, Node | InvalidRecord]:
+    """`record_from_row` for rows read together, plus the chain link of every row whose
+    parent was read too (a root links to the empty digest). A row whose stored chain digest
+    does not follow from its parent's is damage, even if its own content hash is right:
+    it (or an ancestor) was rewritten with recomputed hashes."""
+    by_id = {row["id"]: row for row in rows}
+    out: dict[str, Node | InvalidRecord] = {}
+    for node_id, row in by_id.items():
+        record = record_from_row(row)
+        parent_id = row["parent_id"]
+        if isinstance(record, Node) and (parent_id is None or parent_id in by_id):
+            parent_chain = None if parent_id is None else by_id[parent_id]["chain_hash"]
+            if row["chain_hash"] != chain_digest(parent_chain, row["content_hash"]) and not (
+                _in_cycle(node_id, by_id)  # no chain can close a cycle: report the cycle
+            ):
+                record = InvalidRecord(node_id, parent_id, "chain digest mismatch: this row or "
+                                       "its parent was rewritten after it was written")
+        out[node_id] = record
+    return out
+
+
+def _in_cycle(node_id: str, by_id: Mapping[str, Mapping[str, Any]]) -> bool:
+    seen: set[str] = set()
+    current = by_id[node_id]["parent_id"]
+    while current is not None and current in by_id and current not in seen:
+        if current == node_id:
+            return True
+        seen.add(current)
+        current = by_id[current]["parent_id"]
+    return False
 
 
 def _short(exc: Exception, limit: int = 400) -> str:

@@ -76,8 +76,13 @@ nodes = Table(
     Column("created_at", UTCDateTime, nullable=False),
     Column("payload", Text, nullable=False),  # canonical JSON of the payload
     Column("content_hash", String(64), nullable=False),  # sha256 over id, parent, time, payload
+    # sha256 over the parent's chain_hash and this content_hash (migration 0002): rewriting
+    # one node means rewriting every descendant's digest too (tamper evidence, docs/store.md).
+    Column("chain_hash", String(64), nullable=True),
     PrimaryKeyConstraint("tree_id", "id", name="pk_nodes"),
-    Index("ux_nodes_id", "id", unique=True),
+    # Ids are unique per tree only (imported ids, e.g. Pi's 8-hex ones, may repeat across
+    # unrelated trees); this index serves the id-only look-ups.
+    Index("ix_nodes_id", "id"),
 )
 
 sessions = Table(

@@ -55,10 +55,16 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
                 tree_id = new_id()
                 await conn.execute(insert(trees).values(id=tree_id, created_at=utc_now()))
             else:
-                tree_id = await queries.tree_of_node(conn, from_node_id)
-                if tree_id is None:
+                found = await queries.trees_of_node(conn, from_node_id)
+                if not found:
                     raise NodeNotFoundError(f"cannot start a session from node {from_node_id!r}:"
                                             " no such node is stored")
+                if len(found) > 1:
+                    raise InvalidOperationError(
+                        f"node id {from_node_id!r} is stored in {len(found)} session trees "
+                        "(imported ids are unique per tree only); fork it from its session "
+                        "instead")
+                tree_id = found[0]
                 branch = await queries.load_tail(conn, tree_id, from_node_id, 0)
                 if isinstance(branch, DamagedBranch):
                     raise InvalidOperationError(
@@ -194,24 +200,30 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
     ) -> SessionInfo:
         """Store a whole pre-built tree (checkpoints allowed) as a new tree and session.
 
-        Validated in memory first; all-or-nothing. Node ids are kept; an id already stored
-        raises `DuplicateNodeError`.
+        Validated in memory first; all-or-nothing. Node ids are kept (unique per tree: an
+        unrelated tree may hold the same id); a node already stored with the same id and
+        content raises `DuplicateNodeError` (a re-import).
         """
         prepared = prepare_import(nodes_in, leaf_id)
         meta_json = metadata_json(metadata)
 
         async def op(conn: AsyncConnection) -> SessionInfo:
-            taken = await queries.existing_ids(conn, [p.node.id for p in prepared])
-            if taken:
-                sample = ", ".join(sorted(taken)[:5])
-                raise DuplicateNodeError(
-                    f"{len(taken)} imported node ids are already stored (e.g. {sample}); "
-                    "was this history imported before?")
             tree_id = new_id()
+            rows, chains = [], {}
+            for p in prepared:  # parents first, so every parent's chain digest is known
+                rows.append(node_row(p.node, tree_id=tree_id, depth=p.depth,
+                                     latest_checkpoint_id=p.latest_checkpoint_id,
+                                     session_id=None, parent_chain=chains.get(p.node.parent_id)))
+                chains[p.node.id] = rows[-1]["chain_hash"]
+            # Ids are unique per tree, so an unrelated session that happens to share an id
+            # imports fine; the same node (same id and content hash) means a re-import.
+            stored = await queries.stored_hashes(conn, [p.node.id for p in prepared])
+            taken = sorted(r["id"] for r in rows if (r["id"], r["content_hash"]) in stored)
+            if taken:
+                raise DuplicateNodeError(
+                    f"{len(taken)} imported nodes are already stored with the same content "
+                    f"(e.g. {', '.join(taken[:5])}); was this history imported before?")
             await conn.execute(insert(trees).values(id=tree_id, created_at=utc_now()))
-            rows = [node_row(p.node, tree_id=tree_id, depth=p.depth,
-                             latest_checkpoint_id=p.latest_checkpoint_id, session_id=None)
-                    for p in prepared]
             for start in range(0, len(rows), 1000):
                 await conn.execute(insert(nodes), rows[start : start + 1000])
             return await self._insert_session(conn, tree_id, leaf_id, title, meta_json,
@@ -289,10 +301,11 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
         stamp: datetime,
     ) -> Node | None:
         """A repeated append with the same caller id returns the stored node (exactly once)."""
-        tree_id = await queries.tree_of_node(conn, node_id)
-        if tree_id is None:
+        found = await queries.trees_of_node(conn, node_id)
+        if not found:
             return None
-        if tree_id == row["tree_id"]:
+        if row["tree_id"] in found:
+            tree_id = row["tree_id"]
             found = await queries.walk_up(conn, tree_id, node_id, node_id)
             node = found.get(node_id)
             if isinstance(node, Node) and node.payload == msg and node.created_at == stamp:

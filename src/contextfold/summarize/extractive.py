@@ -9,7 +9,7 @@ plan, errors, Zotero resources and files touched. Every bullet says where it cam
 
 An update (S4) merges the previous summary's sections with the new content, deduplicates,
 and trims the oldest items of the largest sections first until the text fits the summary
-budget minus the ledger budget. Trimming is stated in the text, never silent.
+budget minus what the identifier ledger takes. Trimming is stated in the text, never silent.
 
 The parts: `extractive_facts` (what the history shows), `extractive_sections` (merging with
 the previous summary) and `extractive_fit` (fitting the budget).
@@ -18,6 +18,7 @@ the previous summary) and `extractive_fit` (fitting the budget).
 from __future__ import annotations
 
 from ..core.estimator import estimate_text
+from ..core.ledger import ledger_tokens, plan_ledger
 from ..core.plan import Plan
 from .extractive_facts import collect_facts
 from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
@@ -34,9 +35,17 @@ __all__ = [
 ]
 
 
+def ledger_share(plan: Plan) -> int:
+    """Tokens the plan's identifier ledger takes in the checkpoint: what it needs."""
+    return ledger_tokens(plan_ledger(plan))
+
+
 def summary_token_budget(plan: Plan) -> int:
-    """Tokens the summary text may take: the summary budget minus the ledger's share."""
-    return plan.budget.summary_budget - plan.budget.ledger_budget
+    """Tokens the summary text may take: the summary budget minus what the ledger takes.
+
+    The ledger goes first (up to its cap, `Budget.ledger_budget`); the prose gets the rest.
+    """
+    return plan.budget.summary_budget - ledger_share(plan)
 
 
 def smallest_summary_tokens(count: Count = estimate_text) -> int:
@@ -66,7 +75,7 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
     if budget <= 0:
         raise SummaryBudgetTooSmall(
             f"no room for a summary: summary budget {plan.budget.summary_budget} minus "
-            f"ledger budget {plan.budget.ledger_budget} is {budget} tokens"
+            f"identifier ledger {ledger_share(plan)} is {budget} tokens"
         )
     facts = collect_facts(plan.newly_old, plan.profile)
     ordered = build_sections(plan, facts)

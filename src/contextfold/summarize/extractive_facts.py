@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from ..core.constraints import STEP_START, constraint_sentences, sentences
 from ..core.identifiers import error_line, extract_identifiers
 from ..core.messages import (
     AnnotationPart,
@@ -34,21 +35,6 @@ from ..core.tree import message_nodes
 
 # --------------------------------------------------------------------------- text helpers
 
-# Western sentences end with punctuation and a space; CJK ones with 。！？ and no space.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
-# A constraint: a modal anywhere ("themes must never explode"), or an imperative near the
-# start of the sentence ("ok, use rgb values", "no console logs") not said of oneself
-# ("i don't think ..." is an opinion, not a rule).
-_CONSTRAINT_ANYWHERE = re.compile(
-    r"\b(?:must|mustn't|never|always|make sure|ensure|should|shouldn't|not allowed|no more)\b"
-    r"|ください|しないで|しないこと|してはいけない|禁止|必ず|だけ|のみ|べき|守って|使って|使わない",
-    re.IGNORECASE,
-)
-_IMPERATIVE = re.compile(
-    r"^(?:\W*\w+\W+){0,2}?(?<!\bi )(?<!\bwe )(?<!\bit )(?<!\bthat )(?<!\byou )"
-    r"(?:don't|dont|do not|only|keep|use|avoid|stop|prefer|no)\b",
-    re.IGNORECASE,
-)
 _TASK = re.compile(
     r"\b(?:we need|i need|i want|let's|lets|now (?:we|let|i)|next|new task|instead|please|"
     r"can you|could you|create|implement|add|fix|port|write|build|make|find|search|research|"
@@ -75,11 +61,15 @@ _READONLY_SHELL = re.compile(
     r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|find|ls|cat|head|tail|awk|wc|sed\s+-n|echo|pwd|"
     r"which|tree|file|stat|git\s+(?:status|log|diff|show))\b"
 )
-_STEP_START = re.compile(r"^(?:(?:next|then|after that|afterwards)\b|次に|その後)", re.IGNORECASE)
-_NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+")
 _NOISE_USER = re.compile(
-    r"^\s*(?:/\S*\s*$|\[Request interrupted|<command-|<local-command|Caveat:)", re.IGNORECASE
+    r"^\s*(?:/\S*\s*$|\[Request interrupted|<command-|<local-command|<bash-|Caveat:)",
+    re.IGNORECASE,
 )
+# A command the user ran themselves (Pi's `!command`, `formats.pi.bash_execution_text`):
+# it reaches the model as a user message, but only the command is the user's; its output is
+# data (fetched pages, files) and never a goal or a constraint, whatever it says. The whole
+# rest of the message is output: a ``` inside it cannot end it early.
+_USER_COMMAND = re.compile(r"^Ran `([^`\n]*)`\n(?:```|\(no output\))")
 _TIMES = re.compile(r"\s+\(×\d+\)$")
 
 _READ_TOOLS = frozenset({"read", "view", "cat", "open", "read_file", "readfile"})
@@ -94,24 +84,13 @@ _KEY_ARGS = (
 )
 ITEM_CHARS = 300
 GOAL_CHARS = 500
+LATER_REQUEST = "(user) Later request: "  # a request after the goal: a restatement
 
 
 def one_line(text: str, limit: int = ITEM_CHARS) -> str:
     """`text` on one line, whitespace collapsed, cut to `limit` characters with "…"."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-_CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
-
-
-def _sentences(text: str) -> list[str]:
-    out = []
-    for raw in _SENTENCE_END.split(_CODE_BLOCK.sub("\n", text)):
-        s = _NUMBERED.sub("", raw.strip().lstrip("#").strip()).strip("*_ ")
-        if len(s) > 2 and not s.startswith("```"):
-            out.append(s)
-    return out
 
 
 def _substantial(sentence: str, words: int = 4) -> bool:
@@ -156,10 +135,19 @@ class _Turn:
     messages: list[Message] = field(default_factory=list)
 
 
+def user_command(msg: Message) -> str | None:
+    """The command of a user-run shell command's message (Pi `!command`), else None."""
+    if msg.role != "user":
+        return None
+    m = _USER_COMMAND.match(msg.text)
+    return m.group(1) if m else None
+
+
 def _turns(nodes: Sequence[Node]) -> list[_Turn]:
     turns: list[_Turn] = []
     for _, msg in message_nodes(nodes):
-        if msg.role == "user" and msg.text.strip() and not _NOISE_USER.match(msg.text):
+        if (msg.role == "user" and msg.text.strip() and not _NOISE_USER.match(msg.text)
+                and user_command(msg) is None):
             turns.append(_Turn(request=msg.text.strip()))
         elif not turns:
             turns.append(_Turn(request=None))
@@ -239,12 +227,9 @@ def _requests(turns: list[_Turn], facts: Facts) -> None:
             facts.goal.append(f"(user) {one_line(turn.request, GOAL_CHARS)}")
             first = False
         elif _substantial(turn.request, words=5) and _TASK.search(turn.request):
-            facts.goal.append(f"(user) Later request: {one_line(turn.request)}")
-        for sentence in _sentences(turn.request):
-            if sentence.endswith(("?", "？")) or _STEP_START.match(sentence):
-                continue  # a question or "next, do X" is a request, not a standing rule
-            if _CONSTRAINT_ANYWHERE.search(sentence) or _IMPERATIVE.search(sentence):
-                facts.constraints.append(f"(user) {one_line(sentence)}")
+            facts.goal.append(f"{LATER_REQUEST}{one_line(turn.request)}")
+        for sentence in constraint_sentences(turn.request):
+            facts.constraints.append(f"(user) {one_line(sentence)}")
 
 
 def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: Facts) -> None:
@@ -262,6 +247,9 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
     inspections = 0
     for turn in turns:
         for msg in turn.messages:
+            command = user_command(msg)
+            if command is not None:
+                _add_counted(f.done, f"(user) ran `{one_line(command, 160)}`")
             if msg.role != "assistant":
                 continue
             for call in msg.tool_calls:
@@ -308,12 +296,12 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
                 f.in_progress.append(f"(user) {one_line(turn.request)} (no final answer yet)")
                 f.next_steps.append(f"(user) Finish: {one_line(turn.request)}")
             continue
-        sentences = [x for x in _sentences(answer) if not _NARRATION.match(x)]
-        for sentence in sentences[-2:]:
+        said = [x for x in sentences(answer) if not _NARRATION.match(x)]
+        for sentence in said[-2:]:
             if sentence.endswith(("?", "？", ":", "：")) or not _substantial(sentence):
                 continue
             item = f"(inferred) {one_line(sentence)}"
-            if _STEP_START.match(sentence):
+            if STEP_START.match(sentence):
                 continue  # "Next I will …" is a plan: Next Steps takes it
             if _DECISION.search(sentence):
                 f.decisions.append(item)
@@ -322,7 +310,7 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
             else:
                 f.findings.append(item)
         if is_last:
-            plan = [s for s in sentences if _PLAN.search(s)][-5:]
+            plan = [s for s in said if _PLAN.search(s)][-5:]
             f.next_steps.extend(f"(inferred) {one_line(s)}" for s in plan)
             if not plan and turn.request is not None:
                 f.next_steps.append(

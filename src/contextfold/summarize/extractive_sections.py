@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..core.identifiers import extract_identifiers
 from ..core.messages import LedgerEntry
 from ..core.plan import Plan, Profile
-from .extractive_facts import GOAL_CHARS, Facts, norm_item, one_line
+from .extractive_facts import GOAL_CHARS, LATER_REQUEST, Facts, norm_item, one_line
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
 
 OMITTED_NOTE = "earlier items omitted for size; the durable history has them"
@@ -167,6 +167,16 @@ def build_sections(plan: Plan, facts: Facts) -> list[Section]:
     return ordered
 
 
+def _original_and_latest(goal: Section) -> None:
+    """The Goal section: the original goal and the latest restatement, not every request.
+
+    Every later request stays in the durable history (and its work under Progress); the
+    goal a resumed agent needs is where the session started and where it is now.
+    """
+    later = [i for i in goal.items if i.startswith(LATER_REQUEST)]
+    goal.items = [i for i in goal.items if not i.startswith(LATER_REQUEST)] + later[-1:]
+
+
 def _mark_earlier(item: str, sub: str) -> str:
     if "[earlier " in item:
         return item
@@ -188,10 +198,11 @@ def _place_new(
     decisions = "Decisions" if plan.profile == "research" else "Key Decisions"
     g = sections[goal]
     new_goals = list(facts.goal)
-    if g.items and new_goals and not new_goals[0].startswith("(user) Later request:"):
+    if g.items and new_goals and not new_goals[0].startswith(LATER_REQUEST):
         # Update mode: the session's goal is the previous one; this is a later request.
-        new_goals[0] = new_goals[0].replace("(user) ", "(user) Later request: ", 1)
+        new_goals[0] = new_goals[0].replace("(user) ", LATER_REQUEST, 1)
     g.add(new_goals)
+    _original_and_latest(g)
     if not g.items:
         # Never an empty checkpoint: say plainly that no request was seen.
         n = sum(1 for node in plan.newly_old if node.message is not None)

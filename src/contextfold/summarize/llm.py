@@ -28,6 +28,7 @@ from ..core.text_estimate import Count
 from ..providers.base import ChatModel, ChatRequest
 from ..providers.errors import ProviderError
 from .extractive import summarize_extractive, summary_token_budget
+from .language import user_language
 from .prompts import PROMPT_OVERHEAD_TOKENS, build_summary_request
 from .validate import SummaryInvalid, ensure_valid, validate_summary
 
@@ -117,10 +118,13 @@ class LlmSummarizer:
         attempts = 0
         running = plan.previous_summary
         chunks = plan.chunks or ((plan.newly_old,) if plan.newly_old else ())
+        # SPEC G1: the summary's content follows the language the user writes in lately.
+        language = user_language((*plan.newly_old, *plan.kept))
         try:
             for index, chunk in enumerate(chunks, start=1):
                 label = f"chunk {index}/{len(chunks)}"
-                running, used = await self._chunk(plan, chunk, running, label, problems)
+                running, used = await self._chunk(plan, chunk, running, label, problems,
+                                                  language)
                 attempts += used
         except _ChunkFailed as failed:
             attempts += failed.args[0]
@@ -132,7 +136,8 @@ class LlmSummarizer:
                               problems=tuple(problems))
 
     async def _chunk(self, plan: Plan, chunk: Sequence[Node], running: str | None,
-                     label: str, problems: list[str]) -> tuple[str, int]:
+                     label: str, problems: list[str],
+                     language: str | None = None) -> tuple[str, int]:
         """Summarise one chunk onto `running`; at most two requests (normal, strict)."""
         limit = self.chunk_tokens(plan, running)
         text = serialize_chunk(chunk, limit, SerializeLimits.for_budget(limit), self.count)
@@ -141,7 +146,8 @@ class LlmSummarizer:
         for attempt, strict in enumerate((False, True), start=1):
             summary_request = build_summary_request(
                 profile=plan.profile, conversation_text=text, previous_summary=running,
-                instructions=plan.instructions, max_tokens=target, strict=strict)
+                instructions=plan.instructions, max_tokens=target, strict=strict,
+                language=language)
             request = ChatRequest(system=summary_request.system,
                                   pending=(text_message("user", summary_request.prompt),),
                                   max_tokens=budget)

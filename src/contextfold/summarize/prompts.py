@@ -45,7 +45,7 @@ CRITICAL = "Critical Context"  # in both profiles; where loose text and instruct
 PROVENANCE_MARKERS: tuple[str, ...] = ("(user)", "(tool)", "(inferred)")
 
 _GUIDANCE: dict[str, str] = {
-    "Research Goal": "What the user is trying to find out or produce; later changes of goal.",
+    "Research Goal": "What the user set out to find or produce, and its latest restatement.",
     "User Requirements and Constraints": (
         "Requirements, scope limits, preferences and prohibitions the user stated."
     ),
@@ -62,7 +62,7 @@ _GUIDANCE: dict[str, str] = {
         "Anything else needed to continue: errors, open questions, exact values, user "
         "instructions for this summary."
     ),
-    "Goal": "What the user is trying to accomplish; later changes of goal.",
+    "Goal": "What the user set out to accomplish, and its latest restatement.",
     "Constraints & Preferences": "Constraints, preferences and prohibitions the user stated.",
     "Progress": "Work completed, under way and blocked.",
     "Key Decisions": "Decisions made and their brief rationale.",
@@ -149,8 +149,9 @@ class SummaryRequest:
 
 
 def _fence(text: str, tag: str) -> str:
-    # A closing tag inside the data must not close the fence early.
-    return text.replace(f"</{tag}>", f"<\\/{tag}>")
+    """A closing tag inside the data must not close the fence early, in any spelling a
+    reader might accept: any case, spaces or attributes (`</CONVERSATION >`, `< /conversation`)."""
+    return re.sub(rf"<(\s*)/(\s*{re.escape(tag)})", r"<\1\\/\2", text, flags=re.IGNORECASE)
 
 
 def build_summary_request(
@@ -161,12 +162,15 @@ def build_summary_request(
     instructions: str | None = None,
     max_tokens: int,
     strict: bool = False,
+    language: str | None = None,
 ) -> SummaryRequest:
     """The request that asks a model for a first or an updated checkpoint summary.
 
     `previous_summary` switches to the update variant (S4). `instructions` are the user's
     steer for this summary (M6), e.g. "keep all DOIs". `strict` is the variant for the one
-    retry after an invalid answer.
+    retry after an invalid answer. `language` is the language the user writes in (SPEC
+    G1, `summarize.language`): the content follows it, the headings stay canonical, and
+    explicit instructions override it; None asks the model to follow the user's language.
     """
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -190,6 +194,7 @@ def build_summary_request(
         _UPDATE_TASK if update else _FIRST_TASK,
         "",
         _RULES,
+        _language_rule(language),
         f"- Keep the whole summary under about {max_tokens} tokens.",
         "",
     ]
@@ -207,6 +212,14 @@ def build_summary_request(
     parts += ["Format:", "", summary_skeleton(profile)]
     return SummaryRequest(system=SUMMARY_SYSTEM_PROMPT, prompt="\n".join(parts),
                           max_tokens=max_tokens)
+
+
+def _language_rule(language: str | None) -> str:
+    """SPEC G1: content in the user's language, headings canonical, instructions win."""
+    who = f"{language}, the language the user writes in" if language else (
+        "the language the user writes in")
+    return (f"- Write the bullets in {who} unless the user's instructions say otherwise; "
+            "keep the headings below exactly, in English, and identifiers and quotes as is.")
 
 
 # --------------------------------------------------------------------------- parsing
