@@ -60,6 +60,24 @@ def test_help_imports_no_provider_sdk_database_or_plotting_library():
     assert proc.stdout.strip().splitlines()[-1] == "LOADED []", proc.stdout
 
 
+def test_project_on_an_up_to_date_database_needs_no_alembic_or_sdk(cf, env):
+    sid = _imported(cf, CC_SHORT)
+    code = ("import sys\nfrom contextfold.cli import app\n"
+            f"sys.argv = ['contextfold', 'project', {sid!r}]\n"
+            "try:\n    app()\nexcept SystemExit:\n    pass\n"
+            f"print('LOADED', sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.stdout.strip().splitlines()[-1] == "LOADED ['aiosqlite', 'sqlalchemy']", \
+        proc.stdout + proc.stderr
+
+
+def test_the_quick_migration_check_agrees_with_alembic():
+    from contextfold.store.migrate import head_revision, shipped_head
+
+    assert shipped_head() == head_revision()
+
+
 def test_every_command_has_help_without_the_extras(cf):
     for command in ("import", "sessions", "compact", "project", "show", "replay", "demo",
                     "chat"):

@@ -60,7 +60,7 @@ def chat_command(
         chat = make_chat_model(name, base_url=base_url, provider=provider)
         capacity = chat_capacity(name, window, context_window, learned.get(name),
                                  max_output, capacity_for, user_catalog())
-        check_window(capacity)
+        check_window(capacity, guaranteed=False)
         return chat, capacity
 
     async def setup() -> tuple[Any, Any]:

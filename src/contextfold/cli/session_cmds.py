@@ -88,13 +88,14 @@ def resolve_model(
     return capacity, derive_budget(capacity)
 
 
-def smallest_window(capacity: ModelCapacity) -> int | None:
-    """The smallest context window (same max output) whose summary budget can hold a
-    checkpoint; None if none can (the model's max output is too small)."""
+def smallest_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> int | None:
+    """The smallest context window (same max output) whose summary budget holds a
+    checkpoint whatever the history (`guaranteed`), or can hold one at all; None if no
+    window can (the model's max output is too small)."""
     from ..core.budget import derive_budget
     from ..summarize.extractive import smallest_summary_tokens
 
-    need = smallest_summary_tokens()
+    need = smallest_summary_tokens(guaranteed=guaranteed)
 
     def fits(window: int) -> bool:
         b = derive_budget(capacity.model_copy(update={"context_window": window,
@@ -114,12 +115,17 @@ def smallest_window(capacity: ModelCapacity) -> int | None:
     return high
 
 
-def check_window(capacity: ModelCapacity) -> None:
-    """Bad input (exit 2) when the window is too small to compact in, saying what works."""
+def check_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> None:
+    """Bad input (exit 2) when the window is too small to compact in, saying what works.
+
+    Commands that compact a whole recorded history at once insist on the `guaranteed`
+    window; the chat (which compacts a few turns at a time) only on the window below which
+    no checkpoint can ever fit.
+    """
     from ..core.budget import derive_budget
     from ..summarize.extractive import smallest_summary_tokens
 
-    smallest = smallest_window(capacity)
+    smallest = smallest_window(capacity, guaranteed=guaranteed)
     if smallest is None:
         raise BadInput(f"{capacity.model}: a max output of {capacity.max_output} tokens leaves "
                        "no room for a checkpoint summary; give a larger --max-output")
@@ -128,7 +134,8 @@ def check_window(capacity: ModelCapacity) -> None:
         raise BadInput(
             f"a context window of {capacity.context_window:,} tokens is too small for "
             f"{capacity.model}: it leaves {have.summary_budget - have.ledger_budget:,} tokens "
-            f"for a checkpoint summary, which needs at least {smallest_summary_tokens():,}; "
+            f"for a checkpoint summary, which needs at least "
+            f"{smallest_summary_tokens(guaranteed=guaranteed):,}; "
             f"the smallest window that works is {smallest:,} tokens")
 
 

@@ -48,17 +48,20 @@ def summary_token_budget(plan: Plan) -> int:
     return plan.budget.summary_budget - ledger_share(plan)
 
 
-def smallest_summary_tokens(count: Count = estimate_text) -> int:
-    """Tokens the shortest possible summary takes: every heading with an "omitted" count.
+def smallest_summary_tokens(count: Count = estimate_text, *, guaranteed: bool = True) -> int:
+    """Tokens of the shortest summary the offline summariser may have to write.
 
-    A summary budget below this cannot hold a checkpoint of either profile, so a model
-    whose budgets leave less is too small to compact with.
+    `guaranteed`: every heading of the larger profile with an "N items omitted" note, what
+    fitting falls back to when everything was trimmed: a budget this large always holds a
+    checkpoint, whatever the history. Otherwise every heading with an empty list: a budget
+    below that can never hold one.
     """
     needed = 0
     for profile in ("research", "coding"):
         ordered, sections = empty_sections(profile)
-        for section in sections.values():
-            section.omitted = 9999
+        if guaranteed:
+            for section in sections.values():
+                section.omitted = 9999
         needed = max(needed, count(render_sections(ordered)))
     return needed
 
