@@ -29,6 +29,8 @@ bench: $(STAMP)
 	$(PY) -m bench.core_bench
 	$(PY) -m bench.estimator_accuracy
 	$(PY) -m bench.store_bench
+	$(PY) -m bench.docs_report
 
 bench-peers: $(STAMP)
 	$(PY) -m bench.peers.run
+	$(PY) -m bench.docs_report

@@ -130,33 +130,21 @@ def checkpoint_for(plan: Plan, summary: str = "summary of earlier work") -> Chec
 
 
 def real_plan(branch: Branch) -> Plan | None:
-    """A manual compaction plan from the real planner, or None for a no-op.
-
-    Imported lazily: the planner is another module's work in progress, and the store tests
-    must not break when it momentarily does not import (`planner_or_manual` falls back).
-    """
+    """A manual compaction plan from the real planner, or None for a no-op."""
     from contextfold.core.planner import plan_compaction
 
     result = plan_compaction(branch, BUDGET, "manual", capacity=CAPACITY)
     return None if result.is_noop else result  # type: ignore[return-value]
 
 
-def planner_or_manual(branch: Branch) -> tuple[Plan | None, str]:
-    """The real planner's plan if the planner imports, else a hand-made one."""
-    try:
-        return real_plan(branch), "planner"
-    except ImportError:
-        users = [n for n in branch.nodes[raw_start(branch):] if n.is_user_message]
-        if len(users) < 2 or branch.leaf is None or branch.leaf.checkpoint is not None:
-            return None, "manual"
-        return manual_plan(branch), "manual"
-
-
 def make_checkpoint(plan: Plan, summary: str) -> Checkpoint:
-    try:
-        from contextfold.core.planner import build_checkpoint
-    except ImportError:
-        return checkpoint_for(plan, summary)
+    """The checkpoint the runtime would build for `plan` (the real `build_checkpoint`).
+
+    No fallback: if the planner does not import, the store tests fail rather than
+    silently testing a hand-made plan (issue 14).
+    """
+    from contextfold.core.planner import build_checkpoint
+
     return build_checkpoint(plan, summary, summarizer="test")
 
 
@@ -246,8 +234,8 @@ async def _compact(store: SqlSessionStore, sid: str, rng: random.Random, count: 
     async def run() -> None:
         branch = await store.load_branch(sid)
         assert isinstance(branch, Branch), branch
-        plan, source = planner_or_manual(branch)
-        count(f"plans_by_{source}")
+        plan = real_plan(branch)
+        count("plans_by_planner")
         if plan is None:
             count("noop")
             return

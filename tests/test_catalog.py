@@ -20,7 +20,8 @@ from contextfold.core.catalog import (
     tokenizer_family,
 )
 
-SHARED_SOURCE = Path("/work/shared/data/models-dev/models.json")
+# The models.dev source the packaged table was condensed from (copied with its licence).
+SOURCE = Path(__file__).parent / "fixtures" / "models-dev" / "models.json"
 
 
 @pytest.fixture
@@ -40,11 +41,10 @@ def test_packaged_data_and_licence_ship_with_the_package():
     assert default_catalog() is default_catalog()  # cached
 
 
-@pytest.mark.skipif(not SHARED_SOURCE.exists(), reason="workspace source data not present")
 def test_packaged_data_is_the_models_dev_source_condensed():
     from importlib import resources
 
-    source = json.loads(SHARED_SOURCE.read_text("utf-8"))
+    source = json.loads(SOURCE.read_text("utf-8"))
     packaged = json.loads(resources.files("contextfold.data").joinpath(
         "models.json").read_text("utf-8"))
     assert packaged["commit"] == source["commit"]

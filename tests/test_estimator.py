@@ -341,6 +341,26 @@ def test_e1_zero_usage_falls_back_to_the_whole_projection():
     assert est.breakdown["system"] > 0  # no baseline: the system prompt is always counted
 
 
+def test_no_usage_total_is_its_parts_and_never_below_the_exact_count():  # E1 E4 P1
+    # Real tool input and output, with no usable usage: the whole request is estimated.
+    io = _fixture_tool_io()[:80]
+    items = [user("find the papers")]
+    for n in range(0, len(io), 2):
+        items += [tool_call(f"t{n}", args={"q": io[n][:200]}), tool_result(f"t{n}", io[n + 1])]
+    items.append(assistant("done", usage=Usage()))
+    nodes = chain(items)
+    draft = text_message("user", "and now the next question " * 20)
+    est = estimate_request(project(branch_of(nodes)), GPT, system="Be brief.", pending=[draft])
+    assert est.method == "estimated"
+    assert est.tokens == sum(est.breakdown.values())
+    exact_total = exact("Be brief.") + sum(
+        exact(p.text) if isinstance(p, TextPart) else
+        exact(json.dumps(p.input)) if isinstance(p, ToolCallPart) else exact(p.output)
+        for m in [*(n.payload for n in nodes), draft] for p in m.parts)
+    assert est.tokens >= exact_total  # halving the total would fall below the real count
+    assert est.tokens <= 3 * exact_total
+
+
 def test_e1_usage_from_before_the_checkpoint_is_never_a_baseline():
     nodes = chain([
         user("q1"), assistant("a1", usage=usage(900)),

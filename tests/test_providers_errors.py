@@ -119,6 +119,10 @@ NOT_OVERFLOWS = [
         "message": "Rate limit reached for gpt-4o in organization org-x on tokens per min "
                    "(TPM): Limit 30000, Used 29000, Requested 5000. Please try again in 2s.",
         "type": "tokens", "code": "rate_limit_exceeded"}}, RateLimitError),
+    # A 429 is a rate limit whatever its text says: retrying later helps, compacting not.
+    ("429 worded like an overflow", 429, {"type": "error", "error": {
+        "type": "rate_limit_error",
+        "message": "prompt is too long: 210000 tokens > 200000 maximum"}}, RateLimitError),
     ("groq TPM as 413", 413, {"error": {
         "message": "Request too large for model `llama3-70b-8192` in organization `org_x` on "
                    "tokens per minute (TPM): Limit 6000, Requested 9000, please reduce your "

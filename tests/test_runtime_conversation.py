@@ -27,6 +27,7 @@ from tests.test_runtime_support import (
     models_closer,
     open_conversation,
     send_until_compacting,
+    send_waiting,
     store_fixture,
     tree_checkpoints,
     words,
@@ -191,8 +192,9 @@ async def test_send_waits_for_a_running_compaction_then_sends(fake, store):  # U
     conv = await open_conversation(store, fake, "openai", summarizer=gate)
     await send_until_compacting(conv, gate)
     before = len(fake.requests)
+    waiting = send_waiting(conv)
     sending = asyncio.create_task(conv.send("the next question"))
-    await asyncio.sleep(0.05)
+    await waiting.wait()
     assert not sending.done() and len(fake.requests) == before  # frozen, waiting
     gate.release.set()
     result = await sending
@@ -224,8 +226,9 @@ async def test_cancel_keeps_the_draft_and_writes_nothing(fake, store, protocol):
     await send_until_compacting(conv, gate)
     info = await store.get_session(conv.session_id)
     requests = len(fake.requests)
+    waiting = send_waiting(conv)
     sending = asyncio.create_task(conv.send("my carefully typed draft"))
-    await asyncio.sleep(0.05)
+    await waiting.wait()
     assert conv.cancel_compaction()
     with pytest.raises(SendAbortedError) as aborted:
         await sending
@@ -250,8 +253,9 @@ async def test_failed_compaction_aborts_the_waiting_send(fake, store, monkeypatc
         raise OSError("disk full")
 
     monkeypatch.setattr(store, "commit_checkpoint", broken_commit)
+    waiting = send_waiting(conv)
     sending = asyncio.create_task(conv.send("draft kept on failure"))
-    await asyncio.sleep(0.05)
+    await waiting.wait()
     gate.release.set()
     with pytest.raises(SendAbortedError) as aborted:
         await sending

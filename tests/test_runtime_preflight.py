@@ -140,3 +140,37 @@ async def test_requests_between_tool_rounds_are_checked_too(fake, store, protoco
     assert_requests_fit(fake, 32_000)
     assert len(chat_requests(fake)) == turns + 5
     await conv.close()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_stale_preflight_compaction_is_planned_again(fake, store, protocol):
+    # P2 C1: another client changes the branch while the preflight summary is written; the
+    # commit is refused as stale and the preflight plans again (up to 3 attempts) instead of
+    # refusing a draft that fits after compaction.
+    from contextfold.runtime import Conversation
+    from contextfold.summarize.extractive import summarize_extractive
+
+    plans: list = []
+    other: list = []
+
+    async def summarizer(plan):
+        plans.append(plan)
+        if len(plans) == 1:
+            fake.enqueue(Reply(text="a regenerated answer"))
+            await other[0].retry()  # the branch moves under the running compaction
+        return summarize_extractive(plan), "test"
+
+    conv = await open_conversation(store, fake, protocol, window=200_000, max_output=8_192,
+                                   summarizer=summarizer)
+    await fill_to(conv, 20_000)
+    other.append(await Conversation.open(store, conv.session_id, model=conv.model,
+                                         capacity=conv.capacity))
+    conv.switch_model(chat_model(fake, protocol, "fake-16k"), capacity(16_000))
+
+    result = await conv.send("Now continue on the small model.")
+    assert [c.status for c in result.compactions] == ["stale", "compacted"]
+    assert len(plans) == 2
+    assert result.request_tokens <= conv.budget.safe_input_limit
+    assert _checkpoints(conv.branch)[-1].checkpoint.details["trigger"] == "preflight"
+    await other[0].close()
+    await conv.close()

@@ -267,6 +267,23 @@ class GatedSummarizer:
         return summarize_extractive(plan), "gated"
 
 
+def send_waiting(conv: Any) -> Any:
+    """An event set when a send starts waiting for the running compaction (U2), so a test
+    waits for that moment instead of sleeping on the real clock."""
+    import asyncio
+
+    reached = asyncio.Event()
+    runner = conv._runner
+    original = runner.wait
+
+    async def wait() -> Any:
+        reached.set()
+        return await original()
+
+    runner.wait = wait
+    return reached
+
+
 async def send_until_compacting(conv: Any, gate: GatedSummarizer, size: int = 60) -> int:
     """Send turns until one leaves an automatic compaction running in the background (it
     starts when send() returns), then wait until the gated summariser holds it."""

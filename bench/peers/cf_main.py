@@ -55,14 +55,17 @@ def _describe_contextfold() -> dict[str, Any]:
 
     return {
         "packages": {"contextfold": version("contextfold")},
-        "config": f"ModelCapacity(context_window=128000, max_output=16384); "
+        "config": f"capacity_for('gpt-4o') (catalog: 128000 window, 16384 output, family "
+                  f"'gpt'); "
                   f"CompactionSettings(tail_tokens={TAIL_TOKENS}, auto_threshold_fraction="
                   f"{TRIGGER_TOKENS}/{BUDGET.safe_input_limit}) -> auto threshold "
-                  f"{BUDGET.auto_threshold}, tail budget {BUDGET.tail_budget}; replay "
-                  "engine order (auto after a turn, preflight before a user message and "
-                  "before a request); summariser: summarize.llm.LlmSummarizer over an "
+                  f"{BUDGET.auto_threshold}, tail budget {BUDGET.tail_budget}; the engine of "
+                  "`contextfold replay` (ManagedSession as replay_messages builds it: auto "
+                  "after a turn, preflight before a user message and before a request), "
+                  "no exact tokenizer; summariser: summarize.llm.LlmSummarizer over an "
                   "offline echo ChatModel",
-        "estimator_name": "contextfold.core.estimator.estimate_message",
+        "estimator_name": "contextfold.core.estimator (catalog family 'gpt', no tokenizer: "
+                          "the estimate a user of the model gets)",
     }
 
 

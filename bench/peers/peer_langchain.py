@@ -1,4 +1,6 @@
-"""LangChain v1 peers: `SummarizationMiddleware` and `trim_messages` (run in the peers venv).
+"""LangChain v1 peers: `SummarizationMiddleware` (default and with the summariser shown
+everything), `trim_messages`, and `ContextEditingMiddleware` with `ClearToolUsesEdit`
+(Anthropic's clear-tool-uses defaults) (run in the peers venv).
 
 Both are driven exactly where LangChain runs them: the middleware's `before_model` hook before
 every model call (its state update replaces the message list, as the agent graph applies it),
@@ -10,9 +12,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from copy import deepcopy
 from typing import Any
 
-from langchain.agents.middleware import SummarizationMiddleware
+from langchain.agents.middleware import (
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
+    SummarizationMiddleware,
+)
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
     AIMessage,
@@ -115,12 +122,15 @@ class LangChainSummarization:
     otherwise (approximate counter, summariser input trimmed to 4,000 tokens)."""
 
     name = "langchain-summarization"
+    # LangChain's default: the summariser sees only the last 4,000 tokens of what is cut.
+    trim_tokens_to_summarize: int | None = 4000
 
     def __init__(self, summarize: Callable[[str], str]) -> None:
         self.middleware = SummarizationMiddleware(
             model=echo_model(summarize),
             trigger=("tokens", TRIGGER_TOKENS),
             keep=("tokens", TAIL_TOKENS),
+            trim_tokens_to_summarize=self.trim_tokens_to_summarize,
         )
         self.messages: list[AnyMessage] = []
 
@@ -133,6 +143,42 @@ class LangChainSummarization:
             # The graph's add_messages reducer: RemoveMessage(REMOVE_ALL) then the new list.
             self.messages = [m for m in update["messages"] if not isinstance(m, RemoveMessage)]
         return self.messages
+
+    def to_openai(self, request: list[AnyMessage]) -> list[dict[str, Any]]:
+        return to_openai(request)
+
+
+class LangChainSummarizationUntrimmed(LangChainSummarization):
+    """The same middleware configured sensibly: `trim_tokens_to_summarize=None`, so the
+    summariser is shown everything that is cut (the middleware's own overflow retry still
+    shortens a prompt that would not fit the summariser)."""
+
+    name = "langchain-summarization (trim_tokens_to_summarize=None)"
+    trim_tokens_to_summarize = None
+
+
+class LangChainContextEditing:
+    """`ContextEditingMiddleware(edits=[ClearToolUsesEdit()])`: its defaults mirror Anthropic's
+    `clear_tool_uses_20250919` (trigger 100,000 tokens, keep the last 3 tool results,
+    placeholder "[cleared]"). Stateless: it edits a deep copy of the messages before every
+    model call (`wrap_model_call`), which is what runs here."""
+
+    name = "langchain-context-editing (clear_tool_uses)"
+
+    def __init__(self, summarize: Callable[[str], str]) -> None:
+        del summarize  # clearing never summarises
+        self.middleware = ContextEditingMiddleware(edits=[ClearToolUsesEdit()])
+        self.messages: list[AnyMessage] = []
+
+    def ingest(self, new: Sequence[Neutral]) -> None:
+        self.messages.extend(to_langchain(m) for m in new)
+
+    def decide(self) -> list[AnyMessage]:
+        # The body of ContextEditingMiddleware.wrap_model_call, without a model to hand to.
+        edited = deepcopy(self.messages)
+        for edit in self.middleware.edits:
+            edit.apply(edited, count_tokens=count_tokens_approximately)
+        return edited
 
     def to_openai(self, request: list[AnyMessage]) -> list[dict[str, Any]]:
         return to_openai(request)

@@ -16,7 +16,14 @@ from .runner import Estimator, Factory, run_job
 
 
 def _factories() -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, Any]]:
-    from . import peer_adk, peer_langchain, peer_langmem, peer_pydantic_ai
+    from . import (
+        peer_adk,
+        peer_langchain,
+        peer_langmem,
+        peer_openai_agents,
+        peer_pydantic_ai,
+        policies,
+    )
     from .common import TAIL_TOKENS, TRIGGER_TOKENS
 
     def adk(summarize: Any, msgs: Any) -> Any:
@@ -30,13 +37,24 @@ def _factories() -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, An
         peer_adk.AdkTokenThreshold.name: adk,
         peer_pydantic_ai.PydanticAiSummarizing.name:
             lambda s, _m: peer_pydantic_ai.PydanticAiSummarizing(s),
+        peer_langchain.LangChainSummarizationUntrimmed.name:
+            lambda s, _m: peer_langchain.LangChainSummarizationUntrimmed(s),
+        peer_langchain.LangChainContextEditing.name:
+            lambda s, _m: peer_langchain.LangChainContextEditing(s),
+        peer_openai_agents.ToolOutputTrimmerPeer.name:
+            lambda s, _m: peer_openai_agents.ToolOutputTrimmerPeer(s),
+        peer_openai_agents.CompactionSessionPeer.name:
+            lambda s, _m: peer_openai_agents.CompactionSessionPeer(s),
     }
+    for cls in policies.SYSTEMS:
+        factories[cls.name] = lambda s, _m, cls=cls: cls(s)
     estimators: dict[str, Estimator] = {
         peer_langchain.LangChainSummarization.name: peer_langchain.estimate,
         peer_adk.AdkTokenThreshold.name: peer_adk.estimate,
         peer_pydantic_ai.PydanticAiSummarizing.name: peer_pydantic_ai.estimate,
     }
     lc = {"packages": {p: version(p) for p in ("langchain", "langchain-core", "langgraph")}}
+    oa = {"packages": {"openai-agents": version("openai-agents")}}
     describe: dict[str, Any] = {
         peer_langchain.LangChainSummarization.name: {
             **lc,
@@ -78,7 +96,40 @@ def _factories() -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, An
                       "(tool_return_max_chars=500, preserve_first_user_message, incremental)",
             "estimator_name": "pydantic-ai-harness estimate_token_count (4 chars/token)",
         },
+        peer_langchain.LangChainSummarizationUntrimmed.name: {
+            **lc,
+            "config": f"SummarizationMiddleware(model=<offline echo>, trigger=('tokens', "
+                      f"{TRIGGER_TOKENS}), keep=('tokens', {TAIL_TOKENS}), "
+                      "trim_tokens_to_summarize=None): the summariser is shown everything cut",
+            "estimator_name": "count_tokens_approximately",
+        },
+        peer_langchain.LangChainContextEditing.name: {
+            **lc,
+            "config": "ContextEditingMiddleware(edits=[ClearToolUsesEdit()]): defaults = "
+                      "Anthropic clear_tool_uses_20250919 (trigger 100,000 tokens, keep 3 "
+                      "tool results, clear_at_least 0, placeholder '[cleared]'); never "
+                      "summarises",
+            "estimator_name": "count_tokens_approximately",
+        },
+        peer_openai_agents.ToolOutputTrimmerPeer.name: {
+            **oa,
+            "config": "RunConfig(call_model_input_filter=ToolOutputTrimmer()): defaults "
+                      "recent_turns=2, max_output_chars=500, preview_chars=200; no trigger, "
+                      "no summary",
+            "estimator_name": "- (counts characters)",
+        },
+        peer_openai_agents.CompactionSessionPeer.name: {
+            **oa,
+            "config": "OpenAIResponsesCompactionSession default trigger (>= 10 candidate "
+                      "items after a turn); responses.compact replaced by the offline fake "
+                      "(shown every item; output: the user messages + one compaction item)",
+            "estimator_name": "- (counts items)",
+        },
     }
+    for name, (config, source) in policies.POLICIES.items():
+        describe[name] = {"packages": {}, "config": config, "source": source,
+                          "estimator_name": "exact o200k_base count of the request (stands "
+                                            "in for the provider's usage the tool reads)"}
     return factories, estimators, describe
 
 

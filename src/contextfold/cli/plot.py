@@ -38,6 +38,14 @@ def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
     for i, c in enumerate(report.compactions):
         ax.axvline(c.before_request, color="#2ca02c", lw=0.8, alpha=0.7,
                    label="compaction" if i == 0 else None)
+    if report.compactions:
+        # What stayed raw after each compaction (SPEC K6), against the tail budget used.
+        ax.scatter([c.before_request for c in report.compactions],
+                   [c.kept_tokens for c in report.compactions], marker="v", s=28,
+                   color="#2ca02c", zorder=3, label="raw tokens kept after compaction")
+        ax.scatter([c.before_request for c in report.compactions],
+                   [c.tail_budget for c in report.compactions], marker="_", s=80,
+                   color="#9467bd", zorder=3, label="tail budget of that compaction")
     ax.set_xlabel("model request")
     ax.set_ylabel("tokens in the request")
     ax.set_title(title or f"replay on {report.model}")

@@ -12,6 +12,7 @@ from .render import say, visible
 from .session_cmds import MODEL_OPTION, WINDOW_OPTION, resolve_model
 
 if TYPE_CHECKING:
+    from rich.table import Table
     from rich.text import Text
 
     from ..core.budget import ModelCapacity
@@ -178,6 +179,8 @@ def _render_replay(payload: dict[str, Any]) -> None:
     for bad in payload["invalid_requests"][:10]:
         say(("invalid request", "red"), f" #{bad['request']} (producing reply "
             f"{bad['reply_node_id']}): ", "; ".join(bad["problems"][:3]))
+    if payload.get("compaction_log"):
+        console.print(_compactions_table(payload["compaction_log"]))
     if payload.get("estimate"):
         e = payload["estimate"]
         say(f"estimator check against the recorded usage, over {e['intervals']} intervals "
@@ -186,6 +189,25 @@ def _render_replay(payload: dict[str, Any]) -> None:
             f"them; the median estimate/actual ratio is {e['median_ratio']:.2f} (1.00 = exact, "
             "above 1 = we over-count, the safe side). Compaction also keeps a reserve, so an "
             "occasional under-count does not overflow.")
+
+
+def _compactions_table(log: list[dict[str, Any]]) -> Table:
+    """One row per compaction: how much was folded, and what stayed raw (SPEC K6)."""
+    from rich.table import Table
+
+    table = Table(title="compactions: what stayed raw")
+    for col in ("before request", "trigger", "tokens before → after", "folded",
+                "raw messages kept", "raw tokens kept / tail budget", "split turn"):
+        table.add_column(col)
+    for c in log:
+        share = f" ({c['kept_tokens'] / c['tail_budget']:.0%})" if c["tail_budget"] else ""
+        split = ("yes" + (f", {c['clipped_results']} clipped" if c["clipped_results"] else "")
+                 if c["split_turn"] else "")
+        table.add_row(str(c["before_request"]), c["trigger"],
+                      f"{c['tokens_before']:,} → {c['tokens_after']:,}",
+                      str(c["summarized_messages"]), str(c["kept_messages"]),
+                      f"{c['kept_tokens']:,} / {c['tail_budget']:,}{share}", split)
+    return table
 
 
 @app.command("demo")

@@ -44,6 +44,9 @@ class CompactionSettings(Value):
     # needs (issue 11: a fixed 20% evicted half of a 60-turn session's identifiers at 16k);
     # the summary text gets the rest, so at least 40% by default.
     ledger_share: Annotated[float, Field(gt=0, le=0.9)] = 0.6
+    # SPEC K6: when no user turn fits the tail, keep the latest tool rounds of the current
+    # turn raw (False: the K1-K3 boundary only, as before K6).
+    split_turn: bool = True
 
 
 class Budget(Value):
@@ -58,6 +61,7 @@ class Budget(Value):
     auto_threshold: int
     ledger_budget: int  # the ledger's cap; it uses only what it needs (core.ledger)
     min_free_fraction: float
+    split_turn: bool = True
 
 
 def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
@@ -81,4 +85,5 @@ def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None =
         auto_threshold=int(safe * s.auto_threshold_fraction),
         ledger_budget=max(1, int(summary_budget * s.ledger_share)),
         min_free_fraction=s.min_free_fraction,
+        split_turn=s.split_turn,
     )

@@ -174,6 +174,10 @@ class MessageCosts:
         self._count = _text_counter(_family(capacity), counter)
         self._tokens: dict[str, int] = {}
 
+    def measure(self, msg: Message) -> int:
+        """Tokens of a message that is not a stored node (e.g. a clipped copy): not memoised."""
+        return _message_tokens(msg, self.capacity, self._count)
+
     def __call__(self, node: Node) -> int:
         """Tokens of a message node, or of a checkpoint's summary message as projected."""
         tokens = self._tokens.get(node.id)
@@ -257,6 +261,10 @@ def estimate_request(
     count = _text_counter(family, counter)
 
     def stored(node: Node) -> int:
+        if node.id in projection.clips:  # SPEC K6: a kept round clipped for the model
+            clipped = projection.message_of(node)
+            return costs.measure(clipped) if costs is not None else \
+                _message_tokens(clipped, capacity, count)
         if costs is not None:
             return costs(node)
         if node.checkpoint is not None:

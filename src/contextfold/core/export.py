@@ -57,9 +57,7 @@ def _build_groups(projection: Projection) -> list[_Group]:
     if projection.summary is not None:
         group("user").texts.append(checkpoint_text(projection.summary))
     for node in projection.messages:
-        msg = node.payload
-        assert isinstance(msg, Message)
-        _add_message(msg, group)
+        _add_message(projection.message_of(node), group)
     return groups
 
 

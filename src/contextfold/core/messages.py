@@ -251,6 +251,27 @@ class Ledger(Value):
     evicted: tuple[LedgerEntry, ...] = ()  # dropped for size: recorded, never silent
 
 
+class TurnContext(Value):
+    """The unfinished turn a split-turn checkpoint cuts through (SPEC K6).
+
+    When the keep boundary falls at a tool round inside the current turn, the turn's
+    first part is folded away; this keeps what the model needs to continue the rest: the
+    user's request that started the turn, verbatim, and what the folded rounds tried,
+    what failed and which files they touched. Repeated compactions of one long turn merge
+    into it (same `request_id`).
+    """
+
+    request_id: str | None = None  # the user message that started the turn (None: unknown)
+    request: str = ""  # its text, verbatim (clipped head+tail only if over its budget)
+    request_clipped: bool = False
+    rounds_folded: NonNegativeInt = 0
+    tried: tuple[tuple[str, int], ...] = ()  # (call, times), most recent last
+    failed: tuple[str, ...] = ()
+    files_read: tuple[str, ...] = ()
+    files_modified: tuple[str, ...] = ()
+    omitted: NonNegativeInt = 0  # older items dropped for size (stated, never silent)
+
+
 class Checkpoint(Value):
     """Internal node written only by compaction (SPEC C6)."""
 
@@ -264,6 +285,11 @@ class Checkpoint(Value):
     summarizer: str = "extractive"
     ledger: Ledger = Ledger()
     details: dict[str, Any] = Field(default_factory=dict)
+    # SPEC K6: set when first_kept_id is a tool round inside the current turn.
+    turn: TurnContext | None = None
+    # SPEC K6: kept nodes whose tool results are clipped head+tail *in the projection*
+    # (node id -> characters kept per result); the durable nodes are never changed.
+    tail_clips: dict[str, NonNegativeInt] = Field(default_factory=dict)
 
 
 Payload = Annotated[Message | Checkpoint, Field(discriminator="kind")]

@@ -7,11 +7,12 @@ I/O: what to fold in, where raw retention resumes, and which branch state it was
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from .budget import Budget
-from .messages import Ledger, Node
+from .messages import Ledger, Node, TurnContext
 
 Trigger = Literal["manual", "auto", "preflight"]
 Profile = Literal["research", "coding"]
@@ -61,3 +62,8 @@ class Plan:
     # cap). Made before summarising, because the summary gets what the ledger leaves.
     # None in hand-built plans: the ledger is then merged at commit within the cap.
     ledger: Ledger | None = None
+    tail_budget: int = 0  # the tail budget the boundary was chosen for (P2 may shrink it)
+    # SPEC K6: the split turn's context (request verbatim, rounds folded so far), and the
+    # kept results clipped in the projection (node id -> characters per result).
+    turn_context: TurnContext | None = None
+    tail_clips: Mapping[str, int] = field(default_factory=dict)

@@ -36,6 +36,7 @@ from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .plan import NoOp, Plan, Profile, Trigger
 from .projection import Projection, checkpoint_text, project, raw_start
 from .serialize import SerializeLimits, split_into_chunks
+from .split_turn import split_turn_context
 from .tree import Branch, check_stability
 
 # Upper bound on what the summary prompt template adds around the conversation text; the
@@ -132,9 +133,15 @@ def plan_compaction(
     previous_cp = previous.checkpoint if previous is not None else None
     fixed = _fixed_overhead(estimate)
 
-    if trigger == "manual" and previous_cp is None and len(turn_starts(region)) <= 1:
+    tail_budget = _tail_budget(trigger, budget, fixed)
+    boundary = _choose(trigger, region, budget, cost, tail_budget, costs, capacity)
+    if trigger == "manual" and previous_cp is None and len(turn_starts(region)) <= 1 \
+            and not boundary.split:
+        # M3; a single turn too long for the tail is still split (K6).
         return NoOp("only one turn so far: nothing to compact yet", trigger, "single_turn")
-    boundary = _choose(trigger, region, budget, cost, pending, capacity, fixed)
+    in_tool_loop = not pending and bool(region) and region[-1].message is not None \
+        and region[-1].message.role == "tool"
+    turn = split_turn_context(region, boundary, previous_cp, budget, in_tool_loop=in_tool_loop)
     moved = boundary.moved
     if not moved:
         if trigger == "manual" and previous_cp is not None and after:
@@ -142,7 +149,8 @@ def plan_compaction(
             # The unmoved boundary is the region start: the previous first_kept_id, or the
             # first node after a checkpoint that kept nothing raw.
             boundary = Boundary(boundary.first_kept_id, tuple(after), boundary.kept,
-                                sum(cost(n) for n in after), boundary.kept_tokens)
+                                sum(cost(n) for n in after), boundary.kept_tokens,
+                                boundary.split, boundary.clips)
         elif trigger == "manual":
             return NoOp("only one turn since the last checkpoint: nothing to compact",
                         trigger, "single_turn")
@@ -182,6 +190,9 @@ def plan_compaction(
         boundary_moved=moved,
         ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
                             extract_identifiers(boundary.newly_old), budget.ledger_budget),
+        tail_budget=tail_budget,
+        turn_context=turn,
+        tail_clips=dict(boundary.clips),
     )
 
 
@@ -191,21 +202,28 @@ def _fixed_overhead(estimate: Estimate) -> int:
     return int(b.get("system", 0)) + int(b.get("tools", 0)) + int(b.get("pending", 0))
 
 
+def _tail_budget(trigger: Trigger, budget: Budget, fixed: int) -> int:
+    if trigger != "preflight":
+        return budget.tail_budget
+    # P2: summary + tail + drafts (+ system, tools) must fit, so the tail may shrink.
+    room = budget.safe_input_limit - budget.summary_budget - fixed
+    return max(0, min(budget.tail_budget, room))
+
+
 def _choose(
     trigger: Trigger,
     region: list[Node],
     budget: Budget,
     cost: Callable[[Node], int],
-    pending: Sequence[Message],
+    tail_budget: int,
+    costs: MessageCosts | None,
     capacity: ModelCapacity,
-    fixed: int,
-) -> Boundary | NoOp:
-    tail_budget = budget.tail_budget
-    if trigger == "preflight":
-        # P2: summary + tail + drafts (+ system, tools) must fit, so the tail may shrink.
-        room = budget.safe_input_limit - budget.summary_budget - fixed
-        tail_budget = max(0, min(tail_budget, room))
-    boundary = choose_boundary(region, tail_budget, cost)
+) -> Boundary:
+    def measure(msg: Message) -> int:
+        return costs.measure(msg) if costs is not None else estimate_message(msg, capacity)
+
+    boundary = choose_boundary(region, tail_budget, cost, split_turn=budget.split_turn,
+                               measure=measure)
     if trigger == "manual" and not boundary.moved:
         # M2: the tail budget would keep everything; "compact now" still compacts.
         latest = latest_turn_boundary(region, cost)
@@ -291,6 +309,8 @@ def build_checkpoint(
                             for e in evicted_since(plan.previous_ledger, ledger)],
             },
         },
+        turn=plan.turn_context,
+        tail_clips=dict(plan.tail_clips),
     )
     after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
     return checkpoint.model_copy(update={"tokens_after_estimate": after})
@@ -299,4 +319,5 @@ def build_checkpoint(
 def projection_after(plan: Plan, checkpoint: Checkpoint) -> Projection:
     """What the model will see once `checkpoint` is committed for `plan` (no I/O)."""
     node = Node(id="(pending-checkpoint)", parent_id=plan.session_leaf_id, payload=checkpoint)
-    return Projection(checkpoint=node, messages=plan.kept, after_checkpoint=len(plan.kept))
+    return Projection(checkpoint=node, messages=plan.kept, after_checkpoint=len(plan.kept),
+                      clips=checkpoint.tail_clips)

@@ -6,9 +6,11 @@ checkpoint on the chain is projected, and older checkpoints never add to the con
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
-from .messages import Checkpoint, Ledger, Message, Node
+from .messages import Checkpoint, Ledger, Message, Node, ToolResultPart, TurnContext
+from .resources import clip_middle
 from .tree import Branch
 
 SUMMARY_HEADER = (
@@ -26,6 +28,16 @@ class Projection:
     # Index into `messages` where the nodes written after the checkpoint begin: only their
     # usage reflects a request that contained the current summary (SPEC E1).
     after_checkpoint: int = 0
+    # SPEC K6: node id -> characters kept per tool result, for a kept round too big for the
+    # tail budget. Exports and estimates apply it; the durable node stays whole.
+    clips: Mapping[str, int] = field(default_factory=dict)
+
+    def message_of(self, node: Node) -> Message:
+        """The message of `node` as this projection sends it (clipped if so decided)."""
+        msg = node.payload
+        assert isinstance(msg, Message)
+        limit = self.clips.get(node.id)
+        return msg if limit is None else clip_tool_results(msg, limit)
 
     @property
     def summary(self) -> Checkpoint | None:
@@ -66,9 +78,28 @@ def project(branch: Branch) -> Projection:
         return Projection(checkpoint=None, messages=raw)
     before = tuple(n for n in branch.nodes[start:ci] if isinstance(n.payload, Message))
     after = tuple(n for n in branch.nodes[max(start, ci + 1) :] if isinstance(n.payload, Message))
+    cp = branch.nodes[ci].checkpoint
     return Projection(
-        checkpoint=branch.nodes[ci], messages=before + after, after_checkpoint=len(before)
+        checkpoint=branch.nodes[ci], messages=before + after, after_checkpoint=len(before),
+        clips=cp.tail_clips if cp is not None else {},
     )
+
+
+CLIP_NOTE = "characters of this tool result (the full output is in the session history)"
+
+
+def clip_tool_results(msg: Message, limit: int) -> Message:
+    """`msg` with every tool result longer than `limit` characters clipped head+tail.
+
+    SPEC K6: the latest round is kept raw even when it alone exceeds the tail budget, with
+    its results shortened for the model only; the marker says what was left out.
+    """
+    parts = tuple(
+        p.model_copy(update={"output": clip_middle(p.output, limit, what=CLIP_NOTE)})
+        if isinstance(p, ToolResultPart) and len(p.output) > limit else p
+        for p in msg.parts
+    )
+    return msg.model_copy(update={"parts": parts})
 
 
 LEDGER_NOTE_CHARS = 60
@@ -113,9 +144,43 @@ def render_ledger(ledger: Ledger) -> str:
     return "\n".join(lines)
 
 
+TURN_HEADING = "## This Turn So Far"
+
+
+def render_turn_context(turn: TurnContext) -> str:
+    """The split turn's context as plain text (SPEC K6): the request verbatim, then what
+    the folded rounds tried, what failed and which files they touched."""
+    lines = [f"{TURN_HEADING} (split turn: its latest rounds follow verbatim after this "
+             "checkpoint; it started with the request below)"]
+    lines.append("### Request (user, verbatim)" if not turn.request_clipped else
+                 "### Request (user, verbatim; the middle is clipped for size, the full text "
+                 "is in the session history)")
+    lines.append(turn.request.strip() or "(not available: it was folded into the summary "
+                 "above before this turn was split)")
+    lines.append(f"### Tried ({turn.rounds_folded} tool rounds of this turn are folded)")
+    if turn.omitted:
+        lines.append(f"- ({turn.omitted} older items omitted for size; the session history "
+                     "has them)")
+    lines += [f"- (tool) {call}" + (f" (×{n})" if n > 1 else "") for call, n in turn.tried]
+    if not (turn.tried or turn.omitted):
+        lines.append("- (none)")
+    lines.append("### Failed")
+    lines += [f"- {item}" for item in turn.failed] or ["- (none)"]
+    lines.append("### Files Touched")
+    if turn.files_modified:
+        lines.append("- (tool) modified: " + "; ".join(turn.files_modified))
+    if turn.files_read:
+        lines.append("- (tool) read: " + "; ".join(turn.files_read))
+    if not (turn.files_modified or turn.files_read):
+        lines.append("- (none)")
+    return "\n".join(lines)
+
+
 def checkpoint_text(cp: Checkpoint) -> str:
     """The summary message body exactly as the model sees it."""
     parts = [SUMMARY_HEADER, "", cp.summary.strip()]
+    if cp.turn is not None:
+        parts += ["", render_turn_context(cp.turn)]
     ledger = render_ledger(cp.ledger)
     if ledger:
         parts += ["", ledger]

@@ -43,6 +43,7 @@ class CompactionOutcome:
     tokens_after: int | None = None
     summarized_messages: int = 0
     kept_messages: int = 0
+    kept_tokens: int = 0  # raw tokens still projected after it (SPEC K6: a split turn's rounds)
     summarizer: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -105,5 +106,6 @@ async def compact_session(
         tokens_after=checkpoint.tokens_after_estimate,
         summarized_messages=len(plan.newly_old),
         kept_messages=len(plan.kept),
+        kept_tokens=plan.kept_tokens,
         summarizer=name,
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from ..core.estimator import estimate_text
 from ..core.ledger import ledger_tokens, plan_ledger
 from ..core.plan import Plan
+from ..core.split_turn import turn_context_tokens
 from .extractive_facts import collect_facts
 from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
 from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections
@@ -41,11 +42,13 @@ def ledger_share(plan: Plan) -> int:
 
 
 def summary_token_budget(plan: Plan) -> int:
-    """Tokens the summary text may take: the summary budget minus what the ledger takes.
+    """Tokens the summary text may take: the summary budget minus what the ledger takes
+    and the split turn's context (SPEC K6), which the checkpoint carries beside it.
 
     The ledger goes first (up to its cap, `Budget.ledger_budget`); the prose gets the rest.
     """
-    return plan.budget.summary_budget - ledger_share(plan)
+    return (plan.budget.summary_budget - ledger_share(plan)
+            - turn_context_tokens(plan.turn_context))
 
 
 def smallest_summary_tokens(count: Count = estimate_text, *, guaranteed: bool = True) -> int:
@@ -78,7 +81,10 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
     if budget <= 0:
         raise SummaryBudgetTooSmall(
             f"no room for a summary: summary budget {plan.budget.summary_budget} minus "
-            f"identifier ledger {ledger_share(plan)} is {budget} tokens"
+            f"identifier ledger {ledger_share(plan)}"
+            + (f" and the split turn's context ({turn_context_tokens(plan.turn_context)})"
+               if plan.turn_context is not None else "")
+            + f" is {budget} tokens"
         )
     facts = collect_facts(plan.newly_old, plan.profile)
     ordered = build_sections(plan, facts)

@@ -9,7 +9,6 @@ or `(inferred)` (the assistant's words are inferences). Deterministic: no model 
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,11 +25,16 @@ from ..core.messages import (
     Node,
     PdfPagePart,
     TagPart,
-    ToolCallPart,
     ToolResultPart,
     ZoteroItemPart,
 )
 from ..core.plan import Profile
+from ..core.tool_calls import READ_TOOLS as _READ_TOOLS
+from ..core.tool_calls import SHELL_TOOLS as _SHELL_TOOLS
+from ..core.tool_calls import WRITE_TOOLS as _WRITE_TOOLS
+from ..core.tool_calls import call_text as _call_text
+from ..core.tool_calls import key_argument as _key_argument
+from ..core.tool_calls import one_line
 from ..core.tree import message_nodes
 
 # --------------------------------------------------------------------------- text helpers
@@ -56,7 +60,6 @@ _NARRATION = re.compile(
     r"^(?:let me|let's|now let|now i'll|i'll (?:check|look|read|run|start)|first,? )",
     re.IGNORECASE,
 )
-_SHELL_TOOLS = frozenset({"bash", "shell", "sh", "terminal", "run_command", "exec"})
 _READONLY_SHELL = re.compile(
     r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|find|ls|cat|head|tail|awk|wc|sed\s+-n|echo|pwd|"
     r"which|tree|file|stat|git\s+(?:status|log|diff|show))\b"
@@ -72,25 +75,10 @@ _NOISE_USER = re.compile(
 _USER_COMMAND = re.compile(r"^Ran `([^`\n]*)`\n(?:```|\(no output\))")
 _TIMES = re.compile(r"\s+\(×\d+\)$")
 
-_READ_TOOLS = frozenset({"read", "view", "cat", "open", "read_file", "readfile"})
-_WRITE_TOOLS = frozenset({
-    "edit", "write", "multiedit", "notebookedit", "str_replace_editor", "apply_patch",
-    "create", "write_file", "edit_file", "create_file",
-})
-_KEY_ARGS = (
-    "path", "file_path", "filePath", "notebook_path", "command", "cmd", "query", "q", "url",
-    "pattern", "item_key", "itemKey", "attachment_key", "attachmentKey", "collection_key",
-    "collectionKey", "key", "doi", "collection", "title", "name", "id",
-)
-ITEM_CHARS = 300
 GOAL_CHARS = 500
 LATER_REQUEST = "(user) Later request: "  # a request after the goal: a restatement
 
 
-def one_line(text: str, limit: int = ITEM_CHARS) -> str:
-    """`text` on one line, whitespace collapsed, cut to `limit` characters with "…"."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _substantial(sentence: str, words: int = 4) -> bool:
@@ -153,30 +141,6 @@ def _turns(nodes: Sequence[Node]) -> list[_Turn]:
             turns.append(_Turn(request=None))
         turns[-1].messages.append(msg)
     return turns
-
-
-def _key_argument(call: ToolCallPart) -> str:
-    data = call.input
-    if isinstance(data, dict):
-        for key in _KEY_ARGS:
-            value = data.get(key)
-            if isinstance(value, (str, int)) and str(value).strip():
-                return one_line(str(value), 160)
-        text = json.dumps(data, ensure_ascii=False, default=str)
-    else:
-        text = str(data)
-    return one_line(text, 120) if text not in ("{}", "") else ""
-
-
-_SHELL_TAIL = re.compile(r"\s*(?:2>&1|\|\s).*$")
-
-
-def _call_text(call: ToolCallPart) -> str:
-    arg = _key_argument(call)
-    if call.name.lower() in _SHELL_TOOLS:
-        # `npm run check 2>&1 | grep error` and `... | tail -5` are one check run twice.
-        arg = _SHELL_TAIL.sub("", arg) or arg
-    return f"{call.name} `{arg}`" if arg else call.name
 
 
 def _add_counted(items: list[str], item: str) -> None:

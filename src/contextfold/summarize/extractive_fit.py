@@ -8,7 +8,8 @@ only the headings. A budget too small for the headings is an error, never a sile
 from __future__ import annotations
 
 from ..core.text_estimate import Count
-from .extractive_facts import ITEM_CHARS, norm_item, one_line
+from ..core.tool_calls import ITEM_CHARS, one_line
+from .extractive_facts import norm_item
 from .extractive_sections import OMITTED_NOTE, Section
 
 

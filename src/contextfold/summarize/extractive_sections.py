@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from ..core.identifiers import extract_identifiers
 from ..core.messages import LedgerEntry
 from ..core.plan import Plan, Profile
-from .extractive_facts import GOAL_CHARS, LATER_REQUEST, Facts, norm_item, one_line
+from ..core.tool_calls import one_line
+from .extractive_facts import GOAL_CHARS, LATER_REQUEST, Facts, norm_item
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
 
 OMITTED_NOTE = "earlier items omitted for size; the durable history has them"

@@ -123,8 +123,10 @@ class LlmSummarizer:
         try:
             for index, chunk in enumerate(chunks, start=1):
                 label = f"chunk {index}/{len(chunks)}"
+                # K6: the last chunk ends inside the unfinished turn whose rounds stay raw.
+                split = plan.turn_context is not None and index == len(chunks)
                 running, used = await self._chunk(plan, chunk, running, label, problems,
-                                                  language)
+                                                  language, split_turn=split)
                 attempts += used
         except _ChunkFailed as failed:
             attempts += failed.args[0]
@@ -137,7 +139,8 @@ class LlmSummarizer:
 
     async def _chunk(self, plan: Plan, chunk: Sequence[Node], running: str | None,
                      label: str, problems: list[str],
-                     language: str | None = None) -> tuple[str, int]:
+                     language: str | None = None, *, split_turn: bool = False
+                     ) -> tuple[str, int]:
         """Summarise one chunk onto `running`; at most two requests (normal, strict)."""
         limit = self.chunk_tokens(plan, running)
         text = serialize_chunk(chunk, limit, SerializeLimits.for_budget(limit), self.count)
@@ -147,7 +150,7 @@ class LlmSummarizer:
             summary_request = build_summary_request(
                 profile=plan.profile, conversation_text=text, previous_summary=running,
                 instructions=plan.instructions, max_tokens=target, strict=strict,
-                language=language)
+                language=language, split_turn=split_turn)
             request = ChatRequest(system=summary_request.system,
                                   pending=(text_message("user", summary_request.prompt),),
                                   max_tokens=budget)

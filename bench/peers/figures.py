@@ -1,0 +1,235 @@
+"""The figures of `bench/results/peers.json` that the page and the picture report.
+
+Everything the report states is computed here from the results file: totals per system
+(real transcripts apart from the synthetic one), the cache-aware price, check-cost ratios
+within a timing round, contextfold's targets and where a peer beats it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CF = "contextfold"
+REFERENCE = "none (full history)"
+
+
+def ok_systems(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in results["systems"].items() if v.get("quality")}
+
+
+def order(systems: dict[str, Any]) -> list[str]:
+    names = [n for n in systems if n not in (CF, REFERENCE)]
+    return ([CF] if CF in systems else []) + sorted(names) + (
+        [REFERENCE] if REFERENCE in systems else [])
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+# Prices in units of one uncached input token, multiplied out at a stated list price.
+PRICING = {
+    "input_usd_per_mtok": 3.0,  # Claude Sonnet 4.5 list price; OpenAI gpt-4o lists 2.50
+    "cache_write": 1.25,  # Anthropic: a 5-minute cache write costs 1.25x input
+    "cache_read": 0.10,  # a cache hit costs 0.1x input
+    "output": 5.0,  # output tokens: 5x input ($15 / M)
+    "ttl": "5 minutes, assumed never to lapse between two calls of a session",
+}
+
+
+def price_units(r: dict[str, Any]) -> float:
+    """One transcript's price in uncached-input-token units (see PRICING).
+
+    Every request writes what is not a repeat of the previous request's prefix to the cache
+    (1.25x) and reads the repeated prefix (0.1x); summariser calls are billed as plain input
+    and output (their prompts differ every time).
+    """
+    cached = r["cached_prefix_tokens"]
+    return ((r["input_tokens"] - cached) * PRICING["cache_write"] + cached * PRICING["cache_read"]
+            + r["summarizer_input_tokens"] + r["summarizer_output_tokens"] * PRICING["output"])
+
+
+def usd(units: float) -> float:
+    return units * PRICING["input_usd_per_mtok"] / 1e6
+
+
+def is_real(workload: str) -> bool:
+    """Real transcripts (recorded sessions) as opposed to the synthetic research session."""
+    return not workload.startswith("synth")
+
+
+RULE_LABELS = {"tool_pairing": "tool pairing", "openai": "OpenAI rules",
+               "anthropic": "Anthropic rules"}
+
+
+def totals(entry: dict[str, Any], real_only: bool = False) -> dict[str, float]:
+    """Figures summed over the transcripts of one system (the real ones only, if asked)."""
+    q = [r for wl, r in entry["quality"].items() if is_real(wl) or not real_only]
+    calls = sum(r["calls"] for r in q) or 1
+    msgs = sum(r["messages"] for r in q) or 1
+    out: dict[str, float] = {
+        "calls": calls,
+        "lost": sum(r["lost_messages"] for r in q),
+        "lost_share": sum(r["lost_messages"] for r in q) / msgs,
+        "evicted_chars": sum(r["evicted_chars"] for r in q),
+        "peak": max(r["peak_request_tokens"] for r in q),
+        "over": sum(r["requests_over_safe_limit"] for r in q),
+        "summarizer_tokens": sum(r["summarizer_input_tokens"] for r in q),
+        "summarizer_output": sum(r["summarizer_output_tokens"] for r in q),
+        "summarizer_calls": sum(r["summarizer_calls"] for r in q),
+        "compactions": sum(r["compactions"] for r in q),
+        "input_tokens": sum(r["input_tokens"] for r in q),
+        "cached_tokens": sum(r["cached_prefix_tokens"] for r in q),
+        "prefix_breaks": sum(r["prefix_breaks"] for r in q),
+        "price_units": sum(price_units(r) for r in q),
+    }
+    ev = out["evicted_chars"]
+    out["shown_share"] = sum(r["evicted_chars_shown"] for r in q) / ev if ev else 1.0
+    out["cached_share"] = out["cached_tokens"] / (out["input_tokens"] or 1)
+    for rule in RULE_LABELS:
+        out[f"invalid_{rule}"] = sum(r["invalid"][rule] for r in q)
+        out[f"invalid_{rule}_share"] = out[f"invalid_{rule}"] / calls
+    return out
+
+
+def is_clean(entry: dict[str, Any]) -> bool:
+    """No lost content, no request invalid under any rule set, none over the safe limit."""
+    t = totals(entry)
+    return (t["lost"] == 0 and t["over"] == 0
+            and all(t[f"invalid_{rule}"] == 0 for rule in RULE_LABELS))
+
+
+def timing_ratios(systems: dict[str, Any]) -> dict[str, dict[int, dict[str, float]]]:
+    """Per system and size: its median check time over contextfold's, within each round.
+
+    Returns the median, min and max of the per-round ratios (and the rounds counted), so a
+    figure is a ratio measured side by side, with its spread, never an absolute time from
+    one moment of a shared machine compared with another moment.
+    """
+    cf = {(t["size"], t.get("round", 0)): t["median_ms"]
+          for t in systems.get(CF, {}).get("timing", [])}
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for name, entry in systems.items():
+        per: dict[int, list[float]] = {}
+        for t in entry.get("timing", []):
+            base = cf.get((t["size"], t.get("round", 0)))
+            if base:
+                per.setdefault(t["size"], []).append(t["median_ms"] / base)
+        out[name] = {size: {"median": sorted(v)[len(v) // 2], "min": min(v), "max": max(v),
+                            "rounds": len(v)} for size, v in per.items()}
+    return out
+
+
+def cf_check_ms(systems: dict[str, Any]) -> dict[int, list[float]]:
+    """contextfold's median check time per size, one value per round."""
+    out: dict[int, list[float]] = {}
+    for t in systems.get(CF, {}).get("timing", []):
+        out.setdefault(t["size"], []).append(t["median_ms"])
+    return out
+
+
+# --------------------------------------------------------------------------- targets
+
+
+def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """contextfold's targets from the issues: (target, met?, evidence). None = not measured."""
+    systems = ok_systems(results)
+    cf = systems.get(CF)
+    if cf is None:
+        return [("contextfold measured", None, "contextfold did not run: see Errors")]
+    t = totals(cf)
+    real = totals(cf, real_only=True)
+    repairs = sum(r.get("contextfold_repairs", 0) for r in cf["quality"].values())
+    fallbacks = sum(r.get("contextfold_fallbacks", 0) for r in cf["quality"].values())
+    worst = max(t[f"invalid_{rule}"] for rule in RULE_LABELS)
+    out: list[tuple[str, bool | None, str]] = [
+        ("0 invalid requests under tool pairing, OpenAI and Anthropic rules", worst == 0,
+         f"{t['invalid_tool_pairing']} / {t['invalid_openai']} / {t['invalid_anthropic']} of "
+         f"{t['calls']:,} requests ({real['calls']:,} on real transcripts, "
+         f"{t['calls'] - real['calls']:,} synthetic); exporter repairs: {repairs}; "
+         f"summariser fallbacks to extractive: {fallbacks}"),
+        ("0% lost content on every transcript", t["lost"] == 0,
+         f"{t['lost']} messages lost; summariser shown {pct(t['shown_share'])} of the "
+         "characters that left the context"),
+        ("peak request <= safe limit", t["over"] == 0,
+         f"peak {t['peak']:,} vs {results['settings']['safe_limit']:,} tokens"),
+    ]
+    growth = cf.get("growth", {})
+    sizes = sorted(int(s) for s in growth)
+    if len(sizes) >= 2:
+        ratio = growth[str(sizes[-1])]
+        out.append((f"check cost growth {sizes[-1]:,} vs {sizes[0]:,} messages <= 1.5",
+                    ratio is not None and ratio <= 1.5,
+                    f"x{ratio:.2f} (round 0)" if ratio else "n/a"))
+    else:
+        out.append(("check cost growth <= 1.5", None, "timing not run"))
+    clean = [n for n, e in systems.items() if n not in (CF, REFERENCE) and is_clean(e)]
+    if clean:
+        best = min(clean, key=lambda n: totals(systems[n])["price_units"])
+        bt = totals(systems[best])
+        out.append(("price no higher than every clean peer's (cache-aware)",
+                    t["price_units"] <= bt["price_units"],
+                    f"${usd(t['price_units']):.2f} vs ${usd(bt['price_units']):.2f} ({best}); "
+                    "clean = no lost content, no invalid request, none over the limit"))
+    return out
+
+
+def losses(results: dict[str, Any]) -> list[str]:
+    """Where some peer does better than contextfold, stated plainly with the figure."""
+    systems = ok_systems(results)
+    if CF not in systems:
+        return []
+    cf = totals(systems[CF])
+    out: list[str] = []
+    peers = {n: e for n, e in systems.items() if n not in (CF, REFERENCE)}
+    for name, entry in peers.items():
+        t = totals(entry)
+        if is_clean(entry) and t["price_units"] < cf["price_units"]:
+            out.append(f"{name} costs less (${usd(t['price_units']):.2f} vs "
+                       f"${usd(cf['price_units']):.2f}) with no lost content, no invalid "
+                       f"request and no request over the limit: {t['compactions']} "
+                       f"compactions vs {cf['compactions']}, summariser input "
+                       f"{t['summarizer_tokens']:,} vs {cf['summarizer_tokens']:,} tokens, "
+                       f"{pct(t['cached_share'])} vs {pct(cf['cached_share'])} of input "
+                       "tokens cacheable.")
+        elif t["summarizer_calls"] and t["summarizer_tokens"] < cf["summarizer_tokens"]:
+            out.append(f"{name} sends its summariser fewer tokens ({t['summarizer_tokens']:,} "
+                       f"vs {cf['summarizer_tokens']:,}), at the price of "
+                       f"{pct(t['lost_share'])} lost content, "
+                       f"{pct(t['shown_share'])} of the cut characters shown, and "
+                       f"{t['invalid_anthropic']} requests invalid under Anthropic rules"
+                       + (" (with its default trim_tokens_to_summarize=4000)"
+                          if name == "langchain-summarization" else "") + ".")
+    full = [n for n, e in peers.items() if totals(e)["shown_share"] >= 0.999
+            and totals(e)["summarizer_calls"]]
+    if cf["shown_share"] < 0.999 and full:
+        fewest = min(full, key=lambda n: totals(systems[n])["summarizer_tokens"])
+        out.append(f"contextfold shows its summariser {pct(cf['shown_share'])} of the characters "
+                   f"that leave the context, {len(full)} peers show all of them: it clips each "
+                   "tool result to 1,000 characters (head and tail) for the summariser (the "
+                   "identifiers in the clipped middle reach the checkpoint through its "
+                   "deterministic ledger). Showing everything costs those peers summariser "
+                   f"input: the cheapest of them, {fewest}, reads "
+                   f"{totals(systems[fewest])['summarizer_tokens']:,} tokens vs contextfold's "
+                   f"{cf['summarizer_tokens']:,}.")
+    for name, per in timing_ratios(systems).items():
+        if name in (CF, REFERENCE):
+            continue
+        faster = [f"{size:,} messages (x{r['median']:.2f}, {r['min']:.2f}-{r['max']:.2f})"
+                  for size, r in sorted(per.items()) if r["median"] < 1]
+        if faster:
+            out.append(f"{name} checks faster than contextfold at " + ", ".join(faster)
+                       + " (its median over contextfold's, per round).")
+    return out
+
+
+def continuity_share(entry: dict[str, Any], milestone: str) -> float | None:
+    """Mean over the six categories of the share of planted facts in the request, at a
+    milestone ('1', '5', '10', '20' compactions, or 'end'); None if not reached."""
+    snap = entry.get("continuity", {}).get("milestones", {}).get(milestone)
+    if not snap:
+        return None
+    from .continuity import CATEGORIES
+
+    values = [snap[c] for c in CATEGORIES if snap.get(c) is not None]
+    return sum(values) / len(values) if values else None
