@@ -215,8 +215,8 @@ def test_show_prints_the_newest_nodes_by_default(cf):
     nodes = as_json(cf("show", sid, "--json"))["nodes"]
     human = cf("show", sid, "--tail", "5").stdout
     assert nodes[-1]["id"][:8] in human and nodes[0]["id"][:8] not in human
-    assert f"{len(nodes) - 5} older nodes not shown" in human
-    everything = cf("show", sid, "--tail", "0").stdout
+    assert "older nodes not shown" in human
+    everything = cf("show", sid, "--last", "0").stdout
     assert nodes[0]["id"][:8] in everything and "older nodes" not in everything
 
 

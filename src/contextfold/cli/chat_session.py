@@ -31,7 +31,7 @@ from ..runtime import (
     SendAbortedError,
 )
 from .app import BadInput, cli_message, console, err_console
-from .render import plain, render_compaction, render_projection, render_tree, say
+from .render import SHOW_PAGE, plain, render_compaction, render_projection, render_tree, say
 
 try:  # line editing and putting a draft back on the input line
     import readline
@@ -304,11 +304,13 @@ class ChatSession:
         store, sid = self.conv.store, self.conv.session_id
 
         async def load() -> tuple[Any, Any, Any]:
-            return (await store.get_session(sid), await store.load_tree(sid),
-                    await store.load_full_branch(sid))
+            # One page: /history stays instant however long the session has grown.
+            return (await store.get_session(sid), await store.load_tree_page(sid, limit=SHOW_PAGE),
+                    await self.conv.history(limit=SHOW_PAGE))
 
         info, nodes, branch = self.loop.run(load())
-        render_tree(info, nodes, branch)
+        complete = getattr(branch, "complete", True)
+        render_tree(info, nodes, branch, self.conv.branch, page=None if complete else SHOW_PAGE)
 
     # ------------------------------------------------------------------ display
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..core.messages import Node
     from ..core.tree import Branch, DamagedBranch
 
-DEFAULT_TAIL = 200  # `show` prints the newest nodes; --tail 0 prints all
+SHOW_PAGE = 200  # nodes a terminal shows of the tree (the JSON output lists all by default)
 PREVIEW_CHARS = 70
 
 # C0 controls except newline and tab, DEL, C1 controls: shown as \xNN instead of executed.
@@ -188,13 +188,20 @@ def _content_text(message: Any) -> str:
 
 
 def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch,
-                tail: int = DEFAULT_TAIL) -> None:
-    """The durable tree (newest `tail` rows; 0 = all), then what the model sees."""
+                model_view: Branch | DamagedBranch | None = None, *,
+                page: int | None = None) -> None:
+    """The durable tree, one line a node, then what the model sees.
+
+    `page`: `nodes` are the branch's newest `page` nodes and the forks off them (older
+    history was not read), drawn from the page's oldest node. `model_view`: the branch the
+    projection is derived from when `branch` is only a page.
+    """
     from ..core.tree import Branch
 
+    ids = {n.id for n in nodes}
     children: dict[str | None, list[Node]] = {}
     for n in nodes:
-        children.setdefault(n.parent_id, []).append(n)
+        children.setdefault(n.parent_id if n.parent_id in ids else None, []).append(n)
     on_branch = {n.id for n in (branch.nodes if isinstance(branch, Branch) else branch.readable)}
     # Depth-first; a linear run stays at one depth and only a fork indents, so a
     # 900-message session is not 900 levels deep.
@@ -206,12 +213,12 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
         kids = children.get(node.id, [])
         step = 0 if len(kids) == 1 else 1
         stack.extend((depth + step, kid) for kid in reversed(kids))
-    shown = rows if tail <= 0 else rows[-tail:]
-    say(("durable history", "bold"), f": {len(nodes)} nodes")
-    if len(shown) < len(rows):
-        say((f"… {len(rows) - len(shown)} older nodes not shown (--tail 0 shows all, "
-             "--json lists all)", "dim"))
-    for depth, node in shown:
+    if page is not None:
+        say(("durable history", "bold"), f": the newest {len(nodes)} nodes")
+        say(("… older nodes not shown (--last N shows more, --last 0 all)", "dim"))
+    else:
+        say(("durable history", "bold"), f": {len(nodes)} nodes")
+    for depth, node in rows:
         line = Text("  " * depth)
         if node.id not in on_branch:
             line.append("(off branch) ", style="dim")
@@ -221,7 +228,7 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
             line.append(" ← leaf", style="bold green")
         console.print(line, soft_wrap=True, highlight=False)
     console.print()
-    _model_view(branch)
+    _model_view(model_view or branch)
 
 
 def _model_view(branch: Branch | DamagedBranch, last: int = 25) -> None:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .app import DB_OPTION, EXIT_BUSY, JSON_OPTION, BadInput, Output, app, run
+from .app import DB_OPTION, EXIT_BUSY, JSON_OPTION, BadInput, Output, app, err_console, run
 from .render import (
-    DEFAULT_TAIL,
+    SHOW_PAGE,
     render_compaction,
     render_import,
     render_projection,
@@ -139,6 +141,16 @@ def check_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> None:
             f"the smallest window that works is {smallest:,} tokens")
 
 
+def stderr_progress() -> Callable[[str], None]:
+    """Progress lines of a long operation on stderr (stdout stays the command's result)."""
+    start = time.monotonic()
+
+    def say(line: str) -> None:
+        err_console.print(f"[dim]{time.monotonic() - start:6.1f}s  {line}[/]", highlight=False)
+
+    return say
+
+
 async def _load_healthy(store: Any, session_id: str) -> Branch:
     from ..core.tree import DamagedBranch
 
@@ -247,14 +259,28 @@ def compact_command(
     async def compact(store: Any, branch: Branch) -> dict[str, Any]:
         from ..runtime.compaction import compact_session, extractive_summarize
 
-        capacity, budget = resolve_model(model, recorded_model(branch), context_window)
-        summarize = extractive_summarize
-        if summarizer == "llm":
-            from .llm_choice import llm_summarize_for
+        chosen: list[Any] = []
+        fitted: list[tuple[ModelCapacity, Budget]] = []
 
-            summarize = llm_summarize_for(capacity, model=summarizer_model, base_url=base_url)
-        outcome = await compact_session(store, session, capacity=capacity, budget=budget,
-                                        summarize=summarize, instructions=instructions)
+        def resolve(loaded: Branch) -> tuple[ModelCapacity, Budget]:
+            # The branch is read once, inside the compaction (a long history is big).
+            capacity, budget = resolve_model(model, recorded_model(loaded), context_window)
+            fitted.append((capacity, budget))
+            if summarizer == "llm":
+                from .llm_choice import llm_summarize_for
+
+                chosen.append(llm_summarize_for(capacity, model=summarizer_model,
+                                                base_url=base_url))
+            return capacity, budget
+
+        async def summarize(plan: Any) -> tuple[str, str]:
+            return await (chosen[0] if chosen else extractive_summarize)(plan)
+
+        outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
+                                        instructions=instructions, progress=stderr_progress(),
+                                        branch=branch)
+        capacity, budget = fitted[-1] if fitted else resolve_model(
+            model, recorded_model(branch), context_window)
         return compaction_payload(outcome, capacity, budget)
 
     async def work() -> dict[str, Any]:
@@ -346,13 +372,19 @@ def project_command(
 @app.command("show")
 def show_command(
     session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
-    tail: int = typer.Option(DEFAULT_TAIL, "--tail", min=0,
-                             help="Show the newest N nodes of the tree (0: all)."),
+    last: int | None = typer.Option(
+        None, "--last", "--tail", min=0,
+        help=f"Only the branch's newest N nodes and the forks off them (default: {SHOW_PAGE} "
+             "on a terminal, all with --json; 0: all)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The durable history as a tree (newest nodes first shown), then what the model sees."""
+    """The durable history as a tree (the newest nodes), then what the model sees."""
     out = Output(as_json)
+    page = last if last is not None else (None if as_json else SHOW_PAGE)
+    if page == 0:
+        page = None
+    # A page reads only the nodes it shows, however long the history.
 
     async def work() -> None:
         from ..core.tree import Branch
@@ -361,8 +393,13 @@ def show_command(
         store = await open_store(db)
         try:
             info = await store.get_session(session)
-            nodes = await store.load_tree(session)
-            branch = await store.load_full_branch(session)
+            if page is None:
+                nodes = await store.load_tree(session)
+                branch = model_view = await store.load_full_branch(session)
+            else:
+                nodes = await store.load_tree_page(session, limit=page)
+                branch = await store.load_branch_page(session, limit=page)
+                model_view = await store.load_branch(session)
         finally:
             await store.close()
         on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
@@ -374,6 +411,10 @@ def show_command(
         payload = {"session_id": info.id, "leaf_id": info.leaf_id,
                    "branch_revision": info.branch_revision, "read_only": info.read_only,
                    "nodes": rows}
-        out.emit(payload, lambda: render_tree(info, nodes, branch, tail))
+        complete = page is None or (isinstance(branch, Branch) and branch.complete)
+        if page is not None:
+            payload["page"] = {"last": page, "complete": complete}
+        out.emit(payload, lambda: render_tree(info, nodes, branch, model_view,
+                                              page=None if complete else page))
 
     run(out, work)

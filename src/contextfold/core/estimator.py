@@ -164,18 +164,40 @@ class MessageCosts:
     """Estimates of stored messages, memoised by node id for one model.
 
     Stored nodes never change, so a caller that re-estimates the same branch request after
-    request (a replay, a long-lived conversation) pays for each message once. Make a new
-    one when the model (its capacity) changes.
+    request (a replay, a long-lived conversation, a compaction's plan) pays for each
+    message once. `Conversation`, `compact_session` (CLI), replay and the planner all use
+    this one memo. Make a new one when the model (its capacity or counter) changes.
+    The system prompt and tool definitions are memoised too (the last one seen).
     """
 
     def __init__(self, capacity: ModelCapacity, *,
                  counter: Callable[[str], int] | None = None) -> None:
         self.capacity = capacity
+        self.counter = counter
         self._count = _text_counter(_family(capacity), counter)
         self._tokens: dict[str, int] = {}
+        self._system: tuple[str | None, int] = (None, 0)
+        self._tools: tuple[object, int] = (None, 0)
+        self.computed = 0  # messages estimated (not looked up): what the memo saves
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def system_tokens(self, system: str | None) -> int:
+        """Tokens of the system prompt message (0 without one)."""
+        if system != self._system[0]:
+            self._system = (system, _system_tokens(system, self._count))
+        return self._system[1]
+
+    def tools_tokens(self, tools: Sequence[Mapping[str, Any]] | None) -> int:
+        """Tokens of the tool definitions (memoised on the identity of `tools`)."""
+        if tools is not self._tools[0]:
+            self._tools = (tools, _tools_tokens(tools, _family(self.capacity), self._count))
+        return self._tools[1]
 
     def measure(self, msg: Message) -> int:
-        """Tokens of a message that is not a stored node (e.g. a clipped copy): not memoised."""
+        """Tokens of a message that is not a stored node (a draft, a clipped copy): not
+        memoised."""
         return _message_tokens(msg, self.capacity, self._count)
 
     def __call__(self, node: Node) -> int:
@@ -189,6 +211,7 @@ class MessageCosts:
                 assert cp is not None
                 tokens = MESSAGE_OVERHEAD + self._count(checkpoint_text(cp))
             self._tokens[node.id] = tokens
+            self.computed += 1
         return tokens
 
 
@@ -255,21 +278,17 @@ def estimate_request(
     `pending`: drafts not stored yet (preflight). `system_changed`: the system prompt or
     tools differ from those of the baseline request. `counter`: an exact tokenizer.
     `calibration`: scales every estimated part (never the reported baseline).
-    `costs`: memoised estimates of the stored messages (for the same capacity and counter).
+    `costs`: memoised estimates of the stored messages (for the same capacity and counter);
+    without one, a memo for this call alone is used, so each message is estimated once.
     """
-    family = _family(capacity)
-    count = _text_counter(family, counter)
+    if costs is None or costs.counter is not counter or (
+            costs.capacity is not capacity and costs.capacity != capacity):
+        costs = MessageCosts(capacity, counter=counter)
 
     def stored(node: Node) -> int:
         if node.id in projection.clips:  # SPEC K6: a kept round clipped for the model
-            clipped = projection.message_of(node)
-            return costs.measure(clipped) if costs is not None else \
-                _message_tokens(clipped, capacity, count)
-        if costs is not None:
-            return costs(node)
-        if node.checkpoint is not None:
-            return MESSAGE_OVERHEAD + count(checkpoint_text(node.checkpoint))
-        return 0 if node.message is None else _message_tokens(node.message, capacity, count)
+            return costs.measure(projection.message_of(node))
+        return costs(node)
 
     scale = 1.0 if calibration is None else calibration.factor(capacity.model)
 
@@ -284,14 +303,14 @@ def estimate_request(
             base_index = i
             break
 
-    pend = scaled(sum(_message_tokens(m, capacity, count) for m in pending))
+    pend = scaled(sum(costs.measure(m) for m in pending))
     if base_index is not None:
         node = messages[base_index]
         assert node.message is not None and node.message.usage is not None
         baseline = node.message.usage.occupied
         delta = scaled(sum(stored(n) for n in messages[base_index + 1:]))
-        sys_t = scaled(_system_tokens(system, count)) if system_changed else 0
-        tools_t = scaled(_tools_tokens(tools, family, count)) if system_changed else 0
+        sys_t = scaled(costs.system_tokens(system)) if system_changed else 0
+        tools_t = scaled(costs.tools_tokens(tools)) if system_changed else 0
         return Estimate(
             tokens=baseline + delta + sys_t + tools_t + pend,
             method="usage+delta",
@@ -303,8 +322,8 @@ def estimate_request(
     if projection.checkpoint is not None:
         body += stored(projection.checkpoint)
     delta = scaled(body)
-    sys_t = scaled(_system_tokens(system, count))
-    tools_t = scaled(_tools_tokens(tools, family, count))
+    sys_t = scaled(costs.system_tokens(system))
+    tools_t = scaled(costs.tools_tokens(tools))
     return Estimate(
         tokens=delta + sys_t + tools_t + pend,
         method="estimated",

@@ -444,6 +444,27 @@ def dedupe_identifiers(entries: Iterable[LedgerEntry]) -> list[LedgerEntry]:
     return out
 
 
+def identifiers_by_message(nodes: Iterable[Node]) -> dict[str, tuple[LedgerEntry, ...]]:
+    """Each message node's identifiers (node id -> entries, in order, not deduplicated).
+
+    One pass over `nodes`: a tool result is read with the call it answers, when that call
+    is among `nodes`. A node never changes, so a caller may keep this map and combine any
+    run of it (`combine_identifiers`) instead of extracting the same message twice.
+    """
+    calls: dict[str, ToolCallPart] = {}
+    found: dict[str, tuple[LedgerEntry, ...]] = {}
+    for node, msg in message_nodes(nodes):
+        for call in msg.tool_calls:
+            calls[call.id] = call
+        found[node.id] = tuple(_message_identifiers(msg, calls))
+    return found
+
+
+def combine_identifiers(per_message: Iterable[Iterable[LedgerEntry]]) -> list[LedgerEntry]:
+    """Per-message identifiers, in order, deduplicated by value (first-seen order)."""
+    return dedupe_identifiers(e for entries in per_message for e in entries)
+
+
 def extract_identifiers(nodes: Iterable[Node]) -> list[LedgerEntry]:
     """Identifiers in `nodes`, deduplicated by value, in first-seen order.
 
@@ -452,11 +473,5 @@ def extract_identifiers(nodes: Iterable[Node]) -> list[LedgerEntry]:
     where they are mostly listings); path fields of tool inputs; commit hashes in git
     commands, git output and "commit <hash>" mentions; the first line of each tool error.
     """
-    calls: dict[str, ToolCallPart] = {}
-    found: list[LedgerEntry] = []
-    for _, msg in message_nodes(nodes):
-        for call in msg.tool_calls:
-            calls[call.id] = call
-        found.extend(_message_identifiers(msg, calls))
-    return dedupe_identifiers(found)
+    return combine_identifiers(identifiers_by_message(nodes).values())
 

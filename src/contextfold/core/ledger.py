@@ -75,8 +75,7 @@ def plan_ledger(plan: Plan) -> Ledger:
     built by hand (previous ledger + identifiers of the newly old nodes, within the cap)."""
     if plan.ledger is not None:
         return plan.ledger
-    return merge_ledger(plan.previous_ledger, extract_identifiers(plan.newly_old),
-                        plan.budget.ledger_budget)
+    return merge_ledger(plan.previous_ledger, plan.identifiers(), plan.budget.ledger_budget)
 
 
 def evicted_since(previous: Ledger, current: Ledger) -> list[LedgerEntry]:

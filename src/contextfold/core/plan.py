@@ -7,12 +7,14 @@ I/O: what to fold in, where raw retention resumes, and which branch state it was
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
 from .budget import Budget
-from .messages import Ledger, Node, TurnContext
+from .identifiers import combine_identifiers, identifiers_by_message
+from .messages import Ledger, LedgerEntry, Node, TurnContext
 
 Trigger = Literal["manual", "auto", "preflight"]
 Profile = Literal["research", "coding"]
@@ -67,3 +69,23 @@ class Plan:
     # kept results clipped in the projection (node id -> characters per result).
     turn_context: TurnContext | None = None
     tail_clips: Mapping[str, int] = field(default_factory=dict)
+    # Each newly old message's identifiers, as the planner extracted them for the ledger
+    # (None: extracted on first use). Not part of the plan's identity.
+    extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(
+        default=None, compare=False, repr=False)
+
+    @cached_property
+    def message_identifiers(self) -> Mapping[str, tuple[LedgerEntry, ...]]:
+        """Identifiers of each newly old message, extracted once for the whole plan (the
+        ledger and the summariser's facts both read them from here)."""
+        if self.extracted is not None:
+            return self.extracted
+        return identifiers_by_message(self.newly_old)
+
+    def identifiers(self, nodes: Iterable[Node] | None = None) -> list[LedgerEntry]:
+        """Deduplicated identifiers of `nodes` (default: all newly old nodes), which must
+        be newly old nodes of this plan."""
+        found = self.message_identifiers
+        if nodes is None:
+            return combine_identifiers(found.values())
+        return combine_identifiers(found.get(n.id, ()) for n in nodes)

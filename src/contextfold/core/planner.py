@@ -17,20 +17,9 @@ from typing import Any
 
 from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
-from .estimator import (
-    Estimate,
-    MessageCosts,
-    estimate_message,
-    estimate_request,
-    estimate_text,
-)
-from .ledger import (
-    evicted_since,
-    extract_identifiers,
-    ledger_tokens,
-    merge_ledger,
-    plan_ledger,
-)
+from .estimator import Estimate, MessageCosts, estimate_request, estimate_text
+from .identifiers import combine_identifiers, identifiers_by_message
+from .ledger import evicted_since, ledger_tokens, merge_ledger, plan_ledger
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .plan import NoOp, Plan, Profile, Trigger
@@ -66,14 +55,6 @@ def detect_profile(nodes: Sequence[Node]) -> Profile:
     return "coding" if coding else "research"
 
 
-def _node_cost(capacity: ModelCapacity) -> Callable[[Node], int]:
-    def cost(node: Node) -> int:
-        msg = node.message
-        return 0 if msg is None else estimate_message(msg, capacity)
-
-    return cost
-
-
 def plan_compaction(
     branch: Branch,
     budget: Budget,
@@ -93,7 +74,8 @@ def plan_compaction(
 
     `pending` are draft messages not yet stored (preflight, SPEC P1). `estimate` may be
     passed when the caller already measured the request; otherwise it is computed here.
-    `costs` memoises message estimates across calls (see `MessageCosts`).
+    `costs` memoises message estimates across calls (see `MessageCosts`); without one, a
+    memo for this call is made, so the estimate and the boundary share each message's cost.
     """
     leaf = branch.leaf
     if leaf is None:
@@ -105,6 +87,8 @@ def plan_compaction(
         return NoOp("tool workflow not settled: " + "; ".join(stability.reasons), trigger,
                     "unstable")
 
+    if costs is None or costs.capacity != capacity:
+        costs = MessageCosts(capacity)
     projection = project(branch)
     if estimate is None:
         estimate = estimate_request(projection, capacity, system=system, tools=tools,
@@ -121,10 +105,9 @@ def plan_compaction(
     region_start = raw_start(branch)
     region = [n for n in branch.nodes[region_start:] if n.message is not None]
     # Each message is measured once: the boundary and the chunking both use these sizes.
-    node_cost = costs or _node_cost(capacity)
-    sizes = {n.id: node_cost(n) for n in region}
+    sizes = {n.id: costs(n) for n in region}
     after = _nodes_after_checkpoint(branch)
-    sizes.update((n.id, node_cost(n)) for n in after if n.id not in sizes)
+    sizes.update((n.id, costs(n)) for n in after if n.id not in sizes)
 
     def cost(node: Node) -> int:
         return sizes[node.id]
@@ -134,7 +117,7 @@ def plan_compaction(
     fixed = _fixed_overhead(estimate)
 
     tail_budget = _tail_budget(trigger, budget, fixed)
-    boundary = _choose(trigger, region, budget, cost, tail_budget, costs, capacity)
+    boundary = _choose(trigger, region, budget, cost, tail_budget, costs)
     if trigger == "manual" and previous_cp is None and len(turn_starts(region)) <= 1 \
             and not boundary.split:
         # M3; a single turn too long for the tail is still split (K6).
@@ -168,6 +151,8 @@ def plan_compaction(
     chunk_limit = _chunk_token_limit(summ_budget, budget, instructions)
     limits = SerializeLimits.for_budget(chunk_limit)
     chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits, sizes=sizes)
+    # One extraction per message: the ledger here and the summariser's facts (Plan) share it.
+    extracted = identifiers_by_message(boundary.newly_old)
     return Plan(
         trigger=trigger,
         session_leaf_id=leaf.id,
@@ -189,7 +174,8 @@ def plan_compaction(
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
         boundary_moved=moved,
         ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
-                            extract_identifiers(boundary.newly_old), budget.ledger_budget),
+                            combine_identifiers(extracted.values()), budget.ledger_budget),
+        extracted=extracted,
         tail_budget=tail_budget,
         turn_context=turn,
         tail_clips=dict(boundary.clips),
@@ -216,14 +202,10 @@ def _choose(
     budget: Budget,
     cost: Callable[[Node], int],
     tail_budget: int,
-    costs: MessageCosts | None,
-    capacity: ModelCapacity,
+    costs: MessageCosts,
 ) -> Boundary:
-    def measure(msg: Message) -> int:
-        return costs.measure(msg) if costs is not None else estimate_message(msg, capacity)
-
     boundary = choose_boundary(region, tail_budget, cost, split_turn=budget.split_turn,
-                               measure=measure)
+                               measure=costs.measure)
     if trigger == "manual" and not boundary.moved:
         # M2: the tail budget would keep everything; "compact now" still compacts.
         latest = latest_turn_boundary(region, cost)

@@ -24,7 +24,7 @@ from .compaction import CompactionOutcome, compact_session
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
 from .runner import CompactionRunner, Finished
-from .sizing import Gauge, Sizer, tool_dicts
+from .sizing import Gauge, Sizer
 from .summarizers import FallbackNote, GuardedSummarizer
 from .turns import RunTools, open_tool_calls
 
@@ -62,6 +62,8 @@ class ConversationBase:
         self._turn_lock = asyncio.Lock()
         self._branch: Branch | None = None
         self._damaged: DamagedBranch | None = None
+        # The projection of `_branch`, derived once per branch object (nodes never change).
+        self._projected: tuple[Branch | None, Projection] = (None, Projection(None, ()))
         self._set_model(model, capacity)
 
     # ------------------------------------------------------------------ what a UI reads
@@ -107,7 +109,12 @@ class ConversationBase:
 
     def projection(self) -> Projection:
         """What the model sees next (SPEC T3), without the system prompt and tools."""
-        return project(self._branch) if self._branch is not None else Projection(None, ())
+        branch = self._branch
+        if branch is None:
+            return Projection(None, ())
+        if self._projected[0] is not branch:
+            self._projected = (branch, project(branch))
+        return self._projected[1]
 
     def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
         """Estimated size of the next request with `pending` drafts (SPEC P1, E1-E5)."""
@@ -117,9 +124,20 @@ class ConversationBase:
         """Tokens the next request uses against the safe limit, for a context gauge."""
         return self._sizer.gauge(self.estimate(pending))
 
-    async def history(self) -> Branch | DamagedBranch:
-        """The durable branch from its root, checkpoints included (for /history)."""
-        return await self.store.load_full_branch(self.session_id)
+    async def history(self, *, limit: int | None = None,
+                      before: str | None = None) -> Branch | DamagedBranch:
+        """The durable branch, checkpoints included (for /history).
+
+        With `limit`, one page: the branch's last `limit` nodes, or the `limit` nodes before
+        node `before` (page back from a page's first node); `complete` is False while older
+        nodes exist. A page reads `limit` rows however long the history. Without `limit`,
+        the whole branch from its root.
+        """
+        if limit is None:
+            if before is not None:
+                raise ValueError("history(before=...) pages back: give a limit too")
+            return await self.store.load_full_branch(self.session_id)
+        return await self.store.load_branch_page(self.session_id, limit=limit, before_id=before)
 
     def events(self) -> EventStream:
         """Async iterator over events from now on: `async for event in conv.events()`."""
@@ -154,9 +172,9 @@ class ConversationBase:
             return await compact_session(
                 self.store, self.session_id, capacity=capacity, budget=budget,
                 trigger=trigger, summarize=self._summarize, instructions=instructions,
-                pending=tuple(pending), system=self._system,
-                tools=tool_dicts(self._tools) or None,
-                summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens)
+                pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
+                summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
+                costs=self._sizer.costs, branch=self._branch)
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()
@@ -174,9 +192,9 @@ class ConversationBase:
         async def work() -> CompactionOutcome:
             return await compact_session(
                 self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
-                summarize=self._summarize, system=self._system,
-                tools=tool_dicts(self._tools) or None,
-                summarizer_budget=self._summarizer_budget())
+                summarize=self._summarize, system=self._system, tools=self._sizer.tool_json,
+                summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
+                branch=self._branch)
 
         self._runner.start("auto", work)
 

@@ -365,15 +365,50 @@ class Conversation(ConversationBase):
             overflow_tokens=overflow, estimated_tokens=estimate.tokens, safe_input_limit=safe)
 
     async def _check_edit_fits(self, draft: Message) -> None:
-        """Refuse an edit that no compaction could fit, before it is written (O2, P3)."""
-        full = await self.history()
-        if isinstance(full, DamagedBranch):
-            raise ReadOnlySessionError(self.session_id, full.problems)
-        users = [i for i, n in enumerate(full.nodes) if n.is_user_message]
-        if not users:
+        """Refuse an edit that no compaction could fit, before it is written (O2, P3).
+
+        Reads what the edited branch needs, not the history: the last user message is
+        found in the loaded tail (or the O(tail) segment before it), and the branch that
+        would precede the edit is that tail cut before it, or, when a checkpoint made
+        after that message would leave the branch, the store's O(tail) read at its parent.
+        """
+        before = await self._before_last_user_message()
+        if before is None:
             return  # the store's edit names the problem
-        before = Branch(nodes=full.nodes[: users[-1]], revision=full.revision)
         estimate = self._sizer.estimate(project(before), (draft,))
         if estimate.tokens > self.budget.safe_input_limit and \
                 self._sizer.best_case(estimate, (draft,)) > self.budget.safe_input_limit:
             self._blocked(estimate, (draft,), draft)
+
+    async def _before_last_user_message(self) -> Branch | None:
+        """The branch ending just before the last user message (None: there is none)."""
+        loaded = self._branch
+        if loaded is None:
+            raise ReadOnlySessionError(self.session_id, self._damaged.problems
+                                       if self._damaged is not None else ())
+        while True:
+            users = [i for i, n in enumerate(loaded.nodes) if n.is_user_message]
+            if users:
+                break
+            parent = loaded.nodes[0].parent_id if loaded.nodes else None
+            if loaded.complete or parent is None:
+                return None
+            loaded = _healthy(await self.store.load_branch_at(self.session_id, parent),
+                              self.session_id)
+        cut = users[-1]
+        checkpoint = loaded.latest_checkpoint_index
+        after_checkpoint = checkpoint is not None and checkpoint < cut
+        if after_checkpoint or (checkpoint is None and loaded.complete):
+            return Branch(nodes=loaded.nodes[:cut], complete=loaded.complete,
+                          revision=loaded.revision)
+        parent = loaded.nodes[cut].parent_id
+        if parent is None:
+            return Branch(nodes=(), revision=loaded.revision)
+        return _healthy(await self.store.load_branch_at(self.session_id, parent),
+                        self.session_id)
+
+
+def _healthy(branch: Branch | DamagedBranch, session_id: str) -> Branch:
+    if isinstance(branch, DamagedBranch):
+        raise ReadOnlySessionError(session_id, branch.problems)
+    return branch

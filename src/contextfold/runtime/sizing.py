@@ -8,11 +8,11 @@ pending messages the request will really carry.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.estimator import Estimate, estimate_request
+from ..core.estimator import Estimate, MessageCosts, estimate_request
 from ..core.messages import Message
 from ..core.projection import Projection
 from ..providers.base import ToolSpec
@@ -49,17 +49,27 @@ class Gauge:
 
 @dataclass(frozen=True)
 class Sizer:
-    """Estimates for one model, system prompt and tool set."""
+    """Estimates for one model, system prompt and tool set.
+
+    Holds the conversation's one `MessageCosts` memo: every stored message is estimated
+    once for this model, however many checks, sends and compactions read it.
+    """
 
     capacity: ModelCapacity
     budget: Budget
     system: str | None
     tools: tuple[ToolSpec, ...]
+    costs: MessageCosts = field(init=False, repr=False, compare=False)
+    tool_json: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "costs", MessageCosts(self.capacity))
+        object.__setattr__(self, "tool_json", tool_dicts(self.tools) or None)
 
     def estimate(self, projection: Projection, pending: Sequence[Message] = ()) -> Estimate:
         """The whole next request: system, tools, projection and pending messages (P1)."""
         return estimate_request(projection, self.capacity, system=self.system,
-                                tools=tool_dicts(self.tools) or None, pending=tuple(pending))
+                                tools=self.tool_json, pending=tuple(pending), costs=self.costs)
 
     def floor(self, pending: Sequence[Message] = ()) -> int:
         """The request with no history at all: what no compaction can shrink."""

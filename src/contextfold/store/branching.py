@@ -97,22 +97,22 @@ class BranchingOps(StoreBase):
         return await self._write(op)
 
     async def _last_message(self, conn: AsyncConnection, row: RowMapping, role: str) -> Node | None:
-        """The last message of `role` on the branch (tail first; full branch if needed)."""
-        branch = await self._writable_branch(conn, row)
-        for loaded in (branch, None):
-            if loaded is None:
-                if branch.complete:
-                    return None
-                full = await queries.load_full(conn, row["tree_id"], row["leaf_id"],
-                                               row["branch_revision"])
-                if isinstance(full, DamagedBranch):
-                    raise ReadOnlySessionError(row["id"], full.problems)
-                loaded = full
+        """The last message of `role` on the branch: the tail first, then, only if it is
+        not there, the O(tail) segment before it, and so on (never the whole history)."""
+        loaded = await self._writable_branch(conn, row)
+        while True:
             for node in reversed(loaded.nodes):
                 msg = node.message
                 if msg is not None and msg.role == role:
                     return node
-        return None
+            parent = loaded.nodes[0].parent_id if loaded.nodes else None
+            if loaded.complete or parent is None:
+                return None
+            older = await queries.load_tail(conn, row["tree_id"], parent,
+                                            row["branch_revision"])
+            if isinstance(older, DamagedBranch):
+                raise ReadOnlySessionError(row["id"], older.problems)
+            loaded = older
 
 
 def _foreign_node(node_id: str, session_id: str, other_trees: list[str]) -> Exception:

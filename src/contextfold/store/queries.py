@@ -55,9 +55,11 @@ async def stored_hashes(conn: AsyncConnection, ids: Sequence[str]) -> set[tuple[
 
 
 async def walk_up(
-    conn: AsyncConnection, tree_id: str, leaf_id: str, stop_id: str | None = None
+    conn: AsyncConnection, tree_id: str, leaf_id: str, stop_id: str | None = None,
+    min_depth: int | None = None,
 ) -> dict[str, Node | InvalidRecord]:
-    """The ancestor chain of `leaf_id` within its tree, ending at `stop_id` or a root.
+    """The ancestor chain of `leaf_id` within its tree, ending at `stop_id` or a root
+    (or at depth `min_depth`: a page of the branch).
 
     Cost is proportional to the number of nodes walked (one index look-up each), never
     to the size of the tree.
@@ -72,6 +74,8 @@ async def walk_up(
     )
     if stop_id is not None:
         step = step.where(chain.c.id != stop_id)
+    if min_depth is not None:
+        step = step.where(parent.c.depth >= min_depth)
     chain = chain.union(step)
     rows = (await conn.execute(select(chain))).mappings().all()
     return records(rows)
@@ -121,6 +125,52 @@ async def load_tail(
         if latest is None or latest.id != cp_id:
             return await load_full(conn, tree_id, leaf_id, revision)
     return branch
+
+
+async def load_page(
+    conn: AsyncConnection, tree_id: str, leaf_id: str | None, revision: int, limit: int
+) -> Branch | DamagedBranch:
+    """The last `limit` nodes of the branch ending at `leaf_id` (a page for a UI).
+
+    Bounded by the insert-time `depth` column, so it reads `limit` rows whatever the
+    length of the history. `complete` is False when older nodes exist.
+    """
+    if leaf_id is None:
+        return Branch(nodes=(), complete=True, revision=revision)
+    leaf = await node_meta(conn, tree_id, leaf_id)
+    if leaf is None:
+        problem = Problem("missing_leaf", leaf_id, f"node {leaf_id!r} is not stored")
+        return DamagedBranch(readable=(), problems=(problem,))
+    found = await walk_up(conn, tree_id, leaf_id, min_depth=max(0, leaf["depth"] - limit + 1))
+    # The oldest node read: the one whose parent was not read (the page's edge).
+    edge = next((r.id for r in found.values()
+                 if r.parent_id is not None and r.parent_id not in found), None)
+    branch = build_branch(found, leaf_id, revision=revision, stop_at=edge)
+    if isinstance(branch, DamagedBranch) and edge is not None and all(
+            _kept_before_page(p, found) for p in branch.problems):
+        # A checkpoint on the page may keep raw history from before the page: that is the
+        # page's edge, not damage (the tail and full loads still check it).
+        return Branch(nodes=branch.readable, complete=False, revision=revision)
+    return branch
+
+
+def _kept_before_page(problem: Problem, found: dict[str, Node | InvalidRecord]) -> bool:
+    node = found.get(problem.node_id)
+    cp = node.checkpoint if isinstance(node, Node) else None
+    return (problem.kind == "bad_checkpoint" and cp is not None
+            and cp.first_kept_id is not None and cp.first_kept_id not in found)
+
+
+async def children_of(conn: AsyncConnection, tree_id: str, ids: Sequence[str]
+                      ) -> list[RowMapping]:
+    """The rows whose parent is one of `ids` (the forks starting on a page)."""
+    cols = [nodes.c[name] for name in _NODE_COLUMNS]
+    out: list[RowMapping] = []
+    for start in range(0, len(ids), 500):
+        chunk = list(ids[start : start + 500])
+        stmt = select(*cols).where(nodes.c.tree_id == tree_id, nodes.c.parent_id.in_(chunk))
+        out.extend((await conn.execute(stmt)).mappings().all())
+    return out
 
 
 async def load_full(

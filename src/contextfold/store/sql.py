@@ -20,14 +20,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from contextfold.core.messages import Checkpoint, Message, Node, utc_now
 from contextfold.core.plan import Plan
-from contextfold.core.tree import Branch, DamagedBranch, check_stability
+from contextfold.core.tree import Branch, DamagedBranch, build_branch, check_stability
 from contextfold.ids import new_id
 
 from . import queries
 from .base import as_message, metadata_json
 from .branching import BranchingOps
 from .engine import read_connection
-from .errors import DuplicateNodeError, InvalidOperationError, NodeNotFoundError, StaleBranchError
+from .errors import (
+    DuplicateNodeError,
+    InvalidOperationError,
+    NodeNotFoundError,
+    ReadOnlySessionError,
+    StaleBranchError,
+)
 from .importing import prepare_import
 from .lease import LeaseMixin
 from .rows import node_row, utc
@@ -115,8 +121,11 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
         leaf. `Branch.complete` is False when older history was not read."""
         async with read_connection(self.engine) as conn:
             row = await self._session_row(conn, session_id)
-            return await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
-                                           row["branch_revision"])
+            branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
+                                             row["branch_revision"])
+            if isinstance(branch, Branch) and row["leaf_id"] is not None:
+                self._remember_sound(row["tree_id"], row["leaf_id"])  # a write needn't re-read
+            return branch
 
     async def load_full_branch(self, session_id: str) -> Branch | DamagedBranch:
         """The whole branch from its root to the leaf (for a UI or an audit)."""
@@ -124,6 +133,48 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
             row = await self._session_row(conn, session_id)
             return await queries.load_full(conn, row["tree_id"], row["leaf_id"],
                                            row["branch_revision"])
+
+    async def load_branch_page(self, session_id: str, *, limit: int,
+                               before_id: str | None = None) -> Branch | DamagedBranch:
+        """A page of the branch for a UI: its last `limit` nodes, or the `limit` nodes
+        before `before_id` (a node of the branch: page back from a page's first node).
+        Reads `limit` rows however long the history; `complete` is False when older
+        nodes exist."""
+        if limit < 1:
+            raise InvalidOperationError(f"limit must be at least 1, got {limit}")
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            end = row["leaf_id"]
+            if before_id is not None:
+                meta = await queries.node_meta(conn, row["tree_id"], before_id)
+                if meta is None:
+                    raise NodeNotFoundError(f"node {before_id!r} is not in this session's tree")
+                end = meta["parent_id"]
+            return await queries.load_page(conn, row["tree_id"], end, row["branch_revision"],
+                                           limit)
+
+    async def load_branch_at(self, session_id: str, node_id: str) -> Branch | DamagedBranch:
+        """What the model would need if `node_id` (of this session's tree) were the leaf:
+        read in O(tail) like `load_branch`."""
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            if await queries.node_meta(conn, row["tree_id"], node_id) is None:
+                raise NodeNotFoundError(f"node {node_id!r} is not in this session's tree")
+            return await queries.load_tail(conn, row["tree_id"], node_id,
+                                           row["branch_revision"])
+
+    async def load_tree_page(self, session_id: str, *, limit: int) -> list[Node]:
+        """The tree around the branch's last `limit` nodes: those nodes and every child
+        of them (the first node of each fork off the page), parents before children."""
+        page = await self.load_branch_page(session_id, limit=limit)
+        shown = page.nodes if isinstance(page, Branch) else page.readable
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            ids = [n.id for n in shown]
+            kids = queries.records(await queries.children_of(conn, row["tree_id"], ids))
+        on_page = set(ids)
+        forks = [n for n in kids.values() if isinstance(n, Node) and n.id not in on_page]
+        return [*shown, *sorted(forks, key=lambda n: (n.created_at, n.id))]
 
     async def load_tree(self, session_id: str) -> list[Node]:
         """Every readable node of the session's tree, all branches, parents before children.
@@ -255,7 +306,7 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
             row = await self._lock_session(conn, session_id)
             await self._step("locked")
             # Damage first: a damaged session refuses every write, stale plan or not (D2).
-            branch = await self._writable_branch(conn, row)
+            branch = await self._commit_view(conn, row, plan)
             if self._guard_commit:
                 reason = _plan_mismatch(row, plan)
                 if reason is not None:
@@ -274,6 +325,25 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
             return CommitResult("committed", node, None, info)
 
         return await self._write(op)
+
+    async def _commit_view(self, conn: AsyncConnection, row: RowMapping, plan: Plan) -> Branch:
+        """The part of the branch the C2 re-checks need, after the damage check (D2).
+
+        When this instance has verified the branch already (it loaded it for the plan),
+        only the kept tail is read: from the leaf up to the plan's boundary, which holds
+        the current turn (stability) and proves the boundary is on the branch. A boundary
+        that is not on the branch walks to the root and is reported as such.
+        """
+        boundary = plan.first_kept_id
+        if boundary is None or row["read_only"] or row["leaf_id"] is None or \
+                (row["tree_id"], row["leaf_id"]) not in self._sound:
+            return await self._writable_branch(conn, row)
+        found = await queries.walk_up(conn, row["tree_id"], row["leaf_id"], boundary)
+        branch = build_branch(found, row["leaf_id"], revision=row["branch_revision"],
+                              stop_at=boundary)
+        if isinstance(branch, DamagedBranch):
+            raise ReadOnlySessionError(row["id"], branch.problems)
+        return branch
 
     async def _branch_mismatch(
         self, conn: AsyncConnection, row: RowMapping, branch: Branch, plan: Plan

@@ -86,6 +86,6 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
                if plan.turn_context is not None else "")
             + f" is {budget} tokens"
         )
-    facts = collect_facts(plan.newly_old, plan.profile)
+    facts = collect_facts(plan.newly_old, plan.profile, plan.identifiers())
     ordered = build_sections(plan, facts)
     return fit_sections(ordered, budget, count)

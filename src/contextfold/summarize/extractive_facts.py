@@ -21,6 +21,7 @@ from ..core.messages import (
     ApprovalPart,
     CollectionPart,
     EpubLocationPart,
+    LedgerEntry,
     Message,
     Node,
     PdfPagePart,
@@ -171,14 +172,19 @@ def _final_answer(turn: _Turn) -> str | None:
     return None
 
 
-def collect_facts(nodes: Sequence[Node], profile: Profile) -> Facts:
-    """The bullets `nodes` (the newly old part of a history) give each section kind."""
+def collect_facts(nodes: Sequence[Node], profile: Profile,
+                  identifiers: Sequence[LedgerEntry] | None = None) -> Facts:
+    """The bullets `nodes` (the newly old part of a history) give each section kind.
+
+    `identifiers`: those of `nodes`, when the caller extracted them already (a plan does,
+    once per message: `Plan.identifiers`).
+    """
     turns = _turns(nodes)
     facts = Facts(new_request=any(t.request for t in turns))
     _requests(turns, facts)
     _tool_work(nodes, turns, profile, facts)
     _conclusions(turns, profile, facts)
-    _resources(nodes, facts)
+    _resources(nodes, facts, extract_identifiers(nodes) if identifiers is None else identifiers)
     return facts
 
 
@@ -283,7 +289,7 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
                 )
 
 
-def _resources(nodes: Sequence[Node], f: Facts) -> None:
+def _resources(nodes: Sequence[Node], f: Facts, identifiers: Sequence[LedgerEntry]) -> None:
     seen_pdf: dict[str, int] = {}
     for _, msg in message_nodes(nodes):
         for part in msg.parts:
@@ -320,7 +326,7 @@ def _resources(nodes: Sequence[Node], f: Facts) -> None:
             elif isinstance(part, TagPart):
                 f.resources.append(f"(tool) Tag {part.tag}")
     typed = " ".join(f.resources)
-    for entry in extract_identifiers(nodes):
+    for entry in identifiers:
         if entry.kind.startswith("zotero_") and entry.value not in typed:
             label = entry.kind.removeprefix("zotero_").replace("_", " ").capitalize()
             note = f": {one_line(entry.note, 160)}" if entry.note else ""

@@ -13,7 +13,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..core.identifiers import extract_identifiers
 from ..core.messages import LedgerEntry
 from ..core.plan import Plan, Profile
 from ..core.tool_calls import one_line
@@ -47,7 +46,7 @@ def _instruction_items(plan: Plan) -> list[str]:
     items = [f"(user) Instructions for this summary: {one_line(text, GOAL_CHARS)}"]
     known: list[LedgerEntry] = [
         *plan.previous_ledger.entries, *plan.previous_ledger.evicted,
-        *extract_identifiers(plan.newly_old),
+        *plan.identifiers(),
     ]
     for pattern, kinds, label in _REQUESTED_KINDS:
         if pattern.search(text):
