@@ -138,7 +138,8 @@ def check_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> None:
             f"{capacity.model}: it leaves {have.summary_budget - have.ledger_budget:,} tokens "
             f"for a checkpoint summary, which needs at least "
             f"{smallest_summary_tokens(guaranteed=guaranteed):,}; "
-            f"the smallest window that works is {smallest:,} tokens")
+            f"the smallest window that works is {smallest:,} tokens (a history whose turns "
+            "are very long may need more)")
 
 
 def stderr_progress() -> Callable[[str], None]:
