@@ -302,3 +302,36 @@ async def test_conversation_compaction_reuses_the_branch_it_holds(store, monkeyp
     assert (await conv.compact()).status == "compacted"
     assert loads.calls == 1  # the reload after the commit; the plan used the held branch
     await conv.close()
+
+
+def test_show_last_lists_one_page(tmp_path):  # T1
+    import json
+
+    from typer.testing import CliRunner
+
+    from contextfold.cli import app
+
+    db = f"sqlite:///{tmp_path / 'cf.db'}"
+
+    async def seed() -> str:
+        from contextfold import open_store
+
+        opened = await open_store(db)
+        try:
+            return await seeded(opened, 10)  # 60 nodes
+        finally:
+            await opened.close()
+
+    import asyncio
+
+    sid = asyncio.run(seed())
+    runner = CliRunner()
+    page = runner.invoke(app, ["show", sid, "--last", "7", "--json", "--db", db])
+    assert page.exit_code == 0, page.output
+    shown = json.loads(page.stdout)
+    assert len(shown["nodes"]) == 7 and shown["page"] == {"last": 7, "complete": False}
+    assert shown["nodes"][-1]["id"] == shown["leaf_id"]
+    whole = json.loads(runner.invoke(app, ["show", sid, "--json", "--db", db]).stdout)
+    assert len(whole["nodes"]) == 60 and "page" not in whole
+    human = runner.invoke(app, ["show", sid, "--last", "7", "--db", db])
+    assert human.exit_code == 0 and "the last 7 nodes" in human.stdout
