@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) -m bench.core_bench
 	$(PY) -m bench.estimator_accuracy
 	$(PY) -m bench.store_bench
+	$(PY) -m bench.startup_bench
 	$(PY) -m bench.scale_bench
 	$(PY) -m bench.docs_report
 
