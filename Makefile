@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(PY) -m bench.store_bench
 	$(PY) -m bench.startup_bench
 	$(PY) -m bench.scale_bench
+	$(PY) -m bench.split_turn_bench
 	$(PY) -m bench.docs_report
 
 bench-peers: $(STAMP)

@@ -146,6 +146,37 @@ def store_section(store: dict[str, Any] | None) -> list[str]:
             "faults.", ""]
 
 
+def startup_section(data: dict[str, Any] | None) -> list[str]:
+    head = ["## CLI start-up (`bench/startup_bench.py` → `bench/results/startup.json`)", ""]
+    if data is None:
+        return [*head, "Not run yet: `make bench`.", ""]
+    sec, ratio, goal = data["seconds"], data["ratio_to_bare_typer"], data["goal_ratio"]
+
+    def spread(v: dict[str, float], unit: str = "") -> str:
+        return (f"{v['min']:.2f} – {v['max']:.2f}{unit}; IQR {v['q1']:.2f} – "
+                f"{v['q3']:.2f}{unit}")
+
+    rows = ["| figure | median | spread | target | met |", "| --- | ---: | --- | --- | --- |"]
+    for key, label in (("bare_typer_help", "bare Typer CLI `--help`"),
+                       ("contextfold_help", "`contextfold --help`"),
+                       ("contextfold_project", "`contextfold project SESSION` (4 messages)")):
+        rows.append(f"| {label} | {sec[key]['median']:.2f} s | {spread(sec[key], ' s')} | — | |")
+    for key, label in (("help", "`--help`"), ("project", "`project`")):
+        rows.append(f"| ratio {label} / bare Typer | {ratio[key]['median']:.2f}× | "
+                    f"{spread(ratio[key])} | ≤ {goal}× | {_met(data['met'][key])} |")
+    return [*head, f"Each command as a fresh process against a bare Typer CLI that imports "
+            f"pydantic, typer and rich and prints its help (the floor any Typer CLI pays); "
+            f"{data['rounds']} rounds, the three in shuffled order, ratios taken within a "
+            "round (the machine is shared, so seconds are inflated; ratios are what counts).",
+            "", *rows, "",
+            "`--help` imports only Typer, Rich and the command modules (a test asserts through "
+            "`sys.modules` that no provider SDK, SQLAlchemy, Alembic or matplotlib is loaded). "
+            "`project` still pays for SQLAlchemy and the async SQLite driver, the core's "
+            "pydantic models, the estimator and the importers; an up-to-date database no "
+            "longer imports Alembic. Closing the rest needs a lighter read path for one-shot "
+            "reads or lazier core modules.", ""]
+
+
 def peers_section(peers: dict[str, Any] | None) -> list[str]:
     head = ["## Side by side with other frameworks", ""]
     if peers is None:
@@ -163,11 +194,76 @@ def peers_section(peers: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def split_turn_section(data: dict[str, Any] | None) -> list[str]:
+    """SPEC K6 on real transcripts: what stays raw after each compaction, before and after."""
+    head = ["## Split turn (`bench/split_turn_bench.py` → `bench/results/split_turn.json`)", ""]
+    if data is None:
+        return [*head, "Not run yet: `python -m bench.split_turn_bench`.", ""]
+    rows = data["rows"]
+    t = data["totals"]
+    pairs = {(r["transcript"], r["window"], r["split_turn"]): r for r in rows}
+    lines = [*head,
+             "Real transcripts replayed through `replay_messages` (what `contextfold replay` "
+             "runs, offline extractive summariser) at three windows, with the split-turn "
+             "boundary (K6) and without it (`CompactionSettings(split_turn=False)`: the K1–K3 "
+             "boundary, the behaviour before K6). \"kept share\" is the raw tokens kept "
+             "after a compaction over the tail budget it used, over the compactions whose "
+             "raw region held at least a full tail budget.", "",
+             "| transcript | window | compactions / 100 requests (before → K6) | kept share "
+             "median (p10, min) before → K6 | empty tails while the latest round fits "
+             "(before → K6) | latest round raw with K6 (clipped) | invalid requests |",
+             "| --- | ---: | --- | --- | --- | --- | ---: |"]
+
+    def share(r: dict[str, Any]) -> str:
+        if r["kept_share_median"] is None:
+            return "—"
+        return (f"{_pct(r['kept_share_median'])} ({_pct(r['kept_share_p10'])}, "
+                f"{_pct(r['kept_share_min'])})")
+
+    for r in rows:
+        if not r["split_turn"]:
+            continue
+        off = pairs[(r["transcript"], r["window"], False)]
+        latest = f"{r['latest_round_raw']} / {r['compactions_with_a_tool_round']}"
+        latest += f" ({r['latest_round_clipped']})"
+        if r["latest_round_too_big"]:
+            latest += f", {r['latest_round_too_big']} too big even clipped"
+        lines.append(
+            f"| {r['transcript']} ({r['model']}) | {r['window'] // 1000}k | "
+            f"{off['compactions_per_100_requests']:.2f} → {r['compactions_per_100_requests']:.2f}"
+            f" | {share(off)} → {share(r)} | {off['empty_tail_while_round_fits']} → "
+            f"{r['empty_tail_while_round_fits']} | {latest} | "
+            f"{off['invalid_requests'] + r['invalid_requests']} |")
+    median = t["kept_share_median_pooled"]
+    fit = t["compactions_with_a_tool_round"] - t["latest_round_too_big"]
+    lines += ["", "| goal (K6) | measured | met |", "| --- | --- | --- |",
+              f"| median raw tokens kept ≥ 50% of the tail budget (all {t['kept_share_samples']}"
+              f" compactions with that much history, pooled) | {_pct(median)} | "
+              f"{_met(median >= 0.5)} |",
+              f"| 0 compactions that keep nothing while the latest round fits | "
+              f"{t['empty_tail_while_round_fits']} (without K6: "
+              f"{t['empty_tail_while_round_fits_without_split_turn']}) | "
+              f"{_met(t['empty_tail_while_round_fits'] == 0)} |",
+              f"| latest tool call and result raw after every compaction (100%) | "
+              f"{t['latest_round_raw']} / {t['compactions_with_a_tool_round']} "
+              f"({t['latest_round_clipped']} with results clipped; "
+              f"{t['latest_round_too_big']} round(s) too big even clipped, K6's exception) | "
+              f"{_met(t['latest_round_raw'] == fit)} (of the rounds that can fit) |",
+              f"| invalid requests (both providers' oracles, every replayed request) | "
+              f"{t['invalid_requests']} | {_met(t['invalid_requests'] == 0)} |",
+              f"| compactions (all runs) | {t['compactions_without_split_turn']} before → "
+              f"{t['compactions_with_split_turn']} with K6; at most "
+              f"{t['max_compactions_before_one_request']} before one request | — (the price "
+              f"of a raw tail; more than one before a request would be a loop) |", ""]
+    return lines
+
+
 def benchmarks_md() -> str:
     lines = ["# Benchmarks", "",
              "Generated by `python -m bench.docs_report` from `bench/results/*.json` (do not "
              "edit by hand). Every figure comes from a script in `bench/`; rerun with `make "
-             "bench` (core, estimator, store, scale) and `make bench-peers` (the side-by-side "
+             "bench` (core, estimator, store, scale, split turn) and `make bench-peers` (the "
+             "side-by-side "
              "comparison, which builds its own virtual environment on first run). The machine "
              "has 2 shared cores, so throughput figures are floors and p99s are noisy. Targets "
              "that are missed are marked **missed**.", ""]
@@ -175,6 +271,8 @@ def benchmarks_md() -> str:
     lines += scale_section(load("scale"))
     lines += estimator_section(load("estimator_accuracy"))
     lines += store_section(load("store"))
+    lines += startup_section(load("startup"))
+    lines += split_turn_section(load("split_turn"))
     lines += peers_section(load("peers"))
     return "\n".join(lines)
 

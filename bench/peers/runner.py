@@ -133,8 +133,10 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
         from .continuity import planted_session, run_continuity
 
         msgs = planted_session(task["size"])
-        out["continuity"] = run_continuity(factories[name](echo_summary, msgs), msgs,
-                                           task["sample_every"])
+        system = factories[name](echo_summary, msgs)
+        out["continuity"] = run_continuity(system, msgs, task["sample_every"])
+        if hasattr(system, "fallbacks"):  # contextfold: summaries it rejected and replaced
+            out["continuity"]["contextfold_fallbacks"] = system.fallbacks
     for task in job.get("timing", []):
         out["timing"].append(run_timing(factories[name], task["size"],
                                         timed_calls=task["timed_calls"],

@@ -214,7 +214,7 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
         step = 0 if len(kids) == 1 else 1
         stack.extend((depth + step, kid) for kid in reversed(kids))
     if page is not None:
-        say(("durable history", "bold"), f": the newest {len(nodes)} nodes")
+        say(("durable history", "bold"), f": the last {len(nodes)} nodes")
         say(("… older nodes not shown (--last N shows more, --last 0 all)", "dim"))
     else:
         say(("durable history", "bold"), f": {len(nodes)} nodes")
