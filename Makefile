@@ -30,6 +30,8 @@ bench: $(STAMP)
 	$(PY) -m bench.estimator_accuracy
 	$(PY) -m bench.store_bench
 	$(PY) -m bench.startup_bench
+	$(PY) -m bench.masking_bench
+	$(PY) -m bench.recall_bench
 	$(PY) -m bench.scale_bench
 	$(PY) -m bench.split_turn_bench
 	$(PY) -m bench.docs_report

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .recall_report import recall_section
 from .scale_report import scale_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,6 +195,77 @@ def peers_section(peers: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def _k(tokens: int) -> str:
+    return f"{tokens / 1000:.1f}k"
+
+
+def masking_section(masking: dict[str, Any] | None) -> list[str]:
+    """Observation masking vs summarise-only (issue 11, SPEC V1-V2)."""
+    head = ["## Observation masking (`bench/masking_bench.py` → `bench/results/masking.json`)",
+            ""]
+    if masking is None:
+        return [*head, "Not run yet: `make bench`.", ""]
+    runs = [r for r in masking["runs"] if r["requests"] > 10]
+    by = {(r["transcript"], r["window"], r["mode"]): r for r in runs}
+    keys = sorted({(r["transcript"], r["window"]) for r in runs},
+                  key=lambda k: (not k[0].startswith("pi"), k[0], k[1]))
+    t = masking["totals"]
+    off, auto, always = t["off"], t["auto"], t["always"]
+    bad = sum(v["invalid_or_over_limit_or_dropped"] for v in t.values())
+    saved = off["summarizer_calls"] - auto["summarizer_calls"]
+    # Names in code spans: a transcript id is not prose (the prose-identifier tests read
+    # these pages as ordinary English).
+    share = ", ".join(f"`{name}` {_pct(v)}" for name, v in masking["tool_output_share"].items())
+    lines = [*head,
+             "The real transcripts in `tests/fixtures` replayed through the public replay path "
+             "(`replay_messages`, what `contextfold replay` runs) with the offline summariser, "
+             "once per masking mode (`off` = summarise-only and the default, `auto`, `always`), "
+             "on a Claude-family model of each window. Deterministic counts. Tool output's share "
+             f"of each transcript's estimated tokens: {share}.", "",
+             f"Goal: fewer summariser calls than summarise-only, with no invalid, over-limit or "
+             f"dropped request: {_met(saved > 0 and bad == 0)} — summariser calls "
+             f"{off['summarizer_calls']} → {auto['summarizer_calls']} with `auto` "
+             f"({saved} saved, {_pct(saved / max(1, off['summarizer_calls']))}) and "
+             f"{always['summarizer_calls']} with `always`; {bad} invalid, over-limit or dropped "
+             f"in {len(masking['runs'])} replays. Masking steps freed "
+             f"{auto['tokens_freed_by_masking']:,} of the {auto['tokens_freed']:,} tokens freed "
+             f"with `auto` ({_pct(auto['tokens_freed_by_masking'] / max(1, auto['tokens_freed']))}"
+             ").", "",
+             "Cost: over all replays the chat requests read "
+             f"{off['request_tokens_total'] / 1e6:.1f}M tokens summarise-only and "
+             f"{auto['request_tokens_total'] / 1e6:.1f}M with `auto` "
+             f"({_pct(auto['request_tokens_total'] / off['request_tokens_total'] - 1)} more), "
+             "while the summariser read at most "
+             f"{off['summarizer_input_tokens'] / 1e6:.2f}M → "
+             f"{auto['summarizer_input_tokens'] / 1e6:.2f}M: masking trades a few summaries for "
+             "fuller requests, which is why `masking` is off by default.", "",
+             "| transcript (user turns, requests) | window | summariser calls off → auto | "
+             "masking steps (auto) | summaries / 100 turns off → auto | all steps / 100 turns "
+             "off → auto | tokens freed by masking | mean request off → auto |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    last = None
+    for name, window in keys:
+        o, a = by[(name, window, "off")], by[(name, window, "auto")]
+        label = "" if name == last else f"`{name}` ({a['user_turns']}, {a['requests']})"
+        last = name
+        lines.append(
+            f"| {label} | {window // 1000}k | {o['summarizer_calls']} → {a['summarizer_calls']} "
+            f"| {a['masking_steps']} | {o['summaries_per_100_turns']} → "
+            f"{a['summaries_per_100_turns']} | {o['compactions_per_100_turns']} → "
+            f"{a['compactions_per_100_turns']} | {a['tokens_freed_by_masking']:,} | "
+            f"{_k(o['mean_projected_tokens'])} → {_k(a['mean_projected_tokens'])} |")
+    skipped = sorted({r["transcript"] for r in masking["runs"] if r["requests"] <= 10})
+    if skipped:
+        lines += ["", "Also replayed, too short to compact: "
+                  + ", ".join(f"`{n}`" for n in skipped) + "."]
+    return [*lines, "",
+            "A masking step costs a plan and a commit, no model call; it frees less than a "
+            "summary, so all compaction steps per 100 turns go up while the steps that call a "
+            "model go down, and the mean request is larger (raw prose is kept instead of a "
+            "summary; the masked prefix is byte-stable between compactions, so prompt caching "
+            "softens that). Claude Code sessions are long autonomous turns; masking may stop "
+            "inside a turn (it keeps every call with its result), which is why it helps most "
+            "there.", ""]
 def split_turn_section(data: dict[str, Any] | None) -> list[str]:
     """SPEC K6 on real transcripts: what stays raw after each compaction, before and after."""
     head = ["## Split turn (`bench/split_turn_bench.py` → `bench/results/split_turn.json`)", ""]
@@ -262,17 +334,19 @@ def benchmarks_md() -> str:
     lines = ["# Benchmarks", "",
              "Generated by `python -m bench.docs_report` from `bench/results/*.json` (do not "
              "edit by hand). Every figure comes from a script in `bench/`; rerun with `make "
-             "bench` (core, estimator, store, scale, split turn) and `make bench-peers` (the "
-             "side-by-side "
-             "comparison, which builds its own virtual environment on first run). The machine "
-             "has 2 shared cores, so throughput figures are floors and p99s are noisy. Targets "
-             "that are missed are marked **missed**.", ""]
+             "bench` (core, estimator, store, scale, split turn, masking) and `make "
+             "bench-peers` (the side-by-side comparison, which builds its own virtual "
+             "environment on first run). The machine has 2 shared cores, so throughput "
+             "figures are floors and p99s are noisy. Targets that are missed are marked "
+             "**missed**.", ""]
     lines += core_section(load("core"))
     lines += scale_section(load("scale"))
     lines += estimator_section(load("estimator_accuracy"))
     lines += store_section(load("store"))
     lines += startup_section(load("startup"))
+    lines += recall_section(load("recall"))
     lines += split_turn_section(load("split_turn"))
+    lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
     return "\n".join(lines)
 

@@ -98,3 +98,29 @@ def test_chat_compacts_automatically_and_ctrl_c_keeps_the_draft(fake, tmp_path):
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
+
+
+def test_chat_pin_pins_unpin(fake, tmp_path):  # N1 N2
+    child = _spawn(fake, tmp_path)
+    child.expect(PROMPT)
+    child.sendline("/pin Never overwrite data/raw.csv")
+    child.expect(r"\(1 active\)")
+    child.expect("Never overwrite data/raw.csv")
+    child.expect(PROMPT)
+    child.sendline("/pin " + _words(400))  # over the pin budget of a 4k model
+    child.expect("pin budget")
+    child.expect(PROMPT)
+    child.sendline("Hello")
+    child.expect("assistant>")
+    child.expect(PROMPT)
+    assert "Never overwrite data/raw.csv" in str(
+        [r.messages for r in fake.requests if not r.is_summary][-1])
+    child.sendline("/unpin 1")
+    child.expect("unpinned")
+    child.expect("no pins")
+    child.expect(PROMPT)
+    child.sendline("/unpin 3")
+    child.expect("with N from")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(pexpect.EOF)

@@ -98,8 +98,10 @@ async def test_100k_paste_refused_before_any_provider_call(fake, store, protocol
 async def test_draft_with_images_that_fits_only_after_compaction(fake, store, protocol):
     # P1 P2 E4
     conv = await open_conversation(store, fake, protocol, window=32_000, max_output=8_192)
-    # Below the auto threshold, but within three images of the safe limit.
-    await fill_to(conv, conv.budget.safe_input_limit - 4_000)
+    # Below the auto threshold, but within three images of the safe limit. Turns of 150
+    # words (~300 tokens) cannot jump over the 400 tokens between the target and the auto
+    # threshold, whatever the fixed part of the request (system, tools) weighs.
+    await fill_to(conv, conv.budget.safe_input_limit - 4_000, size=150)
     assert _checkpoints(conv.branch) == []
     images = tuple(FilePart(name=f"figure{i}.png", media_type="image/png", size=90_000)
                    for i in range(3))

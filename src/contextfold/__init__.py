@@ -51,6 +51,13 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["import_file", "export_session", "ImportResult", "ImportFormatError"],
                     "contextfold.formats"),
     **dict.fromkeys(["replay_messages", "ReplayReport", "ManagedSession"], "contextfold.replay"),
+    # pins (SPEC N) and observation masking (SPEC V)
+    **dict.fromkeys(["Pin", "PinEvent"], "contextfold.core.messages"),
+    **dict.fromkeys(["PinRefusedError", "pins_text"], "contextfold.core.pins"),
+    **dict.fromkeys(["MaskedNode", "apply_mask"], "contextfold.core.masking"),
+    # recall (SPEC L)
+    **dict.fromkeys(["Recall", "RECALL_TOOLS"], "contextfold.runtime.recall"),
+    "RecallHit": "contextfold.store.values",
 }
 
 __all__ = sorted(_EXPORTS)

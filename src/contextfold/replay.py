@@ -20,6 +20,7 @@ from typing import Any
 from .core.budget import Budget, ModelCapacity
 from .core.estimator import Estimate, MessageCosts, estimate_request
 from .core.export import to_anthropic, to_openai
+from .core.mask_planner import MASKING_SUMMARIZER
 from .core.messages import Message, Node
 from .core.plan import NoOp, Plan, Trigger
 from .core.planner import build_checkpoint, plan_compaction
@@ -126,7 +127,9 @@ class ManagedSession:
                                  costs=self.costs, estimate=self.estimate(pending))
         if isinstance(result, NoOp):
             return result
-        text, name = self.summarizer(result)
+        # A masking step (SPEC V2) needs no summariser: it keeps the previous summary.
+        text, name = ("", MASKING_SUMMARIZER) if result.action == "mask" else \
+            self.summarizer(result)
         checkpoint = build_checkpoint(result, text, summarizer=name, model=self.capacity.model)
         # Application-generated like every stored id, so a replayed tree can be saved
         # (and saved again) without colliding with an earlier one.

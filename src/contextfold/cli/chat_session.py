@@ -47,8 +47,8 @@ PROMPT = "you> "
 MORE = "...> "
 BLOCK = '"""'  # a line of three quotes opens / closes a multi-line message
 HELP = ("/compact [instructions]  /retry  /edit [text]  /fork [node-id]  /model NAME [window]  "
-        '/history  /context  /help  /quit   (""" on its own line starts / ends a multi-line '
-        "message; a paste is one message)")
+        "/history  /context  /pin [text]  /pins  /unpin N  /help  /quit   "
+        '(""" on its own line starts / ends a multi-line message; a paste is one message)')
 
 
 class _Loop:
@@ -251,10 +251,39 @@ class ChatSession:
                 "safe_input_limit": self.conv.budget.safe_input_limit,
                 "messages": to_openai(projection, self.conv.system).messages,
             })
+        elif name in ("/pin", "/pins", "/unpin"):
+            self.pins(name, arg)
         elif name == "/help":
             say(HELP)
         else:
             raise BadInput(f"unknown command {name}; the commands are: {HELP}")
+
+    def pins(self, name: str, arg: str) -> None:
+        """/pin TEXT, /pin (the last user message), /pins, /unpin N (SPEC N1-N2)."""
+        if name == "/pin":
+            if arg:
+                work = self.conv.pin(arg)
+            else:
+                last = next((n.id for n in reversed(self.conv.projection().messages)
+                             if n.is_user_message), None)
+                if last is None:
+                    raise BadInput("nothing to pin yet: /pin TEXT, or send a message first")
+                work = self.conv.pin(node_id=last)
+            try:
+                self.loop.run(work)
+            except ValueError as exc:  # PinRefusedError says by how much
+                raise BadInput(str(exc)) from exc
+            say(("pinned", "green"), f" ({len(self.conv.pins())} active)")
+        elif name == "/unpin":
+            active = self.conv.pins()
+            if not arg.isdigit() or not 1 <= int(arg) <= len(active):
+                raise BadInput(f"usage: /unpin N with N from /pins (1-{len(active)})")
+            pin = self.loop.run(self.conv.unpin(active[int(arg) - 1].pin_id))
+            say(("unpinned", "green"), " ", pin.text[:60])
+        for n, pin in enumerate(self.conv.pins(), 1):
+            say((str(n), "cyan"), " ", pin.text)
+        if not self.conv.pins():
+            say(("no pins", "dim"))
 
     async def _compact(self, instructions: str | None) -> Any:
         # An automatic compaction may be running: let it finish, then compact on top of it

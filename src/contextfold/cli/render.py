@@ -83,6 +83,12 @@ def _args(arguments: Any) -> str:
 def preview(node: Node, width: int = PREVIEW_CHARS) -> Text:
     """One line for a node: role (or CHECKPOINT) and the start of what it says."""
     msg = node.message
+    event = node.pin_event
+    if event is not None:  # SPEC N2
+        what = event.text.replace("\n", " ")[:width] if event.action == "pin" else event.pin_id
+        line = Text(event.action.upper(), style="bold cyan")
+        line.append(" " + visible(what))
+        return line
     if msg is None:
         cp = node.checkpoint
         assert cp is not None

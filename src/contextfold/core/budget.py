@@ -7,7 +7,7 @@ model gets a working (smaller) set of budgets rather than a negative one.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -15,6 +15,11 @@ from .messages import Value
 
 PositiveInt = Annotated[int, Field(gt=0)]
 Fraction = Annotated[float, Field(gt=0, le=1)]
+# SPEC V2. off: summarise only. auto: mask old tool output when that alone brings the
+# request under the threshold, else summarise. always: mask first whenever that frees the
+# thrash-guard share, even if the request stays above the auto threshold (never for a
+# preflight that masking cannot fit); summarise only when masking cannot help.
+MaskingMode = Literal["off", "auto", "always"]
 
 
 class ModelCapacity(Value):
@@ -47,6 +52,11 @@ class CompactionSettings(Value):
     # SPEC K6: when no user turn fits the tail, keep the latest tool rounds of the current
     # turn raw (False: the K1-K3 boundary only, as before K6).
     split_turn: bool = True
+    pin_share: Fraction = 0.1  # SPEC N1: share of the safe input limit pins may use
+    # SPEC V2. Off by default: on real transcripts "auto" saves a third of the summariser
+    # calls but every later request carries more tokens, more than those calls cost
+    # (docs/runtime.md, bench/masking_bench.py); opt in where summaries are the bottleneck.
+    masking: MaskingMode = "off"
 
 
 class Budget(Value):
@@ -62,6 +72,8 @@ class Budget(Value):
     ledger_budget: int  # the ledger's cap; it uses only what it needs (core.ledger)
     min_free_fraction: float
     split_turn: bool = True
+    pin_budget: int = 0  # SPEC N1: tokens the pins message may use
+    masking: MaskingMode = "off"  # SPEC V2 (derive_budget takes it from the settings)
 
 
 def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
@@ -86,4 +98,6 @@ def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None =
         ledger_budget=max(1, int(summary_budget * s.ledger_share)),
         min_free_fraction=s.min_free_fraction,
         split_turn=s.split_turn,
+        pin_budget=max(1, int(safe * s.pin_share)),
+        masking=s.masking,
     )

@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from .budget import ModelCapacity
 from .catalog import tokenizer_family
+from .masking import MaskedNode
 from .messages import RESOURCE_PART_TYPES as _RESOURCES
 from .messages import (
     ApprovalPart,
@@ -44,6 +45,7 @@ from .messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from .pins import pins_text
 from .projection import Projection, checkpoint_text
 from .resources import render_resource
 from .text_estimate import FAMILY_FACTORS, estimate_text
@@ -195,6 +197,10 @@ class MessageCosts:
             self._tools = (tools, _tools_tokens(tools, _family(self.capacity), self._count))
         return self._tools[1]
 
+    def text_tokens(self, text: str) -> int:
+        """Tokens of a text message the projection adds itself (the pins, SPEC N1)."""
+        return MESSAGE_OVERHEAD + self._count(text) if text else 0
+
     def measure(self, msg: Message) -> int:
         """Tokens of a message that is not a stored node (a draft, a clipped copy): not
         memoised."""
@@ -202,7 +208,9 @@ class MessageCosts:
 
     def __call__(self, node: Node) -> int:
         """Tokens of a message node, or of a checkpoint's summary message as projected."""
-        tokens = self._tokens.get(node.id)
+        # A masked copy shares its durable node's id but not its size (SPEC V1).
+        key = "masked:" + node.id if isinstance(node, MaskedNode) else node.id
+        tokens = self._tokens.get(key)
         if tokens is None:
             msg, cp = node.message, node.checkpoint
             if msg is not None:
@@ -210,7 +218,7 @@ class MessageCosts:
             else:
                 assert cp is not None
                 tokens = MESSAGE_OVERHEAD + self._count(checkpoint_text(cp))
-            self._tokens[node.id] = tokens
+            self._tokens[key] = tokens
             self.computed += 1
         return tokens
 
@@ -304,11 +312,16 @@ def estimate_request(
             break
 
     pend = scaled(sum(costs.measure(m) for m in pending))
+    # SPEC N1: the pins message is part of every request.
+    pins = costs.text_tokens(pins_text(projection.pins)) if projection.pins else 0
     if base_index is not None:
         node = messages[base_index]
         assert node.message is not None and node.message.usage is not None
         baseline = node.message.usage.occupied
         delta = scaled(sum(stored(n) for n in messages[base_index + 1:]))
+        changed = projection.pins_changed_at
+        if changed is not None and base_index < changed:
+            delta += scaled(pins)  # pinned after that request: not in its usage
         sys_t = scaled(costs.system_tokens(system)) if system_changed else 0
         tools_t = scaled(costs.tools_tokens(tools)) if system_changed else 0
         return Estimate(
@@ -318,7 +331,7 @@ def estimate_request(
             breakdown={"baseline": baseline, "delta": delta, "system": sys_t,
                        "tools": tools_t, "pending": pend},
         )
-    body = sum(stored(n) for n in messages)
+    body = sum(stored(n) for n in messages) + pins
     if projection.checkpoint is not None:
         body += stored(projection.checkpoint)
     delta = scaled(body)

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from .messages import RESOURCE_PART_TYPES as _RESOURCES
 from .messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
+from .pins import pins_text
 from .projection import Projection, checkpoint_text
 from .resources import render_resource
 
@@ -56,6 +57,8 @@ def _build_groups(projection: Projection) -> list[_Group]:
 
     if projection.summary is not None:
         group("user").texts.append(checkpoint_text(projection.summary))
+    if projection.pins:
+        group("user").texts.append(pins_text(projection.pins))  # SPEC N1: after the summary
     for node in projection.messages:
         _add_message(projection.message_of(node), group)
     return groups

@@ -272,8 +272,40 @@ class TurnContext(Value):
     omitted: NonNegativeInt = 0  # older items dropped for size (stated, never silent)
 
 
+class Pin(Value):
+    """A text the user asked to keep in front of the model, verbatim (SPEC N1).
+
+    `pin_id` is the id of the pin event node that created it; `source_id` the message it
+    was taken from, if any (the text is copied so the projection never reads history).
+    """
+
+    pin_id: NonEmptyStr
+    text: NonEmptyStr
+    source_id: str | None = None
+
+
+class PinEvent(Value):
+    """A durable pin or unpin (SPEC N2): an append-only node the projection folds.
+
+    It is neither a message nor a checkpoint: the model never sees the event itself, only
+    the active pins after the checkpoint. An unpin names the `pin_id` it removes.
+    """
+
+    kind: Literal["pin"] = "pin"
+    action: Literal["pin", "unpin"]
+    pin_id: NonEmptyStr
+    text: str = ""
+    source_id: str | None = None
+
+
 class Checkpoint(Value):
-    """Internal node written only by compaction (SPEC C6)."""
+    """Internal node written only by compaction (SPEC C6).
+
+    `pins`: the pins active at the checkpoint's parent, so an O(tail) load that starts
+    after older pin events still projects them (SPEC N2). `masked_before_id`: tool results
+    of raw nodes before this node are projected as placeholders (SPEC V1); a masking step is
+    a checkpoint that keeps the previous summary and boundary and only sets this field.
+    """
 
     kind: Literal["checkpoint"] = "checkpoint"
     summary: str
@@ -290,9 +322,11 @@ class Checkpoint(Value):
     # SPEC K6: kept nodes whose tool results are clipped head+tail *in the projection*
     # (node id -> characters kept per result); the durable nodes are never changed.
     tail_clips: dict[str, NonNegativeInt] = Field(default_factory=dict)
+    pins: tuple[Pin, ...] = ()
+    masked_before_id: str | None = None
 
 
-Payload = Annotated[Message | Checkpoint, Field(discriminator="kind")]
+Payload = Annotated[Message | Checkpoint | PinEvent, Field(discriminator="kind")]
 
 
 def utc_now() -> datetime:
@@ -308,7 +342,7 @@ class Node(Value):
     payload: Payload
 
     @property
-    def kind(self) -> Literal["message", "checkpoint"]:
+    def kind(self) -> Literal["message", "checkpoint", "pin"]:
         return self.payload.kind
 
     @property
@@ -320,14 +354,18 @@ class Node(Value):
         return self.payload if isinstance(self.payload, Checkpoint) else None
 
     @property
+    def pin_event(self) -> PinEvent | None:
+        return self.payload if isinstance(self.payload, PinEvent) else None
+
+    @property
     def is_user_message(self) -> bool:
         return isinstance(self.payload, Message) and self.payload.role == "user"
 
 
-PAYLOAD_ADAPTER: TypeAdapter[Message | Checkpoint] = TypeAdapter(Payload)
+PAYLOAD_ADAPTER: TypeAdapter[Message | Checkpoint | PinEvent] = TypeAdapter(Payload)
 
 
-def parse_payload(data: Any) -> Message | Checkpoint:
+def parse_payload(data: Any) -> Message | Checkpoint | PinEvent:
     """Validate a stored or imported payload; raises pydantic.ValidationError naming the field."""
     return PAYLOAD_ADAPTER.validate_python(data)
 

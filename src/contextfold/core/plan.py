@@ -14,9 +14,10 @@ from typing import Literal
 
 from .budget import Budget
 from .identifiers import combine_identifiers, identifiers_by_message
-from .messages import Ledger, LedgerEntry, Node, TurnContext
+from .messages import Ledger, LedgerEntry, Node, Pin, TurnContext
 
 Trigger = Literal["manual", "auto", "preflight"]
+Action = Literal["summarize", "mask"]
 Profile = Literal["research", "coding"]
 
 
@@ -69,6 +70,13 @@ class Plan:
     # kept results clipped in the projection (node id -> characters per result).
     turn_context: TurnContext | None = None
     tail_clips: Mapping[str, int] = field(default_factory=dict)
+    # "mask": a masking step (SPEC V2) -- no summariser call; the checkpoint keeps the
+    # previous summary and boundary and masks tool results before `mask_before_id`.
+    action: Action = "summarize"
+    # Where masking ends in the new checkpoint (a summary carries an earlier mask forward
+    # while its node is still in the kept tail); None: nothing masked.
+    mask_before_id: str | None = None
+    pins: tuple[Pin, ...] = ()  # SPEC N2: active pins, carried by the checkpoint
     # Each newly old message's identifiers, as the planner extracted them for the ledger
     # (None: extracted on first use). Not part of the plan's identity.
     extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(

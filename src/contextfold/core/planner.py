@@ -20,8 +20,16 @@ from .budget import Budget, ModelCapacity
 from .estimator import Estimate, MessageCosts, estimate_request, estimate_text
 from .identifiers import combine_identifiers, identifiers_by_message
 from .ledger import evicted_since, ledger_tokens, merge_ledger, plan_ledger
+from .mask_planner import (
+    build_mask_checkpoint,
+    carried_mask,
+    plan_masking,
+    projected_boundary,
+)
+from .masking import apply_mask
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
+from .pins import pins_text
 from .plan import NoOp, Plan, Profile, Trigger
 from .projection import Projection, checkpoint_text, project, raw_start
 from .serialize import SerializeLimits, split_into_chunks
@@ -101,6 +109,12 @@ def plan_compaction(
     if trigger == "preflight" and tokens_before <= budget.safe_input_limit:
         return NoOp(f"the next request ({tokens_before} tokens) fits the safe limit "
                     f"{budget.safe_input_limit}", trigger, "fits")
+    # SPEC V2: masking old tool output first, when that alone is enough (no model call).
+    masking = plan_masking(branch, projection, budget, trigger, estimate, capacity=capacity,
+                           costs=costs, pending=pending, system=system, tools=tools,
+                           summarizer_budget=summarizer_budget, profile=profile)
+    if masking is not None:
+        return masking
 
     region_start = raw_start(branch)
     region = [n for n in branch.nodes[region_start:] if n.message is not None]
@@ -143,7 +157,8 @@ def plan_compaction(
 
     prev_summary_tokens = 0 if previous_cp is None else estimate_text(checkpoint_text(previous_cp))
     if trigger == "auto":
-        guard = _thrash_guard(boundary, prev_summary_tokens, budget, tokens_before)
+        guard = _thrash_guard(projected_boundary(boundary, projection, costs),
+                              prev_summary_tokens, budget, tokens_before)
         if guard is not None:
             return guard
 
@@ -159,7 +174,8 @@ def plan_compaction(
         branch_revision=branch.revision,
         first_kept_id=boundary.first_kept_id,
         previous_checkpoint_id=None if previous is None else previous.id,
-        previous_summary=None if previous_cp is None else previous_cp.summary,
+        # A masking-only checkpoint has no summary yet: the next summary is a first one.
+        previous_summary=None if previous_cp is None else (previous_cp.summary or None),
         previous_ledger=previous_cp.ledger if previous_cp is not None else Ledger(),
         newly_old=boundary.newly_old,
         kept=boundary.kept,
@@ -179,6 +195,8 @@ def plan_compaction(
         tail_budget=tail_budget,
         turn_context=turn,
         tail_clips=dict(boundary.clips),
+        mask_before_id=carried_mask(previous_cp, boundary.kept),
+        pins=projection.pins,
     )
 
 
@@ -260,11 +278,14 @@ def build_checkpoint(
     ledger_entries: Sequence[Any] | None = None,
     model: str | None = None,
 ) -> Checkpoint:
-    """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger.
+    """The checkpoint to commit for `plan`: summary, boundary, carried-forward ledger,
+    active pins (SPEC N2); for a masking plan the masking checkpoint (SPEC V2).
 
     `details["ledger"]` records the ledger's size, its cap and what this compaction
     evicted from it (SPEC L3: every eviction is recorded, never silent).
     """
+    if plan.action == "mask":
+        return build_mask_checkpoint(plan, model=model)
     if ledger_entries is None:
         ledger = plan_ledger(plan)
     else:
@@ -293,13 +314,18 @@ def build_checkpoint(
         },
         turn=plan.turn_context,
         tail_clips=dict(plan.tail_clips),
+        pins=plan.pins,
+        masked_before_id=plan.mask_before_id,
     )
     after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
+    if plan.pins:
+        after += estimate_text(pins_text(plan.pins))
     return checkpoint.model_copy(update={"tokens_after_estimate": after})
 
 
 def projection_after(plan: Plan, checkpoint: Checkpoint) -> Projection:
     """What the model will see once `checkpoint` is committed for `plan` (no I/O)."""
     node = Node(id="(pending-checkpoint)", parent_id=plan.session_leaf_id, payload=checkpoint)
-    return Projection(checkpoint=node, messages=plan.kept, after_checkpoint=len(plan.kept),
+    kept = apply_mask(plan.kept, checkpoint.masked_before_id)
+    return Projection(checkpoint=node, messages=kept, after_checkpoint=len(kept), pins=plan.pins,
                       clips=checkpoint.tail_clips)

@@ -2,6 +2,8 @@
 
 SPEC T2-T4: the tail is read where it stands in the tree (never copied), only the latest
 checkpoint on the chain is projected, and older checkpoints never add to the context.
+The active pins follow the checkpoint (SPEC N1, `pins.py`); tool results before the
+checkpoint's `masked_before_id` are projected as placeholders (SPEC V1, `masking.py`).
 """
 
 from __future__ import annotations
@@ -9,13 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .messages import Checkpoint, Ledger, Message, Node, ToolResultPart, TurnContext
+from .masking import MASKING_NOTE, apply_mask
+from .messages import Checkpoint, Ledger, Message, Node, Pin, ToolResultPart, TurnContext
+from .pins import active_pins, last_pin_change
 from .resources import clip_middle
 from .tree import Branch
 
 SUMMARY_HEADER = (
     "[contextfold checkpoint] The earlier part of this conversation was compacted. "
     "This is a structured summary of it; the messages after it continue verbatim."
+)
+# A masking step with no summary yet (SPEC V1): nothing was summarised, only masked.
+MASK_ONLY_HEADER = (
+    "[contextfold checkpoint] Nothing of this conversation was summarised; the messages "
+    "after this note continue verbatim."
 )
 
 
@@ -28,6 +37,11 @@ class Projection:
     # Index into `messages` where the nodes written after the checkpoint begin: only their
     # usage reflects a request that contained the current summary (SPEC E1).
     after_checkpoint: int = 0
+    # Active pins (SPEC N1), projected right after the checkpoint summary.
+    pins: tuple[Pin, ...] = ()
+    # Number of `messages` before the latest pin event after the checkpoint (None: no pin
+    # event since): a usage baseline older than that did not include the current pins.
+    pins_changed_at: int | None = None
     # SPEC K6: node id -> characters kept per tool result, for a kept round too big for the
     # tail budget. Exports and estimates apply it; the durable node stays whole.
     clips: Mapping[str, int] = field(default_factory=dict)
@@ -73,16 +87,29 @@ def project(branch: Branch) -> Projection:
     """Derive the projection of a healthy branch."""
     ci = branch.latest_checkpoint_index
     start = raw_start(branch)
+    nodes = branch.nodes
+    pins = active_pins(nodes, ci)
+    changed = last_pin_change(nodes, 0 if ci is None else ci + 1)
     if ci is None:
-        raw = tuple(n for n in branch.nodes if isinstance(n.payload, Message))
-        return Projection(checkpoint=None, messages=raw)
-    before = tuple(n for n in branch.nodes[start:ci] if isinstance(n.payload, Message))
-    after = tuple(n for n in branch.nodes[max(start, ci + 1) :] if isinstance(n.payload, Message))
-    cp = branch.nodes[ci].checkpoint
+        raw = tuple(n for n in nodes if isinstance(n.payload, Message))
+        return Projection(checkpoint=None, messages=raw, pins=pins,
+                          pins_changed_at=_messages_before(nodes, 0, changed))
+    before = tuple(n for n in nodes[start:ci] if isinstance(n.payload, Message))
+    after = tuple(n for n in nodes[max(start, ci + 1) :] if isinstance(n.payload, Message))
+    cp = nodes[ci].checkpoint
+    assert cp is not None
     return Projection(
-        checkpoint=branch.nodes[ci], messages=before + after, after_checkpoint=len(before),
-        clips=cp.tail_clips if cp is not None else {},
+        checkpoint=nodes[ci], messages=apply_mask(before + after, cp.masked_before_id),
+        after_checkpoint=len(before), pins=pins,
+        pins_changed_at=_messages_before(nodes, start, changed), clips=cp.tail_clips,
     )
+
+
+def _messages_before(nodes: tuple[Node, ...], start: int, index: int | None) -> int | None:
+    """How many projected messages come before position `index` of `nodes`."""
+    if index is None:
+        return None
+    return sum(1 for n in nodes[start:index] if isinstance(n.payload, Message))
 
 
 CLIP_NOTE = "characters of this tool result (the full output is in the session history)"
@@ -144,6 +171,35 @@ def render_ledger(ledger: Ledger) -> str:
     return "\n".join(lines)
 
 
+RECALL_NOTE = (
+    "[Recall] Every earlier message is still in this session's durable history. If the "
+    "history_search and history_expand tools are offered, search it by words or identifiers "
+    "and expand a result to read the original messages."
+)
+# The evicted identifiers are named outside the ledger's budget (naming them inside it would
+# cost what evicting them saved), so their list is bounded on its own.
+EVICTED_LIST_CHARS = 400
+
+
+def render_recall(ledger: Ledger) -> str:
+    """SPEC L3: recall exists, and what the ledger evicted is "in the history" (most
+    critical first: the ledger evicts the least critical kinds first)."""
+    lines = [RECALL_NOTE]
+    if ledger.evicted:
+        listed: list[str] = []
+        size = 0
+        for entry in reversed(ledger.evicted):
+            if size + len(entry.value) > EVICTED_LIST_CHARS:
+                break
+            listed.append(entry.value)
+            size += len(entry.value) + 2
+        more = len(ledger.evicted) - len(listed)
+        named = listed + ([f"and {more} more" if listed else f"{more} identifiers"]
+                          if more else [])
+        lines.append("In the history (dropped from the ledger for size): " + "; ".join(named))
+    return "\n".join(lines)
+
+
 TURN_HEADING = "## This Turn So Far"
 
 
@@ -178,10 +234,14 @@ def render_turn_context(turn: TurnContext) -> str:
 
 def checkpoint_text(cp: Checkpoint) -> str:
     """The summary message body exactly as the model sees it."""
-    parts = [SUMMARY_HEADER, "", cp.summary.strip()]
+    summary = cp.summary.strip()
+    parts = [SUMMARY_HEADER, "", summary] if summary else [MASK_ONLY_HEADER]
     if cp.turn is not None:
         parts += ["", render_turn_context(cp.turn)]
     ledger = render_ledger(cp.ledger)
     if ledger:
         parts += ["", ledger]
+    parts += ["", render_recall(cp.ledger)]
+    if cp.masked_before_id is not None:
+        parts += ["", MASKING_NOTE]
     return "\n".join(parts)

@@ -23,6 +23,7 @@ from ..store import ReadOnlySessionError
 from .compaction import CompactionOutcome, compact_session
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
+from .recall import DEFAULT_EXPAND_TOKENS, RECALL_TOOL_NAMES, RECALL_TOOLS, Recall
 from .runner import CompactionRunner, Finished
 from .sizing import Gauge, Sizer
 from .summarizers import FallbackNote, GuardedSummarizer
@@ -40,7 +41,7 @@ class ConversationBase:
                  overflow_policy: OverflowPolicy = "surface",
                  settings: CompactionSettings | None = None,
                  summarizer_timeout: float | None = 300.0, max_tool_rounds: int = 50,
-                 run_tools: RunTools | None = None) -> None:
+                 run_tools: RunTools | None = None, recall: bool = True) -> None:
         if overflow_policy not in ("surface", "compact_and_retry_once"):
             raise ValueError(f"overflow_policy must be 'surface' or 'compact_and_retry_once', "
                              f"not {overflow_policy!r}")
@@ -53,7 +54,15 @@ class ConversationBase:
         self.max_tool_rounds = max_tool_rounds
         self.run_tools = run_tools
         self._system = system
-        self._tools = tuple(tools or ())
+        self._app_tools = tuple(tools or ())
+        # SPEC L2: the recall tools are offered unless the application opts out.
+        self._recall = Recall(store, session_id) if recall else None
+        self._tools = self._app_tools + (RECALL_TOOLS if recall else ())
+        if recall:
+            clash = sorted(RECALL_TOOL_NAMES & {t.name for t in self._app_tools})
+            if clash:
+                raise ValueError(f"tool name(s) {', '.join(clash)} are the runtime's recall "
+                                 "tools: rename yours or open the conversation with recall=False")
         self._summarizer = summarizer
         self._summarize = GuardedSummarizer(summarizer, timeout=summarizer_timeout,
                                             on_fallback=self._fallback_used)
@@ -86,7 +95,13 @@ class ConversationBase:
 
     @property
     def tools(self) -> tuple[ToolSpec, ...]:
+        """Every tool the model is offered: the application's, then recall's (SPEC L2)."""
         return self._tools
+
+    @property
+    def recall(self) -> Recall | None:
+        """Search and expand over this session's branch (None when opted out)."""
+        return self._recall
 
     @property
     def state(self) -> ConversationState:
@@ -229,6 +244,11 @@ class ConversationBase:
         self._capacity = capacity
         self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
                             self._tools)
+        if self._recall is not None:
+            # One expansion may take a tenth of the safe limit: enough to read a few
+            # messages, never enough to force a compaction by itself.
+            self._recall.expand_tokens = max(
+                200, min(DEFAULT_EXPAND_TOKENS, self._sizer.budget.safe_input_limit // 10))
 
     async def _extend(self, nodes: Sequence[Node]) -> None:
         """Add nodes this conversation just appended at the leaf, without re-reading the

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
 from ..core.estimator import MessageCosts, estimate_request
+from ..core.mask_planner import MASKING_SUMMARIZER
 from ..core.messages import Message
 from ..core.plan import NoOp, Plan, Trigger
 from ..core.planner import build_checkpoint, plan_compaction
@@ -124,8 +125,12 @@ async def compact_session(
         del branch  # the plan holds what it needs; let the rest go before summarising
         if isinstance(plan, NoOp):
             return noop_outcome(plan)
-        say(f"summarising {len(plan.newly_old):,} messages in {len(plan.chunks)} chunk(s)")
-        text, name = await summarize(plan)
+        if plan.action == "mask":  # SPEC V2: no summariser; the previous summary stays
+            say("masking old tool output")
+            text, name = "", MASKING_SUMMARIZER
+        else:
+            say(f"summarising {len(plan.newly_old):,} messages in {len(plan.chunks)} chunk(s)")
+            text, name = await summarize(plan)
         checkpoint = build_checkpoint(plan, text, summarizer=name, model=capacity.model)
         say("committing the checkpoint")
         result = await store.commit_checkpoint(plan, checkpoint, session_id=session_id)

@@ -20,13 +20,13 @@ from typing import Any, NoReturn
 
 from ..core.budget import ModelCapacity, derive_budget
 from ..core.estimator import Estimate
-from ..core.messages import Message, Node
+from ..core.messages import Message, Node, ToolCallPart, ToolResultPart
 from ..core.projection import project
 from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError
-from .base import ConversationBase, OverflowPolicy
+from .base import OverflowPolicy
 from .compaction import CompactionOutcome
 from .errors import (
     BusyError,
@@ -36,6 +36,7 @@ from .errors import (
     SendAbortedError,
     ToolWorkflowError,
 )
+from .pinning import PinOperations
 from .sizing import Gauge
 from .turns import (
     OnText,
@@ -52,8 +53,8 @@ __all__ = ["Conversation", "OverflowPolicy"]
 _PREFLIGHT_ATTEMPTS = 3  # a stale commit re-plans; bounded so a busy branch cannot loop us
 
 
-class Conversation(ConversationBase):
-    """One session driven live: send, tool turns, compaction, retry/edit/fork, events."""
+class Conversation(PinOperations):
+    """One session driven live: send, tool turns, compaction, retry/edit/fork, pins, events."""
 
     # ------------------------------------------------------------------ opening
 
@@ -66,7 +67,9 @@ class Conversation(ConversationBase):
         `options`: system, tools (`ToolSpec`s), summarizer (None: offline extractive; an
         `LlmSummarizer`; or an async `plan -> (text, name)`), overflow_policy ("surface" or
         "compact_and_retry_once", SPEC P4), settings (`CompactionSettings`),
-        summarizer_timeout (s), max_tool_rounds, run_tools (async callback running tools).
+        summarizer_timeout (s), max_tool_rounds, run_tools (async callback running tools),
+        recall (default True: offer `history_search` / `history_expand` and answer them in
+        the tool loop, SPEC L2; False opts out).
         A damaged session opens read-only (SPEC D2): it can be read, not written.
         """
         if session_id is None:
@@ -203,10 +206,10 @@ class Conversation(ConversationBase):
         info = await self.store.fork(self.session_id, node_id, title=title)
         conv = Conversation(
             self.store, info.id, model=self._model, capacity=self._capacity,
-            system=self._system, tools=self._tools, summarizer=self._summarizer,
+            system=self._system, tools=self._app_tools, summarizer=self._summarizer,
             overflow_policy=self.overflow_policy, settings=self.settings,
             summarizer_timeout=self._summarize.timeout, max_tool_rounds=self.max_tool_rounds,
-            run_tools=self.run_tools)
+            run_tools=self.run_tools, recall=self._recall is not None)
         await conv.reload()
         return conv
 
@@ -255,14 +258,32 @@ class Conversation(ConversationBase):
                 return SendResult(tuple(nodes), response.message, (), tuple(compactions),
                                   tokens, response.stop_reason)
             rounds += 1
-            if run_tools is None or rounds >= self.max_tool_rounds:
-                return SendResult(tuple(nodes), response.message, calls, tuple(compactions),
+            # The runtime answers its own recall calls (SPEC L2); the rest go to the app.
+            own = await self._recall_results(calls)
+            others = tuple(c for c in calls if not any(r.call_id == c.id for r in own))
+            stop = rounds >= self.max_tool_rounds or (others and run_tools is None)
+            results = list(own)
+            if others and not stop:
+                assert run_tools is not None
+                results += list(await run_tools(others))
+            if results:
+                messages = result_messages(results, open_tool_calls(self._branch))
+                added = await self.store.append_many(self.session_id, messages)
+                await self._extend(added)
+                nodes += added
+            if stop:
+                return SendResult(tuple(nodes), response.message, others, tuple(compactions),
                                   tokens, response.stop_reason)
-            results = await run_tools(calls)
-            messages = result_messages(results, open_tool_calls(self._branch))
-            added = await self.store.append_many(self.session_id, messages)
-            await self._extend(added)
-            nodes += added
+
+    async def _recall_results(self, calls: tuple[ToolCallPart, ...]) -> list[ToolResultPart]:
+        """Answers to the recall calls among `calls` (none when recall is off)."""
+        if self._recall is None:
+            return []
+        own = [c for c in calls if self._recall.handles(c)]
+        if not own:
+            return []
+        seen = {n.id for n in self.projection().messages}
+        return [await self._recall.run(c, in_context=seen) for c in own]
 
     async def _reply(self, on_text: OnText | None,
                      compactions: list[CompactionOutcome]) -> ChatResponse:

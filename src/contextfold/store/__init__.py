@@ -23,7 +23,7 @@ _EXPORTS: dict[str, str] = {
     "upgrade": ".migrate",
     "SessionStore": ".protocol",
     "SqlSessionStore": ".sql",
-    **dict.fromkeys(["CommitResult", "SessionInfo"], ".values"),
+    **dict.fromkeys(["CommitResult", "RecallHit", "SessionInfo"], ".values"),
 }
 
 

@@ -26,6 +26,7 @@ from .errors import (
     ReadOnlySessionError,
     SessionNotFoundError,
 )
+from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import leaf_moves, nodes, sessions
 from .values import SessionInfo
@@ -149,6 +150,9 @@ class StoreBase:
             latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
         await conn.execute(insert(nodes), rows)
+        # Searchable in the same transaction as stored (SPEC L1).
+        await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in zip(chain, rows,
+                                                                            strict=True)])
 
     async def _move_leaf(
         self, conn: AsyncConnection, row: RowMapping, to_leaf: str | None, *, op: str,

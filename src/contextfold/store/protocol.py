@@ -11,11 +11,11 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from contextfold.core.messages import Checkpoint, Message, Node
+from contextfold.core.messages import Checkpoint, Message, Node, PinEvent
 from contextfold.core.plan import Plan
 from contextfold.core.tree import Branch, DamagedBranch
 
-from .values import CommitResult, SessionInfo
+from .values import CommitResult, RecallHit, SessionInfo
 
 
 @runtime_checkable
@@ -34,6 +34,10 @@ class SessionStore(Protocol):
                      created_at: datetime | None = None) -> Node: ...
 
     async def append_many(self, session_id: str, messages: Sequence[Message]) -> list[Node]: ...
+
+    async def append_pin_event(self, session_id: str, event: PinEvent, *,
+                               expected_leaf_id: str | None = None,
+                               node_id: str | None = None) -> Node: ...
 
     async def import_tree(self, nodes_in: Sequence[Node], leaf_id: str, *,
                           title: str | None = None,
@@ -61,6 +65,13 @@ class SessionStore(Protocol):
 
     async def fork(self, session_id: str, node_id: str, *,
                    title: str | None = None) -> SessionInfo: ...
+
+    async def search_history(self, session_id: str, query: str, *, limit: int = 10,
+                             any_term: bool = False) -> list[RecallHit]: ...
+
+    async def expand_history(self, session_id: str, node_id: str, *, before: int = 0,
+                             after: int = 0, to_node_id: str | None = None,
+                             max_nodes: int = 50) -> list[RecallHit]: ...
 
     def compaction_lease(self, session_id: str,
                          ttl: float = 300) -> AbstractAsyncContextManager[None]: ...

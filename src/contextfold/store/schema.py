@@ -125,3 +125,23 @@ compaction_leases = Table(
     Column("holder", String, nullable=False),
     Column("expires_at", Float, nullable=False),  # database clock, seconds since the epoch
 )
+
+# Recall (SPEC L1, L4): one row per node, written in the same transaction as the node.
+# `line_id` + `depth` place the node on the tree so the nodes of one branch are selected
+# by a few range conditions, without walking the branch (see store/recall.py): a node
+# continues its parent's line unless the parent already has a child on it, then it starts
+# its own line (named by its id). `turn` counts the user messages on the branch up to it.
+# `document` is the PostgreSQL tsvector of the message; SQLite keeps it in the FTS5 table
+# `recall_fts` (rowid = this table's rowid) and leaves the column empty.
+recall_nodes = Table(
+    "recall_nodes",
+    metadata,
+    Column("tree_id", String, nullable=False),
+    Column("node_id", String, nullable=False),
+    Column("line_id", String, nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("turn", Integer, nullable=False),
+    Column("document", Text, nullable=True),
+    PrimaryKeyConstraint("tree_id", "node_id", name="pk_recall_nodes"),
+    Index("ux_recall_nodes_line", "tree_id", "line_id", "depth", unique=True),
+)

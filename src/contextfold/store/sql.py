@@ -36,12 +36,15 @@ from .errors import (
 )
 from .importing import prepare_import
 from .lease import LeaseMixin
+from .pinning import PinOps
+from .recall import RecallOps
+from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import nodes, sessions, trees
 from .values import CommitResult, SessionInfo
 
 
-class SqlSessionStore(BranchingOps, LeaseMixin):
+class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps):
     """Session trees in one SQL database. Create it with `open_store(url)`."""
 
     # ------------------------------------------------------------------ sessions
@@ -277,6 +280,8 @@ class SqlSessionStore(BranchingOps, LeaseMixin):
             await conn.execute(insert(trees).values(id=tree_id, created_at=utc_now()))
             for start in range(0, len(rows), 1000):
                 await conn.execute(insert(nodes), rows[start : start + 1000])
+            await index_nodes(conn, tree_id, [(p.node, p.depth) for p in prepared],
+                              new_tree=True)
             return await self._insert_session(conn, tree_id, leaf_id, title, meta_json,
                                               op="import")
 

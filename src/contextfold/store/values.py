@@ -35,3 +35,19 @@ class CommitResult:
     @property
     def committed(self) -> bool:
         return self.status == "committed"
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    """A message found by recall (SPEC L2) on a session's branch.
+
+    position  its index on the branch (0 = the first node from the root)
+    turn      the number of user messages on the branch up to and including it
+    snippet   a bounded excerpt around the match ("" for an expanded message)
+    """
+
+    node: Node
+    position: int
+    turn: int
+    snippet: str = ""
+    score: float = 0.0
