@@ -1,10 +1,10 @@
 """Importer fuzz run (issue 10) → bench/results/import_fuzz.json.
 
-Mutates real session files (Pi, Claude Code, chat lists) and runs each mutant through the
-public path users run, `contextfold import FILE --json --db DB` (in-process, Typer's runner),
-for a bounded time. Every mutant must end in exit 0 (imported, possibly with warnings) or
-exit 2 (a clear refusal naming the file): exit 1 or a traceback is a bug, and the run saves
-each such mutant under bench/results/fuzz-failures/ to reproduce it.
+Mutates real session files (Pi, Claude Code) and runs each mutant through the public path
+users run, `contextfold import FILE --json --db DB` (in-process, Typer's runner, a fresh
+SQLite file per mutant), for a bounded time. Every mutant must end in exit 0 (imported,
+possibly with warnings) or exit 2 (a clear refusal naming the file): exit 1 or a traceback is
+a bug, and the run saves each such mutant under bench/results/fuzz-failures/ to reproduce it.
 
 Mutations: byte flips, truncation, duplicated / deleted / swapped lines, JSON-level edits
 (a random value replaced by another type, a key dropped, deep nesting, lone surrogates,
@@ -139,8 +139,10 @@ def run(seconds: float, seed: int) -> dict[str, Any]:
     started = time.perf_counter()
     n = 0
     with tempfile.TemporaryDirectory() as tmp:
-        db = str(Path(tmp) / "fuzz.db")
         while time.perf_counter() - started < seconds:
+            # A fresh database per mutant: mutants of one seed share most nodes, and a shared
+            # database would refuse them as re-imports instead of exercising the import.
+            db = str(Path(tmp) / f"fuzz-{n}.db")
             name, lines = rng.choice(seeds)
             data = mutate(rng, lines)
             path = Path(tmp) / f"mutant-{n}.jsonl"
@@ -148,7 +150,7 @@ def run(seconds: float, seed: int) -> dict[str, Any]:
             result = runner.invoke(app, ["import", str(path), "--json", "--db", db])
             n += 1
             code = result.exit_code
-            traceback = result.exc_info is not None and not isinstance(
+            traceback = result.exception is not None and not isinstance(
                 result.exception, SystemExit)
             codes[str(code)] += 1
             if code not in (0, 2) or traceback:
@@ -159,6 +161,7 @@ def run(seconds: float, seed: int) -> dict[str, Any]:
                                  "exit_code": code, "output": result.output[-500:],
                                  "exception": repr(result.exception)[:300]})
             path.unlink()
+            Path(db).unlink(missing_ok=True)
     elapsed = time.perf_counter() - started
     return {
         "benchmark": "import_fuzz",

@@ -269,3 +269,24 @@ def crash_worker(url: str, session_id: str, marker: str, point: str) -> None:
 
     asyncio.run(main())
 
+
+
+def first_open_worker(url: str, path: str) -> str:
+    """One of several processes importing the same file into a database nobody created yet
+    (issue 10: migrations on a new SQLite file race). Returns 'imported' or 'duplicate'."""
+    return asyncio.run(_first_open_worker(url, path))
+
+
+async def _first_open_worker(url: str, path: str) -> str:
+    from contextfold.formats import import_file
+    from contextfold.store import DuplicateNodeError
+
+    result = import_file(path)
+    store = await open_store(url)
+    try:
+        await store.import_tree(result.nodes, result.leaf_id, title="race")
+        return "imported"
+    except DuplicateNodeError:
+        return "duplicate"
+    finally:
+        await store.close()

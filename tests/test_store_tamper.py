@@ -6,13 +6,22 @@ dropped, hashes recomputed with the store's own formulas.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 
 import pytest
 from sqlalchemy import select, text, update
+from typer.testing import CliRunner
 
+from contextfold.cli.app import app
 from contextfold.core.tree import Branch, DamagedBranch
-from contextfold.store import DuplicateNodeError, InvalidOperationError, open_store
+from contextfold.store import (
+    DuplicateNodeError,
+    InvalidOperationError,
+    ReadOnlySessionError,
+    open_store,
+)
 from contextfold.store.engine import read_connection, write_connection
 from contextfold.store.invariants import check_store
 from contextfold.store.migrate import current_revision, downgrade, head_revision, upgrade
@@ -21,7 +30,7 @@ from contextfold.store.schema import nodes
 from tests.builders import chain, turn, user
 
 pytest.register_assert_rewrite("tests.store_fixtures")
-from tests.store_fixtures import seed_session  # noqa: E402
+from tests.store_fixtures import checkpoint_for, manual_plan, seed_session  # noqa: E402
 
 pytest_plugins = ["tests.store_fixtures"]
 
@@ -30,7 +39,7 @@ FORGED = '{"kind":"message","parts":[{"text":"forged","type":"text"}],"role":"us
 
 async def _drop_update_guard(conn, backend: str) -> None:
     if backend == "sqlite":
-        await conn.execute(text("DROP TRIGGER nodes_no_update"))
+        await conn.execute(text("DROP TRIGGER IF EXISTS nodes_no_update"))
     else:
         await conn.execute(text("ALTER TABLE nodes DISABLE TRIGGER nodes_append_only"))
 
@@ -143,3 +152,78 @@ async def test_migration_0002_backfills_the_chain(store):
         assert (await check_store(fresh)).ok
     finally:
         await fresh.close()
+
+
+async def _checkpointed(store) -> tuple[str, Branch]:
+    sid = await seed_session(store, turns=4, tools=0)
+    branch = await store.load_branch(sid)
+    plan = manual_plan(branch)
+    result = await store.commit_checkpoint(plan, checkpoint_for(plan), session_id=sid)
+    assert result.committed
+    await store.append(sid, user("after the checkpoint"))
+    tail = await store.load_branch(sid)
+    assert isinstance(tail, Branch) and not tail.complete
+    return sid, tail
+
+
+async def test_damage_in_summarised_history_is_reported_one_way(store, backend, db_url):  # D2
+    sid, tail = await _checkpointed(store)
+    full = await store.load_full_branch(sid)
+    summarised = next(n for n in full.nodes if n.id not in {m.id for m in tail.nodes}
+                      and n.parent_id is not None)
+    await _forge(store, backend, summarised, recompute_chain=False)
+    fresh = await open_store(db_url)
+    try:
+        assert isinstance(await fresh.load_branch(sid), Branch)  # still readable (D2)
+        assert (await fresh.get_session(sid)).read_only
+        assert [s.read_only for s in await fresh.list_sessions() if s.id == sid] == [True]
+        for write in (lambda: fresh.append(sid, user("more")),
+                      lambda: fresh.append_many(sid, [user("a")]),
+                      lambda: fresh.retry(sid),
+                      lambda: fresh.edit(sid, user("edited"))):
+            with pytest.raises(ReadOnlySessionError, match="chain digest mismatch"):
+                await write()
+    finally:
+        await fresh.close()
+    def cli(*args: str):  # the CLI runs its own event loop: give it a thread
+        return asyncio.to_thread(CliRunner().invoke, app, [*args, "--db", db_url])
+
+    shown = await cli("show", sid, "--json")
+    assert shown.exit_code == 0, shown.output
+    payload = json.loads(shown.stdout)
+    assert payload["read_only"] is True
+    assert any("chain digest mismatch" in p for p in payload["problems"])
+    human = await cli("show", sid)
+    assert "read-only" in human.output
+    projected = await cli("project", sid, "--json")
+    assert projected.exit_code == 2 and "read-only" in projected.stdout
+
+
+async def test_verify_checks_the_whole_tree_and_the_recorded_head(store, backend, db_url):
+    sid, _ = await _checkpointed(store)
+
+    def cli(*args: str):
+        return asyncio.to_thread(CliRunner().invoke, app, [*args, "--db", db_url])
+
+    sound = await cli("verify", sid, "--json")
+    assert sound.exit_code == 0, sound.output
+    report = json.loads(sound.stdout)
+    assert report["ok"] and report["problems"] == [] and report["nodes"] >= 10
+    head = report["heads"][sid]
+    assert len(head) == 64
+    assert (await cli("verify", sid, "--expect", head)).exit_code == 0
+    # A consistent rewrite of the leaf (content and chain recomputed, no child to betray
+    # it) is invisible inside the database; the head recorded elsewhere still catches it.
+    leaf = (await store.load_branch(sid)).nodes[-1]
+    await _forge(store, backend, leaf, recompute_chain=True)
+    rewritten = await cli("verify", sid, "--expect", head, "--json")
+    assert rewritten.exit_code == 1
+    assert "was rewritten" in json.loads(rewritten.stdout)["problems"][0]
+    # A rewrite further up breaks the chain: found without any recorded head.
+    middle = (await store.load_full_branch(sid)).nodes[3]
+    await _forge(store, backend, middle, recompute_chain=True)
+    damaged = await cli("verify", sid, "--json")
+    assert damaged.exit_code == 1
+    assert any("chain digest mismatch" in p for p in json.loads(damaged.stdout)["problems"])
+    missing = await cli("verify", "no-such-session", "--json")
+    assert missing.exit_code == 2

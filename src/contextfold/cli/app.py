@@ -113,5 +113,10 @@ def run(out: Output, work: Callable[[], Awaitable[T]]) -> T:
         raise
     except KeyboardInterrupt:
         out.fail(KeyboardInterrupt("interrupted"), 1)
+    except MemoryError:  # an input too large for this machine is the user's to fix
+        out.fail(BadInput("out of memory: the input is too large for this machine (imports "
+                          "are limited by --max-bytes)"), 2)
+    except UnicodeError as exc:  # text that is not Unicode reached an encoder
+        out.fail(BadInput(f"the input holds text that cannot be encoded: {exc.reason}"), 2)
     except Exception as exc:
         out.fail(exc, 2 if isinstance(exc, _bad_input_types()) else 1)

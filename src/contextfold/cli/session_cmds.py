@@ -167,6 +167,9 @@ def import_command(
     path: Path = typer.Argument(..., help="Session file: Pi or Claude Code JSONL, or a JSON "
                                 "list of OpenAI / Anthropic messages."),
     format: str = typer.Option("auto", "--format", help="auto|pi|claude-code|openai|anthropic"),
+    max_bytes: int | None = typer.Option(
+        None, "--max-bytes", min=1, help="Refuse files larger than this (default 256 MiB, or "
+        "$CONTEXTFOLD_MAX_IMPORT_BYTES)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -177,7 +180,7 @@ def import_command(
         from ..formats import import_file
         from ..store import open_store
 
-        result = import_file(path, format=format)
+        result = import_file(path, format=format, max_bytes=max_bytes)
         store = await open_store(db)
         try:
             info = await store.import_tree(result.nodes, result.leaf_id, title=path.name,
@@ -257,6 +260,8 @@ def compact_command(
     if summarizer not in ("extractive", "llm"):
         out.fail(BadInput(f"--summarizer must be 'extractive' or 'llm', not {summarizer!r}"), 2)
 
+    fallbacks: list[str] = []
+
     async def compact(store: Any, branch: Branch) -> dict[str, Any]:
         from ..runtime.compaction import compact_session, extractive_summarize
 
@@ -271,7 +276,8 @@ def compact_command(
                 from .llm_choice import llm_summarize_for
 
                 chosen.append(llm_summarize_for(capacity, model=summarizer_model,
-                                                base_url=base_url))
+                                                base_url=base_url,
+                                                fallback_reasons=fallbacks))
             return capacity, budget
 
         async def summarize(plan: Any) -> tuple[str, str]:
@@ -294,6 +300,12 @@ def compact_command(
             await store.close()
 
     payload = run(out, work)
+    if fallbacks and payload.get("summarizer") == "extractive-fallback":
+        # The LLM was asked for and not used: say why, in the JSON and on stderr.
+        payload["fallback_reason"] = "; ".join(fallbacks)
+        err_console.print("[yellow]warning:[/] the LLM summariser was not used, the offline "
+                          f"summary was committed instead: {payload['fallback_reason']}",
+                          markup=True, highlight=False)
     out.emit(payload, lambda: render_compaction(payload))
     if payload["status"] == "busy":
         raise typer.Exit(EXIT_BUSY)

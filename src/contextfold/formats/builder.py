@@ -94,6 +94,13 @@ class TreeBuilder:
         where = f"{self.source}:{line}" if line is not None else self.source
         self.warnings.append(f"{where}: {reason}")
 
+    def fatal(self, reason: str) -> ImportFormatError:
+        """The import cannot go on; names the first thing that went wrong on the way (a line
+        nested too deeply, an entry that did not convert), which is usually why."""
+        first = next((w for w in self.warnings if "surrogate" not in w), None)
+        detail = f" (first problem: line {first.removeprefix(self.source + ':')})" if first else ""
+        return ImportFormatError(self.source, reason + detail)
+
     def unreadable(self, bad: Iterable[BadLine], repaired: Iterable[BadLine] = ()) -> None:
         """Report lines that could not be read at all (truncated, binary, not an object),
         and lines read after a repair (lone surrogates replaced; not counted as skipped)."""
@@ -157,8 +164,7 @@ class TreeBuilder:
                metadata: dict[str, Any]) -> ImportResult:
         """Freeze the drafts; fatal when the input held no message at all."""
         if not any(d.checkpoint is None for d in self.drafts.values()):
-            raise ImportFormatError(self.source, f"no conversation messages found in this "
-                                    f"{fmt} file")
+            raise self.fatal(f"no conversation messages found in this {fmt} file")
         leaf = self.resolve(leaf_source_id)
         if leaf is None:
             leaf = next(reversed(self.drafts))

@@ -42,9 +42,8 @@ from .builder import (
     usage_from,
     walk,
 )
-from .errors import ImportFormatError
 from .parts import anthropic_parts
-from .reader import BadLine, JsonLine, parse_jsonl, read_bytes, require_readable, source_name
+from .reader import BadLine, JsonLine, parse_jsonl, read_lines, require_readable, source_name
 from .result import ImportResult
 
 NON_MESSAGE_TYPES = ("progress", "file-history-snapshot", "queue-operation", "summary",
@@ -54,7 +53,7 @@ NON_MESSAGE_TYPES = ("progress", "file-history-snapshot", "queue-operation", "su
 def import_claude_code(path: str | Path) -> ImportResult:
     """Import a Claude Code JSONL transcript; see the module docstring for the mapping."""
     source = source_name(path)
-    doc = parse_jsonl(read_bytes(path), source)
+    doc = parse_jsonl(read_lines(path), source)
     require_readable(doc)
     return _Importer(source).run(doc.lines, doc.bad, doc.repaired)
 
@@ -111,7 +110,7 @@ class _Importer:
             if obj.get("isSidechain") is not True:
                 leaf_source = uuid
         if not linked:
-            raise ImportFormatError(b.source, "no Claude Code entries with a uuid found")
+            raise b.fatal("no Claude Code entries with a uuid found")
         walk(b, linked, self._entry)
         for cp_id in self.open_boundaries:
             b.warn(b.drafts[cp_id].line, "compact boundary without its summary message")

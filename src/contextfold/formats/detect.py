@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 
 from .chat import (
@@ -14,7 +15,15 @@ from .chat import (
 from .claude_code import claude_code_score, import_claude_code
 from .errors import ImportFormatError
 from .pi import import_pi, pi_score
-from .reader import parse_json_document, parse_jsonl, read_bytes, source_name
+from .reader import (
+    import_limit,
+    open_input,
+    parse_json_document,
+    parse_jsonl,
+    read_bytes,
+    read_lines,
+    source_name,
+)
 from .result import FORMATS, ImportResult
 
 _SAMPLE_LINES = 200  # enough to see past a file's leading snapshots and progress events
@@ -35,11 +44,17 @@ def detect_format(path: str | Path) -> str:
     objects (`role` + `content`) are a message list written as JSONL.
     """
     name = source_name(path)
-    data = read_bytes(path)
-    head = data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    if head in (b"[", b"{"):
+    # Streamed: only the first lines are read unless the file is one JSON document.
+    doc = parse_jsonl(islice(read_lines(path), _SAMPLE_LINES), name)
+    if not doc.lines and not doc.bad:
+        raise ImportFormatError(name, "the file is empty")
+    first_line = min([jl.line for jl in doc.lines] + [b.line for b in doc.bad], default=None)
+    head = _first_byte(path)
+    one_document = head == b"[" or (head == b"{" and (
+        not doc.lines or doc.lines[0].line != first_line or len(doc.lines) + len(doc.bad) == 1))
+    if one_document:  # a list, a pretty-printed object, or a file holding one object
         try:
-            document = parse_json_document(data, name)
+            document = parse_json_document(read_bytes(path), name)
         except ImportFormatError:
             document = None  # several objects: JSON lines
         if document is not None:
@@ -53,8 +68,7 @@ def detect_format(path: str | Path) -> str:
                                                    or claude_code_score(document)):
                 raise ImportFormatError(name, "a JSON object, but neither a message list "
                                         "({\"messages\": [...]}) nor a session entry")
-    doc = parse_jsonl(data, name)
-    sample = [jl.obj for jl in doc.lines[:_SAMPLE_LINES]]
+    sample = [jl.obj for jl in doc.lines]
     if not sample:
         first = doc.bad[0] if doc.bad else None
         raise ImportFormatError(name, f"not a session file: no readable JSON line"
@@ -72,12 +86,24 @@ def detect_format(path: str | Path) -> str:
     return "pi" if pi > claude else "claude-code"
 
 
-def import_file(path: str | Path, format: str = "auto") -> ImportResult:
-    """Import a session file; `format` is "auto" or one of `FORMATS`."""
-    if format == "auto":
-        format = detect_format(path)
-    importer = IMPORTERS.get(format)
-    if importer is None:
-        raise ImportFormatError(source_name(path), f"unknown format {format!r}; "
-                                f"choose one of: auto, {', '.join(FORMATS)}")
-    return importer(Path(path))
+def _first_byte(path: str | Path) -> bytes:
+    """The first byte that is not a BOM or whitespace (b"" for a blank start)."""
+    with open_input(path) as handle:
+        return handle.read(65536).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+
+
+def import_file(path: str | Path, format: str = "auto", *,
+                max_bytes: int | None = None) -> ImportResult:
+    """Import a session file; `format` is "auto" or one of `FORMATS`.
+
+    Only regular files are read, streamed, and at most `max_bytes` of them (default
+    `reader.DEFAULT_MAX_BYTES`, or $CONTEXTFOLD_MAX_IMPORT_BYTES); a bigger file is refused
+    with `ImportFormatError` naming the limit."""
+    with import_limit(max_bytes):
+        if format == "auto":
+            format = detect_format(path)
+        importer = IMPORTERS.get(format)
+        if importer is None:
+            raise ImportFormatError(source_name(path), f"unknown format {format!r}; "
+                                    f"choose one of: auto, {', '.join(FORMATS)}")
+        return importer(Path(path))

@@ -37,9 +37,8 @@ from contextfold.core.messages import (
 )
 
 from .builder import PI_USAGE, Draft, Linked, TreeBuilder, note_model, text_of, usage_from, walk
-from .errors import ImportFormatError
 from .parts import file_part, nonempty, tool_input
-from .reader import BadLine, JsonLine, parse_jsonl, read_bytes, require_readable, source_name
+from .reader import BadLine, JsonLine, parse_jsonl, read_lines, require_readable, source_name
 from .result import ImportResult
 
 
@@ -73,7 +72,7 @@ SETTINGS_TYPES = ("thinking_level_change", "model_change", "label", "custom", "s
 def import_pi(path: str | Path) -> ImportResult:
     """Import a Pi session JSONL file (v1, v2 or v3); see the module docstring."""
     source = source_name(path)
-    doc = parse_jsonl(read_bytes(path), source)
+    doc = parse_jsonl(read_lines(path), source)
     require_readable(doc)
     return _Importer(source, Path(path).stem).run(doc.lines, doc.bad, doc.repaired)
 
@@ -153,7 +152,7 @@ class _Importer:
                                  jl.line, obj))
             previous = entry_id
         if not linked:
-            raise ImportFormatError(b.source, "no Pi session entries after the header")
+            raise b.fatal("no Pi session entries after the header")
         walk(b, linked, lambda item, parent: self._entry(item, parent, index_ids))
         self._resolve_first_kept()
         self.metadata["models"] = list(self.models)

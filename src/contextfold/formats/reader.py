@@ -8,10 +8,15 @@ cannot be read are returned as `BadLine`s so the importer can report and count t
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from contextfold.core.surrogates import replace_surrogates, surrogate_note
 
@@ -56,20 +61,108 @@ def source_name(path: str | Path) -> str:
     return Path(path).name or str(path)
 
 
-def read_bytes(path: str | Path) -> bytes:
-    """The file's bytes; a missing, unreadable or empty file is a fatal `ImportFormatError`."""
+# Imports read at most this many bytes unless told otherwise (`--max-bytes`,
+# $CONTEXTFOLD_MAX_IMPORT_BYTES): a session file is rarely over a few tens of MB, and a
+# wrong path (a disk image, a log) should be refused, not read into memory.
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+MAX_BYTES_ENV = "CONTEXTFOLD_MAX_IMPORT_BYTES"
+_max_bytes: ContextVar[int | None] = ContextVar("contextfold_import_max_bytes", default=None)
+
+
+def max_import_bytes() -> int:
+    """The size limit in force: `import_limit`, else $CONTEXTFOLD_MAX_IMPORT_BYTES, else the
+    default."""
+    chosen = _max_bytes.get()
+    if chosen is not None:
+        return chosen
+    env = os.environ.get(MAX_BYTES_ENV, "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else DEFAULT_MAX_BYTES
+
+
+@contextmanager
+def import_limit(max_bytes: int | None) -> Iterator[None]:
+    """Read session files with this size limit (None: the default) inside the block."""
+    if max_bytes is not None and max_bytes <= 0:
+        raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+    token = _max_bytes.set(max_bytes)
+    try:
+        yield
+    finally:
+        _max_bytes.reset(token)
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1_048_576:.1f} MB"
+
+
+def open_input(path: str | Path) -> BinaryIO:
+    """Open a session file: a regular file within the size limit, or `ImportFormatError`.
+
+    Opened non-blocking and checked on the open descriptor, so a FIFO cannot hang the
+    import and a symlink to a device (`/dev/zero`) is refused by what it points at.
+    """
     name = source_name(path)
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         raise ImportFormatError(name, f"no such file: {path}") from None
     except IsADirectoryError:
         raise ImportFormatError(name, f"{path} is a directory, not a session file") from None
     except OSError as exc:
         raise ImportFormatError(name, f"cannot read the file ({exc.strerror or exc})") from None
+    info = os.fstat(fd)
+    if stat.S_ISDIR(info.st_mode):
+        os.close(fd)
+        raise ImportFormatError(name, f"{path} is a directory, not a session file")
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        kind = ("a FIFO" if stat.S_ISFIFO(info.st_mode) else "a device"
+                if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode) else "a socket"
+                if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise ImportFormatError(name, f"{path} is {kind}; only regular files are imported")
+    limit = max_import_bytes()
+    if info.st_size > limit:
+        os.close(fd)
+        raise ImportFormatError(name, f"the file is {_mb(info.st_size)}, over the import limit "
+                                f"of {_mb(limit)}; pass --max-bytes {info.st_size} (or set "
+                                f"${MAX_BYTES_ENV}) to import it")
+    return os.fdopen(fd, "rb")
+
+
+def _too_big(name: str, limit: int) -> ImportFormatError:
+    return ImportFormatError(name, f"the file grew past the import limit of {_mb(limit)} "
+                             "while it was read")
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The file's bytes; a missing, unreadable, oversized or empty file is a fatal
+    `ImportFormatError`."""
+    name = source_name(path)
+    limit = max_import_bytes()
+    with open_input(path) as handle:
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise _too_big(name, limit)
     if not data.strip():
         raise ImportFormatError(name, "the file is empty")
     return data
+
+
+def read_lines(path: str | Path) -> Iterator[bytes]:
+    """The file's lines as bytes, streamed (never the whole file in memory); errors opening
+    it are raised here, at the call, not at the first line."""
+    handle = open_input(path)
+    return _stream(handle, source_name(path), max_import_bytes())
+
+
+def _stream(handle: BinaryIO, name: str, limit: int) -> Iterator[bytes]:
+    read = 0
+    with handle:
+        for line in handle:
+            read += len(line)
+            if read > limit:
+                raise _too_big(name, limit)
+            yield line.rstrip(b"\n")
 
 
 def _describe(value: Any) -> str:
@@ -78,12 +171,15 @@ def _describe(value: Any) -> str:
     )
 
 
-def parse_jsonl(data: bytes, source: str) -> JsonlDocument:
-    """Split into lines and parse each; undecodable or non-object lines become `BadLine`s."""
+def parse_jsonl(data: bytes | Iterable[bytes], source: str) -> JsonlDocument:
+    """Split into lines and parse each; undecodable or non-object lines become `BadLine`s.
+
+    `data`: the file's bytes, or its lines (`read_lines`, streamed)."""
     good: list[JsonLine] = []
     bad: list[BadLine] = []
     repaired: list[BadLine] = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
+    lines = data.split(b"\n") if isinstance(data, bytes) else data
+    for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
         try:

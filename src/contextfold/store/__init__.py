@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 # SQLAlchemy costs a noticeable share of a CLI start: members resolve on first use.
 _EXPORTS: dict[str, str] = {
-    **dict.fromkeys(["create_engine", "default_sqlite_path", "resolve_url"], ".engine"),
+    **dict.fromkeys(["create_engine", "default_sqlite_path", "redact_url", "resolve_url",
+                     "retry_transient"], ".engine"),
     **dict.fromkeys(["ConfigurationError", "DuplicateNodeError", "InvalidOperationError",
                      "InvalidPayloadError", "NodeNotFoundError", "ReadOnlySessionError",
                      "SessionBusyError", "SessionNotFoundError", "StaleBranchError",
@@ -33,13 +34,24 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     `url`: a `sqlite:///path`, `postgresql://user@host/db` URL or a file path. None uses
     `$CONTEXTFOLD_DB`, else the embedded SQLite file in the user's data directory.
     """
-    from .engine import create_engine, resolve_url
+    from sqlalchemy.exc import DBAPIError
+
+    from .engine import create_engine, redact_url, resolve_url, retry_transient
+    from .errors import ConfigurationError
     from .migrate import upgrade
     from .sql import SqlSessionStore
 
-    engine = create_engine(resolve_url(url), **engine_kwargs)
+    resolved = resolve_url(url)
+    engine = create_engine(resolved, **engine_kwargs)
     try:
-        await upgrade(engine)
+        # Retried: several processes opening a new SQLite file at once race for its lock.
+        await retry_transient(lambda: upgrade(engine))
+    except DBAPIError as exc:
+        await engine.dispose()
+        # The driver's message, never the URL (it may hold a password).
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        raise ConfigurationError(
+            f"cannot open the database {redact_url(resolved)}: {redact_url(reason)}") from None
     except BaseException:
         await engine.dispose()
         raise

@@ -101,9 +101,12 @@ class StoreBase:
             return False
         branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
                                          row["branch_revision"])
-        if isinstance(branch, Branch):
-            self._remember_sound(row["tree_id"], row["leaf_id"])
-        return isinstance(branch, DamagedBranch)
+        if isinstance(branch, DamagedBranch) or await queries.history_problems(
+            conn, row["tree_id"], branch
+        ):
+            return True
+        self._remember_sound(row["tree_id"], row["leaf_id"])
+        return False
 
     async def _check_writable(self, conn: AsyncConnection, row: RowMapping) -> None:
         """Refuse to write to a read-only or damaged session (SPEC D2); cheap when cached."""
@@ -120,6 +123,10 @@ class StoreBase:
                                          row["branch_revision"])
         if isinstance(branch, DamagedBranch):
             raise ReadOnlySessionError(row["id"], branch.problems)
+        # Damage in summarised history makes the session read-only too (one rule, SPEC D2).
+        problems = await queries.history_problems(conn, row["tree_id"], branch)
+        if problems:
+            raise ReadOnlySessionError(row["id"], problems)
         if row["leaf_id"] is not None:
             self._remember_sound(row["tree_id"], row["leaf_id"])
         return branch

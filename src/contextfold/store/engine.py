@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -45,22 +46,64 @@ def resolve_url(url: str | None = None) -> str:
         path.parent.mkdir(parents=True, exist_ok=True)
         return f"sqlite+aiosqlite:///{path}"
     if "://" not in raw:
-        return f"sqlite+aiosqlite:///{Path(raw).expanduser().resolve()}"
+        path = Path(raw).expanduser().resolve()
+        check_sqlite_file(path)
+        return f"sqlite+aiosqlite:///{path}"
     try:
         parsed = make_url(raw)
-    except Exception as exc:  # sqlalchemy raises ArgumentError with its own wording
-        raise ConfigurationError(f"cannot parse database URL {raw!r}: {exc}") from exc
+    except Exception:  # sqlalchemy's own wording repeats the URL, password included
+        raise ConfigurationError(
+            f"cannot parse database URL {redact_url(raw)!r}: use sqlite:///path or "
+            "postgresql://user@host/db") from None
     backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     elif backend == "sqlite":
         parsed = parsed.set(drivername="sqlite+aiosqlite")
+        if parsed.database and parsed.database != ":memory:":
+            check_sqlite_file(Path(parsed.database))
     else:
         raise ConfigurationError(
-            f"unsupported database {backend!r} in {raw!r}: use sqlite:///path or "
+            f"unsupported database {backend!r} in {redact_url(raw)!r}: use sqlite:///path or "
             "postgresql://user@host/db"
         )
     return parsed.render_as_string(hide_password=False)
+
+
+_PASSWORD = re.compile(r"(://[^:/@\s]*:)[^@\s]*@")
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by `***`, for messages and logs."""
+    url = _PASSWORD.sub(r"\1***@", url)
+    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", url)
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def check_sqlite_file(path: Path) -> None:
+    """Refuse, with a clear message, a path that cannot be a contextfold SQLite database:
+    a directory, something that is not a regular file, or a file that is not SQLite."""
+    if path.is_dir():
+        raise ConfigurationError(f"the database path {path} is a directory; give a file "
+                                 f"path such as {path}/contextfold.db")
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise ConfigurationError(f"cannot create the database {path}: the directory "
+                                     f"{path.parent} does not exist")
+        return
+    if not path.is_file():
+        raise ConfigurationError(f"the database path {path} is not a regular file")
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the database {path}: "
+                                 f"{exc.strerror or exc}") from None
+    if header and header != SQLITE_HEADER:
+        raise ConfigurationError(f"{path} is not a SQLite database (is --db pointing at "
+                                 "another file?); nothing was changed")
 
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:

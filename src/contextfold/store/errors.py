@@ -73,6 +73,7 @@ class SessionBusyError(StoreError):
         )
         self.session_id = session_id
         self.holder = holder
+        self.seconds_left = max(0.0, seconds_left)
 
 
 class ConfigurationError(StoreError):

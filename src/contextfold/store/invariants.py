@@ -134,13 +134,13 @@ async def check_store(
         for record in by_tree[tree_id].values():
             if isinstance(record, InvalidRecord):
                 report.problems.append(f"node {record.id}: {record.error}")
-    _check_topology(by_tree, {t: {r["id"]: r for r in rs} for t, rs in rows_by_tree.items()},
+    check_topology(by_tree, {t: {r["id"]: r for r in rs} for t, rs in rows_by_tree.items()},
                     report)
     _check_acknowledged(acknowledged or {}, meta, digests, report)
     final = Snapshot(nodes={_node_key(r): _row_digest(r) for r in node_rows},
                      sessions={r["id"]: (r["leaf_id"], r["branch_revision"]) for r in session_rows})
     _check_snapshots([*snapshots, final], report)
-    _check_moves(session_rows, move_rows, by_tree, report)
+    check_moves(session_rows, move_rows, by_tree, report)
     if check_projections:
         for row in session_rows:
             await _check_session(store, row, report)
@@ -152,7 +152,7 @@ async def check_store(
     return report
 
 
-def _check_topology(by_tree: Mapping[str, Mapping[str, Node | InvalidRecord]],
+def check_topology(by_tree: Mapping[str, Mapping[str, Node | InvalidRecord]],
                     tree_meta: Mapping[str, Mapping[str, Mapping[str, Any]]],
                     report: InvariantReport) -> None:
     for tree_id, members in by_tree.items():
@@ -224,7 +224,7 @@ def _check_snapshots(snapshots: Sequence[Snapshot], report: InvariantReport) -> 
                 report.problems.append(f"session {session_id} revision went backwards")
 
 
-def _check_moves(session_rows: Sequence[Mapping[str, Any]],
+def check_moves(session_rows: Sequence[Mapping[str, Any]],
                  move_rows: Sequence[Mapping[str, Any]],
                  by_tree: Mapping[str, Mapping[str, Node | InvalidRecord]],
                  report: InvariantReport) -> None:

@@ -3,17 +3,18 @@ processes and machines.
 
 A lease is a row (session id, holder, expiry) claimed with one conditional upsert: it is
 taken only if absent or expired. Expiry uses the *database* clock so workers on machines
-with skewed clocks agree. While held, a background task renews it; a crashed worker's lease
-simply expires. The conditional commit (SPEC C2) stays the final safety net: a worker that
-lost its lease can at worst get a stale result, never a wrong commit.
+with skewed clocks agree. The lease is tied to its holder's liveness: it is short (default
+`LEASE_TTL` = 30 s) and renewed by a heartbeat every ttl/3 while the holder runs, so a
+crashed worker's lease lapses within one TTL; and a holder on this machine whose process
+is gone (`liveness.holder_is_dead`) loses it at once. The conditional commit (SPEC C2)
+stays the final safety net: a worker that lost its lease can at worst get a stale result,
+never a wrong commit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ from contextfold.ids import new_id
 
 from .engine import read_connection, retry_transient, write_connection
 from .errors import InvalidOperationError, SessionBusyError, SessionNotFoundError
+from .liveness import holder_is_dead, holder_name
 from .schema import compaction_leases, sessions
 
 if TYPE_CHECKING:
@@ -39,21 +41,27 @@ def _db_now(dialect: str) -> ColumnElement[Any]:
     return (sqlfunc.julianday("now") - 2440587.5) * 86400.0
 
 
+# Short so that a killed worker blocks others briefly; the heartbeat keeps a live one's.
+LEASE_TTL = 30.0
+
+
 class LeaseMixin:
     """`compaction_lease(session_id, ttl)` for `SqlSessionStore`."""
 
     engine: AsyncEngine
 
     @contextlib.asynccontextmanager
-    async def compaction_lease(self, session_id: str, ttl: float = 300) -> AsyncIterator[None]:
-        """Hold the session's compaction lease for the body, or raise `SessionBusyError`.
+    async def compaction_lease(self, session_id: str,
+                               ttl: float = LEASE_TTL) -> AsyncIterator[None]:
+        """Hold the session's compaction lease for the body, or raise `SessionBusyError`
+        (naming the holder and the seconds until its lease lapses).
 
         Raises `SessionNotFoundError` for an unknown session. The lease is renewed every
         ttl/3 while held and released on exit, including on cancellation.
         """
         if ttl <= 0:
             raise InvalidOperationError(f"lease ttl must be positive seconds, got {ttl!r}")
-        holder = f"{socket.gethostname()}:{os.getpid()}:{new_id()}"
+        holder = holder_name(new_id())
         await retry_transient(lambda: self._claim_lease(session_id, holder, ttl))
         renewer = asyncio.create_task(self._keep_lease(session_id, holder, ttl))
         try:
@@ -98,6 +106,14 @@ class LeaseMixin:
                 select(compaction_leases.c.holder, compaction_leases.c.expires_at - now)
                 .where(compaction_leases.c.session_id == session_id)
             )).first()
+            if current is not None and current[0] != holder and holder_is_dead(current[0]):
+                # Its process is gone: take the lease over now (conditional on that holder).
+                await conn.execute(
+                    update(compaction_leases)
+                    .where(compaction_leases.c.session_id == session_id,
+                           compaction_leases.c.holder == current[0])
+                    .values(holder=holder, expires_at=now + literal(float(ttl))))
+                current = (holder, ttl)
         if current is None or current[0] != holder:
             other, left = (current[0], float(current[1])) if current else ("?", 0.0)
             raise SessionBusyError(session_id, other, left)

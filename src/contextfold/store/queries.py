@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from contextfold.core.messages import Node
 from contextfold.core.tree import Branch, DamagedBranch, InvalidRecord, Problem, build_branch
 
-from .rows import chained_records
+from .rows import CHAIN_MISMATCH, HASH_MISMATCH, chain_digest, chained_records, content_hash
 from .schema import nodes
 
 # The columns a branch needs; insert-time bookkeeping columns are read separately.
@@ -64,6 +64,13 @@ async def walk_up(
     Cost is proportional to the number of nodes walked (one index look-up each), never
     to the size of the tree.
     """
+    return records(await _walk_rows(conn, tree_id, leaf_id, stop_id, min_depth))
+
+
+async def _walk_rows(
+    conn: AsyncConnection, tree_id: str, leaf_id: str, stop_id: str | None = None,
+    min_depth: int | None = None,
+) -> list[RowMapping]:
     cols = [nodes.c[name] for name in _NODE_COLUMNS]
     chain = select(*cols).where(nodes.c.tree_id == tree_id, nodes.c.id == leaf_id).cte(
         "chain", recursive=True
@@ -77,8 +84,44 @@ async def walk_up(
     if min_depth is not None:
         step = step.where(parent.c.depth >= min_depth)
     chain = chain.union(step)
-    rows = (await conn.execute(select(chain))).mappings().all()
-    return records(rows)
+    return list((await conn.execute(select(chain))).mappings().all())
+
+
+async def history_problems(conn: AsyncConnection, tree_id: str,
+                           branch: Branch) -> tuple[Problem, ...]:
+    """Damage in the already-summarised history that the O(tail) `branch` did not read.
+
+    Walks from the branch's oldest node to the root and checks every row's content hash
+    and its link in the digest chain, and that the walk ends at a root; payloads are not
+    parsed (a row with right hashes but a payload that does not parse can only be written
+    by someone who recomputed the hashes: `contextfold verify` and full loads find it).
+    A session with such damage is read-only like one whose tail is damaged (SPEC D2).
+    """
+    if branch.complete or not branch.nodes:
+        return ()
+    start = branch.nodes[0].id
+    by_id = {row["id"]: row for row in await _walk_rows(conn, tree_id, start)}
+    path: list[str] = []
+    seen: set[str] = set()
+    current: str | None = start
+    while current is not None:  # topology first, reported as a full load reports it
+        if current in seen:
+            return (Problem("cycle", current, "parent links loop back to this node"),)
+        if current not in by_id:
+            return (Problem("missing_parent", path[-1], f"node {current!r} is not stored"),)
+        seen.add(current)
+        path.append(current)
+        current = by_id[current]["parent_id"]
+    for node_id in path:
+        row = by_id[node_id]
+        if content_hash(node_id, row["parent_id"], row["created_at"],
+                        row["payload"]) != row["content_hash"]:
+            return (Problem("invalid_node", node_id, HASH_MISMATCH),)
+        parent = row["parent_id"]
+        parent_chain = by_id[parent]["chain_hash"] if parent is not None else None
+        if row["chain_hash"] != chain_digest(parent_chain, row["content_hash"]):
+            return (Problem("invalid_node", node_id, CHAIN_MISMATCH),)
+    return ()
 
 
 def records(rows: Iterable[RowMapping | dict[str, Any]]) -> dict[str, Node | InvalidRecord]:

@@ -18,6 +18,10 @@ from pydantic import ValidationError
 from contextfold.core.messages import Checkpoint, Message, Node, parse_payload
 from contextfold.core.tree import InvalidRecord
 
+HASH_MISMATCH = "content hash mismatch: the row was modified after it was written"
+CHAIN_MISMATCH = ("chain digest mismatch: this row or its parent was rewritten after it was "
+                  "written")
+
 
 def canonical_json(value: Any) -> str:
     """Deterministic JSON text for hashing and storage."""
@@ -90,8 +94,7 @@ def record_from_row(row: Mapping[str, Any]) -> Node | InvalidRecord:
     node_id, parent_id = row["id"], row["parent_id"]
     expected = content_hash(node_id, parent_id, row["created_at"], row["payload"])
     if expected != row["content_hash"]:
-        return InvalidRecord(node_id, parent_id, "content hash mismatch: the row was modified "
-                             "after it was written")
+        return InvalidRecord(node_id, parent_id, HASH_MISMATCH)
     try:
         payload = parse_payload(json.loads(row["payload"]))
         return Node(id=node_id, parent_id=parent_id, created_at=row["created_at"],
@@ -115,8 +118,7 @@ def chained_records(rows: Iterable[Mapping[str, Any]]) -> dict[str, Node | Inval
             if row["chain_hash"] != chain_digest(parent_chain, row["content_hash"]) and not (
                 _in_cycle(node_id, by_id)  # no chain can close a cycle: report the cycle
             ):
-                record = InvalidRecord(node_id, parent_id, "chain digest mismatch: this row or "
-                                       "its parent was rewritten after it was written")
+                record = InvalidRecord(node_id, parent_id, CHAIN_MISMATCH)
         out[node_id] = record
     return out
 

@@ -126,8 +126,13 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps):
             row = await self._session_row(conn, session_id)
             branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
                                              row["branch_revision"])
-            if isinstance(branch, Branch) and row["leaf_id"] is not None:
-                self._remember_sound(row["tree_id"], row["leaf_id"])  # a write needn't re-read
+            if isinstance(branch, Branch) and row["leaf_id"] is not None and \
+                    (row["tree_id"], row["leaf_id"]) not in self._sound and \
+                    not await queries.history_problems(conn, row["tree_id"], branch):
+                # A write needn't re-read. Sound means the whole branch, summarised history
+                # included (hash-only walk, once per leaf and store instance), so that every
+                # write agrees with `get_session(...).read_only` (SPEC D2).
+                self._remember_sound(row["tree_id"], row["leaf_id"])
             return branch
 
     async def load_full_branch(self, session_id: str) -> Branch | DamagedBranch:
