@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .app import DB_OPTION, EXIT_BUSY, JSON_OPTION, BadInput, Output, app, err_console, run
+from .app import (
+    DB_OPTION,
+    EXIT_BUSY,
+    JSON_OPTION,
+    BadInput,
+    Output,
+    app,
+    console,
+    err_console,
+    run,
+)
 from .render import (
     SHOW_PAGE,
     render_compaction,
@@ -47,6 +57,13 @@ def recorded_model(branch: Branch | DamagedBranch) -> str | None:
             if name:
                 return name
     return None
+
+
+def import_file(*args: Any, **kwargs: Any) -> Any:
+    """`formats.import_file`, imported when a command runs rather than at start-up."""
+    from ..formats import import_file as load
+
+    return load(*args, **kwargs)
 
 
 def user_catalog() -> ModelCatalog:
@@ -177,7 +194,6 @@ def import_command(
     out = Output(as_json)
 
     async def work() -> None:
-        from ..formats import import_file
         from ..store import open_store
 
         result = import_file(path, format=format, max_bytes=max_bytes)
@@ -384,23 +400,22 @@ def project_command(
 
 @app.command("show")
 def show_command(
-    session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
+    session: str = typer.Argument(..., help="Session id."),
     last: int | None = typer.Option(
-        None, "--last", "--tail", min=0,
-        help=f"Only the branch's newest N nodes and the forks off them (default: {SHOW_PAGE} "
-             "on a terminal, all with --json; 0: all)."),
+        None, "--last", min=1,
+        help=f"Only the branch's last N nodes and the forks off them (default: {SHOW_PAGE} "
+             "on a terminal, all with --json)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """The durable history as a tree (the newest nodes), then what the model sees."""
+    """The durable history as a tree (checkpoints marked) next to what the model sees.
+
+    A page reads only the nodes it shows, however long the history."""
     out = Output(as_json)
     page = last if last is not None else (None if as_json else SHOW_PAGE)
-    if page == 0:
-        page = None
-    # A page reads only the nodes it shows, however long the history.
 
     async def work() -> None:
-        from ..core.tree import Branch
+        from ..core.tree import Branch, DamagedBranch
         from ..store import open_store
 
         store = await open_store(db)
@@ -413,8 +428,15 @@ def show_command(
                 nodes = await store.load_tree_page(session, limit=page)
                 branch = await store.load_branch_page(session, limit=page)
                 model_view = await store.load_branch(session)
+            problems = tuple(getattr(branch, "problems", ()) or
+                             getattr(model_view, "problems", ()))
+            if info.read_only and not problems:  # damage in summarised history, off the page
+                problems = tuple(getattr(await store.load_full_branch(session), "problems", ()))
         finally:
             await store.close()
+        if info.read_only and isinstance(model_view, Branch):
+            # One report everywhere (SPEC D2): the readable view, marked read-only.
+            model_view = DamagedBranch(readable=model_view.nodes, problems=problems)
         on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
                      else {n.id for n in branch.readable})
         rows = [{"id": n.id, "parent_id": n.parent_id, "kind": n.kind,
@@ -423,11 +445,58 @@ def show_command(
                  "created_at": n.created_at.isoformat()} for n in nodes]
         payload = {"session_id": info.id, "leaf_id": info.leaf_id,
                    "branch_revision": info.branch_revision, "read_only": info.read_only,
+                   "problems": [str(p) for p in problems],
                    "nodes": rows}
-        complete = page is None or (isinstance(branch, Branch) and branch.complete)
         if page is not None:
-            payload["page"] = {"last": page, "complete": complete}
+            payload["page"] = {"last": page, "complete": isinstance(branch, Branch)
+                               and branch.complete}
         out.emit(payload, lambda: render_tree(info, nodes, branch, model_view,
-                                              page=None if complete else page))
+                                              page=page is not None))
 
     run(out, work)
+
+
+@app.command("verify")
+def verify_command(
+    session: str = typer.Argument(..., help="Session id (its whole tree is checked)."),
+    expect: str | None = typer.Option(
+        None, "--expect", help="Head digest recorded earlier: fail unless the session's leaf "
+        "still has it."),
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Check a session's whole tree: every hash, the digest chain, links and the move log.
+
+    Exit 0 when sound, 1 when damage or tampering is found (listed), 2 for bad input.
+    """
+    from ..store.verify import verify_tree
+
+    out = Output(as_json)
+
+    async def work() -> dict[str, Any]:
+        store = await open_store(db)
+        try:
+            report = await verify_tree(store, session)
+        finally:
+            await store.close()
+        payload = report.to_json()
+        if expect is not None and report.heads.get(session) != expect:
+            payload["ok"] = False
+            payload["problems"].append(
+                f"head digest of session {session} is {report.heads.get(session)}, not the "
+                f"expected {expect}: its history was rewritten")
+
+        def human() -> None:
+            verdict = "[green]sound[/]" if payload["ok"] else "[red]DAMAGED[/]"
+            console.print(f"tree {report.tree_id}: {verdict}, {report.nodes} nodes, "
+                          f"{report.sessions} sessions")
+            for problem in payload["problems"][:50]:
+                console.print(f"  [red]-[/] {problem}")
+            console.print(f"head digest of {session}: {report.heads.get(session)}")
+
+        out.emit(payload, human)
+        return payload
+
+    payload = run(out, work)
+    if not payload["ok"]:
+        raise typer.Exit(1)
