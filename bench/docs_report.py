@@ -176,6 +176,62 @@ def startup_section(data: dict[str, Any] | None) -> list[str]:
             "pydantic models, the estimator and the importers; an up-to-date database no "
             "longer imports Alembic. Closing the rest needs a lighter read path for one-shot "
             "reads or lazier core modules.", ""]
+
+
+CONTINUITY_CATEGORIES = ("identifiers", "constraint", "artifact", "recall", "decision",
+                         "continuation", "language")
+
+
+def continuity_section(cont: dict[str, Any] | None) -> list[str]:
+    head = ["## Continuity (`bench/continuity.py` → `bench/results/continuity.json`)", ""]
+    if cont is None:
+        return [*head, "Not run yet: `make bench`.", ""]
+    sessions = ", ".join(f"{s['name']} ({sum(s['facts'].values())} facts)"
+                         for s in cont["sessions"])
+    lines = [*head,
+             "What the model still sees after K = 1…20 successive compactions (issue 11). "
+             f"Sessions ({sessions}; `bench/continuity_sessions.py`): a synthetic Zotero "
+             "research session on the real Zotero records (every user message names a Zotero "
+             "key and a DOI or a file path; tool results of 2–6k tokens with reference DOIs; "
+             "rules such as \"Never overwrite drafts/chapter_03.tex, …\"; tool errors; numbers; "
+             "decisions; Japanese requests) and the first 60 turns of the real Pi transcript "
+             "(the files it really modified, plus planted PR references, error codes and "
+             f"rules). Both run through `Conversation` (a scripted local model) on {cont['model']} "
+             "with its window overridden to 16k and 32k, and at its real 128k; a manual "
+             f"compaction is asked for after {cont['cadence']} turns without one so that every "
+             "window reaches K = 20. After compaction k, every fact planted in a turn whose user "
+             "message is no longer raw is looked for verbatim in what the next request carries "
+             "(summary + ledger + raw tail); the next step only for the latest compacted turn. "
+             "Two summarisers: the offline one, and an LLM whose model remembers nothing "
+             "specific (what survives it is what the identifier ledger alone carries). Pooled "
+             "over the sessions.", "",
+             "| window / summariser | K | " + " | ".join(CONTINUITY_CATEGORIES) + " |",
+             "| --- | --- |" + " --- |" * len(CONTINUITY_CATEGORIES)]
+    for name, per_k in cont["table"].items():
+        for k in ("K=10", "K=20", "worst K<=20"):
+            row = per_k[k]
+            cells = ["—" if row[c] is None else f"{100 * row[c]:.0f}%"
+                     for c in CONTINUITY_CATEGORIES]
+            label = "worst of 1–20" if k.startswith("worst") else k.removeprefix("K=")
+            lines.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    lines += ["", "| goal (issue 11) | measured | met |", "| --- | --- | --- |"]
+    for (goal, value), ok in zip(cont["goals"].items(), cont["met"].values(), strict=True):
+        lines.append(f"| {goal} | {'—' if value is None else _pct(value)} | {_met(ok)} |")
+    lines += ["| 100% reachable by recall at every window | not measured yet: "
+              "`reachable_by_recall` is null until recall search lands (`recall_probe`) | — |",
+              "",
+              "Identifiers, constraints and the Japanese requests are carried by the identifier "
+              "ledger whatever the summariser writes: it takes what it needs up to 60% of the "
+              "summary budget, keeps what the user wrote before what tools showed, and the "
+              "words of the user's rules longest. Recall facts (exact tool-error lines, numbers "
+              "the assistant stated) and decisions live only in the summary text and thin out "
+              "as it is squeezed. End to end, `tests/test_continuity_acceptance.py` runs the "
+              "60-turn research session on gpt-4o@16k over real HTTP (fake provider): the next "
+              "request after 60 turns holds all 120 identifiers with the offline and with the "
+              "LLM summariser (whose fake model writes no identifier at all).", ""]
+    return lines
+
+
 def hostile_input_section(runs: list[dict[str, Any]], reads: dict[str, Any] | None
                           ) -> list[str]:
     """Importer fuzz runs (`import_fuzz*.json`) and the bounded-read figures (issue 10)."""
@@ -377,6 +433,7 @@ def benchmarks_md() -> str:
     lines += estimator_section(load("estimator_accuracy"))
     lines += store_section(load("store"))
     lines += startup_section(load("startup"))
+    lines += continuity_section(load("continuity"))
     fuzz = sorted((json.loads(p.read_text(encoding="utf-8"))
                    for p in RESULTS.glob("import_fuzz*.json")), key=lambda r: r["seed"])
     lines += hostile_input_section(fuzz, load("read_memory"))

@@ -149,10 +149,17 @@ def test_the_users_rule_itself_is_carried_in_the_ledger():
     lines = text.splitlines()
     assert lines[1] == f"- [user constraint] {rule}"  # first, once, verbatim
     assert lines[2] == "- zotero_key: K7QX4M2P"
-    # Under pressure the rule's words go before its identifiers, which go last of all.
-    bare = Ledger(entries=tuple(e.model_copy(update={"note": ""}) for e in entries),
-                  evicted=(LedgerEntry(kind="url", value="https://x.org/a"),))
-    tight = merge_ledger(Ledger(), [*entries, *(_entry(i) for i in range(40))],
-                         ledger_tokens(bare))
-    rendered = render_ledger(tight)
-    assert "path [user constraint]: refs/library.bib; notes/review.md" in rendered
+    # Under pressure, ordinary entries go before the rule's words...
+    noise = [_entry(i) for i in range(40)]
+    evicted = (LedgerEntry(kind="url", value="https://x.org/a"),)
+    rules = [e for e in entries if e.priority == USER_CONSTRAINT]
+    tight = merge_ledger(Ledger(), [*entries, *noise],
+                         ledger_tokens(Ledger(entries=tuple(rules), evicted=evicted)))
+    assert render_ledger(tight).splitlines()[1] == f"- [user constraint] {rule}"
+    assert {e.value for e in tight.entries} == {"refs/library.bib", "notes/review.md"}
+    # ... and the words go before the identifiers they name, which go last of all.
+    bare = Ledger(entries=tuple(e.model_copy(update={"note": ""}) for e in rules),
+                  evicted=evicted)
+    tighter = merge_ledger(Ledger(), [*entries, *noise], ledger_tokens(bare))
+    assert "path [user constraint]: refs/library.bib; notes/review.md" in \
+        render_ledger(tighter)

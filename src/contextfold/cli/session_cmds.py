@@ -176,6 +176,10 @@ async def _load_healthy(store: Any, session_id: str) -> Branch:
     if isinstance(branch, DamagedBranch):
         problems = "; ".join(str(p) for p in branch.problems)
         raise BadInput(f"session {session_id} is damaged and read-only: {problems}")
+    if (await store.get_session(session_id)).read_only:  # damage in summarised history
+        full = await store.load_full_branch(session_id)
+        problems = "; ".join(str(p) for p in getattr(full, "problems", ())) or "marked read-only"
+        raise BadInput(f"session {session_id} is damaged and read-only: {problems}")
     return branch
 
 
@@ -469,6 +473,7 @@ def verify_command(
 
     Exit 0 when sound, 1 when damage or tampering is found (listed), 2 for bad input.
     """
+    from ..store import open_store
     from ..store.verify import verify_tree
 
     out = Output(as_json)

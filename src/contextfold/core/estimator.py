@@ -113,6 +113,12 @@ def _family(capacity: ModelCapacity | None) -> str | None:
     return capacity.family or tokenizer_family(capacity.model)
 
 
+def model_text_counter(capacity: ModelCapacity) -> Callable[[str], int]:
+    """The conservative `str -> tokens` count for this model's tokenizer family: what
+    sizes a part of the checkpoint against this model's budget (e.g. the ledger)."""
+    return _text_counter(_family(capacity), None)
+
+
 def _text_counter(family: str | None, counter: Callable[[str], int] | None
                   ) -> Callable[[str], int]:
     """`str -> tokens` for one target family: the heuristic, or `counter` scaled across

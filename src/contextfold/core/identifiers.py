@@ -34,14 +34,13 @@ from .messages import (
     ZoteroItemPart,
 )
 from .projection import LEDGER_CONSTRAINT
-from .prose_identifiers import prose_identifiers
+from .prose_identifiers import ZOTERO_KEY_ALPHABET, prose_identifiers
 from .tree import message_nodes
-
-# The alphabet Zotero draws its 8-character object keys from (no 0, 1 or O).
-ZOTERO_KEY_ALPHABET = "23456789ABCDEFGHIJKLMNPQRSTUVWXYZ"
 
 # Kinds that a later, more specific sighting of the same value may replace.
 _GENERIC_KINDS = frozenset({"zotero_key"})
+__all__ = ["USER_CONSTRAINT", "USER_WRITTEN", "ZOTERO_KEY_ALPHABET", "dedupe_identifiers",
+           "error_line", "extract_identifiers", "looks_like_path"]
 
 _MAX_VALUE_CHARS = 300
 _MAX_NOTE_CHARS = 120

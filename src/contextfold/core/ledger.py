@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from .estimator import estimate_text
-from .identifiers import dedupe_identifiers, error_line, extract_identifiers, looks_like_path
+from .identifiers import (
+    USER_CONSTRAINT,
+    dedupe_identifiers,
+    error_line,
+    extract_identifiers,
+    looks_like_path,
+)
 from .messages import Ledger, LedgerEntry
 from .plan import Plan
 from .projection import render_ledger
@@ -105,20 +111,32 @@ def merge_ledger(
     if count(render_ledger(ledger)) <= max_tokens:
         return ledger
     # Notes (titles) go before identifiers: first drop notes, least critical kinds first;
-    # only if the bare identifiers still do not fit, evict identifiers themselves.
+    # only if the bare identifiers still do not fit, evict identifiers themselves. The
+    # words of the user's rules are kept longest: before them go every ordinary note and,
+    # if need be, every ordinary identifier; after them, only the rules' identifiers.
     order = sorted(range(len(entries)),
                    key=lambda i: (entries[i].priority, _rank(entries[i].kind), i))
+    ordinary = [i for i in order if entries[i].priority < USER_CONSTRAINT]
     bare = [e.model_copy(update={"note": ""}) for e in entries]
-    if count(render_ledger(Ledger(entries=tuple(bare), evicted=tuple(evicted)))) <= max_tokens:
-        def stripped(k: int) -> Ledger:
-            gone = set(order[:k])
-            return Ledger(entries=tuple(bare[i] if i in gone else e
-                                        for i, e in enumerate(entries)),
-                          evicted=tuple(evicted))
-        return stripped(_fewest(len(order), lambda k: count(render_ledger(stripped(k)))
-                                <= max_tokens))
-    k = _fewest(len(order), lambda k: count(render_ledger(
-        _assemble(bare, evicted, order[:k]))) <= max_tokens)
+    ruled = [e if e.priority >= USER_CONSTRAINT else b for e, b in zip(entries, bare,
+                                                                     strict=True)]
+
+    def fits(ledger: Ledger) -> bool:
+        return count(render_ledger(ledger)) <= max_tokens
+
+    def stripped(plain: list[LedgerEntry], strip: list[int], k: int) -> Ledger:
+        gone = set(strip[:k])
+        return Ledger(entries=tuple(plain[i] if i in gone else e
+                                    for i, e in enumerate(entries)), evicted=tuple(evicted))
+
+    for plain, strip in ((ruled, ordinary), (bare, order)):
+        if strip and fits(stripped(plain, strip, len(strip))):
+            k = _fewest(len(strip), lambda k: fits(stripped(plain, strip, k)))  # noqa: B023
+            return stripped(plain, strip, k)
+        if plain is ruled and fits(_assemble(ruled, evicted, ordinary)):
+            k = _fewest(len(order), lambda k: fits(_assemble(ruled, evicted, order[:k])))
+            return _assemble(ruled, evicted, order[:k])
+    k = _fewest(len(order), lambda k: fits(_assemble(bare, evicted, order[:k])))
     return _assemble(bare, evicted, order[:k])
 
 

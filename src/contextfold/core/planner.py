@@ -17,7 +17,7 @@ from typing import Any
 
 from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
-from .estimator import Estimate, MessageCosts, estimate_request, estimate_text
+from .estimator import Estimate, MessageCosts, estimate_request, estimate_text, model_text_counter
 from .identifiers import combine_identifiers, identifiers_by_message
 from .ledger import evicted_since, ledger_tokens, merge_ledger, plan_ledger
 from .mask_planner import (
@@ -189,8 +189,10 @@ def plan_compaction(
         instructions=instructions,
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
         boundary_moved=moved,
+        # The ledger is fitted to its cap by this model's own token count.
         ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
-                            combine_identifiers(extracted.values()), budget.ledger_budget),
+                            combine_identifiers(extracted.values()), budget.ledger_budget,
+                            model_text_counter(capacity)),
         extracted=extracted,
         tail_budget=tail_budget,
         turn_context=turn,

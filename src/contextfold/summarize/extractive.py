@@ -37,8 +37,13 @@ __all__ = [
 
 
 def ledger_share(plan: Plan) -> int:
-    """Tokens the plan's identifier ledger takes in the checkpoint: what it needs."""
-    return ledger_tokens(plan_ledger(plan))
+    """Tokens the plan's identifier ledger takes in the checkpoint: what it needs.
+
+    The planner fits the ledger to its cap by the model's own count; the summary is
+    measured by the default (more conservative) count, so the two together stay within
+    the summary budget by either.
+    """
+    return min(ledger_tokens(plan_ledger(plan)), plan.budget.ledger_budget)
 
 
 def summary_token_budget(plan: Plan) -> int:
