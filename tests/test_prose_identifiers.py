@@ -40,8 +40,12 @@ def _keys(text: str) -> list[str]:
 
 def _english_sentences() -> list[str]:
     """Real English prose: this project's docs, split into sentences."""
-    text = " ".join(p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs").glob("*.md")))
-    text = re.sub(r"`[^`]*`|\S*[A-Z0-9]{8}\S*", " ", text)  # code spans and quoted keys
+    lines = [ln for p in sorted((ROOT / "docs").glob("*.md"))
+             for ln in p.read_text(encoding="utf-8").splitlines()
+             if not ln.lstrip().startswith("|")]  # generated tables are data, not prose
+    # Code spans, quoted keys and ids mixing letters and digits (hashes, transcript ids).
+    text = re.sub(r"`[^`]*`|\S*[A-Z0-9]{8}\S*|\S*(?:[A-Za-z]\S*\d|\d\S*[A-Za-z])\S*", " ",
+                  " ".join(lines))
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", text) if len(s.split()) >= 4]
 
 
