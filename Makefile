@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) -m bench.core_bench
 	$(PY) -m bench.estimator_accuracy
 	$(PY) -m bench.store_bench
+	$(PY) -m bench.startup_bench
 	$(PY) -m bench.continuity
 	$(PY) -m bench.masking_bench
 	$(PY) -m bench.recall_bench

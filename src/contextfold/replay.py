@@ -216,6 +216,11 @@ class ReplayReport:
     blocked_drafts: int
     chain: list[Node]
     estimate: dict[str, Any] | None = None
+    # Tokens every request carries besides the messages: the agent's system prompt and tool
+    # definitions, which a recorded session does not contain (0 when unknown).
+    overhead: int = 0
+    overhead_source: str = "none"
+    started_from_checkpoint: bool = False
 
     @property
     def invalid_tool_sequences(self) -> int:
@@ -238,6 +243,12 @@ class ReplayReport:
             "over_limit_requests": sum(1 for r in self.requests if r.over_limit),
             "blocked_drafts": self.blocked_drafts,
             "estimate": self.estimate,
+            "overhead_tokens": self.overhead,
+            "overhead_source": self.overhead_source,
+            "started_from_checkpoint": self.started_from_checkpoint,
+            "invalid_requests": [{"request": r.index, "reply_node_id": r.node_id,
+                                  "problems": list(r.problems)}
+                                 for r in self.requests if r.problems],
             # Per compaction: what was folded and how many raw messages / tokens stayed.
             "compaction_log": [c.to_json() for c in self.compactions],
         }
@@ -257,17 +268,34 @@ def replay_messages(
     summarizer: Summarizer,
     *,
     system: str | None = None,
+    start: Node | None = None,
+    overhead: int = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReplayReport:
-    """Replay `(node_id, message)` pairs, oldest first, under contextfold's management."""
-    session = ManagedSession(capacity, budget, summarizer, system=system)
+    """Replay `(node_id, message)` pairs, oldest first, under contextfold's management.
+
+    `start`: a recorded checkpoint the session begins from (a file that starts after a
+    compaction): its summary is the first thing the model sees. `overhead`: tokens every
+    request carries besides the messages (the agent's system prompt and tools); compaction
+    leaves room for them and each request's size includes them. `progress(done, total)` is
+    called as the messages are fed.
+    """
+    session = ManagedSession(capacity, budget_after_overhead(budget, overhead), summarizer,
+                             system=system)
+    if start is not None:
+        session.chain.append(start.model_copy(update={"parent_id": None}))
     requests: list[RequestRecord] = []
-    for node_id, recorded in messages:
+    total = len(messages)
+    for done, (node_id, recorded) in enumerate(messages, 1):
+        if progress is not None:
+            progress(done, total)
         # Recorded usage measured the original agent's context, not this one (module doc).
         message = recorded.model_copy(update={"usage": None}) if recorded.usage else recorded
         record = session.step(node_id, message)
         if record is not None:
             recorded_tokens = recorded.usage.prompt if recorded.usage else None
-            requests.append(replace(record, recorded_tokens=recorded_tokens))
+            requests.append(replace(record, recorded_tokens=recorded_tokens,
+                                    estimated_tokens=record.estimated_tokens + overhead))
     if session.chain:
         session.compact("auto")
     return ReplayReport(
@@ -279,7 +307,34 @@ def replay_messages(
         dropped_messages=session.dropped_messages(),
         blocked_drafts=session.blocked_drafts,
         chain=session.chain,
+        overhead=overhead,
+        started_from_checkpoint=start is not None,
     )
+
+
+def budget_after_overhead(budget: Budget, overhead: int) -> Budget:
+    """`budget` for the messages alone when every request also carries `overhead` tokens."""
+    if overhead <= 0:
+        return budget
+    safe = budget.safe_input_limit - overhead
+    if safe <= budget.summary_budget:  # not even a checkpoint summary would fit
+        raise ValueError(f"a fixed overhead of {overhead:,} tokens leaves no room for the "
+                         f"session in a safe input limit of {budget.safe_input_limit:,}")
+    return budget.model_copy(update={
+        "safe_input_limit": safe,
+        "auto_threshold": int(budget.auto_threshold * safe / budget.safe_input_limit),
+        "tail_budget": max(0, min(budget.tail_budget, safe - 2 * budget.summary_budget)),
+    })
+
+
+def recorded_start(nodes: Sequence[Node], leaf_id: str) -> Node | None:
+    """The recorded checkpoint a session file begins with, if any (a transcript that starts
+    after a compaction: its messages continue from that summary)."""
+    branch = build_branch(nodes, leaf_id)
+    chain = branch.nodes if isinstance(branch, Branch) else branch.readable
+    if chain and chain[0].checkpoint is not None:
+        return chain[0]
+    return None
 
 
 def active_messages(nodes: Sequence[Node], leaf_id: str) -> list[tuple[str, Message]]:

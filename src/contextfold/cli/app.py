@@ -1,8 +1,13 @@
 """The `contextfold` command: shared options, output and error handling.
 
-Exit codes are a contract: 0 success (a no-op is a success), 2 bad input, 1 anything else.
+Exit codes are a contract: 0 success (a no-op is a success), 2 bad input, 3 busy (another
+process is compacting the session; `compact --wait` waits instead), 1 anything else.
 With `--json`, stdout carries exactly one JSON document (also for errors); humans get Rich
 output instead.
+
+Only Typer and Rich are imported at start: every command imports what it needs (the store,
+the core, the provider SDKs) when it runs, so `--help` and the offline commands stay quick
+and a base install without the provider extras works.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 T = TypeVar("T")
 
@@ -38,12 +43,17 @@ DB_OPTION = typer.Option(
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")
 
 
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 0, 1, 2, 3
+
+
 class BadInput(Exception):
     """Raised by commands for input the user must fix (exit code 2)."""
 
 
 def _bad_input_types() -> tuple[type[BaseException], ...]:
     """Exception types that mean "your input is wrong", collected from every layer."""
+    from pydantic import ValidationError
+
     from ..core.catalog import UnknownModelError
     from ..formats import ImportFormatError
     from ..store import (
@@ -53,10 +63,11 @@ def _bad_input_types() -> tuple[type[BaseException], ...]:
         ReadOnlySessionError,
         SessionNotFoundError,
     )
+    from ..summarize.extractive_fit import SummaryBudgetTooSmall
 
     return (BadInput, ValidationError, FileNotFoundError, IsADirectoryError, UnknownModelError,
             ImportFormatError, SessionNotFoundError, InvalidOperationError, ReadOnlySessionError,
-            NodeNotFoundError, ConfigurationError)
+            NodeNotFoundError, ConfigurationError, SummaryBudgetTooSmall)
 
 
 @dataclass
@@ -70,12 +81,28 @@ class Output:
             human()
 
     def fail(self, error: BaseException, code: int) -> NoReturn:
-        message = str(error) or type(error).__name__
+        message = cli_message(error)
         if self.as_json:
-            sys.stdout.write(json.dumps({"error": message, "type": type(error).__name__}) + "\n")
+            sys.stdout.write(json.dumps({"error": message, "type": type(error).__name__},
+                                        ensure_ascii=False) + "\n")
         else:
-            err_console.print(f"[bold red]error:[/] {message}")
+            line = Text("error:", style="bold red")
+            line.append(" " + message)  # may quote user input: never parsed as markup
+            err_console.print(line, soft_wrap=True, highlight=False)
         raise typer.Exit(code)
+
+
+def cli_message(error: BaseException) -> str:
+    """The error's message in the command line's terms (commands, not Python functions)."""
+    from ..store.errors import SessionNotFoundError
+    from ..summarize.extractive_fit import SummaryBudgetTooSmall
+
+    if isinstance(error, SessionNotFoundError):
+        return (f"no session {error.session_id!r} in this database; `contextfold sessions` "
+                "lists the ids")
+    if isinstance(error, SummaryBudgetTooSmall):
+        return f"{error}; for this history give a larger --context-window (or --max-output)"
+    return str(error) or type(error).__name__
 
 
 def run(out: Output, work: Callable[[], Awaitable[T]]) -> T:

@@ -17,7 +17,7 @@ def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError as exc:  # pragma: no cover - depends on the environment
+    except ImportError as exc:  # pragma: no cover - the CLI checks before replaying
         raise RuntimeError("--plot needs matplotlib: pip install 'contextfold[plot]'") from exc
 
     xs = [r.index for r in report.requests]
@@ -26,8 +26,13 @@ def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
     if recorded:
         ax.plot([x for x, _ in recorded], [y for _, y in recorded], color="#999999", lw=1,
                 label="original agent (recorded usage)")
+    label = "contextfold projection (estimate)"
+    if report.overhead:
+        # Both curves then count the same things: messages + system prompt + tools.
+        label = (f"contextfold projection (estimate, incl. {report.overhead:,} tokens fixed "
+                 f"overhead from {report.overhead_source})")
     ax.plot(xs, [r.estimated_tokens for r in report.requests], color="#1f77b4", lw=1.5,
-            label="contextfold projection (estimate)")
+            label=label)
     ax.axhline(report.safe_input_limit, color="#d62728", ls="--", lw=1, label="safe input limit")
     ax.axhline(report.context_window, color="#d62728", ls=":", lw=1, label="context window")
     for i, c in enumerate(report.compactions):

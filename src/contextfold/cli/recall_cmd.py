@@ -5,17 +5,14 @@ from __future__ import annotations
 import typer
 from rich.markup import escape
 
-from ..runtime.recall import hit_dict
-from ..store import open_store
-from ..store.recall import MAX_RESULTS
-from .app import DB_OPTION, JSON_OPTION, Output, app, console, run
+from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, run
 
 
 @app.command("recall")
 def recall_command(
     session: str = typer.Argument(..., help="Session id."),
     query: str = typer.Argument(..., help="Words, identifiers (matched verbatim), \"a phrase\"."),
-    limit: int = typer.Option(10, "--limit", min=1, max=MAX_RESULTS, help="Most matches."),
+    limit: int = typer.Option(10, "--limit", min=1, help="Most matches."),
     any_term: bool = typer.Option(False, "--any", help="Match any term instead of all."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
@@ -24,6 +21,13 @@ def recall_command(
     out = Output(as_json)
 
     async def work() -> None:
+        # Imported here: the store's search needs SQLAlchemy, `--help` does not.
+        from ..runtime.recall import hit_dict
+        from ..store import open_store
+        from ..store.recall import MAX_RESULTS
+
+        if limit > MAX_RESULTS:
+            raise BadInput(f"--limit must be at most {MAX_RESULTS}, not {limit}")
         store = await open_store(db)
         try:
             hits = await store.search_history(session, query, limit=limit, any_term=any_term)

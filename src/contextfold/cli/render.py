@@ -1,127 +1,259 @@
-"""Human (Rich) rendering of command results. JSON output never goes through here."""
+"""Human (Rich) rendering of command results. JSON output never goes through here.
+
+Everything a user, a model or a tool wrote is shown as written: it is wrapped in `Text`
+(never parsed as Rich markup), printed with `soft_wrap` (no inserted line breaks) and passed
+through `visible`, which only makes terminal control characters readable (an escape
+sequence in a tool result must not repaint your terminal) and expands tabs.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.markup import escape
-from rich.panel import Panel
-from rich.table import Table
-from rich.tree import Tree
+from rich.text import Text
 
-from ..core.messages import Message, Node
-from ..core.projection import project
-from ..core.tree import Branch, DamagedBranch
 from .app import console
 
-MAX_TREE_ROWS = 400
+if TYPE_CHECKING:
+    from ..core.messages import Node
+    from ..core.tree import Branch, DamagedBranch
+
 SHOW_PAGE = 200  # nodes a terminal shows of the tree (the JSON output lists all by default)
+PREVIEW_CHARS = 70
+
+# C0 controls except newline and tab, DEL, C1 controls: shown as \xNN instead of executed.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _preview(node: Node, width: int = 70) -> str:
+def visible(text: str) -> str:
+    """`text` as the terminal will show it: control characters as `\\xNN`, tabs expanded."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    if "\t" in text:
+        text = "\n".join(line.expandtabs(8) for line in text.split("\n"))
+    return text
+
+
+def plain(text: str, style: str = "") -> Text:
+    """User/model/tool text as a Rich `Text`: never markup, never highlighted."""
+    return Text(visible(text), style=style)
+
+
+def say(*parts: str | Text | tuple[str, str]) -> None:
+    """Print one line assembled from our own words and other people's text.
+
+    A `str` is our own wording (plain), a `(text, style)` tuple is styled, a `Text` is used
+    as is. Nothing is parsed as markup.
+    """
+    line = Text()
+    for part in parts:
+        if isinstance(part, tuple):
+            line.append(visible(part[0]), style=part[1])
+        elif isinstance(part, Text):
+            line.append_text(part)
+        else:
+            line.append(visible(part))
+    console.print(line, soft_wrap=True, highlight=False)
+
+
+def message_text(node: Node) -> str:
+    """What a message says, in one string: text, else its tool calls or results."""
+    msg = node.message
+    assert msg is not None
+    if msg.text:
+        return msg.text
+    if msg.tool_calls:
+        return ", ".join(f"{c.name}({_args(c.input)})" for c in msg.tool_calls)
+    if msg.tool_results:
+        return "\n".join(("[error] " if r.is_error else "") + r.output for r in msg.tool_results)
+    return "(no text: " + ", ".join(sorted({p.type for p in msg.parts})) + ")" if msg.parts \
+        else "(empty)"
+
+
+def _args(arguments: Any) -> str:
+    import json
+
+    try:
+        return json.dumps(arguments, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(arguments)
+
+
+def preview(node: Node, width: int = PREVIEW_CHARS) -> Text:
+    """One line for a node: role (or CHECKPOINT) and the start of what it says."""
     msg = node.message
     event = node.pin_event
     if event is not None:  # SPEC N2
         what = event.text.replace("\n", " ")[:width] if event.action == "pin" else event.pin_id
-        return f"[bold cyan]{event.action.upper()}[/] {escape(what)}"
+        line = Text(event.action.upper(), style="bold cyan")
+        line.append(" " + visible(what))
+        return line
     if msg is None:
         cp = node.checkpoint
         assert cp is not None
-        return f"[bold magenta]CHECKPOINT[/] by {cp.summarizer}, {cp.tokens_before} tokens before"
-    text = msg.text.replace("\n", " ").strip()
-    if not text and msg.tool_calls:
-        text = ", ".join(f"{c.name}()" for c in msg.tool_calls)
-    if not text and msg.tool_results:
-        r = msg.tool_results[0]
-        text = ("[error] " if r.is_error else "") + r.output.replace("\n", " ")
-    text = text[:width] + ("…" if len(text) > width else "")
-    return f"[cyan]{msg.role}[/] {text}"
+        line = Text("CHECKPOINT", style="bold magenta")
+        line.append(f" by {cp.summarizer}, {cp.tokens_before:,} tokens before")
+        return line
+    text = " ".join(message_text(node).split("\n")).strip()
+    if len(text) > width:
+        text = text[:width] + "…"
+    line = Text(msg.role, style="cyan")
+    line.append(" ")
+    line.append(visible(text))
+    return line
 
 
 def render_import(payload: dict[str, Any], warnings: Sequence[str]) -> None:
-    console.print(f"[green]imported[/] {payload['format']} session → [bold]{payload['session_id']}"
-                  f"[/]: {payload['messages']} messages, {payload['checkpoints']} checkpoints")
+    say(("imported", "green"), f" {payload['format']} session → ",
+        (payload["session_id"], "bold"),
+        f": {payload['messages']} messages, {payload['checkpoints']} checkpoints")
     if payload["skipped"]:
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(payload["skipped"].items()))
-        console.print(f"skipped (counted, not lost): {skipped}")
+        say(f"skipped (counted, not lost): {skipped}")
     for w in list(warnings)[:10]:
-        console.print(f"[yellow]warning[/] {w}")
+        say(("warning", "yellow"), " ", w)
+    if len(warnings) > 10:
+        say(f"… {len(warnings) - 10} more warnings (--json lists none; re-import to see them)")
+
+
+def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
+    for r in rows:
+        flag = ("  (read-only)", "red") if r["read_only"] else ""
+        say((r["session_id"], "bold"), f"  {_when(r['first_message_at'])} → "
+            f"{_when(r['last_message_at'])}  {r['messages']} messages  {r['checkpoints']} "
+            f"checkpoints  {r['model'] or 'model unknown'}  ", r["title"] or "", flag)
+    if not rows:
+        say("no sessions yet: try `contextfold import FILE` or `contextfold demo`")
+
+
+def _when(iso: str) -> str:
+    """An ISO time as `YYYY-MM-DD HH:MM` (UTC), for a table row."""
+    return iso[:16].replace("T", " ")
 
 
 def render_compaction(payload: dict[str, Any]) -> None:
     status = payload["status"]
+    fitted = ""
+    if payload.get("model"):
+        fitted = f" for {payload['model']} ({payload['context_window']:,}-token window)"
     if status == "noop":
-        console.print(f"[yellow]nothing to compact[/]: {payload['reason']}")
+        say(("nothing to compact", "yellow"), fitted, ": ", payload["reason"] or "")
     elif status == "stale":
-        console.print(f"[red]stale[/]: the branch changed while summarising ({payload['reason']});"
-                      " nothing was committed")
+        say(("stale", "red"), ": the branch changed while summarising (",
+            payload["reason"] or "", "); nothing was committed")
+    elif status == "busy":
+        say(("busy", "yellow"), ": ", payload["reason"] or "")
     else:
-        console.print(
-            f"[green]compacted[/]: checkpoint {payload['checkpoint_id']} folds "
-            f"{payload['summarized_messages']} messages; {payload['kept_messages']} kept raw; "
-            f"~{payload['tokens_before']} → ~{payload['tokens_after']} tokens "
-            f"({payload['summarizer']})"
-        )
+        say(("compacted", "green"), fitted,
+            f": checkpoint {payload['checkpoint_id']} folds {payload['summarized_messages']}"
+            f" messages; {payload['kept_messages']} kept raw; ~{payload['tokens_before']:,} → "
+            f"~{payload['tokens_after']:,} tokens ({payload['summarizer']})")
+        if payload.get("why_none_kept"):
+            say(("nothing stayed raw", "yellow"), ": ", payload["why_none_kept"])
 
 
 def render_projection(payload: dict[str, Any]) -> None:
-    console.print(f"model {payload['model']}: ~{payload['estimated_tokens']} tokens of "
-                  f"{payload['safe_input_limit']} safe")
+    """The whole next request: every message in full (the checkpoint summary included)."""
+    say(("model", "bold"), f" {payload['model']}: ~{payload['estimated_tokens']:,} tokens of "
+        f"{payload['safe_input_limit']:,} safe")
+    if payload.get("system"):
+        say(("system", "cyan"))
+        console.print(plain(_content_text(payload["system"])), soft_wrap=True)
     for m in payload["messages"]:
-        content = m.get("content")
-        text = content if isinstance(content, str) else str(content)
-        console.print(f"[cyan]{m['role']}[/] {(text or '')[:160]}")
+        say((m["role"], "cyan"))
+        console.print(plain(_content_text(m)), soft_wrap=True)
+
+
+def _content_text(message: Any) -> str:
+    """The readable content of one exported message (OpenAI or Anthropic shape)."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, list):
+        return "\n".join(_content_text(block) for block in message)
+    if not isinstance(message, dict):
+        return str(message)
+    out: list[str] = []
+    content = message.get("content")
+    if content is not None and "role" in message:
+        out.append(_content_text(content))
+    elif "text" in message:
+        out.append(str(message["text"]))
+    elif message.get("type") == "tool_use":
+        out.append(f"→ {message.get('name')}({_args(message.get('input'))})")
+    elif message.get("type") == "tool_result":
+        out.append(_content_text(message.get("content") or ""))
+    elif message.get("type") in ("image", "image_url", "document", "file"):
+        out.append(f"[{message.get('type')}]")
+    elif "role" not in message:
+        out.append(_args(message))
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function", {})
+        out.append(f"→ {fn.get('name')}({fn.get('arguments')})")
+    return "\n".join(o for o in out if o)
 
 
 def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch,
-                model_view: Branch | DamagedBranch | None = None, *, page: bool = False) -> None:
-    """Durable tree on the left, the model's view on the right.
+                model_view: Branch | DamagedBranch | None = None, *,
+                page: int | None = None) -> None:
+    """The durable tree, one line a node, then what the model sees.
 
-    `page`: `nodes` are a page of the tree (the branch's last nodes and the forks off
-    them), drawn from the page's oldest node. `model_view`: the branch the projection is
-    derived from when `branch` is only a page.
+    `page`: `nodes` are the branch's newest `page` nodes and the forks off them (older
+    history was not read), drawn from the page's oldest node. `model_view`: the branch the
+    projection is derived from when `branch` is only a page.
     """
-    children: dict[str | None, list[Node]] = {}
+    from ..core.tree import Branch
+
     ids = {n.id for n in nodes}
+    children: dict[str | None, list[Node]] = {}
     for n in nodes:
         children.setdefault(n.parent_id if n.parent_id in ids else None, []).append(n)
     on_branch = {n.id for n in (branch.nodes if isinstance(branch, Branch) else branch.readable)}
-    title = (f"durable history: the last {len(nodes)} nodes (--last to see more)" if page
-             else f"durable history: {len(nodes)} nodes")
-    tree = Tree(title)
-    shown = 0
-    # Iterative walk: a linear run is drawn flat (siblings under one parent), and only a
-    # fork opens a nested level, so a 900-message session is not 900 levels deep.
-    stack: list[tuple[Tree, Node]] = [(tree, r) for r in reversed(children.get(None, []))]
-    while stack and shown < MAX_TREE_ROWS:
-        parent, node = stack.pop()
-        shown += 1
-        mark = "" if node.id in on_branch else "[dim](off branch)[/] "
-        leaf = " [bold green]← leaf[/]" if node.id == info.leaf_id else ""
-        added = parent.add(f"{mark}{_preview(node)}{leaf}")
+    # Depth-first; a linear run stays at one depth and only a fork indents, so a
+    # 900-message session is not 900 levels deep.
+    rows: list[tuple[int, Node]] = []
+    stack: list[tuple[int, Node]] = [(0, r) for r in reversed(children.get(None, []))]
+    while stack:
+        depth, node = stack.pop()
+        rows.append((depth, node))
         kids = children.get(node.id, [])
-        holder = parent if len(kids) == 1 else added
-        stack.extend((holder, kid) for kid in reversed(kids))
-    if shown >= MAX_TREE_ROWS:
-        tree.add(f"[dim]… {len(nodes) - shown} more nodes (use --json for all)[/]")
-    table = Table.grid(padding=(0, 2))
-    table.add_row(tree, _model_view(model_view or branch))
-    console.print(table)
+        step = 0 if len(kids) == 1 else 1
+        stack.extend((depth + step, kid) for kid in reversed(kids))
+    if page is not None:
+        say(("durable history", "bold"), f": the last {len(nodes)} nodes")
+        say(("… older nodes not shown (--last N shows more, --last 0 all)", "dim"))
+    else:
+        say(("durable history", "bold"), f": {len(nodes)} nodes")
+    for depth, node in rows:
+        line = Text("  " * depth)
+        if node.id not in on_branch:
+            line.append("(off branch) ", style="dim")
+        line.append(node.id[:8] + " ", style="dim")
+        line.append_text(preview(node))
+        if node.id == info.leaf_id:
+            line.append(" ← leaf", style="bold green")
+        console.print(line, soft_wrap=True, highlight=False)
+    console.print()
+    _model_view(model_view or branch)
 
 
-def _model_view(branch: Branch | DamagedBranch) -> Panel:
+def _model_view(branch: Branch | DamagedBranch, last: int = 25) -> None:
+    from ..core.projection import project
+    from ..core.tree import DamagedBranch
+
+    say(("what the model sees", "bold"))
     if isinstance(branch, DamagedBranch):
-        problems = "\n".join(str(p) for p in branch.problems)
-        return Panel(f"[red]read-only: damaged history[/]\n{problems}", title="model view")
+        say(("read-only: damaged history", "red"))
+        for p in branch.problems:
+            say(str(p))
+        return
     p = project(branch)
-    lines = []
     if p.summary is not None:
-        lines.append(f"[magenta]summary[/] ({len(p.summary.summary)} chars, "
-                     f"{len(p.summary.ledger.entries)} ledger ids)")
-    for node in p.messages[-25:]:
-        assert isinstance(node.payload, Message)
-        lines.append(_preview(node, 50))
-    if len(p.messages) > 25:
-        lines.insert(1 if p.summary else 0, f"[dim]… {len(p.messages) - 25} earlier raw[/]")
-    return Panel("\n".join(lines) or "(empty)", title="what the model sees")
+        say(("summary", "magenta"), f" ({len(p.summary.summary):,} chars, "
+            f"{len(p.summary.ledger.entries)} ledger ids; `contextfold project` prints it)")
+    if len(p.messages) > last:
+        say((f"… {len(p.messages) - last} earlier raw messages", "dim"))
+    for node in p.messages[-last:]:
+        console.print(preview(node), soft_wrap=True, highlight=False)
+    if p.summary is None and not p.messages:
+        say("(empty)")

@@ -3,30 +3,36 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.panel import Panel
-from rich.table import Table
 
-from ..core.budget import ModelCapacity, derive_budget
-from ..core.plan import Plan
-from ..core.projection import project, render_ledger
-from ..core.tree import Branch
-from ..demo_session import build_research_session
-from ..formats import import_file
-from ..ids import new_id
-from ..replay import ReplayReport, active_messages, replay_messages
-from ..store import open_store
-from ..summarize.extractive import summarize_extractive
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, run
+from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .render import say, visible
 from .session_cmds import MODEL_OPTION, WINDOW_OPTION, resolve_model
 
-DEMO_CAPACITY = ModelCapacity(model="demo-16k", context_window=16_384, max_output=4_096)
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..core.budget import ModelCapacity
+    from ..core.messages import Message, Node
+    from ..core.plan import Plan
+    from ..replay import ReplayReport
+
+PROGRESS_FROM_MESSAGES = 200  # shorter files replay in about a second
 
 
 def extractive(plan: Plan) -> tuple[str, str]:
+    from ..summarize.extractive import summarize_extractive
+
     return summarize_extractive(plan), "extractive"
+
+
+def demo_capacity() -> ModelCapacity:
+    from ..core.budget import ModelCapacity
+
+    return ModelCapacity(model="demo-16k", context_window=16_384, max_output=4_096)
 
 
 @app.command("replay")
@@ -35,6 +41,9 @@ def replay_command(
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     summarizer: str = typer.Option("extractive", "--summarizer", help="extractive"),
+    overhead: int | None = typer.Option(
+        None, "--overhead", min=0, help="Tokens every request carries besides the messages (the "
+        "agent's system prompt and tools). Default: derived from the first recorded usage."),
     plot: Path | None = typer.Option(None, "--plot", help="Write a PNG chart of the replay."),
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -42,24 +51,103 @@ def replay_command(
     out = Output(as_json)
     if summarizer != "extractive":
         out.fail(BadInput("replay runs offline: --summarizer must be 'extractive'"), 2)
+    if plot is not None:  # fail before the replay, not after it
+        _check_plot_target(out, plot)
 
     async def work() -> None:
+        from ..formats import import_file
+        from ..replay import active_messages, recorded_start, replay_messages
+
         result = import_file(path)
         messages = active_messages(result.nodes, result.leaf_id)
+        start = recorded_start(result.nodes, result.leaf_id)
         recorded = next((m.model or (m.usage.model if m.usage else None)
                          for _, m in reversed(messages)
                          if m.role == "assistant" and (m.model or m.usage)), None)
         capacity, budget = resolve_model(model, recorded, context_window)
-        report = replay_messages(messages, capacity, budget, extractive)
+        source = "--overhead"
+        fixed = overhead
+        if fixed is None:
+            fixed = _overhead_from_usage(messages, start, capacity)
+            source = "first recorded usage" if fixed is not None else "none"
+        try:
+            from ..replay import budget_after_overhead
+
+            budget_after_overhead(budget, fixed or 0)
+        except ValueError as exc:
+            raise BadInput(f"{exc}; give a larger --context-window or a smaller --overhead") \
+                from exc
+        with _progress(len(messages)) as progress:
+            report = replay_messages(messages, capacity, budget, extractive, start=start,
+                                     overhead=fixed or 0, progress=progress)
+        report.overhead_source = source
         report.estimate = _estimate_accuracy(messages, capacity)
         if plot is not None:
             from .plot import plot_replay
 
             plot_replay(report, plot, title=path.name)
         payload = report.to_json()
-        out.emit(payload, lambda: _render_replay(payload, report))
+        out.emit(payload, lambda: _render_replay(payload))
 
     run(out, work)
+
+
+def _check_plot_target(out: Output, plot: Path) -> None:
+    folder = plot.parent if str(plot.parent) else Path(".")
+    if not folder.is_dir():
+        out.fail(BadInput(f"--plot {plot}: the folder {folder} does not exist"), 2)
+    if plot.is_dir():
+        out.fail(BadInput(f"--plot {plot} is a folder; name a .png file"), 2)
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:  # an optional extra, like the provider SDKs for `chat`: exit 1
+        out.fail(RuntimeError("--plot needs matplotlib, which the base install leaves out: "
+                              "pip install 'contextfold[plot]'"), 1)
+
+
+def _overhead_from_usage(messages: list[tuple[str, Message]], start: Node | None,
+                         capacity: ModelCapacity) -> int | None:
+    """The agent's fixed overhead: the first recorded request's size minus our estimate of
+    the messages it carried (what remains is the system prompt and tool definitions)."""
+    from ..core.estimator import estimate_request
+    from ..core.messages import Node
+    from ..core.projection import project
+    from ..core.tree import Branch
+
+    nodes: list[Node] = [] if start is None else [start.model_copy(update={"parent_id": None})]
+    for node_id, message in messages:
+        if message.role == "assistant" and message.usage is not None \
+                and message.usage.prompt > 0:
+            estimate = estimate_request(project(Branch(nodes=tuple(nodes))), capacity).tokens
+            return max(0, message.usage.prompt - estimate)
+        parent = nodes[-1].id if nodes else None
+        nodes.append(Node(id=node_id, parent_id=parent, payload=message))
+    return None
+
+
+class _progress:
+    """Progress of a long replay on stderr (a terminal only; quiet otherwise and for short
+    files). Usable as `with _progress(n) as progress:`; `progress` is None when hidden."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.bar: Any = None
+
+    def __enter__(self) -> Any:
+        if self.total < PROGRESS_FROM_MESSAGES or not err_console.is_terminal:
+            return None
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+
+        self.bar = Progress(TextColumn("replaying"), BarColumn(), TaskProgressColumn(),
+                            TextColumn("{task.completed}/{task.total} messages"),
+                            console=err_console, transient=True)
+        self.bar.start()
+        task = self.bar.add_task("replay", total=self.total)
+        return lambda done, total: self.bar.update(task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 def _estimate_accuracy(messages: Any, capacity: ModelCapacity) -> dict[str, Any] | None:
@@ -68,37 +156,57 @@ def _estimate_accuracy(messages: Any, capacity: ModelCapacity) -> dict[str, Any]
     return usage_accuracy([m for _, m in messages], capacity)
 
 
-def _render_replay(payload: dict[str, Any], report: ReplayReport) -> None:
-    table = Table(title=f"replay on {payload['model']} (safe limit {payload['safe_input_limit']})")
-    for col in ("requests", "compactions", "max_projected_tokens", "invalid_tool_sequences",
-                "dropped_messages", "over_limit_requests"):
+def _render_replay(payload: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"replay on {payload['model']} (safe limit "
+                        f"{payload['safe_input_limit']:,} tokens)")
+    cols = ("requests", "compactions", "max_projected_tokens", "invalid_tool_sequences",
+            "dropped_messages", "over_limit_requests")
+    for col in cols:
         table.add_column(col.replace("_", " "))
-    table.add_row(*(str(payload[c]) for c in ("requests", "compactions", "max_projected_tokens",
-                                              "invalid_tool_sequences", "dropped_messages",
-                                              "over_limit_requests")))
+    table.add_row(*(f"{payload[c]:,}" for c in cols))
     console.print(table)
-    if report.compactions:
-        console.print(_compactions_table(report))
+    if payload["started_from_checkpoint"]:
+        say("the file begins after a recorded compaction: its summary is the starting "
+            "checkpoint")
+    if payload["overhead_tokens"]:
+        say(f"every request includes {payload['overhead_tokens']:,} tokens of fixed overhead "
+            f"(system prompt and tools; from {payload['overhead_source']})")
+    elif payload["overhead_source"] == "none":
+        say("no recorded usage: requests count the messages only (give --overhead N for the "
+            "agent's system prompt and tools)")
+    for bad in payload["invalid_requests"][:10]:
+        say(("invalid request", "red"), f" #{bad['request']} (producing reply "
+            f"{bad['reply_node_id']}): ", "; ".join(bad["problems"][:3]))
+    if payload.get("compaction_log"):
+        console.print(_compactions_table(payload["compaction_log"]))
     if payload.get("estimate"):
         e = payload["estimate"]
-        console.print(f"estimator vs recorded usage: {e['intervals']} intervals, under-count "
-                      f"{e['under_count_rate']:.1%}, median ratio {e['median_ratio']:.2f}")
+        say(f"estimator check against the recorded usage, over {e['intervals']} intervals "
+            "between consecutive replies (how much the provider's prompt grew vs our estimate "
+            f"of the messages added): our estimate was low in {e['under_count_rate']:.1%} of "
+            f"them; the median estimate/actual ratio is {e['median_ratio']:.2f} (1.00 = exact, "
+            "above 1 = we over-count, the safe side). Compaction also keeps a reserve, so an "
+            "occasional under-count does not overflow.")
 
 
-def _compactions_table(report: ReplayReport) -> Table:
+def _compactions_table(log: list[dict[str, Any]]) -> Table:
     """One row per compaction: how much was folded, and what stayed raw (SPEC K6)."""
+    from rich.table import Table
+
     table = Table(title="compactions: what stayed raw")
     for col in ("before request", "trigger", "tokens before → after", "folded",
                 "raw messages kept", "raw tokens kept / tail budget", "split turn"):
         table.add_column(col)
-    for c in report.compactions:
-        share = f" ({c.kept_tokens / c.tail_budget:.0%})" if c.tail_budget else ""
-        split = ("yes" + (f", {c.clipped_results} clipped" if c.clipped_results else "")
-                 if c.split_turn else "")
-        table.add_row(str(c.before_request), c.trigger,
-                      f"{c.tokens_before:,} → {c.tokens_after:,}", str(c.summarized_messages),
-                      str(c.kept_messages), f"{c.kept_tokens:,} / {c.tail_budget:,}{share}",
-                      split)
+    for c in log:
+        share = f" ({c['kept_tokens'] / c['tail_budget']:.0%})" if c["tail_budget"] else ""
+        split = ("yes" + (f", {c['clipped_results']} clipped" if c["clipped_results"] else "")
+                 if c["split_turn"] else "")
+        table.add_row(str(c["before_request"]), c["trigger"],
+                      f"{c['tokens_before']:,} → {c['tokens_after']:,}",
+                      str(c["summarized_messages"]), str(c["kept_messages"]),
+                      f"{c['kept_tokens']:,} / {c['tail_budget']:,}{share}", split)
     return table
 
 
@@ -112,16 +220,23 @@ def demo_command(
     out = Output(as_json)
 
     async def work() -> None:
+        from ..core.budget import derive_budget
+        from ..demo_session import build_research_session
+        from ..ids import new_id
+        from ..replay import replay_messages
+        from ..store import open_store
+
+        capacity = demo_capacity()
         messages = build_research_session(turns=turns)
-        budget = derive_budget(DEMO_CAPACITY)
+        budget = derive_budget(capacity)
         # Fresh ids every run: the demo can be run again against the same database.
         pairs = [(new_id(), m) for m in messages]
-        report = replay_messages(pairs, DEMO_CAPACITY, budget, extractive)
+        report = replay_messages(pairs, capacity, budget, extractive)
         store = await open_store(db)
         try:
             info = await store.import_tree(report.chain, report.chain[-1].id,
                                            title="contextfold demo: Sherlock Holmes review",
-                                           metadata={"demo": True, "model": DEMO_CAPACITY.model})
+                                           metadata={"demo": True, "model": capacity.model})
         finally:
             await store.close()
         payload = {"session_id": info.id, **report.to_json()}
@@ -130,28 +245,43 @@ def demo_command(
     run(out, work)
 
 
-def _abbreviated(summary: str, per_section: int = 4) -> str:
-    """The summary with at most `per_section` lines under each heading, so it fits a screen."""
-    out: list[str] = []
+def _abbreviated(summary: str, per_section: int = 4) -> Text:
+    """The summary with at most `per_section` lines under each heading, so it fits a screen.
+    Its text is shown as written (a `Text`, never markup: "- [x] done" stays)."""
+    from rich.text import Text
+
+    out = Text()
+
+    def more(hidden: int) -> None:
+        if hidden:
+            out.append(f"  … {hidden} more\n", style="dim")
+
     shown = hidden = 0
-    for line in summary.splitlines():
+    for line in summary.split("\n"):  # not splitlines(): \x1e etc. are not line ends
         if line.startswith("#"):
-            if hidden:
-                out.append(f"  [dim]… {hidden} more[/]")
-            out.append(f"[bold]{line}[/]")
+            more(hidden)
+            out.append(visible(line) + "\n", style="bold")
             shown = hidden = 0
         elif line.strip():
             if shown < per_section:
-                out.append(line if len(line) <= 140 else line[:139] + "…")
+                out.append(visible(line if len(line) <= 140 else line[:139] + "…") + "\n")
                 shown += 1
             else:
                 hidden += 1
-    if hidden:
-        out.append(f"  [dim]… {hidden} more[/]")
-    return "\n".join(out)
+    more(hidden)
+    if out.plain.endswith("\n"):
+        out.right_crop(1)  # only the last line break: the text's own spaces stay
+    return out
 
 
 def _render_demo(session_id: str, report: ReplayReport) -> None:
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    from ..core.projection import project, render_ledger
+    from ..core.tree import Branch
+
     durable = len(report.chain)
     checkpoints = sum(1 for n in report.chain if n.checkpoint is not None)
     projection = project(Branch(nodes=tuple(report.chain)))
@@ -174,15 +304,14 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
                             title="latest checkpoint (what the model reads first), abbreviated"))
         ledger = render_ledger(cp.ledger)
         if ledger:
-            console.print(Panel(ledger, title="identifier ledger (carried forward verbatim)"))
+            console.print(Panel(Text(visible(ledger)),
+                                title="identifier ledger (carried forward verbatim)"))
     data = report.to_json()
-    console.print(
-        f"durable history: [bold]{durable}[/] nodes ({durable - checkpoints} messages, "
-        f"{checkpoints} checkpoints) · model projection: summary + "
-        f"{len(projection.messages)} raw messages\n"
-        f"{data['requests']} requests, largest ~{data['max_projected_tokens']:,} tokens of "
+    say("durable history: ", (str(durable), "bold"),
+        f" nodes ({durable - checkpoints} messages, {checkpoints} checkpoints) · model "
+        f"projection: summary + {len(projection.messages)} raw messages")
+    say(f"{data['requests']} requests, largest ~{data['max_projected_tokens']:,} tokens of "
         f"{data['safe_input_limit']:,} safe · invalid tool sequences: "
-        f"{data['invalid_tool_sequences']} · dropped messages: {data['dropped_messages']}\n"
-        f"stored as session [bold]{session_id}[/]: try `contextfold show {session_id}` or "
-        f"`contextfold project {session_id} --model demo-16k --context-window 16384`"
-    )
+        f"{data['invalid_tool_sequences']} · dropped messages: {data['dropped_messages']}")
+    say("stored as session ", (session_id, "bold"), f": try `contextfold show {session_id}` or "
+        f"`contextfold project {session_id} --model demo-16k --context-window 16384`")

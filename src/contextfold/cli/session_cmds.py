@@ -6,27 +6,34 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from ..core.budget import Budget, ModelCapacity, derive_budget
-from ..core.catalog import ModelCatalog, capacity_for, default_catalog
-from ..core.estimator import estimate_request
-from ..core.plan import Plan
-from ..core.projection import project
-from ..core.tree import Branch, DamagedBranch
-from ..formats import export_session, import_file
-from ..runtime.compaction import Summarize, compact_session, extractive_summarize
-from ..store import open_store
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .app import (
+    DB_OPTION,
+    EXIT_BUSY,
+    JSON_OPTION,
+    BadInput,
+    Output,
+    app,
+    console,
+    err_console,
+    run,
+)
 from .render import (
     SHOW_PAGE,
     render_compaction,
     render_import,
     render_projection,
+    render_sessions,
     render_tree,
 )
+
+if TYPE_CHECKING:
+    from ..core.budget import Budget, ModelCapacity
+    from ..core.catalog import ModelCatalog
+    from ..core.tree import Branch, DamagedBranch
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
@@ -40,6 +47,8 @@ WINDOW_OPTION = typer.Option(
 
 def recorded_model(branch: Branch | DamagedBranch) -> str | None:
     """The model of the latest assistant reply on the branch, if it says."""
+    from ..core.tree import Branch
+
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
     for node in reversed(nodes):
         msg = node.message
@@ -50,8 +59,17 @@ def recorded_model(branch: Branch | DamagedBranch) -> str | None:
     return None
 
 
+def import_file(*args: Any, **kwargs: Any) -> Any:
+    """`formats.import_file`, imported when a command runs rather than at start-up."""
+    from ..formats import import_file as load
+
+    return load(*args, **kwargs)
+
+
 def user_catalog() -> ModelCatalog:
     """The packaged catalog plus the overrides file named by $CONTEXTFOLD_MODELS, if any."""
+    from ..core.catalog import default_catalog
+
     path = os.environ.get("CONTEXTFOLD_MODELS")
     return default_catalog().with_overrides(path) if path else default_catalog()
 
@@ -62,8 +80,15 @@ def resolve_model(
     """Capacity and budgets for the explicit model, else the recorded one, else the default.
 
     A recorded model the catalog does not know falls back to the default rather than
-    failing: the user did not ask for it. An explicit unknown model is an error.
+    failing: the user did not ask for it. An explicit unknown model is an error. A window
+    too small to compact in is bad input, and the message names the smallest that works.
     """
+    from ..core.budget import derive_budget
+    from ..core.catalog import capacity_for
+
+    if context_window is not None and context_window < 1:
+        raise BadInput(f"--context-window must be a positive number of tokens, not "
+                       f"{context_window}")
     catalog = user_catalog()
     if explicit:
         capacity = capacity_for(explicit, context_window=context_window, catalog=catalog)
@@ -78,7 +103,60 @@ def resolve_model(
         if capacity is None:
             capacity = capacity_for(DEFAULT_MODEL, context_window=context_window,
                                     catalog=catalog)
+    check_window(capacity)
     return capacity, derive_budget(capacity)
+
+
+def smallest_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> int | None:
+    """The smallest context window (same max output) whose summary budget holds a
+    checkpoint whatever the history (`guaranteed`), or can hold one at all; None if no
+    window can (the model's max output is too small)."""
+    from ..core.budget import derive_budget
+    from ..summarize.extractive import smallest_summary_tokens
+
+    need = smallest_summary_tokens(guaranteed=guaranteed)
+
+    def fits(window: int) -> bool:
+        b = derive_budget(capacity.model_copy(update={"context_window": window,
+                                                      "max_input": None}))
+        return b.summary_budget - b.ledger_budget >= need and b.tail_budget > 0
+
+    high = 1 << 24
+    if not fits(high):
+        return None
+    low = 1  # invariant: fits(high), not fits(low) unless low == 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def check_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> None:
+    """Bad input (exit 2) when the window is too small to compact in, saying what works.
+
+    Commands that compact a whole recorded history at once insist on the `guaranteed`
+    window; the chat (which compacts a few turns at a time) only on the window below which
+    no checkpoint can ever fit.
+    """
+    from ..core.budget import derive_budget
+    from ..summarize.extractive import smallest_summary_tokens
+
+    smallest = smallest_window(capacity, guaranteed=guaranteed)
+    if smallest is None:
+        raise BadInput(f"{capacity.model}: a max output of {capacity.max_output} tokens leaves "
+                       "no room for a checkpoint summary; give a larger --max-output")
+    if capacity.context_window < smallest:
+        have = derive_budget(capacity)
+        raise BadInput(
+            f"a context window of {capacity.context_window:,} tokens is too small for "
+            f"{capacity.model}: it leaves {have.summary_budget - have.ledger_budget:,} tokens "
+            f"for a checkpoint summary, which needs at least "
+            f"{smallest_summary_tokens(guaranteed=guaranteed):,}; "
+            f"the smallest window that works is {smallest:,} tokens (a history whose turns "
+            "are very long may need more)")
 
 
 def stderr_progress() -> Callable[[str], None]:
@@ -92,6 +170,8 @@ def stderr_progress() -> Callable[[str], None]:
 
 
 async def _load_healthy(store: Any, session_id: str) -> Branch:
+    from ..core.tree import DamagedBranch
+
     branch = await store.load_branch(session_id)
     if isinstance(branch, DamagedBranch):
         problems = "; ".join(str(p) for p in branch.problems)
@@ -118,6 +198,8 @@ def import_command(
     out = Output(as_json)
 
     async def work() -> None:
+        from ..store import open_store
+
         result = import_file(path, format=format, max_bytes=max_bytes)
         store = await open_store(db)
         try:
@@ -141,36 +223,44 @@ def import_command(
 
 @app.command("sessions")
 def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) -> None:
-    """List stored sessions."""
+    """List stored sessions: started / last written, messages, checkpoints, model."""
     out = Output(as_json)
 
     async def work() -> None:
+        from ..store import open_store
+
         store = await open_store(db)
         try:
-            sessions = await store.list_sessions()
+            rows = [await _session_row(store, s) for s in await store.list_sessions()]
         finally:
             await store.close()
-        rows = [{"session_id": s.id, "title": s.title, "leaf_id": s.leaf_id,
-                 "branch_revision": s.branch_revision, "read_only": s.read_only,
-                 "created_at": str(s.created_at)} for s in sessions]
 
-        def human() -> None:
-            for r in rows:
-                flag = " [red](read-only)[/]" if r["read_only"] else ""
-                console.print(f"{r['session_id']}  {r['title'] or ''}  rev {r['branch_revision']}"
-                              f"{flag}")
-            if not rows:
-                console.print("no sessions yet: try `contextfold import FILE` or "
-                              "`contextfold demo`")
-
-        out.emit({"sessions": rows}, human)
+        out.emit({"sessions": rows}, lambda: render_sessions(rows))
 
     run(out, work)
 
 
+async def _session_row(store: Any, info: Any) -> dict[str, Any]:
+    """One `sessions` row: the stored fields plus what the branch says."""
+    from ..core.tree import Branch
+
+    branch = await store.load_full_branch(info.id)
+    nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
+    return {"session_id": info.id, "title": info.title, "leaf_id": info.leaf_id,
+            "branch_revision": info.branch_revision, "read_only": info.read_only,
+            "created_at": info.created_at.isoformat(),
+            "first_message_at": min((n.created_at for n in nodes), default=info.created_at)
+            .isoformat(),
+            "last_message_at": max((n.created_at for n in nodes), default=info.created_at)
+            .isoformat(),
+            "messages": sum(1 for n in nodes if n.message is not None),
+            "checkpoints": sum(1 for n in nodes if n.checkpoint is not None),
+            "model": recorded_model(branch) or info.metadata.get("model")}
+
+
 @app.command("compact")
 def compact_command(
-    session: str = typer.Argument(..., help="Session id."),
+    session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     summarizer: str = typer.Option("extractive", "--summarizer", help="extractive|llm"),
@@ -179,6 +269,9 @@ def compact_command(
     base_url: str | None = typer.Option(None, "--base-url", help="OpenAI-compatible endpoint."),
     instructions: str | None = typer.Option(None, "--instructions",
                                             help="What the summary must keep."),
+    wait: bool = typer.Option(False, "--wait", help="If another process is compacting this "
+                              "session, wait for it and then compact (default: report busy, "
+                              "exit 3)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -189,14 +282,16 @@ def compact_command(
 
     fallbacks: list[str] = []
 
-    async def work() -> None:
-        store = await open_store(db)
-        say = stderr_progress()
-        chosen: list[Summarize] = []
+    async def compact(store: Any, branch: Branch) -> dict[str, Any]:
+        from ..runtime.compaction import compact_session, extractive_summarize
 
-        def resolve(branch: Branch) -> tuple[ModelCapacity, Budget]:
+        chosen: list[Any] = []
+        fitted: list[tuple[ModelCapacity, Budget]] = []
+
+        def resolve(loaded: Branch) -> tuple[ModelCapacity, Budget]:
             # The branch is read once, inside the compaction (a long history is big).
-            capacity, budget = resolve_model(model, recorded_model(branch), context_window)
+            capacity, budget = resolve_model(model, recorded_model(loaded), context_window)
+            fitted.append((capacity, budget))
             if summarizer == "llm":
                 from .llm_choice import llm_summarize_for
 
@@ -205,41 +300,88 @@ def compact_command(
                                                 fallback_reasons=fallbacks))
             return capacity, budget
 
-        async def summarize(plan: Plan) -> tuple[str, str]:
+        async def summarize(plan: Any) -> tuple[str, str]:
             return await (chosen[0] if chosen else extractive_summarize)(plan)
 
+        outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
+                                        instructions=instructions, progress=stderr_progress(),
+                                        branch=branch)
+        capacity, budget = fitted[-1] if fitted else resolve_model(
+            model, recorded_model(branch), context_window)
+        return compaction_payload(outcome, capacity, budget)
+
+    async def work() -> dict[str, Any]:
+        from ..store import open_store
+
+        store = await open_store(db)
         try:
-            outcome = await compact_session(store, session, resolve=resolve,
-                                            summarize=summarize, instructions=instructions,
-                                            progress=say)
+            return await _compact_once_or_wait(store, session, wait, compact)
         finally:
             await store.close()
-        payload = outcome.to_json()
-        if fallbacks and payload.get("summarizer") == "extractive-fallback":
-            # The LLM was asked for and not used: say why, in the JSON and on stderr.
-            payload["fallback_reason"] = "; ".join(fallbacks)
-            err_console.print("[yellow]warning:[/] the LLM summariser was not used, the offline "
-                              f"summary was committed instead: {payload['fallback_reason']}")
-        out.emit(payload, lambda: render_compaction(payload))
 
-    run(out, work)
+    payload = run(out, work)
+    if fallbacks and payload.get("summarizer") == "extractive-fallback":
+        # The LLM was asked for and not used: say why, in the JSON and on stderr.
+        payload["fallback_reason"] = "; ".join(fallbacks)
+        err_console.print("[yellow]warning:[/] the LLM summariser was not used, the offline "
+                          f"summary was committed instead: {payload['fallback_reason']}",
+                          markup=True, highlight=False)
+    out.emit(payload, lambda: render_compaction(payload))
+    if payload["status"] == "busy":
+        raise typer.Exit(EXIT_BUSY)
 
 
+WAIT_POLL_SECONDS = 0.5
+
+
+async def _compact_once_or_wait(store: Any, session: str, wait: bool, compact: Any) -> Any:
+    """Run `compact`; while another process holds the session's compaction lease, report
+    `"status": "busy"` or, with --wait, poll until it is free."""
+    import asyncio
+
+    from ..store.errors import SessionBusyError
+
+    while True:
+        branch = await _load_healthy(store, session)
+        try:
+            return await compact(store, branch)
+        except SessionBusyError as exc:
+            if not wait:
+                return {"status": "busy", "reason": str(exc)}
+        await asyncio.sleep(WAIT_POLL_SECONDS)
+
+
+def compaction_payload(outcome: Any, capacity: ModelCapacity, budget: Budget) -> dict[str, Any]:
+    """The `compact --json` document: the outcome, the model and window it was fitted to,
+    and why nothing stayed raw when that happens."""
+    payload = {**outcome.to_json(), "model": capacity.model,
+               "context_window": capacity.context_window, "tail_budget": budget.tail_budget}
+    if outcome.status == "compacted" and outcome.kept_messages == 0:
+        payload["why_none_kept"] = (
+            f"the latest user turn is larger than the recent-tail budget of "
+            f"{budget.tail_budget:,} tokens for this window, so it was folded into the summary "
+            "too (a turn is kept whole or not at all); the next message starts the raw tail")
+    return payload
 @app.command("project")
 def project_command(
-    session: str = typer.Argument(..., help="Session id."),
+    session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     format: str = typer.Option("openai", "--format", help="openai|anthropic"),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Print what the model would receive next (the provider request's messages)."""
+    """Print the next request in full: checkpoint summary and every raw message."""
     out = Output(as_json)
     if format not in ("openai", "anthropic"):
         out.fail(BadInput(f"--format must be 'openai' or 'anthropic', not {format!r}"), 2)
 
     async def work() -> None:
+        from ..core.estimator import estimate_request
+        from ..core.projection import project
+        from ..formats import export_session
+        from ..store import open_store
+
         store = await open_store(db)
         try:
             branch = await _load_healthy(store, session)
@@ -277,6 +419,9 @@ def show_command(
     page = last if last is not None else (None if as_json else SHOW_PAGE)
 
     async def work() -> None:
+        from ..core.tree import Branch, DamagedBranch
+        from ..store import open_store
+
         store = await open_store(db)
         try:
             info = await store.get_session(session)
@@ -328,6 +473,7 @@ def verify_command(
 
     Exit 0 when sound, 1 when damage or tampering is found (listed), 2 for bad input.
     """
+    from ..store import open_store
     from ..store.verify import verify_tree
 
     out = Output(as_json)

@@ -5,64 +5,26 @@
     reply = await model.complete(ChatRequest(projection=projection, pending=(new_msg,)))
 """
 
-from .anthropic_messages import AnthropicModel
-from .base import (
-    ChatModel,
-    ChatRequest,
-    ChatResponse,
-    StopReason,
-    StreamDone,
-    StreamEvent,
-    TextDelta,
-    ToolSpec,
-    request_projection,
-    simple_request,
-)
-from .errors import (
-    ContextOverflowError,
-    MalformedResponseError,
-    ProviderAuthError,
-    ProviderConnectionError,
-    ProviderError,
-    ProviderRequestError,
-    ProviderTimeoutError,
-    ProviderUnavailableError,
-    RateLimitError,
-    RetryableError,
-    StreamInterruptedError,
-)
-from .factory import PROVIDERS, UnknownProviderError, make_chat_model, resolve_provider
-from .openai_compat import OpenAICompatModel
-from .retry import NO_RETRY, RetryPolicy
+from __future__ import annotations
 
-__all__ = [
-    "NO_RETRY",
-    "PROVIDERS",
-    "AnthropicModel",
-    "ChatModel",
-    "ChatRequest",
-    "ChatResponse",
-    "ContextOverflowError",
-    "MalformedResponseError",
-    "OpenAICompatModel",
-    "ProviderAuthError",
-    "ProviderConnectionError",
-    "ProviderError",
-    "ProviderRequestError",
-    "ProviderTimeoutError",
-    "ProviderUnavailableError",
-    "RateLimitError",
-    "RetryPolicy",
-    "RetryableError",
-    "StopReason",
-    "StreamDone",
-    "StreamEvent",
-    "StreamInterruptedError",
-    "TextDelta",
-    "ToolSpec",
-    "UnknownProviderError",
-    "make_chat_model",
-    "request_projection",
-    "resolve_provider",
-    "simple_request",
-]
+from .._lazy import lazy_exports
+
+# Adapters import their SDK (`pip install 'contextfold[providers]'`); everything else here is
+# light. Names resolve on first use so a base install can import this package.
+_EXPORTS: dict[str, str] = {
+    "AnthropicModel": ".anthropic_messages",
+    "OpenAICompatModel": ".openai_compat",
+    **dict.fromkeys(["ChatModel", "ChatRequest", "ChatResponse", "StopReason", "StreamDone",
+                     "StreamEvent", "TextDelta", "ToolSpec", "request_projection",
+                     "simple_request"], ".base"),
+    **dict.fromkeys(["ContextOverflowError", "MalformedResponseError", "ProviderAuthError",
+                     "ProviderConnectionError", "ProviderError", "ProviderRequestError",
+                     "ProviderTimeoutError", "ProviderUnavailableError", "RateLimitError",
+                     "RetryableError", "StreamInterruptedError"], ".errors"),
+    **dict.fromkeys(["PROVIDERS", "UnknownProviderError", "MissingExtraError",
+                     "make_chat_model", "resolve_provider"], ".factory"),
+    **dict.fromkeys(["NO_RETRY", "RetryPolicy"], ".retry"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

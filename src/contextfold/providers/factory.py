@@ -9,11 +9,10 @@ generic OpenAI-compatible endpoint when a base_url is given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, Literal
 
-from .anthropic_messages import AnthropicModel
 from .base import ChatModel
-from .openai_compat import OpenAICompatModel
 
 Protocol = Literal["openai", "anthropic"]
 
@@ -75,6 +74,28 @@ class UnknownProviderError(ValueError):
     """The provider could not be determined from the arguments."""
 
 
+class MissingExtraError(ImportError):
+    """The provider SDK is not installed: the base install has none of them."""
+
+
+# protocol -> (adapter module, adapter class, SDK package)
+_ADAPTERS = {"anthropic": (".anthropic_messages", "AnthropicModel", "anthropic"),
+             "openai": (".openai_compat", "OpenAICompatModel", "openai")}
+
+
+def _adapter(protocol: Protocol) -> Any:
+    """The adapter class; its SDK is imported only now (it is an optional extra)."""
+    module, name, sdk = _ADAPTERS[protocol]
+    try:
+        return getattr(import_module(module, __package__), name)
+    except ModuleNotFoundError as exc:
+        if exc.name != sdk:
+            raise
+        raise MissingExtraError(
+            f"talking to a model needs the {sdk!r} SDK, which the base install leaves out: "
+            "pip install 'contextfold[providers]'") from exc
+
+
 def _canonical(name: str) -> str | None:
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
@@ -133,6 +154,4 @@ def make_chat_model(
         raise ValueError(f"{info.label} needs base_url=... (the endpoint of your deployment)")
     common = dict(base_url=url, api_key=api_key, provider=info.name, label=info.label,
                   env_var=info.env_var, key_required=info.key_required, **options)
-    if info.protocol == "anthropic":
-        return AnthropicModel(name, **common)
-    return OpenAICompatModel(name, **common)
+    return _adapter(info.protocol)(name, **common)  # type: ignore[no-any-return]

@@ -6,25 +6,26 @@ runs the packaged migrations and returns a `SqlSessionStore`. See docs/store.md.
 
 from __future__ import annotations
 
-from sqlalchemy.exc import DBAPIError
+from typing import TYPE_CHECKING
 
-from .engine import create_engine, default_sqlite_path, redact_url, resolve_url, retry_transient
-from .errors import (
-    ConfigurationError,
-    DuplicateNodeError,
-    InvalidOperationError,
-    InvalidPayloadError,
-    NodeNotFoundError,
-    ReadOnlySessionError,
-    SessionBusyError,
-    SessionNotFoundError,
-    StaleBranchError,
-    StoreError,
-)
-from .migrate import upgrade
-from .protocol import SessionStore
-from .sql import SqlSessionStore
-from .values import CommitResult, RecallHit, SessionInfo
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .sql import SqlSessionStore
+
+# SQLAlchemy costs a noticeable share of a CLI start: members resolve on first use.
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(["create_engine", "default_sqlite_path", "redact_url", "resolve_url",
+                     "retry_transient"], ".engine"),
+    **dict.fromkeys(["ConfigurationError", "DuplicateNodeError", "InvalidOperationError",
+                     "InvalidPayloadError", "NodeNotFoundError", "ReadOnlySessionError",
+                     "SessionBusyError", "SessionNotFoundError", "StaleBranchError",
+                     "StoreError"], ".errors"),
+    "upgrade": ".migrate",
+    "SessionStore": ".protocol",
+    "SqlSessionStore": ".sql",
+    **dict.fromkeys(["CommitResult", "RecallHit", "SessionInfo"], ".values"),
+}
 
 
 async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSessionStore:
@@ -33,6 +34,13 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     `url`: a `sqlite:///path`, `postgresql://user@host/db` URL or a file path. None uses
     `$CONTEXTFOLD_DB`, else the embedded SQLite file in the user's data directory.
     """
+    from sqlalchemy.exc import DBAPIError
+
+    from .engine import create_engine, redact_url, resolve_url, retry_transient
+    from .errors import ConfigurationError
+    from .migrate import upgrade
+    from .sql import SqlSessionStore
+
     resolved = resolve_url(url)
     engine = create_engine(resolved, **engine_kwargs)
     try:
@@ -50,25 +58,5 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     return SqlSessionStore(engine)
 
 
-__all__ = [
-    "CommitResult",
-    "ConfigurationError",
-    "DuplicateNodeError",
-    "InvalidOperationError",
-    "InvalidPayloadError",
-    "NodeNotFoundError",
-    "ReadOnlySessionError",
-    "RecallHit",
-    "SessionBusyError",
-    "SessionInfo",
-    "SessionNotFoundError",
-    "SessionStore",
-    "SqlSessionStore",
-    "StaleBranchError",
-    "StoreError",
-    "create_engine",
-    "default_sqlite_path",
-    "open_store",
-    "resolve_url",
-    "upgrade",
-]
+__all__ = sorted([*_EXPORTS, "open_store"])
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

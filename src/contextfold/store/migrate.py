@@ -3,21 +3,28 @@
 `open_store` calls `upgrade` every time it opens a database, so a new file or an empty
 PostgreSQL schema gets the current tables, and an older one is brought up to date.
 Concurrent openers are serialised (PostgreSQL advisory lock, SQLite write lock).
+
+A database already at the newest shipped revision is recognised with one read of
+`alembic_version`, without importing Alembic: most opens are of an up-to-date database, and
+Alembic's import is a noticeable share of a short command's start-up.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .engine import write_connection
+from .engine import read_connection, write_connection
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Arbitrary constant: the advisory lock key that serialises concurrent migrations.
@@ -25,6 +32,8 @@ _MIGRATION_LOCK_KEY = 0x636F6E7466  # "contf"
 
 
 def _config(connection: Connection | None = None) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["connection"] = connection
@@ -33,6 +42,8 @@ def _config(connection: Connection | None = None) -> Config:
 
 def head_revision() -> str:
     """The newest migration shipped with this package."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_config()).get_current_head()
     assert head is not None
     return head
@@ -40,17 +51,69 @@ def head_revision() -> str:
 
 def current_revision(connection: Connection) -> str | None:
     """The migration the database is at (None for an empty database)."""
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(connection).get_current_revision()
 
 
 async def upgrade(engine: AsyncEngine, target: str = "head") -> None:
     """Bring the database to `target` (default: the newest shipped migration)."""
+    if target == "head" and await _stored_revision(engine) == shipped_head():
+        return  # up to date: no Alembic needed (module docstring)
+    from alembic import command
+
     await _run(engine, lambda conn: command.upgrade(_config(conn), target))
 
 
 async def downgrade(engine: AsyncEngine, target: str) -> None:
     """Step the schema back (tests and operators only; it drops tables)."""
+    from alembic import command
+
     await _run(engine, lambda conn: command.downgrade(_config(conn), target))
+
+
+_REVISION_LINE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+?)\s*$", re.M)
+
+
+@cache
+def shipped_head() -> str | None:
+    """The newest shipped revision, read from the migration files' `revision` and
+    `down_revision` lines (the one no other revision names as its parent); None if the
+    files are not in that plain form (then Alembic decides)."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        found = dict((k, v) for k, v in _REVISION_LINE.findall(path.read_text("utf-8")))
+        revision = _literal(found.get("revision"))
+        if not isinstance(revision, str):
+            return None
+        revisions.add(revision)
+        parent = _literal(found.get("down_revision", "None"))
+        if isinstance(parent, str):
+            parents.add(parent)
+        elif parent is not None:
+            return None  # a merge revision (a tuple): leave it to Alembic
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _literal(source: str | None) -> Any:
+    import ast
+
+    try:
+        return ast.literal_eval(source) if source is not None else ValueError
+    except (ValueError, SyntaxError):
+        return ValueError
+
+
+async def _stored_revision(engine: AsyncEngine) -> str | None:
+    """The revision recorded in the database; None when there is none (or no table yet)."""
+    try:
+        async with read_connection(engine) as conn:
+            rows = (await conn.execute(text("SELECT version_num FROM alembic_version"))).all()
+    except DBAPIError:
+        return None
+    return rows[0][0] if len(rows) == 1 else None
 
 
 async def _run(engine: AsyncEngine, action: Callable[[Connection], None]) -> None:

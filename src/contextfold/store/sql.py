@@ -9,11 +9,12 @@ and each move is logged in `leaf_moves`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -80,6 +81,20 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps):
                         "damaged (" + "; ".join(str(p) for p in branch.problems) + ")")
             return await self._insert_session(conn, tree_id, from_node_id, title, meta_json,
                                               op="create")
+
+        return await self._write(op)
+
+    async def update_session_metadata(self, session_id: str,
+                                      updates: Mapping[str, Any]) -> SessionInfo:
+        """Merge `updates` into the session's metadata (top-level keys replace). Metadata is
+        not history: no node, leaf or revision changes."""
+
+        async def op(conn: AsyncConnection) -> SessionInfo:
+            row = await self._session_row(conn, session_id)
+            merged = {**json.loads(row["metadata"] or "{}"), **updates}
+            await conn.execute(update(sessions).where(sessions.c.id == session_id)
+                               .values(metadata=metadata_json(merged)))
+            return self._info(await self._session_row(conn, session_id), read_only=False)
 
         return await self._write(op)
 

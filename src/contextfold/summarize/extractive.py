@@ -22,14 +22,15 @@ from ..core.ledger import ledger_tokens, plan_ledger
 from ..core.plan import Plan
 from ..core.split_turn import turn_context_tokens
 from .extractive_facts import collect_facts
-from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections
-from .extractive_sections import OMITTED_NOTE, build_sections
+from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
+from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections
 
 # The public API of the offline summariser; its parts live in the extractive_* modules.
 __all__ = [
     "OMITTED_NOTE",
     "Count",
     "SummaryBudgetTooSmall",
+    "smallest_summary_tokens",
     "summarize_extractive",
     "summary_token_budget",
 ]
@@ -53,6 +54,24 @@ def summary_token_budget(plan: Plan) -> int:
     """
     return (plan.budget.summary_budget - ledger_share(plan)
             - turn_context_tokens(plan.turn_context))
+
+
+def smallest_summary_tokens(count: Count = estimate_text, *, guaranteed: bool = True) -> int:
+    """Tokens of the shortest summary the offline summariser may have to write.
+
+    `guaranteed`: every heading of the larger profile with an "N items omitted" note, what
+    fitting falls back to when everything was trimmed: a budget this large always holds a
+    checkpoint, whatever the history. Otherwise every heading with an empty list: a budget
+    below that can never hold one.
+    """
+    needed = 0
+    for profile in ("research", "coding"):
+        ordered, sections = empty_sections(profile)
+        if guaranteed:
+            for section in sections.values():
+                section.omitted = 9999
+        needed = max(needed, count(render_sections(ordered)))
+    return needed
 
 
 def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..core.messages import LedgerEntry
-from ..core.plan import Plan
+from ..core.plan import Plan, Profile
 from ..core.tool_calls import one_line
 from .extractive_facts import GOAL_CHARS, LATER_REQUEST, Facts, norm_item
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
@@ -125,24 +125,29 @@ def _parse_previous(body: str) -> tuple[dict[str, list[str]], dict[str, int]]:
     return items, omitted
 
 
-def build_sections(plan: Plan, facts: Facts) -> list[Section]:
-    """Every section of `plan.profile` in order: the previous summary's items, then `facts`."""
-    profile = plan.profile
-    names = sections_for(profile)
+def empty_sections(profile: Profile) -> tuple[list[Section], dict[str, Section]]:
+    """Every section of `profile` in order, empty; and the fillable ones by name."""
     progress = PROGRESS_SECTION[profile]
-    previous = parse_sections(plan.previous_summary or "", profile)
     sections: dict[str, Section] = {}
     ordered: list[Section] = []
-    for name in names:
+    for name in sections_for(profile):
         if name == progress:
-            head = Section(f"## {name}", parent=True)
-            ordered.append(head)
+            ordered.append(Section(f"## {name}", parent=True))
             for sub, box in zip(PROGRESS_SUBSECTIONS, ("[x] ", "[ ] ", ""), strict=True):
                 sections[f"{name}/{sub}"] = Section(f"### {sub}", box=box)
                 ordered.append(sections[f"{name}/{sub}"])
         else:
             sections[name] = Section(f"## {name}")
             ordered.append(sections[name])
+    return ordered, sections
+
+
+def build_sections(plan: Plan, facts: Facts) -> list[Section]:
+    """Every section of `plan.profile` in order: the previous summary's items, then `facts`."""
+    profile = plan.profile
+    progress = PROGRESS_SECTION[profile]
+    previous = parse_sections(plan.previous_summary or "", profile)
+    ordered, sections = empty_sections(profile)
     # Previous content first: it is older than anything in the newly old nodes.
     for name, body in previous.items():
         parsed, omitted = _parse_previous(body)
@@ -158,7 +163,7 @@ def build_sections(plan: Plan, facts: Facts) -> list[Section]:
             sections[CRITICAL].add(_mark_earlier(i, sub) for i in old.items)
             sections[CRITICAL].omitted += old.omitted
             old.items, old.omitted = [], 0
-    _place_new(plan, facts, sections, names, progress)
+    _place_new(plan, facts, sections, sections_for(profile), progress)
     return ordered
 
 
