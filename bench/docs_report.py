@@ -217,9 +217,11 @@ def continuity_section(cont: dict[str, Any] | None) -> list[str]:
     lines += ["", "| goal (issue 11) | measured | met |", "| --- | --- | --- |"]
     for (goal, value), ok in zip(cont["goals"].items(), cont["met"].values(), strict=True):
         lines.append(f"| {goal} | {'—' if value is None else _pct(value)} | {_met(ok)} |")
-    lines += ["| 100% reachable by recall at every window | not measured yet: "
-              "`reachable_by_recall` is null until recall search lands (`recall_probe`) | — |",
-              "",
+    lines += ["",
+              "Reachable by recall: for every planted fact already compacted, "
+              "`store.search_history` (what the model's `history_search` tool runs) over the "
+              "session's own branch, for the fact's words, returns a message holding the fact "
+              "verbatim.", "",
               "Identifiers, constraints and the Japanese requests are carried by the identifier "
               "ledger whatever the summariser writes: it takes what it needs up to 60% of the "
               "summary budget, keeps what the user wrote before what tools showed, and the "
