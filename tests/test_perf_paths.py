@@ -125,6 +125,38 @@ async def test_commit_still_refuses_a_boundary_off_the_branch(store):  # C2 C3
     assert result.status == "stale" and "not on the current branch" in result.reason
 
 
+def _forced(plan: Plan, first_kept_id: str) -> Plan:
+    moved = Plan(**{**plan.__dict__, "first_kept_id": first_kept_id})
+    moved.__dict__.pop("message_identifiers", None)
+    return moved
+
+
+async def test_commit_with_boundary_before_the_latest_checkpoint(store):  # C2 K4
+    # The new boundary lies after the latest checkpoint's first_kept_id but before that
+    # checkpoint: the kept tail alone does not reach the old raw start, which is no damage.
+    sid = await seeded(store, 8)
+    branch = await store.load_branch(sid)
+    starts = [n.id for n in branch.nodes if n.message and n.message.role == "user"]
+    first = plan_compaction(branch, BUDGET, "manual", capacity=CAPACITY)
+    assert isinstance(first, Plan)
+    first = _forced(first, starts[4])
+    result = await store.commit_checkpoint(
+        first, build_checkpoint(first, "## Goal\n- a", summarizer="test"), session_id=sid)
+    assert result.status == "committed"
+    await store.append_many(sid, list(turn(8, tools=2, size=300)))
+    branch = await store.load_branch(sid)  # verified by this store instance
+    second = plan_compaction(branch, BUDGET, "manual", capacity=CAPACITY)
+    assert isinstance(second, Plan)
+    second = _forced(second, starts[5])  # monotonic (K4), before the checkpoint
+    result = await store.commit_checkpoint(
+        second, build_checkpoint(second, "## Goal\n- b", summarizer="test"), session_id=sid)
+    assert result.status == "committed"
+    assert not (await store.get_session(sid)).read_only
+    after = await store.load_branch(sid)
+    assert after.nodes[-1].checkpoint is not None
+    assert after.nodes[-1].checkpoint.first_kept_id == starts[5]
+
+
 # --------------------------------------------------------------------------- equivalence
 
 texts = st.sampled_from([

@@ -406,9 +406,9 @@ def project_command(
 def show_command(
     session: str = typer.Argument(..., help="Session id."),
     last: int | None = typer.Option(
-        None, "--last", min=1,
-        help=f"Only the branch's last N nodes and the forks off them (default: {SHOW_PAGE} "
-             "on a terminal, all with --json)."),
+        None, "--last", "--tail", min=0,
+        help=f"Only the branch's newest N nodes and the forks off them (default: {SHOW_PAGE} "
+             "on a terminal, all with --json; 0: all)."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -417,6 +417,8 @@ def show_command(
     A page reads only the nodes it shows, however long the history."""
     out = Output(as_json)
     page = last if last is not None else (None if as_json else SHOW_PAGE)
+    if page == 0:
+        page = None
 
     async def work() -> None:
         from ..core.tree import Branch, DamagedBranch
@@ -451,11 +453,11 @@ def show_command(
                    "branch_revision": info.branch_revision, "read_only": info.read_only,
                    "problems": [str(p) for p in problems],
                    "nodes": rows}
+        complete = page is None or (isinstance(branch, Branch) and branch.complete)
         if page is not None:
-            payload["page"] = {"last": page, "complete": isinstance(branch, Branch)
-                               and branch.complete}
+            payload["page"] = {"last": page, "complete": complete}
         out.emit(payload, lambda: render_tree(info, nodes, branch, model_view,
-                                              page=page is not None))
+                                              page=None if complete else page))
 
     run(out, work)
 
