@@ -31,7 +31,6 @@ from .errors import (
     DuplicateNodeError,
     InvalidOperationError,
     NodeNotFoundError,
-    ReadOnlySessionError,
     StaleBranchError,
 )
 from .importing import prepare_import
