@@ -77,3 +77,16 @@ def test_recorded_usage_is_not_a_baseline_in_replay():  # E1
     assert all(n.message is None or n.message.usage is None for n in report.chain)
     recorded = [r.recorded_tokens for r in report.requests if r.recorded_tokens]
     assert recorded, "the recorded usage is kept aside for comparison"
+
+
+def test_fixed_overhead_leaves_a_raw_tail_for_split_turns():  # K6 B2
+    from contextfold.core.budget import derive_budget
+    from contextfold.core.catalog import capacity_for
+    from contextfold.replay import budget_after_overhead
+
+    budget = derive_budget(capacity_for("claude-sonnet-4-5", context_window=64_000))
+    after = budget_after_overhead(budget, 25_864)  # a recorded Claude Code agent's overhead
+    assert after.safe_input_limit == budget.safe_input_limit - 25_864
+    assert after.tail_budget > 0
+    # summary + tail still leave room to grow before the next compaction
+    assert after.summary_budget + after.tail_budget < after.safe_input_limit

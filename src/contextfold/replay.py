@@ -323,7 +323,10 @@ def budget_after_overhead(budget: Budget, overhead: int) -> Budget:
     return budget.model_copy(update={
         "safe_input_limit": safe,
         "auto_threshold": int(budget.auto_threshold * safe / budget.safe_input_limit),
-        "tail_budget": max(0, min(budget.tail_budget, safe - 2 * budget.summary_budget)),
+        # After a compaction the request is summary + tail: half of what the summary leaves
+        # goes to the raw tail, half stays free so the next turns fit before compacting again
+        # (a tail of 0 would leave a long tool loop nothing raw: K6).
+        "tail_budget": max(0, min(budget.tail_budget, (safe - budget.summary_budget) // 2)),
     })
 
 
