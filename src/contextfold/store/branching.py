@@ -39,6 +39,34 @@ class BranchingOps(StoreBase):
 
         return await self._write(op)
 
+    async def pop_message(self, session_id: str) -> Node | None:
+        """Move the leaf to the parent of the last message on the branch, whatever its role
+        (the "pop the last item" of a framework's session); None if there is none.
+
+        Like retry (O1), checkpoints after the popped message leave the branch with it;
+        nothing is deleted, the popped node stays in the tree."""
+        async def op(conn: AsyncConnection) -> Node | None:
+            row = await self._lock_session(conn, session_id)
+            target = await self._last_message(conn, row, None)
+            if target is None:
+                return None
+            await self._move_leaf(conn, row, target.parent_id, op="pop")
+            return target
+
+        return await self._write(op)
+
+    async def clear_branch(self, session_id: str) -> SessionInfo:
+        """Start the session over with an empty branch (leaf None); the old nodes stay in the
+        tree (durable history is never deleted)."""
+        async def op(conn: AsyncConnection) -> SessionInfo:
+            row = await self._lock_session(conn, session_id)
+            await self._check_writable(conn, row)
+            if row["leaf_id"] is None:
+                return self._info(row, read_only=False)
+            return await self._move_leaf(conn, row, None, op="clear")
+
+        return await self._write(op)
+
     async def edit(self, session_id: str, message: Message | Mapping[str, Any]) -> Node:
         """SPEC O2: the new user message becomes a sibling of the last real user message
         (same parent) and the new leaf; the old reply and later checkpoints leave the branch."""
@@ -96,14 +124,15 @@ class BranchingOps(StoreBase):
 
         return await self._write(op)
 
-    async def _last_message(self, conn: AsyncConnection, row: RowMapping, role: str) -> Node | None:
-        """The last message of `role` on the branch: the tail first, then, only if it is
+    async def _last_message(self, conn: AsyncConnection, row: RowMapping,
+                            role: str | None) -> Node | None:
+        """The last message of `role` (None: any) on the branch: the tail first, then, only if it is
         not there, the O(tail) segment before it, and so on (never the whole history)."""
         loaded = await self._writable_branch(conn, row)
         while True:
             for node in reversed(loaded.nodes):
                 msg = node.message
-                if msg is not None and msg.role == role:
+                if msg is not None and role in (None, msg.role):
                     return node
             parent = loaded.nodes[0].parent_id if loaded.nodes else None
             if loaded.complete or parent is None:
