@@ -75,7 +75,9 @@ def reply_for(chat: Sequence[dict[str, Any]]) -> Reply:
     requests = ASK.findall(str(chat[last_user]["content"]))
     asked = RECORD.findall(requests[-1]) if requests else []
     after = chat[last_user + 1:]
-    if asked and not any(m["role"] == "tool" for m in after):
+    looked_up = any(m["role"] == "tool" and str(m.get("content")).startswith("Record ")
+                    for m in after)  # a handoff's own output is no lookup
+    if asked and not looked_up:
         return Reply(calls=tuple(asked))
     visible = " ".join(str(m.get("content") or "") for m in chat)
     found = [f"{r}={checksum(r)}" if checksum(r) in visible else f"{r}=unknown" for r in asked]

@@ -100,7 +100,7 @@ class WindowModel(Model):
                         sequence_number=next(seq))
         usage = ResponseUsage(
             input_tokens=tokens, output_tokens=20, total_tokens=tokens + 20,
-            input_tokens_details=InputTokensDetails(cached_tokens=0),
+            input_tokens_details=InputTokensDetails(cached_tokens=0, cache_write_tokens=0),
             output_tokens_details=OutputTokensDetails(reasoning_tokens=0))
         response = Response(id=f"resp_{next(_ids)}", created_at=0, model=self.model,
                             object="response", output=output, parallel_tool_calls=True,

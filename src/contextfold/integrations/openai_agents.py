@@ -79,7 +79,8 @@ class ContextfoldSession:
         self._system: str | None = None
         self._tools: tuple[ToolSpec, ...] = ()
         self._read = 0  # items the last get_items returned (the start of the run's input)
-        self._added = 0  # items stored since then (the run's input already in the store)
+        self._added = 0  # items given to add_items since then
+        self._held: list[Message] = []  # a run's new input, stored once its call is sized
         self._usage_seen: tuple[int, int] = (0, 0)  # (id of the run's Usage, entries used)
         self.compactions: list[CompactionOutcome] = []  # every compaction this object ran
         self.recall = Recall(store, session_id)
@@ -104,6 +105,7 @@ class ContextfoldSession:
         del wrapper
         async with self._lock:
             await self._settle()
+            await self._flush_held()
             sizer = self._current_sizer(self.capacity)
             branch = await self._branch()
             if sizer.estimate(project(branch)).tokens > sizer.budget.auto_threshold:
@@ -117,7 +119,11 @@ class ContextfoldSession:
 
     async def add_items(self, items: list[Item], *, wrapper: Any = None) -> None:
         """Append `items` to the durable branch (one transaction), with the usage the SDK
-        measured for the model response they came from; then the auto check (A1)."""
+        measured for the model response they came from; then the auto check (A1).
+
+        A run's new user input is held until its first model call is sized (`fit_input`):
+        like a draft (P1) it must not be folded into the compaction that makes room for it.
+        """
         if not items:
             return
         async with self._lock:
@@ -125,9 +131,13 @@ class ContextfoldSession:
             branch = await self._branch()
             messages = items_to_messages(items, call_names=_call_names(branch),
                                          usage=self._take_usage(wrapper))
+            self._added += len(items)
+            if messages and all(m.role in ("user", "system") for m in messages):
+                self._held += messages
+                return
+            await self._flush_held()
             if messages:
                 await self.store.append_many(self.session_id, messages)
-            self._added += len(items)
             last = messages[-1] if messages else None
             if last is not None and last.role == "assistant" and not last.tool_calls:
                 self._start_auto()  # the turn ended with the model's answer
@@ -141,6 +151,7 @@ class ContextfoldSession:
         del wrapper
         async with self._lock:
             await self._settle()
+            await self._flush_held()
             node = await self.store.pop_message(self.session_id)
             if node is None or node.message is None:
                 return None
@@ -156,6 +167,7 @@ class ContextfoldSession:
         del wrapper
         async with self._lock:
             await self._settle()
+            self._held.clear()
             await self.store.clear_branch(self.session_id)
             self._read = self._added = 0
 
@@ -191,8 +203,16 @@ class ContextfoldSession:
             stored = self._read + self._added
             unsaved = given[stored:] if len(given) >= stored else []
             branch = await self._branch()
-            pending = tuple(items_to_messages(unsaved, call_names=_call_names(branch)))
-            branch = await self._fit(sizer, branch, pending)
+            pending = (*self._held, *items_to_messages(unsaved,
+                                                       call_names=_call_names(branch)))
+            try:
+                branch = await self._fit(sizer, branch, pending)
+            except RequestTooLargeError:
+                self._held.clear()  # P3: the input is not saved (the caller still has it)
+                raise
+            if self._held:
+                await self._flush_held()
+                branch = await self._branch()
             items, _ = paired(projection_items(project(branch)) + unsaved)
         return ModelInputData(input=items, instructions=data.model_data.instructions)
 
@@ -213,6 +233,7 @@ class ContextfoldSession:
         """Compact now (SPEC M1-M6); a no-op says why."""
         async with self._lock:
             await self._settle()
+            await self._flush_held()
             sizer = self._current_sizer(self.capacity)
             return await self._compact(sizer, "manual", instructions=instructions)
 
@@ -257,6 +278,11 @@ class ContextfoldSession:
         self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
                             self._tools)
         return self._sizer
+
+    async def _flush_held(self) -> None:
+        held, self._held = self._held, []
+        if held:
+            await self.store.append_many(self.session_id, held)
 
     async def _branch(self) -> Branch:
         branch = await self.store.load_branch(self.session_id)
