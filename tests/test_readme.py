@@ -42,7 +42,9 @@ def test_the_readme_has_the_blocks_this_file_checks():
 def test_python_block_runs(index, fake, tmp_path):
     fake.enqueue(Reply(text="Two papers discuss it."))
     env = {**os.environ, "ANTHROPIC_BASE_URL": fake.anthropic_url,
-           "ANTHROPIC_API_KEY": "test-key", "CONTEXTFOLD_DB": str(tmp_path / "readme.db")}
+           "ANTHROPIC_API_KEY": "test-key", "CONTEXTFOLD_DB": str(tmp_path / "readme.db"),
+           # the framework examples use the OpenAI SDK's own variables
+           "OPENAI_BASE_URL": fake.openai_url, "OPENAI_API_KEY": "test-key"}
     script = tmp_path / f"block{index}.py"
     script.write_text(blocks("python")[index], encoding="utf-8")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
