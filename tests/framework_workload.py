@@ -25,8 +25,9 @@ from tests.fakeserver.tokens import prompt_tokens
 
 RECORD = re.compile(r"R-\d{4}")
 ASK = re.compile(r"Turn \d+: look up [^\n]*")
-WORDS = ("archive ledger survey sample margin vector signal quorum harbor index meadow "
-         "copper lantern orbit prism ridge summit thicket velvet willow").split()
+WORDS = ("archive", "ledger", "survey", "sample", "margin", "vector", "signal", "quorum",
+         "harbor", "index", "meadow", "copper", "lantern", "orbit", "prism", "ridge", "summit",
+         "thicket", "velvet", "willow")
 
 
 def record_id(turn: int, second: bool = False) -> str:
