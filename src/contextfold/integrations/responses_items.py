@@ -35,6 +35,7 @@ from ..core.messages import (
     ToolResultPart,
     Usage,
 )
+from ..core.export import CONTINUATION_PLACEHOLDER
 from ..core.pins import pins_text
 from ..core.projection import Projection, checkpoint_text
 
@@ -240,7 +241,11 @@ def paired(items: Sequence[Mapping[str, Any]]) -> tuple[list[Item], int]:
     out = [dict(item) for item, k in zip(items, keep, strict=True)
            if k and not (item.get("type") == "function_call"
                          and str(item.get("call_id")) not in answered)]
-    return out, len(items) - len(out)
+    dropped = len(items) - len(out)
+    first = next((i for i in out if i.get("role") not in ("system", "developer")), None)
+    if first is not None and first.get("role") != "user":  # the user's side opens a history
+        out.insert(out.index(first), {"role": "user", "content": CONTINUATION_PLACEHOLDER})
+    return out, dropped
 
 
 def chat_messages(items: Sequence[Mapping[str, Any]],
