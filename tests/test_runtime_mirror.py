@@ -16,7 +16,8 @@ from contextfold.runtime.mirror import Mirror
 from contextfold.store import open_store
 from contextfold.store.invariants import check_store
 from tests.builders import assistant, tool_call, tool_result, user
-from tests.store_fixtures import backend, db_url, store  # noqa: F401 - fixtures
+
+pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store fixtures
 
 BIG = ModelCapacity(model="test-model", context_window=200_000, max_output=8_000)
 SMALL = ModelCapacity(model="test-model", context_window=8_000, max_output=1_000)

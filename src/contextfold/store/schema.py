@@ -107,7 +107,8 @@ leaf_moves = Table(
     Column("tree_id", String, nullable=False),
     Column("session_id", String, nullable=False),
     Column("revision", Integer, nullable=False),
-    Column("op", String(16), nullable=False),  # create|append|commit|retry|edit|import|fork|branch|switch
+    # create|append|commit|retry|edit|import|fork; a mirror's branch|switch (SPEC Y1)
+    Column("op", String(16), nullable=False),
     Column("from_leaf_id", String, nullable=True),
     Column("to_leaf_id", String, nullable=True),
     Column("node_id", String, nullable=True),  # last node inserted by this move, if any
