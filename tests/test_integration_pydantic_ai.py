@@ -179,7 +179,7 @@ async def test_tool_retry_stays_paired_and_is_stored_as_a_tool_error(store):
     history = history_processor(store, capacity=cap(8192))
     failed: set[str] = set()
 
-    def lookup_record(record_id: str) -> str:  # noqa: F811 - shadows the plain one on purpose
+    def lookup_record(record_id: str) -> str:
         """Look up a record by its id (R-0000) and return its full text."""
         if record_id not in failed:
             failed.add(record_id)

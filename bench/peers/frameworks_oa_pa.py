@@ -1,6 +1,6 @@
 """Framework built-in vs framework + contextfold: the OpenAI Agents SDK and pydantic-ai.
 
-    .venv/bin/python -m bench.peers.frameworks_oa_pa      # writes bench/results/frameworks_oa_pa.json
+    .venv/bin/python -m bench.peers.frameworks_oa_pa   # -> bench/results/frameworks_oa_pa.json
 
 Unlike the rest of `bench/peers` (which replays transcripts through each peer's compaction
 call), these rows run the frameworks' own agent loops end to end, in the project venv (the
@@ -39,12 +39,12 @@ WINDOWS = ((8192, 30), (16384, 40), (32768, 60))  # (window, turns)
 async def _agents_sdk(system: str, window: int, turns: int, db: Path) -> dict[str, Any]:
     from agents import Agent, RunConfig, Runner, SQLiteSession
     from agents.extensions import ToolOutputTrimmer
+    from tests.framework_workload import Ledger, prompt
+    from tests.oa_fakes import WindowModel, lookup_record
 
     from contextfold.core.catalog import capacity_for
     from contextfold.integrations.openai_agents import ContextfoldSession
     from contextfold.store import open_store
-    from tests.framework_workload import Ledger, prompt
-    from tests.oa_fakes import WindowModel, lookup_record
 
     ledger = Ledger()
     model = WindowModel("m", window, ledger)
@@ -76,12 +76,12 @@ async def _agents_sdk(system: str, window: int, turns: int, db: Path) -> dict[st
 async def _pydantic_ai(system: str, window: int, turns: int, db: Path) -> dict[str, Any]:
     from pydantic_ai import Agent
     from pydantic_ai.capabilities import ProcessHistory
+    from tests.framework_workload import Ledger, prompt
+    from tests.pai_fakes import lookup_record, window_model
 
     from contextfold.core.catalog import capacity_for
     from contextfold.integrations.pydantic_ai import history_processor
     from contextfold.store import open_store
-    from tests.framework_workload import Ledger, prompt
-    from tests.pai_fakes import lookup_record, window_model
 
     ledger = Ledger()
     store = None

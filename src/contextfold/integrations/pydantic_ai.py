@@ -141,38 +141,33 @@ def to_messages(history: Sequence[ModelMessage]) -> tuple[list[Message], list[So
             sources.append((i, tuple(range(len(msg.parts)))))
             continue
         instructions = getattr(msg, "instructions", None) or instructions
-        group: list[int] = []
-        kind: str | None = None
-
-        def flush(msg: Any = msg, i: int = i) -> None:
-            if not group:
-                return
+        system += [p.content for p in msg.parts if isinstance(p, SystemPromptPart)]
+        for kind, group in _groups(msg):
             if kind == "tool":
                 out.append(Message(role="tool", parts=tuple(_result(msg.parts[j])
                                                             for j in group)))
             else:
                 text = "\n".join(_text(msg.parts[j].content) for j in group)
                 out.append(Message(role="user", parts=(TextPart(text=text),)))
-            sources.append((i, tuple(group)))
-            group.clear()
-
-        for j, p in enumerate(msg.parts):
-            if isinstance(p, SystemPromptPart):
-                system.append(p.content)
-                continue
-            this = "tool" if _is_tool_result(p) else \
-                "user" if hasattr(p, "content") and p.part_kind in (
-                    "user-prompt", "retry-prompt", "retry-feedback") else None
-            if this is None:
-                continue
-            if this != kind:
-                flush()
-                kind = this
-            group.append(j)
-        flush()
+            sources.append((i, group))
     if instructions:
         system.append(instructions)
     return out, sources, "\n\n".join(system) or None
+
+
+def _groups(request: ModelRequest) -> list[tuple[str, tuple[int, ...]]]:
+    """A request's conversational parts as runs of one kind ("tool" results or "user"
+    prompts), by part index; system prompts and control parts are left out."""
+    runs: list[tuple[str, list[int]]] = []
+    for j, p in enumerate(request.parts):
+        if isinstance(p, SystemPromptPart) or not _conversational(p):
+            continue
+        kind = "tool" if _is_tool_result(p) else "user"
+        if runs and runs[-1][0] == kind:
+            runs[-1][1].append(j)
+        else:
+            runs.append((kind, [j]))
+    return [(kind, tuple(idx)) for kind, idx in runs]
 
 
 def _args(part: PaiToolCallPart) -> Any:

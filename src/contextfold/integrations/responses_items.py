@@ -25,6 +25,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..core.export import CONTINUATION_PLACEHOLDER
 from ..core.messages import (
     FilePart,
     Message,
@@ -35,7 +36,6 @@ from ..core.messages import (
     ToolResultPart,
     Usage,
 )
-from ..core.export import CONTINUATION_PLACEHOLDER
 from ..core.pins import pins_text
 from ..core.projection import Projection, checkpoint_text
 
