@@ -31,6 +31,7 @@ from .figures import (
     totals,
     usd,
 )
+from .frameworks_oa_pa import markdown_section as frameworks_oa_pa_section
 
 DOCS = REPO_ROOT / "docs"
 MD = DOCS / "peers.md"
@@ -89,6 +90,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += _timing(systems, names)
     lines += _per_transcript(results, systems, names)
     lines += _estimators(systems, names)
+    lines += frameworks_oa_pa_section()  # end-to-end framework rows (their own results file)
     found = losses(results)
     lines += ["## Where contextfold loses", ""]
     lines += [f"- {x}" for x in found] or ["- Nowhere in these figures."]
