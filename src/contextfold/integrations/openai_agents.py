@@ -81,7 +81,9 @@ class ContextfoldSession:
         self._read = 0  # items the last get_items returned (the start of the run's input)
         self._added = 0  # items given to add_items since then
         self._held: list[Message] = []  # a run's new input, stored once its call is sized
-        self._usage_seen: tuple[int, int] = (0, 0)  # (id of the run's Usage, entries used)
+        # (the run's Usage object, entries used): the object itself, not its id(), since a
+        # finished run's id can be reused by the next run's Usage
+        self._usage_seen: tuple[Any, int] = (None, 0)
         self.compactions: list[CompactionOutcome] = []  # every compaction this object ran
         self.recall = Recall(store, session_id)
 
@@ -355,9 +357,9 @@ class ContextfoldSession:
         if not entries:
             return None
         run, seen = self._usage_seen
-        if run != id(usage):
+        if run is not usage:
             seen = 0
-        self._usage_seen = (id(usage), len(entries))
+        self._usage_seen = (usage, len(entries))
         if len(entries) <= seen:
             return None
         last = entries[-1]
