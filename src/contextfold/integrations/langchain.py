@@ -191,10 +191,12 @@ class ContextfoldMiddleware(AgentMiddleware):
 
     async def _sync(self, request: ModelRequest, key: str) -> Synced:
         mirror = await self._ready()
-        session_id = self._session_id or self._sessions.get(key)
+        # The mirror finds a thread's session by content under its scope each time (the
+        # hash chain depends on the scope, so it must not change between calls); a fixed
+        # session_id is its own scope.
         synced = await mirror.sync(
             [to_message(m) for m in request.messages], capacity=self._capacity_of(request.model),
-            scope=f"{self.scope}:{key}", session_id=session_id,
+            scope=f"{self.scope}:{key}", session_id=self._session_id,
             system=request.system_prompt, tools=_tool_specs(request.tools))
         self._sessions[key] = synced.session_id
         self._last[synced.session_id] = synced
