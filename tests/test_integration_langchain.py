@@ -11,20 +11,17 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.messages.utils import count_tokens_approximately
+from langgraph.checkpoint.memory import InMemorySaver
 
-pytest.importorskip("langchain")
-
-from langchain.agents import create_agent  # noqa: E402
-from langchain_core.messages import HumanMessage  # noqa: E402
-from langchain_core.messages.utils import count_tokens_approximately  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-
-from contextfold.core.messages import Message  # noqa: E402
-from contextfold.core.projection import CLIP_NOTE  # noqa: E402
-from contextfold.integrations.langchain import ContextfoldMiddleware  # noqa: E402
-from contextfold.integrations.langchain_messages import to_message  # noqa: E402
-from contextfold.store import open_store  # noqa: E402
-from tests.langchain_fakes import make_tools, problems, scripted_model, tool_session  # noqa: E402
+from contextfold.core.messages import Message
+from contextfold.core.projection import CLIP_NOTE
+from contextfold.integrations.langchain import ContextfoldMiddleware
+from contextfold.integrations.langchain_messages import to_message
+from contextfold.store import open_store
+from tests.langchain_fakes import make_tools, problems, scripted_model, tool_session
 
 SYSTEM = "You are a coding agent. Read files before changing them."
 

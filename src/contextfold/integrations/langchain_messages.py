@@ -175,10 +175,12 @@ def from_message(message: Message, like: BaseMessage | None = None) -> BaseMessa
 def settle(messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
     """Pair tool calls with results as providers require; report every repair.
 
-    System messages stay where they are; a tool result is kept only in the run of tool
-    messages right after the AI message that made its call; a call with no result in that
-    run is removed from the AI message (an AI message left empty goes); the first
-    non-system message is a user message.
+    System messages stay where they are. Parallel calls a model split over consecutive AI
+    messages (LangChain #38352's "mixed" runs) are merged into one AI message when the tool
+    run after them answers an earlier one's calls, as the Messages API merges them. A tool
+    result is kept only in the run of tool messages right after the AI message that made
+    its call; a call with no result in that run is removed from the AI message (an AI
+    message left empty goes); the first non-system message is a user message.
     """
     repairs: list[str] = []
     out: list[BaseMessage] = []
@@ -189,10 +191,15 @@ def settle(messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
             repairs.append(f"dropped tool result {m.tool_call_id} without its call")
             i += 1
             continue
+        if isinstance(m, AIMessage) and not m.tool_calls and not m.text.strip():
+            repairs.append("dropped an empty AI message")
+            i += 1
+            continue
         if not isinstance(m, AIMessage) or not m.tool_calls:
             out.append(m)
             i += 1
             continue
+        m, i = _merge_split_calls(messages, i, repairs)
         j = i + 1
         run: list[ToolMessage] = []
         while j < len(messages) and isinstance(messages[j], ToolMessage):
@@ -223,6 +230,32 @@ def settle(messages: list[BaseMessage]) -> tuple[list[BaseMessage], list[str]]:
         out.insert(first, HumanMessage(content=CONTINUATION_PLACEHOLDER))
         repairs.append("added a user message at the start")
     return out, repairs
+
+
+def _merge_split_calls(messages: list[BaseMessage], i: int,
+                       repairs: list[str]) -> tuple[AIMessage, int]:
+    """The AI message at `i`, merged with the AI messages right after it when the tool run
+    that follows them answers calls of more than the last one; and the index of the last
+    message merged."""
+    k = i
+    while k + 1 < len(messages) and isinstance(messages[k + 1], AIMessage):
+        k += 1
+    first = messages[i]
+    assert isinstance(first, AIMessage)
+    if k == i:
+        return first, i
+    group = [m for m in messages[i:k + 1] if isinstance(m, AIMessage)]
+    answered = set()
+    j = k + 1
+    while j < len(messages) and isinstance(messages[j], ToolMessage):
+        answered.add(messages[j].tool_call_id)  # type: ignore[attr-defined]
+        j += 1
+    if not any(c.get("id") in answered for m in group[:-1] for c in m.tool_calls):
+        return first, i
+    text = "\n\n".join(m.text for m in group if m.text.strip())
+    calls = [c for m in group for c in m.tool_calls]
+    repairs.append(f"merged {len(group)} AI messages whose tool calls share one result run")
+    return first.model_copy(update={"content": text, "tool_calls": calls}), k
 
 
 def _without_tool_use(content: Any, answered: set[str]) -> Any:
