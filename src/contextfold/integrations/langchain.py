@@ -80,8 +80,8 @@ class ContextfoldMiddleware(AgentMiddleware):
     `capacity`: the model's window (`ModelCapacity` or a catalog name); default: read per
     call from the request's model (`profile["max_input_tokens"]`, else the catalog by its
     name), so a model switched mid-run is sized as it is. `summarizer`: as for
-    `Conversation` (None: the offline extractive one). `instructions`: what every summary
-    should keep (SPEC M2), also for automatic compactions' manual counterpart `compact`.
+    `Conversation` (None: the offline extractive one). `instructions`: the default
+    instructions of `compact` (SPEC M6: what the summary must keep).
     `recall`: offer `history_search` / `history_expand` as LangChain tools (SPEC L2).
     """
 
