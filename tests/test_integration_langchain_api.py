@@ -169,3 +169,20 @@ def test_settle_pairs_calls_and_results():
     assert repairs == ["dropped tool result gone without its call",
                        "dropped tool call c2 without a result", "dropped an empty AI message",
                        "added a user message at the start"]
+
+
+def test_conversion_is_reused_per_object_and_redone_after_an_edit():
+    """The whole list comes every call: a message object converted once is reused, unless it
+    was changed in place (then it is converted again, so the mirror never stores stale
+    content)."""
+    from contextfold.integrations.langchain_messages import Converted
+
+    convert = Converted()
+    human, ai = HumanMessage("first"), call("grep", {"pattern": "x"}, "c1")
+    one = convert([human, ai])
+    two = convert([human, ai, ToolMessage("found", tool_call_id="c1")])
+    assert one[0] is two[0] and one[1] is two[1]
+    human.content = "first, edited"
+    three = convert([human, ai])
+    assert three[0] is not one[0] and three[0].text == "first, edited"
+    assert three[1] is one[1]

@@ -37,7 +37,13 @@ from ..providers.base import ToolSpec
 from ..runtime.compaction import CompactionOutcome
 from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
-from .langchain_messages import SUMMARY_ID_PREFIX, from_message, settle, to_message
+from .langchain_messages import (
+    SUMMARY_ID_PREFIX,
+    Converted,
+    from_message,
+    settle,
+    to_message,
+)
 
 __all__ = ["ContextfoldMiddleware"]
 
@@ -105,6 +111,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._loop = _LoopThread()
         self._sessions: dict[str, str] = {}  # thread key -> session id
         self._last: dict[str, Synced] = {}  # session id -> what the model was last shown
+        self._convert = Converted()
         self.tools: list[BaseTool] = _recall_tools(self) if recall else []
         # What the last call sent, for applications and tests: the messages and the repairs
         # `settle` made (none unless the agent's own state broke tool pairing).
@@ -195,7 +202,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         # hash chain depends on the scope, so it must not change between calls); a fixed
         # session_id is its own scope.
         synced = await mirror.sync(
-            [to_message(m) for m in request.messages], capacity=self._capacity_of(request.model),
+            self._convert(request.messages), capacity=self._capacity_of(request.model),
             scope=f"{self.scope}:{key}", session_id=self._session_id,
             system=request.system_prompt, tools=_tool_specs(request.tools))
         self._sessions[key] = synced.session_id

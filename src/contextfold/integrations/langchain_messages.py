@@ -19,6 +19,7 @@ Only `contextfold.integrations.langchain*` imports LangChain; the core never doe
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -141,9 +142,46 @@ _ROLES: dict[str, Role] = {"human": "user", "system": "system", "chat": "user",
                            "developer": "system"}
 
 
-def to_messages(messages: Sequence[BaseMessage]) -> list[Message]:
-    """`to_message` for a whole list, in order."""
-    return [to_message(m) for m in messages]
+class Converted:
+    """`to_message` remembered per message object, for lists that grow by appending.
+
+    A LangGraph agent hands the whole list to every model call, mostly the same objects; a
+    conversion is reused only for the same object whose cheap fingerprint (type, content
+    hash, tool-call ids, status) is unchanged, so a message edited in place is converted
+    again. Entries of messages no longer alive are dropped as the cache grows.
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[weakref.ref[BaseMessage], tuple[Any, ...], Message]] = {}
+
+    def __call__(self, messages: Sequence[BaseMessage]) -> list[Message]:
+        out = []
+        for m in messages:
+            mark = _fingerprint(m)
+            hit = self._memo.get(id(m))
+            if hit is not None and hit[0]() is m and hit[1] == mark:
+                out.append(hit[2])
+                continue
+            msg = to_message(m)
+            self._memo[id(m)] = (weakref.ref(m), mark, msg)
+            out.append(msg)
+        if len(self._memo) > 2 * len(messages) + 64:
+            self._memo = {k: v for k, v in self._memo.items() if v[0]() is not None}
+        return out
+
+
+def _fingerprint(m: BaseMessage) -> tuple[Any, ...]:
+    content = m.content
+    body = hash(content) if isinstance(content, str) else (len(content), repr(content[-1:]))
+    # Only attributes the type has: a missing one costs pydantic an exception.
+    if isinstance(m, AIMessage):
+        extra: tuple[Any, ...] = (tuple((c.get("id"), c.get("name")) for c in m.tool_calls),
+                                  repr(m.usage_metadata))
+    elif isinstance(m, ToolMessage):
+        extra = (m.tool_call_id, m.status)
+    else:
+        extra = ()
+    return (type(m), body, *extra)
 
 
 # --------------------------------------------------------------------------- back to LangChain
