@@ -124,10 +124,16 @@ def test_plot_to_a_missing_folder_fails_before_replaying(cf, tmp_path):
     assert "--plot" in as_json(proc)["error"] and "does not exist" in as_json(proc)["error"]
 
 
-def test_messages_name_commands_not_python_functions(cf):
-    proc = cf("show", "no-such-session", "--json", expect=2)
-    error = as_json(proc)["error"]
-    assert "`contextfold sessions`" in error and "()" not in error
+def test_unknown_session_names_the_id_the_database_and_how_to_list(cf, env):  # D2
+    """The same text serves the CLI and the library: the id, which database was searched
+    (users with two databases pick the wrong one), the command that lists it, the call."""
+    for command in ("show", "project", "compact"):
+        error = as_json(cf(command, "no-such-session", "--json", expect=2))["error"]
+        assert "'no-such-session'" in error and env["CONTEXTFOLD_DB"] in error
+        assert f"`contextfold sessions --db {env['CONTEXTFOLD_DB']}`" in error
+        assert "store.list_sessions()" in error
+    human = cf("project", "no-such-session", expect=2)
+    assert human.stderr.startswith("error: no session 'no-such-session' in the database ")
 
 
 # ------------------------------------------------------------------ replay

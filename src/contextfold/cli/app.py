@@ -94,12 +94,8 @@ class Output:
 
 def cli_message(error: BaseException) -> str:
     """The error's message in the command line's terms (commands, not Python functions)."""
-    from ..store.errors import SessionNotFoundError
     from ..summarize.extractive_fit import SummaryBudgetTooSmall
 
-    if isinstance(error, SessionNotFoundError):
-        return (f"no session {error.session_id!r} in this database; `contextfold sessions` "
-                "lists the ids")
     if isinstance(error, SummaryBudgetTooSmall):
         return f"{error}; for this history give a larger --context-window (or --max-output)"
     return str(error) or type(error).__name__

@@ -55,6 +55,14 @@ class StoreBase:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    @property
+    def database(self) -> str:
+        """Where this store is, for messages: the SQLite file, or the URL without password."""
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and url.database:
+            return url.database
+        return url.render_as_string(hide_password=True)
+
     async def close(self) -> None:
         """Release every pooled connection."""
         await self.engine.dispose()
@@ -72,20 +80,20 @@ class StoreBase:
 
     async def _session_row(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
-            raise SessionNotFoundError(repr(session_id))
+            raise SessionNotFoundError(session_id, self.database)
         row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))
                ).mappings().first()
         if row is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, self.database)
         return row
 
     async def _lock_session(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
-            raise SessionNotFoundError(repr(session_id))
+            raise SessionNotFoundError(session_id, self.database)
         stmt = select(sessions).where(sessions.c.id == session_id).with_for_update()
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, self.database)
         return row
 
     def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:

@@ -49,6 +49,7 @@ class LeaseMixin:
     """`compaction_lease(session_id, ttl)` for `SqlSessionStore`."""
 
     engine: AsyncEngine
+    database: str
 
     @contextlib.asynccontextmanager
     async def compaction_lease(self, session_id: str,
@@ -91,7 +92,7 @@ class LeaseMixin:
                 select(sessions.c.tree_id).where(sessions.c.id == session_id)
             )).scalar_one_or_none()
             if tree_id is None:
-                raise SessionNotFoundError(session_id)
+                raise SessionNotFoundError(session_id, self.database)
             ins = (pg_dialect.insert if dialect == "postgresql" else sqlite_dialect.insert)(
                 compaction_leases
             ).values(session_id=session_id, tree_id=tree_id, holder=holder,
