@@ -26,7 +26,6 @@ from .errors import (
     ReadOnlySessionError,
     SessionNotFoundError,
 )
-from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import leaf_moves, nodes, sessions
 from .values import SessionInfo
@@ -165,7 +164,10 @@ class StoreBase:
             latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
         await conn.execute(insert(nodes), rows)
-        # Searchable in the same transaction as stored (SPEC L1).
+        # Searchable in the same transaction as stored (SPEC L1). Imported on first write:
+        # read-only commands skip the search-text machinery.
+        from .recall_index import index_nodes
+
         await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in zip(chain, rows,
                                                                             strict=True)])
 
