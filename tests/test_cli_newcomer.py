@@ -124,6 +124,20 @@ def test_plot_to_a_missing_folder_fails_before_replaying(cf, tmp_path):
     assert "--plot" in as_json(proc)["error"] and "does not exist" in as_json(proc)["error"]
 
 
+def test_db_before_the_command_works_like_after_it(cf, env, tmp_path):
+    """`contextfold --db X sessions` (like `git -C`) was "No such option: --db"; the
+    command's own --db still wins over it."""
+    other = str(tmp_path / "other.db")
+    sid = as_json(cf("--db", other, "import", str(CC_SHORT), "--json"))["session_id"]
+    listed = as_json(cf("--db", other, "sessions", "--json"))["sessions"]
+    assert [s["session_id"] for s in listed] == [sid]
+    assert as_json(cf("sessions", "--json"))["sessions"] == []  # $CONTEXTFOLD_DB untouched
+    assert as_json(cf("--db", other, "sessions", "--db", env["CONTEXTFOLD_DB"], "--json")
+                   )["sessions"] == []
+    error = as_json(cf("--db", str(tmp_path), "sessions", "--json", expect=2))["error"]
+    assert "is a directory" in error
+
+
 def test_unknown_session_names_the_id_the_database_and_how_to_list(cf, env):  # D2
     """The same text serves the CLI and the library: the id, which database was searched
     (users with two databases pick the wrong one), the command that lists it, the call."""
