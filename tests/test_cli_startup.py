@@ -77,16 +77,19 @@ def cf(env: dict[str, str], *args: str, expect: int = 0) -> str:
     return proc.stdout
 
 
-def test_project_loads_no_importer_summariser_or_second_dialect(env):
-    """`project` reads and exports: the file importers, the offline summariser (only a
-    command that compacts checks the window against it) and the PostgreSQL dialect stay
-    unloaded on SQLite."""
+@pytest.mark.parametrize("command", ["project", "show", "sessions"])
+def test_read_commands_load_no_importer_summariser_or_second_dialect(env, command):
+    """`project`, `show` and `sessions` read and print: the file importers, the offline
+    summariser (only a command that compacts checks the window against it), the search-text
+    indexer, the planner and the PostgreSQL dialect stay unloaded on SQLite."""
     sid = json.loads(cf(env, "import", str(CC_SHORT), "--json"))["session_id"]
     watch = ("contextfold.formats.pi", "contextfold.formats.claude_code",
              "contextfold.summarize.extractive", "sqlalchemy.dialects.postgresql",
-             "contextfold.store.recall_index", "alembic")
-    loaded, out = loaded_after(["project", sid], env, watch)
-    assert "tokens of" in out and loaded == []
+             "contextfold.store.recall_index", "contextfold.core.recall_text",
+             "contextfold.core.plan", "alembic")
+    loaded, out = loaded_after([command, *([] if command == "sessions" else [sid])], env, watch)
+    assert {"project": "tokens of", "show": "durable history", "sessions": sid}[command] in out
+    assert loaded == []
 
 
 def test_short_ids_are_git_like_unique_prefixes():
