@@ -181,6 +181,15 @@ def test_replay_human_output_explains_overhead_estimate_and_invalid_requests(cf)
     assert "1.00 = exact" in out and "estimate was low in" in out
 
 
+def test_replay_compaction_table_says_its_tokens_exclude_the_overhead(cf):
+    """The headline's max projected tokens include the agent's fixed overhead; the
+    compaction rows count messages only (seen on a real Claude Code session at 64k, where
+    "28,974 → 5,478" sat under a 48,000 safe limit and read as a needless compaction)."""
+    out = " ".join(cf("replay", str(CC_LONG), "--context-window", "64000").stdout.split())
+    assert "compactions: what stayed raw (message tokens, without the" in out
+    assert "-token overhead)" in out
+
+
 def test_long_replay_shows_progress_on_stderr_of_a_terminal(cf):
     proc = cf("replay", str(CC_LONG), "--json",
               extra_env={"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1"})
