@@ -144,8 +144,20 @@ def main() -> None:
                         "on PYTHONPATH, writes startup_baseline.json).")
     parser.add_argument("--label", default="this checkout",
                         help="What was measured, e.g. the commit of a baseline run.")
+    parser.add_argument("--help-only", action="store_true",
+                        help="Rerun only the COMMAND --help phase into the existing --out file.")
     args = parser.parse_args()
     cf = [sys.executable, "-m", "contextfold"]
+    if args.help_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            bare = Path(tmp) / "bare_cli.py"
+            bare.write_text(BARE_CLI)
+            env = {**os.environ, "CONTEXTFOLD_DB": str(Path(tmp) / "cf.db"), "COLUMNS": "100"}
+            kept = json.loads(args.out.read_text())
+            kept["command_help"] = help_phase(cf, bare, env, args.help_rounds)
+        args.out.write_text(json.dumps(kept, indent=2) + "\n")
+        print(json.dumps(kept["command_help"], indent=2))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         bare = Path(tmp) / "bare_cli.py"
         bare.write_text(BARE_CLI)

@@ -61,17 +61,18 @@ def startup_section(data: dict[str, Any] | None,
               + ", ".join(f"`{k}` {v['median']:.2f}×" for k, v in over.items()) + ".", ""]
     helps = data.get("command_help")
     if helps:
-        like = helps.get("ratio_to_bare_command_help", {})
+        like = helps.get("ratio_to_bare_command_help")
         lines += [f"`contextfold COMMAND --help` for every registered command "
-                  f"({helps['rounds']} rounds), as a ratio to the bare CLI's `--help` and to "
-                  "its `hello --help` (a command's help costs any Typer CLI more than the "
-                  "top-level list: Typer builds the parameters' validators and loads Rich's "
-                  "Markdown renderer):", "",
-                  "| command | / bare `--help` | / bare `hello --help` | goal | met |",
-                  "| --- | ---: | ---: | --- | --- |"]
+                  f"({helps['rounds']} rounds), as a ratio to the bare CLI's `--help`"
+                  + (" and to its `hello --help` (a command's help costs any Typer CLI more "
+                     "than the top-level list: Typer builds the parameters' validators and "
+                     "loads Rich's Markdown renderer)" if like else "") + ":", "",
+                  "| command | / bare `--help` |" + (" / bare `hello --help` |" if like else "")
+                  + " goal | met |",
+                  "| --- | ---: |" + (" ---: |" if like else "") + " --- | --- |"]
         for name, v in helps["ratio_to_bare_typer"].items():
-            sub = f"{like[name]['median']:.2f}×" if name in like else "—"
-            lines.append(f"| `{name} --help` | {v['median']:.2f}× | {sub} | ≤ {goal}× | "
+            sub = f" {like[name]['median']:.2f}× |" if like else ""
+            lines.append(f"| `{name} --help` | {v['median']:.2f}× |{sub} ≤ {goal}× | "
                          f"{_met(helps['met'][name])} |")
         lines.append("")
     lines += [
