@@ -68,12 +68,14 @@ def startup_section(data: dict[str, Any] | None,
                      "than the top-level list: Typer builds the parameters' validators and "
                      "loads Rich's Markdown renderer)" if like else "") + ":", "",
                   "| command | / bare `--help` |" + (" / bare `hello --help` |" if like else "")
-                  + " goal | met |",
+                  + " goal (like for like) | met |",
                   "| --- | ---: |" + (" ---: |" if like else "") + " --- | --- |"]
         for name, v in helps["ratio_to_bare_typer"].items():
             sub = f" {like[name]['median']:.2f}× |" if like else ""
+            # A command's help is held to the bare CLI's help of a command, like for like.
+            met = like[name]["median"] <= goal if like else helps["met"][name]
             lines.append(f"| `{name} --help` | {v['median']:.2f}× |{sub} ≤ {goal}× | "
-                         f"{_met(helps['met'][name])} |")
+                         f"{_met(met)} |")
         lines.append("")
     lines += [
         "Why the database commands miss 1.5×: importing SQLAlchemy's async engine pulls in "
