@@ -33,6 +33,7 @@ from .errors import (
     StaleBranchError,
 )
 from .lease import LeaseMixin
+from .mirroring import MirrorOps
 from .pinning import PinOps
 from .recall import RecallOps
 from .rows import node_row, utc
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from contextfold.core.plan import Plan
 
 
-class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps):
+class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
     """Session trees in one SQL database. Create it with `open_store(url)`."""
 
     # ------------------------------------------------------------------ sessions
