@@ -58,9 +58,12 @@ function setPhase(phase, detail = {}) {
 }
 
 function onCompactionEvent(name, data) {
+  // A notice already shown (e.g. "nothing was sent, your draft is kept" of a waiting send)
+  // says more than the bare event: the two streams deliver it in either order.
+  const quiet = !byId("notice").hidden;
   if (name === "compaction_started") setPhase("compacting", data);
-  else if (name === "compaction_cancelled") notify("Compaction cancelled: the history is unchanged.");
-  else if (name === "compaction_failed") notify(`Compaction failed: ${data.reason || "unknown reason"}`, true);
+  else if (name === "compaction_cancelled" && !quiet) notify("Compaction cancelled: the history is unchanged.");
+  else if (name === "compaction_failed" && !quiet) notify(`Compaction failed: ${data.reason || "unknown reason"}`, true);
   if (name !== "compaction_started") scheduleRefresh();
 }
 

@@ -27,13 +27,22 @@ export function renderProjection(projection, {onCheckpoint}) {
 
 function countsSection(projection) {
   const e = projection.estimate || {};
+  const b = e.breakdown || {};
   const row = (label, value) => [el("dt", {}, label), el("dd", {}, formatTokens(value))];
+  const measured = e.method === "usage+delta";
   return el("section", {"aria-label": "Token counts"},
-    el("h3", {}, "Token counts (estimated)"),
-    el("dl", {class: "counts"},
-      row("next request", e.tokens), row("safe input limit", projection.limit),
-      row("context window", projection.context_window), row("checkpoint", e.checkpoint),
-      row("messages", e.messages), row("system prompt", e.system), row("tools", e.tools)));
+    el("h3", {}, "Token counts"),
+    el("dl", {class: "counts", id: "projection-counts"},
+      row("next request", e.tokens),
+      row("safe input limit", projection.limit),
+      row("context window", projection.context_window),
+      measured ? row("reported by the model (last reply)", b.baseline) : null,
+      row(measured ? "added since (estimated)" : "messages + summary (estimated)", b.delta),
+      row("system prompt", b.system),
+      row("tools", b.tools)),
+    el("p", {class: "muted"}, measured
+      ? "Measured: the last reply's reported usage plus an estimate of what came after it."
+      : "Estimated from the text (no reply has reported its usage yet)."));
 }
 
 function summarySection(node, onCheckpoint) {
@@ -66,14 +75,9 @@ function ledgerSection(node) {
 }
 
 function activePins(projection) {
-  const pins = new Map();
-  for (const pin of projection.checkpoint?.payload?.pins || []) pins.set(pin.pin_id, pin.text);
-  for (const node of projection.messages || []) {
-    if (node.kind !== "pin") continue;
-    if (node.payload?.action === "unpin") pins.delete(node.payload.pin_id);
-    else pins.set(node.payload?.pin_id || node.id, node.payload?.text || "");
-  }
-  return [...pins.values()];
+  // The projection lists the active pins (the checkpoint's, then later pin events).
+  if (Array.isArray(projection.pins)) return projection.pins.map((p) => p.text || "");
+  return (projection.checkpoint?.payload?.pins || []).map((p) => p.text || "");
 }
 
 function pinsSection(pins) {

@@ -63,7 +63,7 @@ function treeItem(node, siblings, parentKey, handlers, rerender) {
       onclick: () => handlers.onFork(node)}, "Fork here"));
   }
   head.append(actions);
-  const text = node.kind === "checkpoint" ? preview(nodeText(node), 140) : preview(nodeText(node), 400);
+  const text = node.kind === "checkpoint" ? preview(nodeText(node), 140) : preview(nodeText(node), 300);
   return el("li", {class: classes.join(" "), dataset: {nodeId: node.id}},
     head, el("p", {class: "node-text"}, text));
 }
