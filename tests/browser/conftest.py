@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,10 @@ class Stack:
 def _stack(tmp: Path, fake: FakeServer, *, auth: bool, tenants: tuple[str, ...] = ()
            ) -> Iterator[Stack]:
     db = f"sqlite:///{tmp / 'service.db'}"
-    tokens = asyncio.run(create_tokens(db, *tenants)) if tenants else {}
+    tokens: dict[str, str] = {}
+    if tenants:  # in a thread: Playwright's sync API keeps an event loop on this one
+        with ThreadPoolExecutor(1) as pool:
+            tokens = pool.submit(asyncio.run, create_tokens(db, *tenants)).result()
     summary_model = make_chat_model(FAKE_MODEL, base_url=fake.openai_url, api_key="test")
     gate = GatedSummarizer(LlmSummarizer(summary_model))
     stores: list[FailingCommits] = []

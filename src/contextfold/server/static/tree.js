@@ -34,7 +34,23 @@ export function renderTree(tree, handlers) {
     items.push(treeItem(node, siblings, parentKey, handlers, () => renderTree(tree, handlers)));
     parentKey = node.id;
   }
+  const focus = focusedControl(list);
   replaceChildren(list, items);
+  focus?.();
+}
+
+/** Re-rendering replaces the buttons: give focus back to the same control of the same node. */
+function focusedControl(list) {
+  const active = document.activeElement;
+  if (!active || !list.contains(active)) return null;
+  const nodeId = active.closest("li")?.dataset.nodeId;
+  const label = active.getAttribute("aria-label") || active.textContent;
+  return () => {
+    const item = nodeId && list.querySelector(`li[data-node-id="${CSS.escape(nodeId)}"]`);
+    const again = item && [...item.querySelectorAll("button")].find(
+      (b) => (b.getAttribute("aria-label") || b.textContent) === label);
+    again?.focus();
+  };
 }
 
 function chosen(parentKey, siblings) {
@@ -74,6 +90,7 @@ function branchNav(node, siblings, parentKey, rerender) {
     const next = siblings[(at + step + siblings.length) % siblings.length];
     choices.set(parentKey, next.id);
     rerender();
+    // Keep the keyboard where it was: on the same arrow, now on the sibling shown.
     const label = step < 0 ? "Previous branch" : "Next branch";
     document.querySelector(
       `#tree [data-node-id="${CSS.escape(next.id)}"] button[aria-label="${label}"]`)?.focus();
