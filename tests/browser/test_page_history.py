@@ -1,5 +1,5 @@
 """The durable tree beside what the model sees: branch navigation after an edit and a fork
-(SPEC O1-O3 as the page shows them), checkpoint detail, text shown as text, and the layout
+(SPEC O2, O3 as the page shows them), checkpoint detail, text shown as text, and the layout
 at 1280×800 and at a phone's 390×844."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def tree_node(page: Any, text: str) -> Any:
     return page.locator("#tree li.node", has_text=text)
 
 
-def test_o1_o3_branch_navigation_after_edit_and_fork(page: Any, stack: Stack) -> None:
+def test_o2_o3_branch_navigation_after_edit_and_fork(page: Any, stack: Stack) -> None:
     with stack.client() as client:
         session_id = stack.new_session(client, "branches", ["First question", "Original wording"])
     open_session(page, stack, session_id)
