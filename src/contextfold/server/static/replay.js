@@ -55,6 +55,7 @@ function renderReport(report, png) {
   const row = (label, value) => [el("dt", {}, label), el("dd", {}, String(value ?? "–"))];
   replaceChildren(byId("replay-report"),
     el("h3", {}, "Replay report"),
+    el("div", {class: "report-grid"},
     el("dl", {class: "counts", id: "replay-counts"},
       row("model", report.model),
       row("requests", report.requests),
@@ -66,7 +67,7 @@ function renderReport(report, png) {
       row("dropped messages", report.dropped_messages),
       row("fixed overhead", `${formatTokens(report.overhead_tokens)} (${report.overhead_source || "–"})`)),
     report.series ? chart(report.series, report.safe_input_limit) :
-      png ? el("img", {class: "chart", src: png, alt: "Request size over the replayed session"}) : null);
+      png ? el("img", {class: "chart", src: png, alt: "Request size over the replayed session"}) : null));
 }
 
 function svg(tag, attrs, text) {
@@ -76,6 +77,12 @@ function svg(tag, attrs, text) {
   return node;
 }
 
+/** 1, 2 or 5 times a power of ten: round axis steps. */
+function niceStep(rough) {
+  const power = 10 ** Math.floor(Math.log10(Math.max(rough, 1)));
+  return [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough) || 10 * power;
+}
+
 /** Request size per request (contextfold's and the original's), the limit and compactions. */
 export function chart(series, fallbackLimit) {
   const requests = series.requests || [];
@@ -83,14 +90,15 @@ export function chart(series, fallbackLimit) {
   const width = 900;
   const height = 320;
   const pad = {left: 62, right: 14, top: 14, bottom: 34};
-  const maxY = Math.max(limit, ...requests.map((r) => Math.max(r.estimated_tokens || 0, r.recorded_tokens || 0)), 1);
+  const top = Math.max(limit, ...requests.map((r) => Math.max(r.estimated_tokens || 0, r.recorded_tokens || 0)), 1);
+  const step = niceStep(top / 4);
+  const maxY = Math.ceil(top / step) * step;
   const n = Math.max(requests.length - 1, 1);
   const x = (i) => pad.left + ((width - pad.left - pad.right) * i) / n;
   const y = (v) => height - pad.bottom - ((height - pad.top - pad.bottom) * v) / maxY;
   const root = svg("svg", {viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img",
     "aria-label": `Request size over ${requests.length} requests; limit ${limit} tokens`});
-  for (let k = 0; k <= 4; k++) {
-    const v = Math.round((maxY * k) / 4);
+  for (let v = 0; v <= maxY; v += step) {
     root.append(svg("line", {x1: pad.left, x2: width - pad.right, y1: y(v), y2: y(v), stroke: "#e6e9ed"}));
     root.append(svg("text", {x: pad.left - 6, y: y(v) + 4, "text-anchor": "end"}, formatTokens(v)));
   }
@@ -105,7 +113,8 @@ export function chart(series, fallbackLimit) {
       stroke: "#b3261e", "stroke-dasharray": "6 4"}));
   }
   const line = (key, color, cls) => {
-    const points = requests.map((r, i) => [i, r[key]]).filter(([, v]) => v !== null && v !== undefined);
+    // A request the original agent recorded no usage for (0 or missing) is left out.
+    const points = requests.map((r, i) => [i, r[key]]).filter(([, v]) => v > 0);
     if (!points.length) return;
     root.append(svg("polyline", {points: points.map(([i, v]) => `${x(i)},${y(v)}`).join(" "),
       fill: "none", stroke: color, "stroke-width": 1.8, class: cls}));
