@@ -10,6 +10,8 @@ from typing import Any
 
 from playwright.sync_api import expect
 
+from tests.fakeserver import Reply
+
 from .conftest import Stack
 from .harness import PHONE
 from .test_page_compaction import TURNS, open_session
@@ -178,3 +180,34 @@ def test_import_and_replay_with_chart(page: Any, stack: Stack) -> None:
     expect(page.locator("#chat-pane")).to_be_visible()
     expect(page.locator("#tree li.node").first).to_be_visible()
     expect(page.locator("#messages .msg.tool").first).to_be_visible()
+
+
+def test_o1_retry_and_model_switch_from_the_page(page: Any, stack: Stack) -> None:
+    with stack.client() as client:
+        session_id = stack.new_session(client, "retry", ["Question one"])
+    open_session(page, stack, session_id)
+    stack.fake.enqueue(Reply(text="A second, different answer"), kind="chat")
+    page.click("#retry")
+    expect(page.locator("#messages .msg.assistant").last).to_contain_text("different answer")
+    reply = tree_node(page, "different answer")
+    expect(reply.locator(".branch-pos")).to_have_text("2 / 2")  # the old reply is kept
+    reply.get_by_role("button", name="Previous branch").click()
+    expect(page.locator("#tree li.node.off")).to_have_count(1)
+
+    page.fill("#model-input", "offline/echo")
+    page.press("#model-input", "Enter")
+    expect(page.locator("#session-model")).to_have_text("offline/echo")
+    page.locator("#draft").fill("after the switch")
+    page.locator("#draft").press("Enter")
+    expect(page.locator("#messages .msg.assistant").last).to_contain_text("(offline model)")
+
+
+def test_new_session_on_the_default_offline_model(page: Any, stack: Stack) -> None:
+    page.goto(stack.url + "/")
+    page.click("#new-session")
+    expect(page.locator("#messages")).to_contain_text("No messages yet")
+    expect(page.locator("#draft")).to_be_focused()
+    page.keyboard.type("first words")
+    page.keyboard.press("Enter")
+    expect(page.locator("#messages .msg.assistant")).to_contain_text("first words")
+    expect(page.locator("#gauge")).not_to_have_attribute("aria-valuetext", "no session")
