@@ -130,7 +130,7 @@ def test_u3_failed_compaction_sends_nothing_and_keeps_the_draft(page: Any, stack
     stack.fail_commits(True)
     try:
         stack.gate.release()
-        expect(page.locator("#notice")).to_contain_text("failed")
+        expect(page.locator("#notice")).to_contain_text("compaction failed: nothing was sent")
         expect(draft).to_have_value("This must survive the failure")
         expect(draft).to_be_editable()
     finally:

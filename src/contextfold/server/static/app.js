@@ -53,7 +53,9 @@ function setPhase(phase, detail = {}) {
     byId("compacting-text").textContent = `Compacting earlier context…${trigger}`;
     byId("cancel-compaction").disabled = false;
   }
-  if (state.phase === "failed" && detail.reason) notify(`The last compaction failed: ${detail.reason}`, true);
+  if (state.phase === "failed" && detail.reason && byId("notice").hidden) {
+    notify(`The last compaction failed: ${detail.reason}`, true);
+  }
   updateControls();
 }
 
