@@ -52,6 +52,7 @@ def test_u1_u2_u4_send_waits_for_the_compaction_then_goes_out(page: Any, stack: 
     # U1: the banner says so and offers Cancel.
     expect(page.locator("#compacting")).to_contain_text("Compacting earlier context…")
     expect(page.locator("#cancel-compaction")).to_be_enabled()
+    expect(page.locator("#cancel-compaction")).to_be_focused()  # keyboard: Enter cancels
     # U4: retry, edit, compact, model switch and fork are disabled, saying why.
     for selector in LOCKED:
         expect(page.locator(selector)).to_be_disabled()

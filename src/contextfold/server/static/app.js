@@ -47,6 +47,8 @@ function setPhase(phase, detail = {}) {
   state.phase = phase || "idle";
   const box = byId("compacting");
   const compacting = state.phase === "compacting";
+  // The Cancel button disappears with the banner: keyboard focus goes to the message box.
+  if (!compacting && box.contains(document.activeElement)) byId("draft").focus();
   box.hidden = !compacting;
   if (compacting) {
     const trigger = detail.trigger ? ` (${detail.trigger})` : "";

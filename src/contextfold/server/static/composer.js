@@ -180,6 +180,8 @@ async function compactNow(app) {
     const answer = await api.compact(app.state.sessionId, null);
     if (answer?.state) app.setPhase(answer.state.phase, answer.state);
     else await app.refresh();
+    // "Compact now" is disabled while it runs: keep the keyboard on the control that matters.
+    if (app.state.phase === "compacting") byId("cancel-compaction").focus();
   } catch (exc) {
     app.notify(exc.message, true);
   }
