@@ -108,8 +108,8 @@ async def test_w2_tokens_are_stored_hashed_and_revocable(service_factory) -> Non
         assert [t.revoked_at is not None for t in await svc.store.list_tokens("acme")] == [True]
 
 
-async def test_w2_keys_never_reach_clients_or_logs(service_factory, monkeypatch,
-                                                   caplog) -> None:  # noqa: F811
+async def test_w2_keys_never_reach_clients_or_logs(
+        service_factory, monkeypatch, caplog) -> None:  # noqa: F811
     """W2: a server-side key is used by the server only; base_url is allowlisted."""
     secret = "sk-test-" + "k3y" * 10
     monkeypatch.setenv("OPENAI_API_KEY", secret)
