@@ -19,7 +19,7 @@ class ServiceConfig:
     auth          require bearer tokens (SPEC W2); without it every caller is the
                   "default" tenant and the server binds loopback only
     model         default model of new sessions; context_window its default window
-    allow_base_urls  the only `base_url` values a client may choose (SPEC W4: a client must
+    allow_base_urls  the only `base_url` values a client may choose (SPEC W2: a client must
                   not point the server's provider key at a host of its choosing)
     summarizer    the runtime's summarizer option (None: offline extractive); tests pass a
                   slow one to make the compaction window visible

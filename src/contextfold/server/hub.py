@@ -131,9 +131,9 @@ class PgHub(Hub):
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self._tasks:
+            # Never hang a shutdown on a connection the database does not answer.
+            await asyncio.wait(self._tasks, timeout=5)
 
     def _send_remote(self, message: dict[str, Any]) -> None:
         message["o"] = self.origin
@@ -155,8 +155,11 @@ class PgHub(Hub):
                         self._conninfo, autocommit=True) as conn:
                     await conn.execute(f"LISTEN {CHANNEL}")
                     self._listening.set()
-                    async for note in conn.notifies():
-                        self._received(note.payload)
+                    while True:
+                        # Bounded waits: a generator parked in the driver is not always
+                        # cancellable at once, and stop() must not hang on it.
+                        async for note in conn.notifies(timeout=1.0):
+                            self._received(note.payload)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the database went away: reconnect, never crash

@@ -109,7 +109,7 @@ class SessionManager:
         return chat, capacity
 
     def check_settings(self, settings: Settings) -> None:
-        """Refuse a client-chosen base_url the server does not allow (SPEC W4)."""
+        """Refuse a client-chosen base_url the server does not allow (SPEC W2)."""
         if settings.base_url is not None and not self.config.base_url_allowed(settings.base_url):
             raise ApiError(400, "base_url_not_allowed",
                            "base_url is not on this server's allowlist (--allow-base-url): "
