@@ -43,8 +43,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
+    """One Chromium for the browser tests, closed when they are done: Playwright's sync API
+    keeps an event loop running on the main thread while it is open, which would break every
+    later test that calls asyncio.run()."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
