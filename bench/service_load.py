@@ -32,6 +32,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -212,7 +213,8 @@ async def _audit(url: str, run: Run) -> dict[str, Any]:
             "missing_replies": missing_replies, "checkpoints": len(checkpoints)}
 
 
-async def main_async(sessions: int, turns: int, window: int, kill_at: float) -> dict[str, Any]:
+async def main_async(sessions: int, turns: int, window: int, kill_at: float,
+                     log_path: Path) -> dict[str, Any]:
     from contextfold.store import open_store
 
     schema = f"cf_load_{uuid.uuid4().hex[:10]}"
@@ -223,8 +225,7 @@ async def main_async(sessions: int, turns: int, window: int, kill_at: float) -> 
     tokens = {t: (await store.create_token(t, label="load bench"))[1] for t in TENANTS}
     await store.close()
     port = _free_port()
-    log_path = ROOT / "bench" / "results" / "service_load.log"
-    log_file = log_path.open("wb")
+    log_file = log_path.open("wb")  # the server's own log (warnings and worker restarts)
     server = subprocess.Popen(
         [sys.executable, "-m", "contextfold", "serve", "--db", url, "--workers", "2",
          "--auth", "--rate-limit", "0", "--context-window", str(window), "--port", str(port),
@@ -287,8 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kill-at", type=float, default=0.4)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
-    result = asyncio.run(main_async(args.sessions, args.turns, args.window, args.kill_at))
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    result = asyncio.run(main_async(args.sessions, args.turns, args.window, args.kill_at,
+                                    Path(tempfile.gettempdir()) / "contextfold-service-load.log"))
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     audit = result["audit"]
     print(f"{result['acknowledged_turns']}/{result['attempted_turns']} turns in "
