@@ -66,7 +66,7 @@ async def test_w2_migration_0004_backfills_default_and_downgrades(db_url) -> Non
     opened = await open_store(db_url)
     try:
         old = await opened.create_session(title="before tenants")
-        await downgrade(opened.engine, "0003")
+        await downgrade(opened.engine, _before_tenants())
         async with opened.engine.connect() as conn:
             columns = await conn.run_sync(
                 lambda c: [col["name"] for col in inspect(c).get_columns("sessions")])
@@ -81,3 +81,15 @@ async def test_w2_migration_0004_backfills_default_and_downgrades(db_url) -> Non
         assert await opened.tenant_for_token(token + "x") is None
     finally:
         await opened.close()
+
+
+def _before_tenants() -> str:
+    """The revision before the tenants migration (its number depends on landing order)."""
+    from alembic.script import ScriptDirectory
+
+    from contextfold.store.migrate import _config
+
+    script = ScriptDirectory.from_config(_config())
+    tenants = next(r for r in script.walk_revisions() if r.path.endswith("_tenants.py"))
+    assert isinstance(tenants.down_revision, str)
+    return tenants.down_revision
