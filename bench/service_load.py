@@ -82,8 +82,9 @@ def _children(pid: int) -> list[int]:
 class Run:
     """The client side: sessions, acknowledgements, latencies, failures."""
 
-    def __init__(self, url: str, tokens: dict[str, str], turns: int) -> None:
+    def __init__(self, url: str, tokens: dict[str, str], turns: int, deadline: float) -> None:
         self.url = url
+        self.deadline = deadline  # perf_counter() after which no new turn starts
         self.tokens = tokens
         self.turns = turns
         self.acked: dict[str, str] = {}  # user node id -> payload digest
@@ -95,6 +96,7 @@ class Run:
         self.retried = 0
         self.done_turns = 0
         self.compactions_reported = 0
+        self.stopped_early = 0  # sessions cut short by the time bound
 
     def fail(self, kind: str) -> None:
         self.failures[kind] = self.failures.get(kind, 0) + 1
@@ -125,6 +127,9 @@ class Run:
             return
         self.owner[sid] = tenant
         for turn in range(self.turns):
+            if time.perf_counter() > self.deadline:
+                self.stopped_early += 1
+                return
             text = f"session {index} turn {turn}: " + FILLER * (1 + (index + turn) % 4)
             for attempt in range(2):
                 started = time.perf_counter()
@@ -152,7 +157,8 @@ class Run:
 
 async def _kill_one_worker(run: Run, server: subprocess.Popen[bytes], total: int,
                            at: float, log: dict[str, Any]) -> None:
-    while run.done_turns < total * at:
+    halfway = time.perf_counter() + at * max(0.0, run.deadline - time.perf_counter())
+    while run.done_turns < total * at and time.perf_counter() < halfway:
         await asyncio.sleep(0.2)
     workers = _children(server.pid)
     victim = workers[0]
@@ -214,7 +220,7 @@ async def _audit(url: str, run: Run) -> dict[str, Any]:
 
 
 async def main_async(sessions: int, turns: int, window: int, kill_at: float,
-                     log_path: Path) -> dict[str, Any]:
+                     log_path: Path, max_seconds: float) -> dict[str, Any]:
     from contextfold.store import open_store
 
     schema = f"cf_load_{uuid.uuid4().hex[:10]}"
@@ -240,7 +246,7 @@ async def main_async(sessions: int, turns: int, window: int, kill_at: float,
                 if httpx.get(base + "/healthz", timeout=2).status_code == 200:
                     break
             await asyncio.sleep(0.2)
-        run = Run(base, tokens, turns)
+        run = Run(base, tokens, turns, time.perf_counter() + max_seconds)
         limits = httpx.Limits(max_connections=sessions, max_keepalive_connections=sessions)
         started = time.perf_counter()
         async with httpx.AsyncClient(limits=limits, timeout=300) as client:
@@ -275,6 +281,7 @@ async def main_async(sessions: int, turns: int, window: int, kill_at: float,
         "size_check_ms": {"p50": round(_pct(run.check_ms, 0.5), 1),
                           "p99": round(_pct(run.check_ms, 0.99), 1)},
         "failures": run.failures, "retried_sends": run.retried,
+        "max_seconds": max_seconds, "sessions_stopped_by_time_bound": run.stopped_early,
         "preflight_compactions_reported": run.compactions_reported,
         "fault": fault, "audit": audit,
     }
@@ -286,11 +293,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--window", type=int, default=4000)
     parser.add_argument("--kill-at", type=float, default=0.4)
+    parser.add_argument("--max-seconds", type=float, default=1200,
+                        help="start no new turn after this long (the run stops by itself)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     result = asyncio.run(main_async(args.sessions, args.turns, args.window, args.kill_at,
-                                    Path(tempfile.gettempdir()) / "contextfold-service-load.log"))
+                                    Path(tempfile.gettempdir()) / "contextfold-service-load.log",
+                                    args.max_seconds))
     args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     audit = result["audit"]
     print(f"{result['acknowledged_turns']}/{result['attempted_turns']} turns in "

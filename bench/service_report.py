@@ -33,7 +33,9 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
         "the end of the run): latencies are what a busy small box gives, not a target.", "",
         "| figure | value |", "| --- | --- |",
         f"| acknowledged turns | {data['acknowledged_turns']:,} of "
-        f"{data['attempted_turns']:,} |",
+        f"{data['attempted_turns']:,} planned |",
+        f"| sessions cut short by the {data.get('max_seconds', 0):,.0f} s time bound | "
+        f"{data.get('sessions_stopped_by_time_bound', 0)} |",
         f"| throughput | {data['turns_per_second']} turns/s over "
         f"{data['elapsed_seconds']} s |",
         f"| send (POST …/messages), p50 / p99 | {data['send_ms']['p50']:,.0f} / "
