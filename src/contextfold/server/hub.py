@@ -170,23 +170,25 @@ class PgHub(Hub):
         import psycopg
 
         while True:
-            raw = await self._outbox.get()
+            batch = [await self._outbox.get()]
             try:
                 async with await psycopg.AsyncConnection.connect(
                         self._conninfo, autocommit=True) as conn:
-                    await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, raw))
-                    while not self._outbox.empty():
-                        raw = self._outbox.get_nowait()
-                        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, raw))
-                    # Keep the connection while events keep coming (a streamed reply).
                     while True:
-                        try:
-                            raw = await asyncio.wait_for(self._outbox.get(), 5.0)
+                        while not self._outbox.empty() and len(batch) < 200:
+                            batch.append(self._outbox.get_nowait())
+                        # One round trip for everything queued (a streamed reply's deltas);
+                        # unnest keeps their order, and so does NOTIFY's delivery.
+                        await conn.execute(
+                            "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) "
+                            "WITH ORDINALITY AS t(payload, n) ORDER BY n", (CHANNEL, batch))
+                        try:  # keep the connection while events keep coming
+                            batch = [await asyncio.wait_for(self._outbox.get(), 5.0)]
                         except TimeoutError:
                             break
-                        await conn.execute("SELECT pg_notify(%s, %s)", (CHANNEL, raw))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("could not publish an event (%s)", type(exc).__name__)
+                log.warning("could not publish %d event(s) (%s)", len(batch),
+                            type(exc).__name__)
                 await asyncio.sleep(0.5)

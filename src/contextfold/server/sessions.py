@@ -18,6 +18,7 @@ from typing import Any
 from ..core.budget import ModelCapacity
 from ..core.messages import text_message
 from ..runtime import Conversation, Event, SendAbortedError
+from ..store.liveness import holder_is_dead
 from .config import ServiceConfig
 from .errors import ApiError
 from .hub import Hub
@@ -209,11 +210,15 @@ class SessionManager:
 
     # ------------------------------------------------------------------ state and events
 
+    async def remote_compaction(self, live: Live) -> bool:
+        """Whether another process holds the session's compaction lease (a holder whose
+        process is gone on this machine does not count: its lease is void, SPEC C4)."""
+        holder = await live.conv.store.lease_holder(live.session_id)
+        return holder is not None and not holder_is_dead(holder)
+
     async def state(self, live: Live) -> dict[str, Any]:
         """idle / busy / compacting / failed, compactions on other workers included."""
-        remote = False
-        if not live.conv.state.compacting:
-            remote = await live.conv.store.lease_holder(live.session_id) is not None
+        remote = not live.conv.state.compacting and await self.remote_compaction(live)
         return state_json(live.conv.state, busy=live.turns > 0, remote_compaction=remote)
 
     async def session_json(self, live: Live) -> dict[str, Any]:
@@ -254,8 +259,7 @@ class SessionManager:
 
     async def ensure_not_compacting(self, live: Live, operation: str) -> None:
         """SPEC U4 across workers: 409 while this session compacts here or elsewhere."""
-        if live.conv.state.compacting or \
-                await live.conv.store.lease_holder(live.session_id) is not None:
+        if live.conv.state.compacting or await self.remote_compaction(live):
             reason = f"cannot {operation} while a compaction is running; wait for it to " \
                      "finish or cancel it"
             raise ApiError(409, "compacting", reason, reason=reason)
@@ -266,7 +270,7 @@ class SessionManager:
         if live.conv.state.compacting:
             return  # this worker's: `Conversation.send` waits for it itself
         with self.hub.subscribe(live.session_id) as sub:
-            if await live.conv.store.lease_holder(live.session_id) is None:
+            if not await self.remote_compaction(live):
                 return
             while True:
                 event = await sub.get(REMOTE_POLL)
@@ -278,8 +282,7 @@ class SessionManager:
                 if event is not None and event.name.startswith("compaction_") and \
                         event.name != "compaction_started":
                     break
-                if event is None and \
-                        await live.conv.store.lease_holder(live.session_id) is None:
+                if event is None and not await self.remote_compaction(live):
                     break
         await live.conv.reload()
 
@@ -287,7 +290,7 @@ class SessionManager:
         """Cancel the session's compaction here, or ask the worker running it (C4)."""
         if live.conv.cancel_compaction():
             return True
-        if await live.conv.store.lease_holder(live.session_id) is None:
+        if not await self.remote_compaction(live):
             return False
         self.hub.request_cancel(live.session_id)
         return True

@@ -35,6 +35,7 @@ from .errors import (
 )
 from .importing import prepare_import
 from .lease import LeaseMixin
+from .mirroring import MirrorOps
 from .pinning import PinOps
 from .recall import RecallOps
 from .recall_index import index_nodes
@@ -44,7 +45,7 @@ from .tenancy import TenantOps
 from .values import CommitResult, SessionInfo
 
 
-class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, TenantOps):
+class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, TenantOps):
     """Session trees in one SQL database. Create it with `open_store(url)`."""
 
     # ------------------------------------------------------------------ sessions
