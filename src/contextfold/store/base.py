@@ -5,10 +5,11 @@ revision and is logged in `leaf_moves`).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
@@ -26,10 +27,9 @@ from .errors import (
     ReadOnlySessionError,
     SessionNotFoundError,
 )
-from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import leaf_moves, nodes, sessions
-from .values import SessionInfo
+from .values import DEFAULT_TENANT, SessionInfo
 
 T = TypeVar("T")
 _SOUND_CACHE_SIZE = 4096
@@ -41,6 +41,9 @@ class StoreBase:
     # Test hook: the invariant checker must catch a store that commits stale plans. A test
     # subclass sets this False to skip the leaf/revision re-check (never do it elsewhere).
     _guard_commit: bool = True
+    # SPEC W1: None = every tenant (the library, the CLI, admin tools); a tenant id limits
+    # every session this instance reads or writes to that tenant (see `for_tenant`).
+    tenant: str | None = None
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -55,9 +58,32 @@ class StoreBase:
     def dialect(self) -> str:
         return self.engine.dialect.name
 
+    @property
+    def database(self) -> str:
+        """Where this store is, for messages: the SQLite file, or the URL without password."""
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and url.database:
+            return url.database
+        return url.render_as_string(hide_password=True)
+
     async def close(self) -> None:
         """Release every pooled connection."""
         await self.engine.dispose()
+
+    def for_tenant(self, tenant: str) -> Self:
+        """This store seen by one tenant (SPEC W1): the same engine and caches, but every
+        session read, write, list and lease is limited to `tenant`'s sessions, and new
+        sessions (create, fork, import) belong to it. Another tenant's session id raises
+        `SessionNotFoundError`, exactly like a missing one."""
+        if not isinstance(tenant, str) or not tenant:
+            raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r}")
+        scoped = copy.copy(self)
+        scoped.tenant = tenant
+        return scoped
+
+    def _scoped(self, stmt: Any) -> Any:
+        """`stmt` (a select over `sessions`) limited to this instance's tenant, if any."""
+        return stmt if self.tenant is None else stmt.where(sessions.c.tenant_id == self.tenant)
 
     async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         async def attempt() -> T:
@@ -72,20 +98,20 @@ class StoreBase:
 
     async def _session_row(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
-            raise SessionNotFoundError(repr(session_id))
-        row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))
-               ).mappings().first()
+            raise SessionNotFoundError(session_id, self.database)
+        stmt = self._scoped(select(sessions).where(sessions.c.id == session_id))
+        row = (await conn.execute(stmt)).mappings().first()
         if row is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, self.database)
         return row
 
     async def _lock_session(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
-            raise SessionNotFoundError(repr(session_id))
-        stmt = select(sessions).where(sessions.c.id == session_id).with_for_update()
+            raise SessionNotFoundError(session_id, self.database)
+        stmt = self._scoped(select(sessions).where(sessions.c.id == session_id)).with_for_update()
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, self.database)
         return row
 
     def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
@@ -94,6 +120,7 @@ class StoreBase:
             branch_revision=row["branch_revision"], read_only=bool(row["read_only"]) or read_only,
             title=row["title"], created_at=utc(row["created_at"]),
             metadata=json.loads(row["metadata"] or "{}"),
+            tenant_id=row.get("tenant_id") or DEFAULT_TENANT,
         )
 
     async def _is_damaged(self, conn: AsyncConnection, row: RowMapping) -> bool:
@@ -157,7 +184,10 @@ class StoreBase:
             latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
         await conn.execute(insert(nodes), rows)
-        # Searchable in the same transaction as stored (SPEC L1).
+        # Searchable in the same transaction as stored (SPEC L1). Imported on first write:
+        # read-only commands skip the search-text machinery.
+        from .recall_index import index_nodes
+
         await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in zip(chain, rows,
                                                                             strict=True)])
 
@@ -193,12 +223,12 @@ class StoreBase:
 
     async def _insert_session(
         self, conn: AsyncConnection, tree_id: str, leaf_id: str | None, title: str | None,
-        meta_json: str, *, op: str,
+        meta_json: str, *, op: str, tenant: str | None = None,
     ) -> SessionInfo:
         now = utc_now()
         values = dict(id=new_id(), tree_id=tree_id, leaf_id=leaf_id, branch_revision=0,
                       read_only=False, title=title, metadata=meta_json, created_at=now,
-                      updated_at=now)
+                      updated_at=now, tenant_id=tenant or self.tenant or DEFAULT_TENANT)
         await conn.execute(insert(sessions).values(**values))
         await conn.execute(insert(leaf_moves).values(
             tree_id=tree_id, session_id=values["id"], revision=0, op=op, from_leaf_id=None,

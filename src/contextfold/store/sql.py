@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from contextfold.core.messages import Checkpoint, Message, Node, utc_now
-from contextfold.core.plan import Plan
 from contextfold.core.tree import Branch, DamagedBranch, build_branch, check_stability
 from contextfold.ids import new_id
 
@@ -33,18 +32,20 @@ from .errors import (
     NodeNotFoundError,
     StaleBranchError,
 )
-from .importing import prepare_import
 from .lease import LeaseMixin
 from .mirroring import MirrorOps
 from .pinning import PinOps
 from .recall import RecallOps
-from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import nodes, sessions, trees
+from .tenancy import TenantOps
 from .values import CommitResult, SessionInfo
 
+if TYPE_CHECKING:
+    from contextfold.core.plan import Plan
 
-class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
+
+class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, TenantOps):
     """Session trees in one SQL database. Create it with `open_store(url)`."""
 
     # ------------------------------------------------------------------ sessions
@@ -65,6 +66,8 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
                 await conn.execute(insert(trees).values(id=tree_id, created_at=utc_now()))
             else:
                 found = await queries.trees_of_node(conn, from_node_id)
+                if self.tenant is not None:  # W1: only trees this tenant has sessions on
+                    found = [t for t in found if await self._tenant_has_tree(conn, t)]
                 if not found:
                     raise NodeNotFoundError(f"cannot start a session from node {from_node_id!r}:"
                                             " no such node is stored")
@@ -83,6 +86,10 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
                                               op="create")
 
         return await self._write(op)
+
+    async def _tenant_has_tree(self, conn: AsyncConnection, tree_id: str) -> bool:
+        stmt = self._scoped(select(sessions.c.id).where(sessions.c.tree_id == tree_id))
+        return (await conn.execute(stmt.limit(1))).first() is not None
 
     async def update_session_metadata(self, session_id: str,
                                       updates: Mapping[str, Any]) -> SessionInfo:
@@ -109,7 +116,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
         (then `read_only` reflects only the stored flag)."""
         async with read_connection(self.engine) as conn:
             rows = (await conn.execute(
-                select(sessions).order_by(sessions.c.created_at, sessions.c.id)
+                self._scoped(select(sessions)).order_by(sessions.c.created_at, sessions.c.id)
             )).mappings().all()
             out = []
             for row in rows:
@@ -263,6 +270,9 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
         unrelated tree may hold the same id); a node already stored with the same id and
         content raises `DuplicateNodeError` (a re-import).
         """
+        from .importing import prepare_import  # writers only: reads start quicker
+        from .recall_index import index_nodes
+
         prepared = prepare_import(nodes_in, leaf_id)
         meta_json = metadata_json(metadata)
 
