@@ -20,6 +20,7 @@ and the extractive fallback never runs (the run counts fallbacks to prove it).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -62,15 +63,40 @@ def to_message(m: Neutral) -> Message:
     return Message(role=m["role"], parts=tuple(parts))
 
 
+# Where a summariser writing contextfold's sections would put each planted fact
+# (`bench.peers.continuity`): matched against the headings the prompt asks for, first match.
+_FACT_SECTIONS = (
+    ("constraint", ("Constraint",)),
+    ("decision", ("Decisions",)),
+    ("continuation", ("Next Steps",)),
+    ("recall", ("Critical Context",)),
+    ("artifact", ("Done", "Files Modified")),
+    ("identifiers", ("Key Zotero Resources", "Critical Context")),
+)
+_FACT = re.compile(r"FACT-([a-z]+)-\d+")
+
+
 def echo_checkpoint(prompt: str, coverage: str) -> str:
-    """A valid checkpoint in the format the prompt asks for, holding only `coverage`."""
+    """A valid checkpoint in the format the prompt asks for, holding only `coverage`.
+
+    The coverage line goes in the first section; each fact the fake echoes becomes its own
+    bullet in the section its kind belongs to, as a model following the format would write
+    it (one 10k-character bullet under the goal is no summary a model writes).
+    """
     skeleton = prompt.rsplit(_FORMAT, 1)[-1]
-    lines: list[str] = []
-    for line in skeleton.splitlines():
-        if line.startswith("#"):
-            lines += [line, f"- (inferred) {coverage}" if not lines else "- (none)"]
-    if not lines:
+    headings = [line for line in skeleton.splitlines() if line.startswith("#")]
+    if not headings:
         raise ValueError("the summary request has no 'Format:' skeleton to answer in")
+    head, _, listed = coverage.partition(". Facts: ")
+    bullets: dict[str, list[str]] = {headings[0]: [f"(inferred) {head}"]}
+    for fact in listed.split():
+        kind = m.group(1) if (m := _FACT.fullmatch(fact)) else ""
+        names = next((n for k, n in _FACT_SECTIONS if k == kind), ())
+        target = next((h for name in names for h in headings if name in h), headings[0])
+        bullets.setdefault(target, []).append(f"(inferred) {fact}")
+    lines: list[str] = []
+    for h in headings:
+        lines += [h, *(f"- {b}" for b in bullets.get(h, ["(none)"]))]
     return "\n".join(lines)
 
 
