@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -165,6 +166,11 @@ class _GrowingModel:
 
     model = "grows"
 
+    def __init__(self, *, malformed_when_over: bool) -> None:
+        # True: an answer over budget also lacks its last section, so it cannot be fitted
+        # and the offline summariser takes over (its path); False: it is fitted.
+        self.malformed_when_over = malformed_when_over
+
     async def complete(self, request: ChatRequest) -> ChatResponse:
         prompt = request.pending[-1].text
         found = re.search(r"<previous-summary>\n(.*?)\n</previous-summary>", prompt, re.S)
@@ -173,7 +179,7 @@ class _GrowingModel:
 
         def body(name: str, fresh: list[str]) -> str:
             old = [ln for ln in keep.get(name, "").splitlines()
-                   if ln.startswith("- ") and ln != "- (none)" and "omitted" not in ln]
+                   if ln.startswith("- ") and ln != "- (none)"]
             return "\n".join([*old, *fresh]) or "- (none)"
 
         text = "\n\n".join([
@@ -190,20 +196,23 @@ class _GrowingModel:
                               re.findall(r"D\d{4}", new)]),
             "## Next Steps\n- (inferred) continue", "## Critical Context\n- (none)",
         ])
+        if self.malformed_when_over and estimate_text(text) > (request.max_tokens or 0):
+            text = text.rsplit("\n\n## Critical Context", 1)[0]
         return ChatResponse(message=text_message("assistant", text), stop_reason="end_turn")
 
     def stream(self, request: ChatRequest):  # pragma: no cover - not streamed
         raise NotImplementedError
 
 
-async def test_rolling_updates_through_fallbacks_keep_every_constraint():
+@pytest.mark.parametrize("path", ["offline fallback", "fitted answer"])
+async def test_rolling_updates_over_budget_keep_every_constraint(path):
     """S4: the bug of the continuity probe. A model's growing summary is rejected for size;
     the fallback must carry the previous checkpoint forward: every constraint, then as many
     of the latest decisions as fit, the rest counted as in the history; never the previous
     summary cut down to a few hundred characters."""
-    summariser = LlmSummarizer(_GrowingModel())
+    summariser = LlmSummarizer(_GrowingModel(malformed_when_over=path == "offline fallback"))
     summary = None
-    fell_back = 0
+    fell_back = fitted = 0
     rounds = 60
     for n in range(rounds):
         nodes = chain([user(f"Never cite source C{n:04d}."),
@@ -212,9 +221,11 @@ async def test_rolling_updates_through_fallbacks_keep_every_constraint():
                          window=24_000, max_output=2_000)
         outcome = await summariser.summarize(plan)
         fell_back += outcome.fell_back
+        fitted += any("fitted" in p for p in outcome.problems)
         summary = outcome.text
         assert validate_summary(summary, "research", summary_token_budget(plan)) == []
-    assert fell_back >= 5, "the model's summaries must outgrow the budget for this test"
+    # The model's summaries must outgrow the budget, taking the path under test.
+    assert (fell_back if path == "offline fallback" else fitted) >= 5, (fell_back, fitted)
     s = parse_sections(summary, "research")
     assert s["Research Goal"].startswith("- (user) ORIGINAL GOAL")
     constraints = set(re.findall(r"C\d{4}", s["User Requirements and Constraints"]))
@@ -239,3 +250,75 @@ def test_identifiers_the_user_asked_to_keep_survive_a_full_budget():
     critical = parse_sections(text, "research")["Critical Context"]
     assert all(f"10.1000/x{i}" in critical for i in range(5))
     assert "never cite preprint number 9 stays" in text
+
+
+# --------------------------------------------------------------------------- a model's answer
+
+
+class _Scripted:
+    """A summariser model that answers with the given texts, in order."""
+
+    model = "scripted"
+
+    def __init__(self, *answers: str) -> None:
+        self.answers = list(answers)
+        self.calls = 0
+
+    async def complete(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        return ChatResponse(message=text_message("assistant", self.answers.pop(0)),
+                            stop_reason="end_turn")
+
+    def stream(self, request: ChatRequest):  # pragma: no cover - not streamed
+        raise NotImplementedError
+
+
+def _answer_over(plan, share: float) -> str:
+    """A valid research summary `share` over the plan's output budget: constraints and
+    decisions, then done items as padding."""
+    budget = LlmSummarizer(_Scripted()).output_tokens(plan)
+    constraints = "\n".join(f"- (user) Never cite source C{n:04d}." for n in range(20))
+    decisions = "\n".join(f"- (inferred) We chose venue D{n:04d}." for n in range(20))
+
+    def text(done: int) -> str:
+        return "\n\n".join([
+            "## Research Goal\n- (user) ORIGINAL GOAL",
+            "## User Requirements and Constraints\n" + constraints,
+            "## Research Progress\n### Done\n"
+            + "\n".join(f"- [x] (tool) read attachment R{k:04d} in full" for k in range(done))
+            + "\n### In Progress\n- (none)\n### Blocked\n- (none)",
+            "## Findings and Evidence\n- (none)", "## Key Zotero Resources\n- (none)",
+            "## Decisions\n" + decisions,
+            "## Next Steps\n- (inferred) continue", "## Critical Context\n- (none)"])
+
+    done = 1
+    while estimate_text(text(done)) <= budget * (1 + share):
+        done += 1
+    return text(done)
+
+
+async def test_an_answer_slightly_over_budget_is_fitted_not_retried():
+    """S4, S5: a valid answer a few percent over its budget keeps the model's work, trimmed
+    by priority and counted; no second request, no offline summary."""
+    plan = make_plan(_new_work(2), profile="research", window=24_000, max_output=2_000)
+    model = _Scripted(_answer_over(plan, 0.05))
+    outcome = await LlmSummarizer(model).summarize(plan)
+    budget = LlmSummarizer(model).output_tokens(plan)
+    assert model.calls == 1 and outcome.attempts == 1 and not outcome.fell_back
+    assert "fitted" in outcome.problems[0]
+    assert validate_summary(outcome.text, "research", budget) == []
+    s = parse_sections(outcome.text, "research")
+    assert len(re.findall(r"C\d{4}", s["User Requirements and Constraints"])) == 20
+    assert len(re.findall(r"D\d{4}", s["Decisions"])) == 20
+    assert "earlier items omitted for size" in s["Research Progress"]
+
+
+async def test_an_answer_far_over_budget_gets_the_strict_retry_then_is_fitted():
+    """S5: far over budget, the strict prompt is tried first; a retry over budget again
+    is fitted rather than replaced by the offline summary."""
+    plan = make_plan(_new_work(2), profile="research", window=24_000, max_output=2_000)
+    model = _Scripted(_answer_over(plan, 0.6), _answer_over(plan, 0.3))
+    outcome = await LlmSummarizer(model).summarize(plan)
+    assert model.calls == 2 and outcome.attempts == 2 and not outcome.fell_back
+    assert "rejected" in outcome.problems[0] and "fitted" in outcome.problems[1]
+    assert "C0019" in outcome.text and "D0019" in outcome.text

@@ -158,19 +158,24 @@ def empty_sections(profile: Profile) -> tuple[list[Section], dict[str, Section]]
     return ordered, sections
 
 
-def build_sections(plan: Plan, facts: Facts) -> list[Section]:
-    """Every section of `plan.profile` in order: the previous summary's items, then `facts`."""
-    profile = plan.profile
+def load_summary(sections: dict[str, Section], text: str, profile: Profile) -> None:
+    """Add the bullets of a summary `text` (and its omitted counts) to `sections`."""
     progress = PROGRESS_SECTION[profile]
-    previous = parse_sections(plan.previous_summary or "", profile)
-    ordered, sections = empty_sections(profile)
-    # Previous content first: it is older than anything in the newly old nodes.
-    for name, body in previous.items():
+    for name, body in parse_sections(text, profile).items():
         parsed, omitted = _parse_previous(body)
         for sub, items in parsed.items():
             target = _previous_target(name, sub, progress, sections)
             target.add(items)
             target.omitted += omitted.get(sub, 0)
+
+
+def build_sections(plan: Plan, facts: Facts) -> list[Section]:
+    """Every section of `plan.profile` in order: the previous summary's items, then `facts`."""
+    profile = plan.profile
+    progress = PROGRESS_SECTION[profile]
+    ordered, sections = empty_sections(profile)
+    # Previous content first: it is older than anything in the newly old nodes.
+    load_summary(sections, plan.previous_summary or "", profile)
     if facts.new_request:
         # The conversation moved on since the previous summary: its open items may have
         # been resolved, so they become context rather than claims about the present.
