@@ -13,8 +13,9 @@ work, as the peers are.
 The summariser is contextfold's production LLM summariser (`summarize.llm.LlmSummarizer`:
 chunking, prompts, validation, rolling update per chunk) over `EchoChatModel`, a `ChatModel`
 that never leaves the process. Like the peers' fake it answers with the messages it was
-shown, but in the section format contextfold's validator requires, so no answer is rejected
-and the extractive fallback never runs (the run counts fallbacks to prove it).
+shown, but in the section format contextfold's validator requires (each fact a bullet in the
+section of its kind); an answer is rejected only for its size, and is then fitted to the
+budget by priority (the run counts fitted answers and fallbacks).
 """
 
 from __future__ import annotations
@@ -131,26 +132,29 @@ class Contextfold:
         self.loop = asyncio.new_event_loop()
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
         self.session = ManagedSession(CAPACITY, BUDGET, self._summarize)
-        self.pending: list[Neutral] = []
+        self.pending: list[tuple[int, Message]] = []
         self.repairs = 0
         self.fallbacks = 0
+        self.fitted = 0  # answers over budget, trimmed by priority (summarize.llm)
 
     def _summarize(self, plan: Plan) -> tuple[str, str]:
         outcome = self.loop.run_until_complete(self.summarizer.summarize(plan))
         self.fallbacks += outcome.fell_back
+        self.fitted += any("fitted" in p for p in outcome.problems)
         return outcome.text, outcome.summarizer
 
     def ingest(self, new: Sequence[Neutral]) -> None:
-        self.pending.extend(new)
+        # Converted here, untimed, as every peer converts to its framework's messages in
+        # `ingest`: an application holds its messages in contextfold's types already.
+        self.pending.extend((m["i"], to_message(m)) for m in new)
 
     def decide(self) -> Projection:
         # The replay engine's own steps: auto after a turn, preflight before a user message,
         # and the fit check before the request (contextfold.replay.ManagedSession).
-        for m in self.pending:
-            message = to_message(m)
+        for i, message in self.pending:
             if message.role == "user":
                 self.session.before_user_message(message)
-            self.session.append(message, f"m{m['i']}")
+            self.session.append(message, f"m{i}")
         self.pending = []
         projection, _ = self.session.before_request()
         return projection

@@ -177,16 +177,7 @@ def _continuity(results: dict[str, Any], systems: dict[str, Any],
             cells.append("-" if v is None else pct(v))
         lines.append(f"| {name} | {systems[name]['continuity']['compactions']} | "
                      + " | ".join(cells) + " |")
-    cf = systems.get(CF, {}).get("continuity", {})
-    if cf.get("contextfold_fallbacks"):
-        lines += ["", f"contextfold rejected {cf['contextfold_fallbacks']} of its summaries "
-                  "here and used its offline extractive summary instead: the fake's summary "
-                  "repeats every fact ever shown, so it grows without bound, and contextfold is "
-                  "the only system that checks a summary against its budget"
-                  + (f" ({results['settings']['summary_budget']:,} tokens)"
-                     if results["settings"].get("summary_budget") else "") + "; "
-                  "the extractive fallback does not carry the facts forward, which is what the "
-                  "drop at the end shows. The peers accept a summary of any size."]
+    lines += _bounded_note(results, systems.get(CF, {}).get("continuity", {}))
     lines += ["", "Per category at the end of the session:", "",
               "| system | " + " | ".join(CATEGORIES) + " |",
               "| --- | " + " | ".join("---:" for _ in CATEGORIES) + " |"]
@@ -195,6 +186,29 @@ def _continuity(results: dict[str, Any], systems: dict[str, Any],
         lines.append(f"| {name} | " + " | ".join(
             "-" if snap.get(cat) is None else pct(snap[cat]) for cat in CATEGORIES) + " |")
     return [*lines, ""]
+
+
+def _bounded_note(results: dict[str, Any], cf: dict[str, Any]) -> list[str]:
+    """Why contextfold keeps fewer facts at the end: its summary has a budget."""
+    fitted, fallbacks = cf.get("contextfold_fitted", 0), cf.get("contextfold_fallbacks", 0)
+    if not (fitted or fallbacks):
+        return []
+    end = cf.get("milestones", {}).get("end", {})
+    budget = results["settings"].get("summary_budget")
+    kept = ", ".join(f"{cat} {pct(end[cat])}" for cat in ("constraint", "decision")
+                     if end.get(cat) is not None)
+    return ["", "contextfold's checkpoint has a budget"
+            + (f" ({budget:,} tokens for this model, summary and identifier ledger together, "
+               "by its conservative estimate)" if budget else "")
+            + ", and it is the only system here that checks a summary against one. The fake "
+            "repeats every fact it was ever shown, so its answer outgrows the budget as the "
+            f"session goes on: contextfold fitted {fitted} answers and replaced {fallbacks} "
+            "with its offline summary. Both trim by priority (`summarize/extractive_fit.py`): "
+            "the goal and the user's constraints last, then decisions, then what is open; "
+            "done work, resources and context first, each list saying how many of its items "
+            "are in the history, which the model can search (history_search). So at the end "
+            f"it keeps {kept} of those planted, and few of the rest; the peers accept a "
+            "summary of any size."]
 
 
 def _cost(systems: dict[str, Any], names: list[str]) -> list[str]:
