@@ -226,7 +226,9 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
     started = time.perf_counter()
     load_at_start = [round(x, 1) for x in os.getloadavg()]
     peers = [s for s in systems if s in PEER_SYSTEMS]
+    venv_started = time.perf_counter()
     peer_python = ensure_peers_venv() if peers else None
+    venv_seconds = round(time.perf_counter() - venv_started)
     with tempfile.TemporaryDirectory(prefix="cf-peers-") as tmp:
         workdir = Path(tmp)
         print("writing workloads ...", flush=True)
@@ -257,8 +259,12 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             t_results = list(pool.map(timed, timing))
 
-    return assemble(q_results + t_results, workloads, sizes, rounds,
-                    round(time.perf_counter() - started), load_at_start)
+    results = assemble(q_results + t_results, workloads, sizes, rounds,
+                       round(time.perf_counter() - started), load_at_start)
+    # Included in wall_seconds: the peers venv (created, or found up to date).
+    results["peers_venv_seconds"] = venv_seconds
+    dump(RESULTS, results)
+    return results
 
 
 def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
