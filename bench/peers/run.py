@@ -360,7 +360,13 @@ def main(argv: list[str] | None = None) -> int:
         results = run(args.systems, args.sizes, args.synth_messages, args.parallel,
                       args.rounds)
         if previous is not None:
-            previous["systems"].update(results["systems"])
+            for name, entry in results["systems"].items():
+                old = previous["systems"].get(name, {})
+                # What this run did not measure (no timing with `--sizes` empty) is kept.
+                for key in ("timing", "growth", "quality", "estimator", "continuity"):
+                    if not entry.get(key) and old.get(key):
+                        entry[key] = old[key]
+                previous["systems"][name] = entry
             previous["updated"] = {"at": results["generated"], "systems": args.systems,
                                    "wall_seconds": results["wall_seconds"]}
             results = previous
