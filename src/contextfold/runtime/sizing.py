@@ -7,7 +7,7 @@ pending messages the request will really carry.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,9 +20,11 @@ from ..providers.base import ToolSpec
 _EMPTY = Projection(checkpoint=None, messages=())
 
 
-def tool_dicts(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
-    """Tools as the JSON the request carries (what the estimator counts)."""
-    return [{"name": t.name, "description": t.description, "input_schema": t.input_schema}
+def tool_dicts(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tools as the JSON the request carries (what the estimator counts); tools given as
+    request JSON already (a proxied client's) are counted as they are."""
+    return [dict(t) if isinstance(t, Mapping) else
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
             for t in tools]
 
 
@@ -58,7 +60,7 @@ class Sizer:
     capacity: ModelCapacity
     budget: Budget
     system: str | None
-    tools: tuple[ToolSpec, ...]
+    tools: tuple[ToolSpec | Mapping[str, Any], ...]
     costs: MessageCosts = field(init=False, repr=False, compare=False)
     tool_json: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
 

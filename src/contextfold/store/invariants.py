@@ -267,7 +267,7 @@ def _check_move(sid: str, prev: Mapping[str, Any], move: Mapping[str, Any],
         if move["planned_revision"] != move["revision"] - 1:
             report.problems.append(f"{where}: stale commit, planned at revision "
                                    f"{move['planned_revision']}")
-    elif move["op"] in ("append", "edit"):
+    elif move["op"] in ("append", "edit", "branch"):  # branch: a mirror's (SPEC Y1)
         if node is None or move["to_leaf_id"] != move["node_id"]:
             report.problems.append(f"{where}: the written node is not the new leaf")
         elif isinstance(node, Node) and node.checkpoint is not None:

@@ -97,6 +97,9 @@ sessions = Table(
     Column("metadata", Text, nullable=False),  # JSON object
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # Migration 0005 (SPEC W1): the tenant that owns the session; the library's are "default".
+    Column("tenant_id", String, nullable=False, server_default="default"),
+    Index("ix_sessions_tenant", "tenant_id", "created_at"),
 )
 
 # Append-only audit log of every leaf move (also enforced by triggers). It is what lets the
@@ -107,7 +110,8 @@ leaf_moves = Table(
     Column("tree_id", String, nullable=False),
     Column("session_id", String, nullable=False),
     Column("revision", Integer, nullable=False),
-    Column("op", String(16), nullable=False),  # create|append|commit|retry|edit|import|fork
+    # create|append|commit|retry|edit|import|fork; a mirror's branch|switch (SPEC Y1)
+    Column("op", String(16), nullable=False),
     Column("from_leaf_id", String, nullable=True),
     Column("to_leaf_id", String, nullable=True),
     Column("node_id", String, nullable=True),  # last node inserted by this move, if any
@@ -144,4 +148,41 @@ recall_nodes = Table(
     Column("document", Text, nullable=True),
     PrimaryKeyConstraint("tree_id", "node_id", name="pk_recall_nodes"),
     Index("ux_recall_nodes_line", "tree_id", "line_id", "depth", unique=True),
+)
+
+# Content mirror (SPEC Y1, migration 0004): which node holds the message whose content-hash
+# chain is `prefix_hash` (sha256 over a scope and the normalised messages up to it, see
+# runtime/mirror.py). A checkpoint added right after that message is indexed under the same
+# hash one level deeper, so a client that resends the same prefix continues after it.
+mirror_index = Table(
+    "mirror_index",
+    metadata,
+    Column("tree_id", String, nullable=False),
+    Column("node_id", String, nullable=False),
+    Column("prefix_hash", String(64), nullable=False),
+    Column("depth", Integer, nullable=False),
+    Column("message_id", String, nullable=False),  # the message the chain ends at
+    PrimaryKeyConstraint("tree_id", "node_id", name="pk_mirror_index"),
+    Index("ix_mirror_index_hash", "prefix_hash"),
+)
+
+# Migration 0005 (SPEC W1, W2): tenants and their bearer tokens. Only the SHA-256 digest of a
+# token is stored: a copy of the database does not let anyone call the service.
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("tenant_id", String, nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("label", Text, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
+    Index("ix_api_tokens_tenant", "tenant_id"),
 )

@@ -1,0 +1,338 @@
+"""`Mirror`: keep an externally held conversation in the durable tree, by content (SPEC Y1).
+
+Agents behind the proxy, and frameworks (LangChain, the Agents SDK, pydantic-ai) keep their own
+message list and send all of it on every call. `Mirror.sync` takes that list (as contextfold
+`Message`s, plus the system prompt and tool definitions), stores only what is new, and returns
+what to send instead: the projection that fits the model's real window (SPEC Y2, P1-P3).
+
+    mirror = Mirror(store)                        # one per process; many sessions
+    synced = await mirror.sync(messages, capacity=capacity_for("gpt-4o-mini"),
+                               scope="my-app", system=system, tools=tools)
+    for item in synced.items():                   # the request's messages, in order
+        ...  # item.index is None for the checkpoint/pins prefix; else messages[item.index]
+             # is sent as it is when item.verbatim, else send item.message instead
+    await mirror.record_reply(synced, reply)      # the model's answer, with its usage (E1)
+
+How a list maps onto the tree: every message has a content-hash chain (`content_chain`); the
+longest stored prefix is found through the `mirror_index` table; the session continues from
+there (after any checkpoint committed at that point), so the same prefix continues the same
+branch, a changed earlier message (a retry, an edit, the agent's own compaction) starts a
+branch at the first difference, and nothing is stored twice.
+
+Where the conversation lives: with `session_id`, that session's tree; without it, the tree
+whose stored chain matches under `scope` (a new session when none does). After a reply, the
+auto check runs (A1, in the background unless `background=False`); the next `sync` of that
+session waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
+from ..core.estimator import Estimate
+from ..core.messages import Message, Node, TextPart
+from ..core.pins import pins_text
+from ..core.projection import Projection, checkpoint_text, project
+from ..core.tree import Branch, DamagedBranch
+from ..providers.base import ToolSpec
+from ..store import ReadOnlySessionError
+from .compaction import CompactionOutcome, compact_session
+from .content_chain import chain_hashes, message_key, next_hash
+from .errors import RequestTooLargeError
+from .sizing import Sizer
+from .summarizers import GuardedSummarizer
+
+log = logging.getLogger("contextfold.mirror")
+
+_ATTEMPTS = 3  # preflight compactions per sync (a stale commit re-plans)
+Tools = Sequence[ToolSpec | Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class ProjectedItem:
+    """One message of the request to send, in order.
+
+    `index`: position in the messages given to `sync` (None for the checkpoint and pins
+    prefix). `verbatim`: the message is what the client sent, so a face may forward its own
+    object or bytes; otherwise send `message` (masked or clipped by the projection, V1/K6).
+    """
+
+    index: int | None
+    message: Message
+    verbatim: bool
+
+
+@dataclass(frozen=True)
+class Synced:
+    """The outcome of one `sync`: where the messages are stored and what to send."""
+
+    session_id: str
+    messages: tuple[Message, ...]
+    hashes: tuple[str, ...]
+    node_ids: tuple[str, ...]  # the stored node of each message given
+    projection: Projection
+    estimate: Estimate
+    budget: Budget
+    capacity: ModelCapacity
+    compactions: tuple[CompactionOutcome, ...] = ()
+    appended: int = 0  # messages stored by this call (the rest were stored before)
+    moved: str | None = None  # None, "append", "branch" (a difference) or "switch"
+    created: bool = False  # a new session was started for these messages
+    source_index: Mapping[str, int] = field(default_factory=dict)  # node id -> index
+
+    @property
+    def prefix_text(self) -> str | None:
+        """The checkpoint summary and pins as one text, byte-identical for the same
+        checkpoint and pins (SPEC Y4); None without either."""
+        blocks = []
+        if self.projection.summary is not None:
+            blocks.append(checkpoint_text(self.projection.summary))
+        if self.projection.pins:
+            blocks.append(pins_text(self.projection.pins))
+        return "\n\n".join(blocks) if blocks else None
+
+    @property
+    def tail_start(self) -> int | None:
+        """Index of the first message sent from the client's list (None: nothing is)."""
+        for item in self.items():
+            if item.index is not None:
+                return item.index
+        return None
+
+    @property
+    def leaf_hash(self) -> str | None:
+        return self.hashes[-1] if self.hashes else None
+
+    def items(self) -> list[ProjectedItem]:
+        """The request's messages: the prefix (if any), then the projected tail."""
+        out: list[ProjectedItem] = []
+        text = self.prefix_text
+        if text is not None:
+            out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
+                                     False))
+        for node in self.projection.messages:
+            msg = self.projection.message_of(node)
+            index = self.source_index.get(node.id)
+            same = index is not None and message_key(msg) == message_key(self.messages[index])
+            out.append(ProjectedItem(index, msg, same))
+        return out
+
+
+class Mirror:
+    """Mirrors client-held conversations into a store (SPEC Y1) and sizes what to send."""
+
+    def __init__(self, store: Any, *, summarizer: Any = None,
+                 settings: CompactionSettings | None = None, background: bool = True,
+                 summarizer_timeout: float | None = 300.0) -> None:
+        self.store = store
+        self.settings = settings
+        self.background = background
+        self._summarize = GuardedSummarizer(summarizer, timeout=summarizer_timeout)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._auto: dict[str, asyncio.Task[CompactionOutcome | None]] = {}
+        self._sizers: dict[str, Sizer] = {}
+        self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
+
+    # ------------------------------------------------------------------ the API
+
+    async def sync(self, messages: Sequence[Message], *, capacity: ModelCapacity,
+                   scope: str = "default", session_id: str | None = None,
+                   system: str | None = None, tools: Tools | None = None,
+                   metadata: Mapping[str, Any] | None = None,
+                   title: str | None = None) -> Synced:
+        """Store what is new in `messages` and return what to send (SPEC Y1, Y2, P1-P3).
+
+        Raises `RequestTooLargeError` (nothing stored beyond the history, nothing to send)
+        when even the compacted request cannot fit `capacity` (SPEC Y3).
+        """
+        msgs = tuple(messages)
+        if not msgs:
+            raise ValueError("sync needs at least one message")
+        chain_scope = f"session:{session_id}" if session_id is not None else scope
+        hashes = chain_hashes(chain_scope, msgs)
+        created = False
+        if session_id is None:
+            session_id, created = await self._find_or_create(hashes, metadata, title)
+        elif metadata:
+            await self.store.update_session_metadata(session_id, metadata)
+        async with self._lock(session_id):
+            await self._settle_auto(session_id)
+            sizer = self._sizer(session_id, capacity, system, tools)
+            before = await self.store.get_session(session_id)
+            # A new user message is the draft of SPEC P1: compaction runs before it is stored,
+            # so it is never summarised and always goes out as sent (Y2).
+            head = len(msgs)
+            if msgs[-1].role == "user" and hashes[-1] not in await self.store.mirror_lookup(
+                    hashes[-1:], tree_id=before.tree_id):
+                head -= 1
+            first = await self.store.mirror_extend(session_id, hashes[:head], msgs[:head]) \
+                if head else None
+            compactions = await self._fit(session_id, sizer, msgs[head:])
+            write = await self.store.mirror_extend(session_id, hashes, msgs)
+            branch = await self._branch(session_id)
+            projection = project(branch)
+            new_nodes = (*(first.nodes if first else ()), *write.nodes)
+            moved = None
+            if new_nodes:
+                moved = "append" if new_nodes[0].parent_id == before.leaf_id else "branch"
+            elif branch.leaf_id != before.leaf_id:
+                moved = "switch"
+        return Synced(session_id=session_id, messages=msgs, hashes=tuple(hashes),
+                      node_ids=write.node_ids, projection=projection,
+                      estimate=sizer.estimate(projection), budget=sizer.budget,
+                      capacity=capacity, compactions=tuple(compactions), appended=len(new_nodes),
+                      moved=moved, created=created,
+                      source_index={nid: i for i, nid in enumerate(write.node_ids)})
+
+    async def record_reply(self, synced: Synced, reply: Message) -> Node:
+        """Store the model's reply (with its usage, SPEC E1) after the messages of `synced`;
+        then the auto check (A1): compact between turns if over the threshold."""
+        reply_hash = next_hash(synced.hashes[-1], reply)
+        write = await self.store.mirror_extend(
+            synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply))
+        node = write.nodes[-1] if write.nodes else None
+        if node is None:  # the same reply was recorded before: nothing new to check
+            branch = await self._branch(synced.session_id)
+            return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
+        sizer = self._sizers.get(synced.session_id)
+        if sizer is not None:
+            task = asyncio.create_task(self._auto_check(synced.session_id, sizer, reply_hash,
+                                                        node.id))
+            self._auto[synced.session_id] = task
+            if not self.background:
+                await task
+        return node
+
+    async def compact(self, session_id: str, *, capacity: ModelCapacity,
+                      instructions: str | None = None, system: str | None = None,
+                      tools: Tools | None = None) -> CompactionOutcome:
+        """Manual compaction of a mirrored session (SPEC M1-M6)."""
+        async with self._lock(session_id):
+            await self._settle_auto(session_id)
+            sizer = self._sizer(session_id, capacity, system, tools)
+            branch = await self._branch(session_id)
+            outcome = await compact_session(
+                self.store, session_id, capacity=capacity, budget=sizer.budget,
+                trigger="manual", summarize=self._summarize, instructions=instructions,
+                system=system, tools=sizer.tool_json, costs=sizer.costs, branch=branch)
+            await self._index_checkpoint(session_id, outcome, branch)
+            return outcome
+
+    async def wait_idle(self, session_id: str | None = None) -> None:
+        """Wait for background auto compactions (of one session, or all) to end."""
+        ids = [session_id] if session_id is not None else list(self._auto)
+        for sid in ids:
+            await self._settle_auto(sid)
+
+    # ------------------------------------------------------------------ internals
+
+    def _lock(self, session_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(session_id, asyncio.Lock())
+
+    def _sizer(self, session_id: str, capacity: ModelCapacity, system: str | None,
+               tools: Tools | None) -> Sizer:
+        tools_t = tuple(tools or ())
+        old = self._sizers.get(session_id)
+        if old is not None and old.capacity == capacity and old.system == system and \
+                old.tools == tools_t:
+            return old
+        sizer = Sizer(capacity, derive_budget(capacity, self.settings), system, tools_t)
+        self._sizers[session_id] = sizer
+        return sizer
+
+    async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
+                              title: str | None) -> tuple[str, bool]:
+        hits = await self.store.mirror_lookup(hashes)
+        for h in reversed(hashes):  # the longest stored prefix names the tree
+            if h in hits:
+                sid = await self.store.mirror_session_of_tree(hits[h].tree_id)
+                if sid is not None:
+                    if metadata:
+                        await self.store.update_session_metadata(sid, metadata)
+                    return sid, False
+        info = await self.store.create_session(title=title, metadata=metadata)
+        return info.id, True
+
+    async def _branch(self, session_id: str) -> Branch:
+        branch = await self.store.load_branch(session_id)
+        if isinstance(branch, DamagedBranch):
+            raise ReadOnlySessionError(session_id, branch.problems)
+        return branch
+
+    async def _fit(self, session_id: str, sizer: Sizer,
+                   pending: tuple[Message, ...]) -> list[CompactionOutcome]:
+        """SPEC P1-P3: compact until the request with `pending` fits, or refuse."""
+        outcomes: list[CompactionOutcome] = []
+        safe = sizer.budget.safe_input_limit
+        for _ in range(_ATTEMPTS):
+            branch = await self._branch(session_id)
+            estimate = sizer.estimate(project(branch), pending)
+            if estimate.tokens <= safe:
+                return outcomes
+            if sizer.best_case(estimate, pending) > safe:
+                break  # no compaction can make this fit: do not spend a summary on it
+            outcome = await compact_session(
+                self.store, session_id, capacity=sizer.capacity, budget=sizer.budget,
+                trigger="preflight", summarize=self._summarize, pending=pending,
+                system=sizer.system, tools=sizer.tool_json, costs=sizer.costs, branch=branch)
+            outcomes.append(outcome)
+            await self._index_checkpoint(session_id, outcome, branch)
+            if outcome.status == "noop":
+                break
+        estimate = sizer.estimate(project(await self._branch(session_id)), pending)
+        if estimate.tokens <= safe:
+            return outcomes
+        smallest = min(estimate.tokens, sizer.best_case(estimate, pending))
+        overflow = max(1, smallest - safe)
+        raise RequestTooLargeError(
+            f"the request needs about {estimate.tokens} tokens but the safe input limit of "
+            f"{sizer.capacity.model} is {safe}, even after compaction; shorten the latest "
+            f"message by at least {overflow} tokens", overflow_tokens=overflow,
+            estimated_tokens=estimate.tokens, safe_input_limit=safe)
+
+    async def _index_checkpoint(self, session_id: str, outcome: CompactionOutcome,
+                                branch: Branch) -> None:
+        """A checkpoint committed after a mirrored message is found by that message's hash,
+        so a client that goes back to it (a retry) keeps the compaction."""
+        if outcome.status != "compacted" or outcome.checkpoint_id is None:
+            return
+        message = next((n for n in reversed(branch.nodes) if n.message is not None), None)
+        if message is None:
+            return
+        found = await self.store.mirror_node_hash(session_id, message.id)
+        if found is not None:
+            await self.store.mirror_index_node(session_id, found, outcome.checkpoint_id,
+                                               message.id)
+
+    async def _auto_check(self, session_id: str, sizer: Sizer, reply_hash: str,
+                          reply_id: str) -> CompactionOutcome | None:
+        """SPEC A1-A3 after a reply: compact between turns if over the auto threshold."""
+        try:
+            branch = await self._branch(session_id)
+            if sizer.estimate(project(branch)).tokens <= sizer.budget.auto_threshold:
+                return None
+            outcome = await compact_session(
+                self.store, session_id, capacity=sizer.capacity, budget=sizer.budget,
+                trigger="auto", summarize=self._summarize, system=sizer.system,
+                tools=sizer.tool_json, costs=sizer.costs, branch=branch)
+            if outcome.status == "compacted" and outcome.checkpoint_id is not None:
+                await self.store.mirror_index_node(session_id, reply_hash,
+                                                   outcome.checkpoint_id, reply_id)
+            self.auto_outcomes.append(outcome)
+            return outcome
+        except Exception:  # a failed background check must never break the next request
+            log.exception("auto compaction of session %s failed", session_id)
+            return None
+
+    async def _settle_auto(self, session_id: str) -> None:
+        task = self._auto.pop(session_id, None)
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
+

@@ -1,0 +1,184 @@
+"""The store side of the content mirror (SPEC Y1): look a content-hash chain up, and extend a
+session's tree with the messages after the longest stored prefix, in one transaction.
+
+The hashes themselves are computed by `contextfold.runtime.mirror`; the store only keeps
+`mirror_index` rows (prefix hash → node) next to the nodes they point at, written in the
+same transaction, so a crash never leaves a node without its index row or the reverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from contextfold.core.messages import Message, Node, utc_now
+from contextfold.ids import new_id
+
+from . import queries
+from .base import StoreBase, as_message
+from .engine import read_connection
+from .errors import InvalidOperationError
+from .schema import mirror_index, sessions
+
+_CHUNK = 400  # parameters per IN (...) query: far below SQLite's limit
+
+
+@dataclass(frozen=True)
+class MirrorHit:
+    """The deepest node stored under one prefix hash (a checkpoint after the message wins)."""
+
+    prefix_hash: str
+    tree_id: str
+    node_id: str
+    depth: int
+    message_id: str  # the message node the chain ends at (node_id itself, or the
+    # message a checkpoint follows)
+
+
+@dataclass(frozen=True)
+class MirrorWrite:
+    """What `mirror_extend` did: the nodes it wrote, where the leaf is, and how it moved."""
+
+    nodes: tuple[Node, ...]
+    node_ids: tuple[str, ...]  # the message node of each hash given
+    leaf_id: str | None
+    moved: str | None  # None (leaf unchanged), "append", "branch" or "switch"
+
+
+async def _lookup(conn: AsyncConnection, hashes: Sequence[str],
+                  tree_id: str | None) -> dict[str, MirrorHit]:
+    found: dict[str, MirrorHit] = {}
+    unique = list(dict.fromkeys(hashes))
+    for start in range(0, len(unique), _CHUNK):
+        stmt = select(mirror_index).where(
+            mirror_index.c.prefix_hash.in_(unique[start:start + _CHUNK]))
+        if tree_id is not None:
+            stmt = stmt.where(mirror_index.c.tree_id == tree_id)
+        for row in (await conn.execute(stmt)).mappings():
+            old = found.get(row["prefix_hash"])
+            if old is None or row["depth"] > old.depth:
+                found[row["prefix_hash"]] = MirrorHit(row["prefix_hash"], row["tree_id"],
+                                                      row["node_id"], row["depth"],
+                                                      row["message_id"])
+    return found
+
+
+def longest(hashes: Sequence[str], found: dict[str, MirrorHit]) -> int:
+    """How many leading hashes of the chain are stored (a chain is stored prefix-closed)."""
+    n = 0
+    while n < len(hashes) and hashes[n] in found:
+        n += 1
+    return n
+
+
+class MirrorOps(StoreBase):
+    async def mirror_lookup(self, hashes: Sequence[str], *,
+                            tree_id: str | None = None) -> dict[str, MirrorHit]:
+        """The stored hits among `hashes` (optionally only in `tree_id`), deepest per hash."""
+        async with read_connection(self.engine) as conn:
+            return await _lookup(conn, hashes, tree_id)
+
+    async def mirror_session_of_tree(self, tree_id: str) -> str | None:
+        """The oldest session of a tree (the one a mirror created with it)."""
+        async with read_connection(self.engine) as conn:
+            # Scoped (SPEC W1): a tenant's store never finds another tenant's session.
+            stmt = (self._scoped(select(sessions.c.id).where(sessions.c.tree_id == tree_id))
+                    .order_by(sessions.c.created_at, sessions.c.id).limit(1))
+            return (await conn.execute(stmt)).scalar()
+
+    async def mirror_node_hash(self, session_id: str, node_id: str) -> str | None:
+        """The chain hash a mirror stored `node_id` under (None: not a mirrored node)."""
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            stmt = select(mirror_index.c.prefix_hash).where(
+                mirror_index.c.tree_id == row["tree_id"], mirror_index.c.node_id == node_id)
+            return (await conn.execute(stmt)).scalar()
+
+    async def mirror_index_node(self, session_id: str, prefix_hash: str, node_id: str,
+                                message_id: str) -> None:
+        """Index a node written outside `mirror_extend` (a checkpoint the mirror committed
+        right after `message_id`, the message whose chain is `prefix_hash`)."""
+
+        async def op(conn: AsyncConnection) -> None:
+            row = await self._session_row(conn, session_id)
+            meta = await queries.node_meta(conn, row["tree_id"], node_id)
+            if meta is None:
+                raise InvalidOperationError(f"node {node_id!r} is not in session "
+                                            f"{session_id!r}'s tree")
+            exists = (await conn.execute(select(mirror_index.c.node_id).where(
+                mirror_index.c.tree_id == row["tree_id"], mirror_index.c.node_id == node_id))
+            ).first()
+            if exists is None:
+                await conn.execute(insert(mirror_index).values(
+                    tree_id=row["tree_id"], node_id=node_id, prefix_hash=prefix_hash,
+                    depth=meta["depth"], message_id=message_id))
+
+        await self._write(op)
+
+    async def mirror_extend(self, session_id: str, hashes: Sequence[str],
+                            messages: Sequence[Message]) -> MirrorWrite:
+        """Make the session's branch hold `messages` (whose chain hashes are `hashes`).
+
+        Under the session lock: find the longest stored prefix in the session's tree (again,
+        so concurrent writers never store a message twice), continue from the session's leaf
+        when the leaf holds that prefix (checkpoints and pin events after it stay on the
+        branch), else from the deepest node holding it, write the rest with their index rows
+        and move the leaf to the last message. Nothing is written when all are stored.
+        """
+        if len(hashes) != len(messages):
+            raise InvalidOperationError("one hash per message")
+        msgs = [as_message(m) for m in messages]
+
+        async def op(conn: AsyncConnection) -> MirrorWrite:
+            row = await self._lock_session(conn, session_id)
+            await self._check_writable(conn, row)
+            tree_id = row["tree_id"]
+            found = await _lookup(conn, hashes, tree_id)
+            n = longest(hashes, found)
+            parent = await self._continue_from(conn, row, hashes[n - 1] if n else None, found)
+            stamp = utc_now()
+            chain: list[Node] = []
+            for msg in msgs[n:]:
+                chain.append(Node(id=new_id(), parent_id=parent if not chain else chain[-1].id,
+                                  created_at=stamp, payload=msg))
+            ids = [found[h].message_id for h in hashes[:n]]
+            if chain:
+                await self._insert_chain(conn, row, chain)
+                depth0 = 0 if parent is None else (
+                    await queries.node_meta(conn, tree_id, parent))["depth"] + 1  # type: ignore[index]
+                await conn.execute(insert(mirror_index), [
+                    dict(tree_id=tree_id, node_id=node.id, prefix_hash=h, depth=depth0 + i,
+                         message_id=node.id)
+                    for i, (node, h) in enumerate(zip(chain, hashes[n:], strict=True))])
+                moved = "append" if parent == row["leaf_id"] else "branch"
+                info = await self._move_leaf(conn, row, chain[-1].id, op=moved,
+                                             node_id=chain[-1].id)
+                return MirrorWrite(tuple(chain), (*ids, *(c.id for c in chain)),
+                                   info.leaf_id, moved)
+            if parent != row["leaf_id"]:
+                info = await self._move_leaf(conn, row, parent, op="switch")
+                return MirrorWrite((), tuple(ids), info.leaf_id, "switch")
+            return MirrorWrite((), tuple(ids), row["leaf_id"], None)
+
+        return await self._write(op)
+
+    async def _continue_from(self, conn: AsyncConnection, row: object, last_hash: str | None,
+                             found: dict[str, MirrorHit]) -> str | None:
+        """Where the rest goes: the leaf when it holds the matched prefix (only checkpoints
+        or pin events after the matched message), else the deepest node holding it."""
+        if last_hash is None:
+            return None
+        hit = found[last_hash]
+        leaf = row["leaf_id"]  # type: ignore[index]
+        node = leaf
+        while node is not None:
+            if node in (hit.node_id, hit.message_id):
+                return leaf
+            meta = await queries.node_meta(conn, row["tree_id"], node)  # type: ignore[index]
+            if meta is None or meta["kind"] == "message":
+                break
+            node = meta["parent_id"]
+        return hit.node_id

@@ -1,0 +1,206 @@
+"""The content mirror (runtime/mirror.py): client-held histories mapped onto the tree by
+content (Y1), what is sent fits (Y2, P1-P3) or is refused (Y3), a stable prefix (Y4), usage
+on the reply (E1), auto compaction after a reply (A1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfold.core.budget import ModelCapacity
+from contextfold.core.export import to_openai
+from contextfold.core.messages import Message, ReasoningPart, TextPart, Usage
+from contextfold.core.validity import openai_problems
+from contextfold.runtime import RequestTooLargeError
+from contextfold.runtime.content_chain import chain_hashes
+from contextfold.runtime.mirror import Mirror
+from contextfold.store import open_store
+from contextfold.store.invariants import check_store
+from tests.builders import assistant, tool_call, tool_result, user
+
+pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store fixtures
+
+BIG = ModelCapacity(model="test-model", context_window=200_000, max_output=8_000)
+SMALL = ModelCapacity(model="test-model", context_window=8_000, max_output=1_000)
+
+
+def usage(n: int) -> Usage:
+    return Usage(input=n, output=20, model="test-model")
+
+
+async def tree_messages(store, session_id: str) -> list[str]:
+    return sorted(str(n.payload.parts[0]) for n in await store.load_tree(session_id)
+                  if n.message is not None)
+
+
+async def test_same_prefix_continues_the_branch_and_nothing_is_stored_twice_y1(store):
+    mirror = Mirror(store, background=False)
+    first = await mirror.sync([user("hello")], capacity=BIG, system="be brief")
+    assert first.created and first.appended == 1
+    await mirror.record_reply(first, assistant("hi there", usage=usage(50)))
+    # The client resends the reply without usage and with its reasoning dropped: same content.
+    second = await mirror.sync([user("hello"), assistant("hi there "), user("how are you?")],
+                               capacity=BIG, system="be brief")
+    assert second.session_id == first.session_id and not second.created
+    assert second.appended == 1 and second.moved == "append"
+    assert len(await store.load_tree(first.session_id)) == 3
+    # The stored reply kept its usage (E1): the estimate starts from it.
+    assert second.estimate.method == "usage+delta"
+    again = await mirror.sync([user("hello"), assistant("hi there"), user("how are you?")],
+                              capacity=BIG, system="be brief")
+    assert again.appended == 0 and again.moved is None
+    assert again.node_ids == second.node_ids
+    assert len(await store.load_tree(first.session_id)) == 3
+
+
+async def test_first_difference_starts_a_branch_there_y1(store):
+    mirror = Mirror(store, background=False)
+    base = [user("plan the trip"), assistant("where to?"), user("Kyoto")]
+    s1 = await mirror.sync(base, capacity=BIG)
+    await mirror.record_reply(s1, assistant("Kyoto it is"))
+    # An edit of the last user message: a sibling of "Kyoto", under the same reply.
+    s2 = await mirror.sync([*base[:2], user("Osaka")], capacity=BIG)
+    assert s2.session_id == s1.session_id and s2.moved == "branch"
+    assert s2.node_ids[:2] == s1.node_ids[:2] and s2.node_ids[2] != s1.node_ids[2]
+    tree = {n.id: n for n in await store.load_tree(s1.session_id)}
+    assert tree[s2.node_ids[2]].parent_id == s1.node_ids[1]
+    assert len(tree) == 5  # 3 + reply + the edited message; nothing copied
+    # Back to the first branch: nothing new is stored, the leaf moves (a retry).
+    s3 = await mirror.sync(base, capacity=BIG)
+    assert s3.appended == 0 and s3.moved == "switch" and s3.node_ids == s1.node_ids
+    assert len(await store.load_tree(s1.session_id)) == 5
+    branch = await store.load_branch(s1.session_id)
+    assert branch.leaf_id == s1.node_ids[2]
+
+
+async def test_scopes_and_first_messages_separate_conversations_y1(store):
+    mirror = Mirror(store, background=False)
+    a = await mirror.sync([user("task A")], capacity=BIG, scope="client-1")
+    b = await mirror.sync([user("task A")], capacity=BIG, scope="client-2")
+    c = await mirror.sync([user("task C")], capacity=BIG, scope="client-1")
+    assert len({a.session_id, b.session_id, c.session_id}) == 3
+    assert chain_hashes("x", [user("a")]) != chain_hashes("y", [user("a")])
+
+
+async def test_reasoning_usage_and_whitespace_do_not_change_identity_y1():
+    with_reasoning = Message(role="assistant", parts=(ReasoningPart(text="hmm"),
+                                                      TextPart(text="done\n")),
+                             usage=usage(10))
+    plain = Message(role="assistant", parts=(TextPart(text="done"),))
+    assert chain_hashes("s", [with_reasoning]) == chain_hashes("s", [plain])
+    assert chain_hashes("s", [plain]) != chain_hashes("s", [assistant("done!")])
+
+
+async def test_a_restarted_process_continues_the_same_session_y1(db_url):
+    store1 = await open_store(db_url)
+    s1 = await Mirror(store1, background=False).sync([user("one")], capacity=BIG)
+    await Mirror(store1, background=False).record_reply(s1, assistant("two"))
+    await store1.close()
+    store2 = await open_store(db_url)
+    try:
+        s2 = await Mirror(store2).sync([user("one"), assistant("two"), user("three")],
+                                       capacity=BIG)
+        assert s2.session_id == s1.session_id and s2.appended == 1
+    finally:
+        await store2.close()
+
+
+def long_history(turns: int, size: int = 900) -> list[Message]:
+    msgs: list[Message] = []
+    for i in range(turns):
+        msgs.append(user(f"step {i}: look at file_{i}.py " + "x" * size))
+        msgs.append(tool_call(f"call_{i}", "read", {"path": f"file_{i}.py"}))
+        msgs.append(tool_result(f"call_{i}", f"contents of file_{i} " + "r" * size))
+        msgs.append(assistant(f"file_{i}.py read " + "y" * size))
+    return msgs
+
+
+async def test_an_oversized_history_is_compacted_and_what_is_sent_fits_y2(store):
+    mirror = Mirror(store, background=False)
+    msgs = [*long_history(12), user("now summarise what you found")]
+    synced = await mirror.sync(msgs, capacity=SMALL, system="You are a coder.",
+                               tools=[{"name": "read", "description": "read a file",
+                                       "input_schema": {"type": "object"}}])
+    assert [c.status for c in synced.compactions] == ["compacted"]
+    assert synced.estimate.tokens <= synced.budget.safe_input_limit
+    assert synced.estimate.breakdown["system"] > 0 and synced.estimate.breakdown["tools"] > 0
+    items = synced.items()
+    assert items[0].index is None and "[contextfold checkpoint]" in items[0].message.parts[0].text
+    # The client's latest message is sent as sent; the tail is a suffix of the client's list.
+    assert items[-1].index == len(msgs) - 1 and items[-1].verbatim
+    indices = [i.index for i in items[1:]]
+    assert indices == list(range(indices[0], len(msgs)))
+    # Tool pairs stay whole: the request is valid.
+    assert not openai_problems(to_openai(synced.projection).messages)
+    # Durable history keeps everything (compaction never deletes).
+    assert len([n for n in await store.load_tree(synced.session_id)
+                if n.message is not None]) == len(msgs)
+
+
+async def test_after_a_compaction_the_resent_history_continues_after_the_checkpoint_y1_y4(store):
+    mirror = Mirror(store, background=False)
+    msgs = [*long_history(12), user("next step")]
+    s1 = await mirror.sync(msgs, capacity=SMALL)
+    assert s1.compactions
+    await mirror.record_reply(s1, assistant("ok, next", usage=usage(3_000)))
+    s2 = await mirror.sync([*msgs, assistant("ok, next"), user("and then?")], capacity=SMALL)
+    assert not s2.compactions and s2.appended == 1
+    assert s2.projection.checkpoint is not None
+    assert s2.projection.checkpoint.id == s1.projection.checkpoint.id
+    # Y4: same checkpoint, byte-identical prefix; the tail only grew.
+    assert s2.prefix_text == s1.prefix_text
+    assert [i.index for i in s1.items()[1:]] == [i.index for i in s2.items()[1:]][:-2]
+
+
+async def test_a_message_that_cannot_fit_is_refused_y3(store):
+    mirror = Mirror(store, background=False)
+    huge = user("z " * 20_000)
+    with pytest.raises(RequestTooLargeError) as err:
+        await mirror.sync([user("hi"), assistant("hello"), huge], capacity=SMALL)
+    assert err.value.overflow_tokens > 0
+    assert err.value.safe_input_limit < err.value.estimated_tokens
+
+
+async def test_auto_compaction_after_a_reply_a1(store):
+    mirror = Mirror(store, background=True)
+    cap = ModelCapacity(model="test-model", context_window=16_000, max_output=1_000)
+    msgs = long_history(5)[:-1]
+    synced = await mirror.sync(msgs, capacity=cap)
+    assert not synced.compactions  # it fits: nothing compacted before sending
+    await mirror.record_reply(synced, assistant("done " + "y" * 900, usage=usage(14_500)))
+    await mirror.wait_idle(synced.session_id)
+    assert [o.status for o in mirror.auto_outcomes] == ["compacted"]
+    nxt = await mirror.sync([*msgs, assistant("done " + "y" * 900), user("go on")],
+                            capacity=cap)
+    assert nxt.projection.checkpoint is not None and nxt.appended == 1 and not nxt.compactions
+
+
+async def test_a_session_bound_mirror_keeps_one_session_y1(store):
+    mirror = Mirror(store, background=False)
+    info = await store.create_session(title="langchain thread")
+    s1 = await mirror.sync([user("a")], capacity=BIG, session_id=info.id)
+    s2 = await mirror.sync([user("a"), assistant("b"), user("c")], capacity=BIG,
+                           session_id=info.id)
+    assert s1.session_id == s2.session_id == info.id and s2.appended == 2
+    # A list that shares nothing with the stored one starts a new root in the same session.
+    s3 = await mirror.sync([user("something else")], capacity=BIG, session_id=info.id)
+    assert s3.session_id == info.id and s3.moved == "branch"
+    sessions = await store.list_sessions()
+    assert [s.id for s in sessions] == [info.id]
+
+
+async def test_a_retry_after_a_compaction_keeps_the_checkpoint_y1(store):
+    mirror = Mirror(store, background=False)
+    msgs = [*long_history(12), user("next step")]
+    s1 = await mirror.sync(msgs, capacity=SMALL)
+    checkpoint = s1.projection.checkpoint
+    assert checkpoint is not None
+    await mirror.record_reply(s1, assistant("first answer"))
+    s2 = await mirror.sync([*msgs, assistant("first answer"), user("more")], capacity=SMALL)
+    # The agent retries its last step with another wording: a branch after the checkpoint,
+    # which still applies (its summary covers only what both branches share).
+    s3 = await mirror.sync([*msgs[:-1], user("the next step, please")], capacity=SMALL)
+    assert s3.moved == "branch" and not s3.compactions
+    assert s3.projection.checkpoint is not None and s3.projection.checkpoint.id == checkpoint.id
+    assert s3.node_ids[:-1] == s2.node_ids[:len(msgs) - 1]
+    report = await check_store(store)
+    assert report.ok, report.problems
