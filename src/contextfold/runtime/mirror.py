@@ -137,6 +137,7 @@ class Mirror:
         self._locks: dict[str, asyncio.Lock] = {}
         self._auto: dict[str, asyncio.Task[CompactionOutcome | None]] = {}
         self._sizers: dict[str, Sizer] = {}
+        self._expected: dict[str, asyncio.Event] = {}
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
 
     # ------------------------------------------------------------------ the API
@@ -161,6 +162,7 @@ class Mirror:
             session_id, created = await self._find_or_create(hashes, metadata, title)
         elif metadata:
             await self.store.update_session_metadata(session_id, metadata)
+        await self._reply_recorded(session_id)
         async with self._lock(session_id):
             await self._settle_auto(session_id)
             sizer = self._sizer(session_id, capacity, system, tools)
@@ -190,12 +192,35 @@ class Mirror:
                       moved=moved, created=created,
                       source_index={nid: i for i, nid in enumerate(write.node_ids)})
 
+    def expect_reply(self, synced: Synced) -> None:
+        """Say a reply to `synced` is on its way: the next `sync` of the session waits (up
+        to `reply_wait` seconds) for `record_reply` or `no_reply`, so a client that resends
+        the reply before it is recorded cannot store it without its usage (E1)."""
+        self._expected[synced.session_id] = asyncio.Event()
+
+    def no_reply(self, synced: Synced) -> None:
+        """The expected reply will not come (an upstream error, a broken stream)."""
+        event = self._expected.pop(synced.session_id, None)
+        if event is not None:
+            event.set()
+
+    reply_wait = 30.0
+
+    async def _reply_recorded(self, session_id: str) -> None:
+        event = self._expected.get(session_id)
+        if event is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), self.reply_wait)
+
     async def record_reply(self, synced: Synced, reply: Message) -> Node:
         """Store the model's reply (with its usage, SPEC E1) after the messages of `synced`;
         then the auto check (A1): compact between turns if over the threshold."""
         reply_hash = next_hash(synced.hashes[-1], reply)
-        write = await self.store.mirror_extend(
-            synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply))
+        try:
+            write = await self.store.mirror_extend(
+                synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply))
+        finally:
+            self.no_reply(synced)
         node = write.nodes[-1] if write.nodes else None
         if node is None:  # the same reply was recorded before: nothing new to check
             branch = await self._branch(synced.session_id)
