@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,7 +65,7 @@ def test_an_anthropic_tool_loop_fits_with_a_stable_cached_prefix_y2_y4(proxy, up
         assert first["text"].startswith("[contextfold checkpoint]")
         assert first["cache_control"] == {"type": "ephemeral"}
     # Y4: consecutive requests with the same checkpoint share the same leading bytes.
-    same = [(a, b) for a, b in zip(compacted, compacted[1:], strict=False)
+    same = [(a, b) for a, b in itertools.pairwise(compacted)
             if a.body["messages"][0] == b.body["messages"][0]]
     assert same
     for a, b in same:
