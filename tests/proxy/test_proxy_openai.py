@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,6 +117,9 @@ def test_a_tool_loop_past_the_window_never_overflows_the_upstream_y1_y2(proxy, u
     info, tree = found[0]
     assert info.metadata["proxy"]["model"] == "local-model"
     assert "OpenAI" in info.metadata["proxy"]["client"]
+    # Y4: between compactions the forwarded prefix repeats; the share is reported per session.
+    stats = info.metadata["proxy_stats"]
+    assert stats["requests"] == 18 and 0.3 < stats["prefix_reuse"] < 1
     stored = [n for n in tree if n.message is not None]
     # Every message sent once, nothing twice: user, 18 replies, 17 results sent back.
     assert len(stored) == 1 + 18 + 17
@@ -182,6 +187,10 @@ def test_retries_and_edits_branch_and_a_restart_keeps_the_mapping_y1(upstream, d
                    if n.message is not None and n.message.role == "user")
     assert users == ["plan a trip", "to Kyoto", "to Osaka"]  # nothing stored twice
     replies = [n for n in tree if n.message is not None and n.message.role == "assistant"]
+    listed = subprocess.run([sys.executable, "-m", "contextfold", "sessions", "--json",
+                             "--db", db], capture_output=True, text=True, check=True)
+    (row,) = json.loads(listed.stdout)["sessions"]
+    assert row["title"].startswith("proxy: OpenAI") and row["model"] == "local-model"
     # The retry was answered with the same text as the first try: the same content, stored once.
     assert len(replies) == 3  # first answer, Kyoto answer (and its retry), Osaka answer
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -138,6 +139,12 @@ class Mirror:
         self._auto: dict[str, asyncio.Task[CompactionOutcome | None]] = {}
         self._sizers: dict[str, Sizer] = {}
         self._expected: dict[str, asyncio.Event] = {}
+        # In-process memos (the store stays the truth): the branch each session was last
+        # synced to, the metadata last written, and recently stored chain ends -> session,
+        # so a steady conversation costs one lookup-and-append transaction per call.
+        self._branches: dict[str, Branch] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}
+        self._ends: OrderedDict[str, str] = OrderedDict()
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
 
     # ------------------------------------------------------------------ the API
@@ -161,29 +168,35 @@ class Mirror:
         if session_id is None:
             session_id, created = await self._find_or_create(hashes, metadata, title)
         elif metadata:
-            await self.store.update_session_metadata(session_id, metadata)
+            await self._set_metadata(session_id, metadata)
         await self._reply_recorded(session_id)
         async with self._lock(session_id):
             await self._settle_auto(session_id)
             sizer = self._sizer(session_id, capacity, system, tools)
-            before = await self.store.get_session(session_id)
             # A new user message is the draft of SPEC P1: compaction runs before it is stored,
             # so it is never summarised and always goes out as sent (Y2).
-            head = len(msgs)
-            if msgs[-1].role == "user" and hashes[-1] not in await self.store.mirror_lookup(
-                    hashes[-1:], tree_id=before.tree_id):
-                head -= 1
-            first = await self.store.mirror_extend(session_id, hashes[:head], msgs[:head]) \
-                if head else None
-            compactions = await self._fit(session_id, sizer, msgs[head:])
-            write = await self.store.mirror_extend(session_id, hashes, msgs)
-            branch = await self._branch(session_id)
+            first = await self.store.mirror_extend(session_id, hashes, msgs,
+                                                   hold_last=msgs[-1].role == "user")
+            cached = self._branches.get(session_id)
+            if cached is not None and cached.leaf_id == first.from_leaf and \
+                    first.moved in (None, "append"):
+                branch = await self._grown(session_id, cached, first.nodes)
+            else:
+                branch = await self._branch(session_id)
+            compactions, branch = await self._fit(session_id, sizer,
+                                                  msgs[-1:] if first.held else (), branch)
+            write = first
+            if first.held:
+                write = await self.store.mirror_extend(session_id, hashes, msgs)
+                branch = await self._grown(session_id, branch, write.nodes)
+            self._branches[session_id] = branch
+            self._remember(hashes[-1], session_id)
             projection = project(branch)
-            new_nodes = (*(first.nodes if first else ()), *write.nodes)
+            new_nodes = (*first.nodes, *(write.nodes if write is not first else ()))
             moved = None
             if new_nodes:
-                moved = "append" if new_nodes[0].parent_id == before.leaf_id else "branch"
-            elif branch.leaf_id != before.leaf_id:
+                moved = "append" if new_nodes[0].parent_id == first.from_leaf else "branch"
+            elif branch.leaf_id != first.from_leaf:
                 moved = "switch"
         return Synced(session_id=session_id, messages=msgs, hashes=tuple(hashes),
                       node_ids=write.node_ids, projection=projection,
@@ -221,14 +234,21 @@ class Mirror:
                 synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply))
         finally:
             self.no_reply(synced)
+        self._remember(reply_hash, synced.session_id)
         node = write.nodes[-1] if write.nodes else None
         if node is None:  # the same reply was recorded before: nothing new to check
             branch = await self._branch(synced.session_id)
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
+        cached = self._branches.pop(synced.session_id, None)
+        branch = None
+        if cached is not None and len(write.nodes) == 1 and node.parent_id == cached.leaf_id:
+            branch = Branch(nodes=(*cached.nodes, node), complete=cached.complete,
+                            revision=cached.revision + 1)
+            self._branches[synced.session_id] = branch
         sizer = self._sizers.get(synced.session_id)
         if sizer is not None:
             task = asyncio.create_task(self._auto_check(synced.session_id, sizer, reply_hash,
-                                                        node.id))
+                                                        node.id, branch))
             self._auto[synced.session_id] = task
             if not self.background:
                 await task
@@ -271,17 +291,46 @@ class Mirror:
         self._sizers[session_id] = sizer
         return sizer
 
+    def _remember(self, chain_end: str, session_id: str) -> None:
+        self._ends[chain_end] = session_id
+        self._ends.move_to_end(chain_end)
+        while len(self._ends) > 10_000:
+            self._ends.popitem(last=False)
+
+    async def _set_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
+        wanted = dict(metadata)
+        if self._metadata.get(session_id) != wanted:
+            await self.store.update_session_metadata(session_id, wanted)
+            self._metadata[session_id] = wanted
+
+    async def _grown(self, session_id: str, branch: Branch, nodes: Sequence[Node]) -> Branch:
+        """`branch` with `nodes` just appended at its leaf (else read again)."""
+        if not nodes:
+            return branch
+        if nodes[0].parent_id == branch.leaf_id:
+            return Branch(nodes=(*branch.nodes, *nodes), complete=branch.complete,
+                          revision=branch.revision + 1)
+        return await self._branch(session_id)
+
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
                               title: str | None) -> tuple[str, bool]:
+        for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
+            sid = self._ends.get(h)
+            if sid is not None:
+                if metadata:
+                    await self._set_metadata(sid, metadata)
+                return sid, False
         hits = await self.store.mirror_lookup(hashes)
         for h in reversed(hashes):  # the longest stored prefix names the tree
             if h in hits:
                 sid = await self.store.mirror_session_of_tree(hits[h].tree_id)
                 if sid is not None:
                     if metadata:
-                        await self.store.update_session_metadata(sid, metadata)
+                        await self._set_metadata(sid, metadata)
                     return sid, False
         info = await self.store.create_session(title=title, metadata=metadata)
+        if metadata:
+            self._metadata[info.id] = dict(metadata)
         return info.id, True
 
     async def _branch(self, session_id: str) -> Branch:
@@ -290,16 +339,17 @@ class Mirror:
             raise ReadOnlySessionError(session_id, branch.problems)
         return branch
 
-    async def _fit(self, session_id: str, sizer: Sizer,
-                   pending: tuple[Message, ...]) -> list[CompactionOutcome]:
+    async def _fit(self, session_id: str, sizer: Sizer, pending: tuple[Message, ...],
+                   branch: Branch) -> tuple[list[CompactionOutcome], Branch]:
         """SPEC P1-P3: compact until the request with `pending` fits, or refuse."""
         outcomes: list[CompactionOutcome] = []
         safe = sizer.budget.safe_input_limit
-        for _ in range(_ATTEMPTS):
-            branch = await self._branch(session_id)
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                branch = await self._branch(session_id)
             estimate = sizer.estimate(project(branch), pending)
             if estimate.tokens <= safe:
-                return outcomes
+                return outcomes, branch
             if sizer.best_case(estimate, pending) > safe:
                 break  # no compaction can make this fit: do not spend a summary on it
             outcome = await compact_session(
@@ -310,9 +360,10 @@ class Mirror:
             await self._index_checkpoint(session_id, outcome, branch)
             if outcome.status == "noop":
                 break
-        estimate = sizer.estimate(project(await self._branch(session_id)), pending)
+        branch = await self._branch(session_id)
+        estimate = sizer.estimate(project(branch), pending)
         if estimate.tokens <= safe:
-            return outcomes
+            return outcomes, branch
         smallest = min(estimate.tokens, sizer.best_case(estimate, pending))
         overflow = max(1, smallest - safe)
         raise RequestTooLargeError(
@@ -336,10 +387,11 @@ class Mirror:
                                                message.id)
 
     async def _auto_check(self, session_id: str, sizer: Sizer, reply_hash: str,
-                          reply_id: str) -> CompactionOutcome | None:
+                          reply_id: str, branch: Branch | None) -> CompactionOutcome | None:
         """SPEC A1-A3 after a reply: compact between turns if over the auto threshold."""
         try:
-            branch = await self._branch(session_id)
+            if branch is None:
+                branch = await self._branch(session_id)
             if sizer.estimate(project(branch)).tokens <= sizer.budget.auto_threshold:
                 return None
             outcome = await compact_session(
