@@ -29,7 +29,7 @@ from ..runtime.errors import RequestTooLargeError
 from ..runtime.mirror import Mirror, Synced
 from . import wire
 from .config import ProxyConfig
-from .stats import SessionStats
+from .stats import SessionStats, encode
 
 log = logging.getLogger("contextfold.proxy")
 
@@ -97,9 +97,9 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         return JSONResponse(error, status_code=status)
     forwarded = wire.build(parsed, body, synced)
     stats = proxy.stats.setdefault(synced.session_id, SessionStats())
-    reuse = stats.observe(forwarded, synced.estimate.tokens)
+    data, pieces = encode(forwarded)
+    reuse = stats.observe(pieces, synced.estimate.tokens)
     compaction = ",".join(c.status for c in synced.compactions) or "-"
-    data = json.dumps(forwarded).encode()
     proxy.mirror.expect_reply(synced)
     upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
                                           headers={**proxy.headers(request),

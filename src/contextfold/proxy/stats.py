@@ -8,10 +8,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-def _pieces(body: dict[str, Any]) -> list[str]:
-    """The request in prefix order (what a prompt cache keys on): system, tools, messages."""
+def encode(body: dict[str, Any]) -> tuple[bytes, list[str]]:
+    """The request body as sent, and its pieces in prefix order (what a prompt cache keys
+    on: system and tools, then each message), each message encoded once for both."""
+    messages = [json.dumps(m, ensure_ascii=False) for m in body.get("messages") or []]
+    rest = json.dumps({k: v for k, v in body.items() if k != "messages"}, ensure_ascii=False)
+    data = rest[:-1] + ("," if len(rest) > 2 else "") + '"messages":[' + ",".join(messages) + "]}"
     head = json.dumps([body.get("system"), body.get("tools")], ensure_ascii=False)
-    return [head, *(json.dumps(m, ensure_ascii=False) for m in body.get("messages") or [])]
+    return data.encode("utf-8"), [head, *messages]
 
 
 @dataclass
@@ -24,10 +28,9 @@ class SessionStats:
     repeated_tokens: int = 0
     _previous: list[str] = field(default_factory=list, repr=False)
 
-    def observe(self, body: dict[str, Any], tokens: int) -> float | None:
-        """Record one forwarded request; the share of it repeating the previous one (None
-        for the first request)."""
-        pieces = _pieces(body)
+    def observe(self, pieces: list[str], tokens: int) -> float | None:
+        """Record one forwarded request (its `encode` pieces); the share of it repeating the
+        previous one (None for the first request)."""
         share = None
         if self._previous:
             same = 0

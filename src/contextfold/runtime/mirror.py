@@ -37,6 +37,7 @@ from typing import Any
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
+from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
 from ..core.pins import pins_text
 from ..core.projection import Projection, checkpoint_text, project
@@ -44,7 +45,7 @@ from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ToolSpec
 from ..store import ReadOnlySessionError
 from .compaction import CompactionOutcome, compact_session
-from .content_chain import chain_hashes, message_key, next_hash
+from .content_chain import chain_hashes, next_hash
 from .errors import RequestTooLargeError
 from .sizing import Sizer
 from .summarizers import GuardedSummarizer
@@ -120,7 +121,10 @@ class Synced:
         for node in self.projection.messages:
             msg = self.projection.message_of(node)
             index = self.source_index.get(node.id)
-            same = index is not None and message_key(msg) == message_key(self.messages[index])
+            # The stored node has the client's message content (same chain hash); only a
+            # masked (V1) or clipped (K6) projection copy differs from it.
+            same = index is not None and not isinstance(node, MaskedNode) and \
+                node.id not in self.projection.clips
             out.append(ProjectedItem(index, msg, same))
         return out
 
@@ -145,6 +149,7 @@ class Mirror:
         self._branches: dict[str, Branch] = {}
         self._metadata: dict[str, dict[str, Any]] = {}
         self._ends: OrderedDict[str, str] = OrderedDict()
+        self._leaf_hash: dict[str, str] = {}  # chain hash of each memoised branch's leaf
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
 
     # ------------------------------------------------------------------ the API
@@ -175,8 +180,11 @@ class Mirror:
             sizer = self._sizer(session_id, capacity, system, tools)
             # A new user message is the draft of SPEC P1: compaction runs before it is stored,
             # so it is never summarised and always goes out as sent (Y2).
-            first = await self.store.mirror_extend(session_id, hashes, msgs,
-                                                   hold_last=msgs[-1].role == "user")
+            # Fast path (the steady agent loop): the new messages follow the branch this
+            # process holds and fit with it, so nothing needs compacting: one transaction.
+            hold = msgs[-1].role == "user" and not self._fits_after_cached(
+                session_id, sizer, hashes, msgs)
+            first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold)
             cached = self._branches.get(session_id)
             if cached is not None and cached.leaf_id == first.from_leaf and \
                     first.moved in (None, "append"):
@@ -190,6 +198,7 @@ class Mirror:
                 write = await self.store.mirror_extend(session_id, hashes, msgs)
                 branch = await self._grown(session_id, branch, write.nodes)
             self._branches[session_id] = branch
+            self._leaf_hash[session_id] = hashes[-1]
             self._remember(hashes[-1], session_id)
             projection = project(branch)
             new_nodes = (*first.nodes, *(write.nodes if write is not first else ()))
@@ -245,6 +254,7 @@ class Mirror:
             branch = Branch(nodes=(*cached.nodes, node), complete=cached.complete,
                             revision=cached.revision + 1)
             self._branches[synced.session_id] = branch
+            self._leaf_hash[synced.session_id] = reply_hash
         sizer = self._sizers.get(synced.session_id)
         if sizer is not None:
             task = asyncio.create_task(self._auto_check(synced.session_id, sizer, reply_hash,
@@ -290,6 +300,25 @@ class Mirror:
         sizer = Sizer(capacity, derive_budget(capacity, self.settings), system, tools_t)
         self._sizers[session_id] = sizer
         return sizer
+
+    def _fits_after_cached(self, session_id: str, sizer: Sizer, hashes: Sequence[str],
+                           msgs: Sequence[Message]) -> bool:
+        """Do `msgs` continue the memoised branch, and fit with it without compacting?"""
+        cached, leaf_hash = self._branches.get(session_id), self._leaf_hash.get(session_id)
+        if cached is None or leaf_hash is None or cached.leaf_id is None:
+            return False
+        node = cached.nodes[-1] if cached.nodes else None
+        if node is None or node.message is None:
+            return False  # a checkpoint or pin at the leaf: take the careful path
+        try:
+            k = len(hashes) - 1 - list(reversed(hashes)).index(leaf_hash)
+        except ValueError:
+            return False
+        new = tuple(msgs[k + 1:])
+        if not new:
+            return False
+        estimate = sizer.estimate(project(cached), new)
+        return estimate.tokens <= sizer.budget.safe_input_limit
 
     def _remember(self, chain_end: str, session_id: str) -> None:
         self._ends[chain_end] = session_id
