@@ -81,7 +81,12 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         body = json.loads(raw)
         parsed = wire.parse(protocol, body)
         capacity = proxy.config.capacity(parsed.model)
-    except (ValueError, UnknownModelError) as exc:
+    except UnknownModelError:
+        return JSONResponse(wire.bad_request(protocol, (
+            f"contextfold proxy does not know the context window of model {parsed.model!r}: "
+            f"start it with --model-window {parsed.model}=TOKENS (or '*=TOKENS' for every "
+            "model)")), status_code=400)
+    except ValueError as exc:
         return JSONResponse(wire.bad_request(protocol, str(exc)), status_code=400)
     scope = f"{protocol}:{request.headers.get(SESSION_HEADER, 'default')}"
     agent = request.headers.get("user-agent", "unknown")

@@ -54,4 +54,6 @@ def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8788) -> Non
     from .app import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    for noisy in ("httpx2", "httpcore", "alembic"):  # one line per request is ours
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
