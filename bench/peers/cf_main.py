@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from importlib import import_module
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,9 @@ from .reference import FullHistory
 from .runner import Estimator, Factory, run_job
 
 CONTEXTFOLD = "contextfold"
+# Framework + contextfold rows: name -> module with `factory` and `describe` (imported only
+# when that row runs, as it needs the framework).
+FRAMEWORK_ROWS = {"langchain + contextfold": ".frameworks_langchain"}
 
 
 def _contextfold_estimate(msgs: Sequence[Neutral], model: str) -> int:
@@ -37,16 +41,28 @@ def _contextfold(summarize: Any, msgs: Sequence[Neutral]) -> Any:
     return Contextfold(summarize)
 
 
+def _framework(module: str) -> Factory:
+    """The factory of a framework + contextfold row, importing its module when it runs."""
+
+    def make(summarize: Any, msgs: Sequence[Neutral]) -> Any:
+        return import_module(module, __package__).factory(summarize, msgs)
+
+    return make
+
+
 def _factories(system: str) -> tuple[dict[str, Factory], dict[str, Estimator], dict[str, Any]]:
     factories: dict[str, Factory] = {
         CONTEXTFOLD: _contextfold,
         FullHistory.name: lambda s, _m: FullHistory(s),
+        **{name: _framework(module) for name, module in FRAMEWORK_ROWS.items()},
     }
     estimators: dict[str, Estimator] = {CONTEXTFOLD: _contextfold_estimate}
     describe: dict[str, Any] = {FullHistory.name: {
         "packages": {}, "config": "every message in every request", "estimator_name": "-"}}
     if system == CONTEXTFOLD:
         describe[CONTEXTFOLD] = _describe_contextfold()
+    if system in FRAMEWORK_ROWS:
+        describe[system] = import_module(FRAMEWORK_ROWS[system], __package__).describe()
     return factories, estimators, describe
 
 

@@ -31,6 +31,7 @@ from .figures import (
     totals,
     usd,
 )
+from .frameworks import framework_section
 
 DOCS = REPO_ROOT / "docs"
 MD = DOCS / "peers.md"
@@ -83,6 +84,7 @@ def markdown(results: dict[str, Any]) -> str:
         mark = "n/a" if met is None else ("yes" if met else "**no**")
         lines.append(f"| {target} | {mark} | {evidence} |")
     lines += _validity(results, systems, names)
+    lines += framework_section(systems)
     lines += _content(systems, names)
     lines += _continuity(results, systems, names)
     lines += _cost(systems, names)

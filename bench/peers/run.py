@@ -58,7 +58,7 @@ PEER_SYSTEMS = (
     "observation-masking (reimpl.)",
     "anthropic-server-compaction (reimpl.)",
 )
-PROJECT_SYSTEMS = ("contextfold", "none (full history)")
+PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfold")
 TIMING_SIZES = (500, 2_000, 10_000)
 TIMED_CALLS = 40
 TIMING_ROUNDS = 3  # every system timed once per round; ratios are taken within a round
