@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint bench bench-peers
+.PHONY: install demo test lint bench bench-peers chromium
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -14,13 +14,23 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The browser tests (tests/browser) drive Debian's Chromium: Playwright's own browser download
+# cannot work offline. Installed once, only when missing (a file target), as root or via sudo.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+$(CHROMIUM):
+	$(SUDO) apt-get update -qq
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+chromium: $(CHROMIUM)
+
 demo: $(STAMP)
 	$(VENV)/bin/contextfold demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
 
-test: $(STAMP)
+test: $(STAMP) $(CHROMIUM)
 	$(VENV)/bin/ruff check src tests bench
 	$(PY) -m pytest -q
 

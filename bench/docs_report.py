@@ -15,6 +15,7 @@ from typing import Any
 
 from .recall_report import recall_section
 from .scale_report import scale_section
+from .service_report import service_section
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -470,6 +471,7 @@ def benchmarks_md() -> str:
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
     lines += proxy_section(load("proxy"))
+    lines += service_section(load("service_load"))
     return "\n".join(lines)
 
 

@@ -24,7 +24,8 @@ _EXPORTS: dict[str, str] = {
     "upgrade": ".migrate",
     "SessionStore": ".protocol",
     "SqlSessionStore": ".sql",
-    **dict.fromkeys(["CommitResult", "RecallHit", "SessionInfo"], ".values"),
+    **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "RecallHit", "SessionInfo"], ".values"),
+    **dict.fromkeys(["TokenInfo", "TokenNotFoundError", "hash_token"], ".tenancy"),
 }
 
 

@@ -5,10 +5,11 @@ revision and is logged in `leaf_moves`).
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
@@ -29,7 +30,7 @@ from .errors import (
 from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import leaf_moves, nodes, sessions
-from .values import SessionInfo
+from .values import DEFAULT_TENANT, SessionInfo
 
 T = TypeVar("T")
 _SOUND_CACHE_SIZE = 4096
@@ -41,6 +42,9 @@ class StoreBase:
     # Test hook: the invariant checker must catch a store that commits stale plans. A test
     # subclass sets this False to skip the leaf/revision re-check (never do it elsewhere).
     _guard_commit: bool = True
+    # SPEC W1: None = every tenant (the library, the CLI, admin tools); a tenant id limits
+    # every session this instance reads or writes to that tenant (see `for_tenant`).
+    tenant: str | None = None
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -59,6 +63,21 @@ class StoreBase:
         """Release every pooled connection."""
         await self.engine.dispose()
 
+    def for_tenant(self, tenant: str) -> Self:
+        """This store seen by one tenant (SPEC W1): the same engine and caches, but every
+        session read, write, list and lease is limited to `tenant`'s sessions, and new
+        sessions (create, fork, import) belong to it. Another tenant's session id raises
+        `SessionNotFoundError`, exactly like a missing one."""
+        if not isinstance(tenant, str) or not tenant:
+            raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r}")
+        scoped = copy.copy(self)
+        scoped.tenant = tenant
+        return scoped
+
+    def _scoped(self, stmt: Any) -> Any:
+        """`stmt` (a select over `sessions`) limited to this instance's tenant, if any."""
+        return stmt if self.tenant is None else stmt.where(sessions.c.tenant_id == self.tenant)
+
     async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         async def attempt() -> T:
             async with write_connection(self.engine) as conn:
@@ -73,8 +92,8 @@ class StoreBase:
     async def _session_row(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(repr(session_id))
-        row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))
-               ).mappings().first()
+        stmt = self._scoped(select(sessions).where(sessions.c.id == session_id))
+        row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id)
         return row
@@ -82,7 +101,7 @@ class StoreBase:
     async def _lock_session(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(repr(session_id))
-        stmt = select(sessions).where(sessions.c.id == session_id).with_for_update()
+        stmt = self._scoped(select(sessions).where(sessions.c.id == session_id)).with_for_update()
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id)
@@ -94,6 +113,7 @@ class StoreBase:
             branch_revision=row["branch_revision"], read_only=bool(row["read_only"]) or read_only,
             title=row["title"], created_at=utc(row["created_at"]),
             metadata=json.loads(row["metadata"] or "{}"),
+            tenant_id=row.get("tenant_id") or DEFAULT_TENANT,
         )
 
     async def _is_damaged(self, conn: AsyncConnection, row: RowMapping) -> bool:
@@ -193,12 +213,12 @@ class StoreBase:
 
     async def _insert_session(
         self, conn: AsyncConnection, tree_id: str, leaf_id: str | None, title: str | None,
-        meta_json: str, *, op: str,
+        meta_json: str, *, op: str, tenant: str | None = None,
     ) -> SessionInfo:
         now = utc_now()
         values = dict(id=new_id(), tree_id=tree_id, leaf_id=leaf_id, branch_revision=0,
                       read_only=False, title=title, metadata=meta_json, created_at=now,
-                      updated_at=now)
+                      updated_at=now, tenant_id=tenant or self.tenant or DEFAULT_TENANT)
         await conn.execute(insert(sessions).values(**values))
         await conn.execute(insert(leaf_moves).values(
             tree_id=tree_id, session_id=values["id"], revision=0, op=op, from_leaf_id=None,

@@ -92,7 +92,9 @@ class BranchingOps(StoreBase):
                 raise InvalidOperationError(
                     f"cannot fork from {node_id!r}: the tool workflow there is not finished ("
                     + "; ".join(stability.reasons) + ")")
-            return await self._insert_session(conn, tree_id, node_id, title, "{}", op="fork")
+            # A fork belongs to the tenant of the session it forks (SPEC W1).
+            return await self._insert_session(conn, tree_id, node_id, title, "{}", op="fork",
+                                              tenant=row["tenant_id"])
 
         return await self._write(op)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, delete, literal, select, update
@@ -49,6 +49,7 @@ class LeaseMixin:
     """`compaction_lease(session_id, ttl)` for `SqlSessionStore`."""
 
     engine: AsyncEngine
+    _scoped: Callable[[Any], Any]  # StoreBase: a sessions select limited to the tenant (W1)
 
     @contextlib.asynccontextmanager
     async def compaction_lease(self, session_id: str,
@@ -87,8 +88,8 @@ class LeaseMixin:
         dialect = self.engine.dialect.name
         now = _db_now(dialect)
         async with write_connection(self.engine) as conn:
-            tree_id = (await conn.execute(
-                select(sessions.c.tree_id).where(sessions.c.id == session_id)
+            tree_id = (await conn.execute(self._scoped(
+                select(sessions.c.tree_id).where(sessions.c.id == session_id))
             )).scalar_one_or_none()
             if tree_id is None:
                 raise SessionNotFoundError(session_id)

@@ -86,7 +86,8 @@ class MirrorOps(StoreBase):
     async def mirror_session_of_tree(self, tree_id: str) -> str | None:
         """The oldest session of a tree (the one a mirror created with it)."""
         async with read_connection(self.engine) as conn:
-            stmt = (select(sessions.c.id).where(sessions.c.tree_id == tree_id)
+            # Scoped (SPEC W1): a tenant's store never finds another tenant's session.
+            stmt = (self._scoped(select(sessions.c.id).where(sessions.c.tree_id == tree_id))
                     .order_by(sessions.c.created_at, sessions.c.id).limit(1))
             return (await conn.execute(stmt)).scalar()
 

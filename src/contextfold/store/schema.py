@@ -97,6 +97,9 @@ sessions = Table(
     Column("metadata", Text, nullable=False),  # JSON object
     Column("created_at", UTCDateTime, nullable=False),
     Column("updated_at", UTCDateTime, nullable=False),
+    # Migration 0005 (SPEC W1): the tenant that owns the session; the library's are "default".
+    Column("tenant_id", String, nullable=False, server_default="default"),
+    Index("ix_sessions_tenant", "tenant_id", "created_at"),
 )
 
 # Append-only audit log of every leaf move (also enforced by triggers). It is what lets the
@@ -161,4 +164,25 @@ mirror_index = Table(
     Column("message_id", String, nullable=False),  # the message the chain ends at
     PrimaryKeyConstraint("tree_id", "node_id", name="pk_mirror_index"),
     Index("ix_mirror_index_hash", "prefix_hash"),
+)
+
+# Migration 0005 (SPEC W1, W2): tenants and their bearer tokens. Only the SHA-256 digest of a
+# token is stored: a copy of the database does not let anyone call the service.
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", String, primary_key=True),
+    Column("tenant_id", String, nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("label", Text, nullable=True),
+    Column("created_at", UTCDateTime, nullable=False),
+    Column("revoked_at", UTCDateTime, nullable=True),
+    Index("ix_api_tokens_tenant", "tenant_id"),
 )

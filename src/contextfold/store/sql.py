@@ -41,10 +41,11 @@ from .recall import RecallOps
 from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import nodes, sessions, trees
+from .tenancy import TenantOps
 from .values import CommitResult, SessionInfo
 
 
-class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
+class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, TenantOps):
     """Session trees in one SQL database. Create it with `open_store(url)`."""
 
     # ------------------------------------------------------------------ sessions
@@ -65,6 +66,8 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
                 await conn.execute(insert(trees).values(id=tree_id, created_at=utc_now()))
             else:
                 found = await queries.trees_of_node(conn, from_node_id)
+                if self.tenant is not None:  # W1: only trees this tenant has sessions on
+                    found = [t for t in found if await self._tenant_has_tree(conn, t)]
                 if not found:
                     raise NodeNotFoundError(f"cannot start a session from node {from_node_id!r}:"
                                             " no such node is stored")
@@ -83,6 +86,10 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
                                               op="create")
 
         return await self._write(op)
+
+    async def _tenant_has_tree(self, conn: AsyncConnection, tree_id: str) -> bool:
+        stmt = self._scoped(select(sessions.c.id).where(sessions.c.tree_id == tree_id))
+        return (await conn.execute(stmt.limit(1))).first() is not None
 
     async def update_session_metadata(self, session_id: str,
                                       updates: Mapping[str, Any]) -> SessionInfo:
@@ -109,7 +116,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps):
         (then `read_only` reflects only the stored flag)."""
         async with read_connection(self.engine) as conn:
             rows = (await conn.execute(
-                select(sessions).order_by(sessions.c.created_at, sessions.c.id)
+                self._scoped(select(sessions)).order_by(sessions.c.created_at, sessions.c.id)
             )).mappings().all()
             out = []
             for row in rows:

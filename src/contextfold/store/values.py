@@ -8,6 +8,10 @@ from typing import Any, Literal
 
 from contextfold.core.messages import Node
 
+# SPEC W1: the tenant of every session the library and the CLI create (and of sessions
+# stored before tenants existed); the service without --auth acts as this tenant.
+DEFAULT_TENANT = "default"
+
 
 @dataclass(frozen=True)
 class SessionInfo:
@@ -21,6 +25,7 @@ class SessionInfo:
     title: str | None
     created_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
+    tenant_id: str = DEFAULT_TENANT
 
 
 @dataclass(frozen=True)

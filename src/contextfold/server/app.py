@@ -1,0 +1,114 @@
+"""`create_app(config)`: the FastAPI application of `contextfold serve`.
+
+The store, the event hub and the live sessions are opened in the lifespan (one set per
+worker process) and reached by the routes through `app.state.service`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import Depends, FastAPI
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from .auth import tenant
+from .config import ServiceConfig
+from .errors import install_handlers
+from .hub import Hub, PgHub
+from .limits import BodyLimitMiddleware, RateLimiter
+from .sessions import SessionManager
+
+STATIC_DIR = Path(__file__).parent / "static"
+log = logging.getLogger("contextfold.server")
+
+
+@dataclass
+class Service:
+    """What the routes use: configuration, the (unscoped) store, hub, sessions, limiter."""
+
+    config: ServiceConfig
+    store: Any
+    hub: Hub
+    sessions: SessionManager
+    limiter: RateLimiter
+
+
+def _hub_for(store: Any) -> Hub:
+    if store.dialect != "postgresql":
+        return Hub()
+    url = store.engine.url.set(drivername="postgresql")
+    return PgHub(url.render_as_string(hide_password=False))
+
+
+def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> FastAPI:
+    """The ASGI app. `store`: an open store to use (tests); else `config.db` is opened."""
+    config = config or ServiceConfig()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        from ..store import open_store
+
+        own = store is None
+        opened = await open_store(config.db) if own else store
+        hub = _hub_for(opened)
+        await hub.start()
+        sessions = SessionManager(opened, config, hub)
+        app.state.service = Service(config, opened, hub, sessions,
+                                    RateLimiter(config.rate_limit))
+        try:
+            yield
+        finally:
+            await sessions.close()
+            await hub.stop()
+            if own:
+                await opened.close()
+
+    app = FastAPI(title="contextfold", version=_version(), lifespan=lifespan,
+                  description="Durable, branchable LLM sessions whose model context always "
+                  "fits. Contract: docs/service.md.")
+    install_handlers(app)
+    from . import files, routes, turns
+
+    app.include_router(routes.router)
+    app.include_router(turns.router)
+    app.include_router(files.router)
+
+    @app.get("/healthz", tags=["meta"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/v1/config", tags=["meta"])
+    async def service_config(who: str = Depends(tenant)) -> dict[str, Any]:
+        """What a client may rely on: auth, its tenant, the default model, the limits."""
+        return {"auth": config.auth, "tenant": who, "default_model": config.model,
+                "limits": {"max_body_bytes": config.max_body_bytes,
+                           "max_import_bytes": config.max_import_bytes,
+                           "max_message_chars": config.max_message_chars,
+                           "rate_limit_per_minute": config.rate_limit}}
+
+    if (STATIC_DIR / "index.html").is_file():  # the page (i17-web's static files)
+        app.mount("/", StaticFiles(directory=STATIC_DIR, html=True), name="static")
+    else:
+        @app.get("/", include_in_schema=False)
+        async def placeholder() -> HTMLResponse:
+            return HTMLResponse("<!doctype html><title>contextfold</title><p>contextfold "
+                                "service: the API is under /v1 (see /openapi.json).</p>")
+    app.add_middleware(BodyLimitMiddleware, max_body=config.max_body_bytes,  # type: ignore[arg-type]
+                       max_upload=config.max_import_bytes)
+    return app
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("contextfold")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "0"

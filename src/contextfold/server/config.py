@@ -1,0 +1,49 @@
+"""What a running service is configured with: server-side only, never from clients."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_MODEL = "offline/echo"
+DEFAULT_PORT = 8765
+LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass
+class ServiceConfig:
+    """Settings of one service process (the CLI builds it from `contextfold serve` flags).
+
+    db            store URL (None: `$CONTEXTFOLD_DB` or the embedded SQLite file)
+    auth          require bearer tokens (SPEC W2); without it every caller is the
+                  "default" tenant and the server binds loopback only
+    model         default model of new sessions; context_window its default window
+    allow_base_urls  the only `base_url` values a client may choose (SPEC W2: a client must
+                  not point the server's provider key at a host of its choosing)
+    summarizer    the runtime's summarizer option (None: offline extractive); tests pass a
+                  slow one to make the compaction window visible
+    max_*, rate_limit  SPEC W3 limits (bytes, characters, requests per minute per tenant)
+    """
+
+    db: str | None = None
+    auth: bool = False
+    model: str = DEFAULT_MODEL
+    context_window: int | None = None
+    allow_base_urls: tuple[str, ...] = ()
+    summarizer: Any = None
+    summarizer_timeout: float | None = 300.0
+    max_body_bytes: int = 1 << 20
+    max_import_bytes: int = 32 << 20
+    max_message_chars: int = 200_000
+    rate_limit: int = 600
+    offline_delay: float = 0.0  # seconds per streamed word of the offline model (demos)
+    keepalive_seconds: float = 15.0
+    # Test hook: called with each new Conversation (e.g. to observe its events).
+    on_conversation: Callable[[Any], Awaitable[None] | None] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def base_url_allowed(self, url: str) -> bool:
+        """Whether a client-chosen `base_url` is on the server's allowlist (exact match)."""
+        wanted = url.rstrip("/")
+        return any(wanted == allowed.rstrip("/") for allowed in self.allow_base_urls)

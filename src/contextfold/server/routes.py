@@ -1,0 +1,199 @@
+"""The session endpoints of docs/service.md, except the turns (see `turns.py`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..core.tree import Branch
+from .auth import tenant
+from .errors import ApiError, not_found
+from .sessions import SessionManager, Settings
+from .sse import KEEPALIVE, sse, sse_response
+from .views import projection_json, tree_json
+
+router = APIRouter(prefix="/v1")
+Tenant = Annotated[str, Depends(tenant)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateSession(Body):
+    model: str | None = Field(None, min_length=1, max_length=200)
+    context_window: int | None = Field(None, ge=256, le=100_000_000)
+    system: str | None = None
+    base_url: str | None = Field(None, min_length=1, max_length=2000)
+    title: str | None = Field(None, max_length=500)
+
+
+class Compact(Body):
+    instructions: str | None = None
+    wait: bool = True
+
+
+class Fork(Body):
+    node_id: str = Field(..., min_length=1)
+    title: str | None = Field(None, max_length=500)
+
+
+class SwitchModel(Body):
+    model: str = Field(..., min_length=1, max_length=200)
+    context_window: int | None = Field(None, ge=256, le=100_000_000)
+
+
+def manager(request: Request) -> SessionManager:
+    return request.app.state.service.sessions
+
+
+Manager = Annotated[SessionManager, Depends(manager)]
+
+
+@router.post("/sessions", status_code=201)
+async def create_session(body: CreateSession, who: Tenant, sessions: Manager) -> dict[str, Any]:
+    """Create a session (201): model (default: the server's), window, system prompt,
+    base_url (only one on the server's allowlist), title."""
+    limit = sessions.config.max_message_chars
+    if body.system is not None and len(body.system) > limit:
+        raise ApiError(413, "message_too_large", f"the system prompt is longer than {limit} "
+                       "characters")
+    settings = Settings(model=body.model or sessions.config.model,
+                        context_window=body.context_window, system=body.system,
+                        base_url=body.base_url)
+    live = await sessions.create(who, settings, body.title)
+    return await sessions.session_json(live)
+
+
+@router.get("/sessions")
+async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
+    """This tenant's sessions, oldest first (other tenants' are never listed, SPEC W1)."""
+    from .views import iso
+
+    store = sessions.store.for_tenant(who)
+    out = []
+    for info in await store.list_sessions(check_damage=False):
+        settings = Settings.from_metadata(info.metadata, sessions.config.model)
+        out.append({"session_id": info.id, "title": info.title,
+                    "created_at": iso(info.created_at), "model": settings.model,
+                    "leaf_id": info.leaf_id, "revision": info.branch_revision,
+                    "read_only": info.read_only})
+    return {"sessions": out}
+
+
+@router.get("/sessions/{session_id}")
+async def get_session(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
+    """One session: settings, leaf, revision, read_only, state and gauge."""
+    return await sessions.session_json(await sessions.get(who, session_id))
+
+
+@router.get("/sessions/{session_id}/tree")
+async def get_tree(session_id: str, who: Tenant, sessions: Manager,
+                   limit: Annotated[int | None, Query(ge=1, le=100_000)] = None
+                   ) -> dict[str, Any]:
+    """Every node of the session's tree (all branches), each with `on_branch`."""
+    live = await sessions.get(who, session_id)
+    store = live.conv.store
+    if limit is None:
+        nodes = await store.load_tree(session_id)
+        branch = await store.load_full_branch(session_id)
+    else:
+        nodes = await store.load_tree_page(session_id, limit=limit)
+        branch = await store.load_branch_page(session_id, limit=limit)
+    shown = branch.nodes if isinstance(branch, Branch) else branch.readable
+    leaf = shown[-1].id if shown else None
+    return tree_json(session_id, leaf, nodes, {n.id for n in shown})
+
+
+@router.get("/sessions/{session_id}/projection")
+async def get_projection(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
+    """What the next request holds, its estimate and the safe limit."""
+    live = await sessions.get(who, session_id)
+    conv = live.conv
+    if conv.read_only:
+        raise ApiError(409, "read_only", "the session's stored history is damaged; it can be "
+                       "read (tree) but not projected")
+    return projection_json(session_id, conv.projection(), conv.estimate(),
+                           conv.budget.safe_input_limit, conv.capacity.context_window)
+
+
+@router.post("/sessions/{session_id}/compact")
+async def compact(session_id: str, who: Tenant, sessions: Manager,
+                  body: Compact | None = None) -> Any:
+    """Compact now (SPEC M1-M6); 409 while one runs (U4). `wait: false` answers 202."""
+    from .views import outcome_json
+
+    body = body or Compact()
+    live = await sessions.get(who, session_id)
+    await sessions.ensure_not_compacting(live, "compact")
+    if live.turns > 0:
+        raise ApiError(409, "busy", "cannot compact while a turn is running")
+    task = asyncio.create_task(live.conv.compact(body.instructions))
+    if not body.wait:
+        await asyncio.sleep(0)  # let it start, so the state says compacting
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return JSONResponse({"state": await sessions.state(live)}, status_code=202)
+    outcome = await asyncio.shield(task)
+    cancelled = outcome.status == "noop" and outcome.code == "cancelled"
+    return {"outcome": outcome_json(outcome, "manual"), "cancelled": cancelled,
+            "session": await sessions.session_json(live)}
+
+
+@router.post("/sessions/{session_id}/cancel")
+async def cancel(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
+    """Cancel a running compaction (C4: nothing of it is written); false if none ran."""
+    live = await sessions.get(who, session_id)
+    cancelled = await sessions.cancel(live)
+    if cancelled:
+        await asyncio.sleep(0)  # let the cancellation land before reporting the state
+    return {"cancelled": cancelled, "state": await sessions.state(live)}
+
+
+@router.post("/sessions/{session_id}/fork", status_code=201)
+async def fork(session_id: str, body: Fork, who: Tenant, sessions: Manager) -> dict[str, Any]:
+    """A new session whose branch ends at assistant node `node_id` (SPEC O3)."""
+    live = await sessions.get(who, session_id)
+    await sessions.ensure_not_compacting(live, "fork")
+    if live.turns > 0:
+        raise ApiError(409, "busy", "cannot fork while a turn is running")
+    forked = await sessions.fork(live, body.node_id, body.title)
+    return await sessions.session_json(forked)
+
+
+@router.post("/sessions/{session_id}/model")
+async def switch_model(session_id: str, body: SwitchModel, who: Tenant,
+                       sessions: Manager) -> dict[str, Any]:
+    """Use another model from the next request on (its window applies at once, P2)."""
+    live = await sessions.get(who, session_id)
+    await sessions.ensure_not_compacting(live, "switch the model")
+    if live.turns > 0:
+        raise ApiError(409, "busy", "cannot switch the model while a turn is running")
+    await sessions.switch_model(live, body.model, body.context_window)
+    return await sessions.session_json(live)
+
+
+@router.get("/sessions/{session_id}/events")
+async def events(session_id: str, who: Tenant, sessions: Manager) -> Any:
+    """Server-sent events of the session, from any worker (docs/service.md)."""
+    live = await sessions.get(who, session_id)
+    keepalive = sessions.config.keepalive_seconds
+
+    async def body() -> Any:
+        with sessions.hub.subscribe(session_id) as sub:
+            yield sse("state", await sessions.state(live))
+            if not live.conv.read_only:
+                from .views import gauge_json
+
+                yield sse("gauge", gauge_json(live.conv.gauge()))
+            while True:
+                event = await sub.get(keepalive)
+                yield KEEPALIVE if event is None else sse(event.name, event.data)
+
+    return sse_response(body())
+
+
+__all__ = ["not_found", "router"]

@@ -1,0 +1,312 @@
+"""Live sessions of one worker: a `Conversation` per session, opened on the tenant's store.
+
+Each session's settings (model, window, system prompt, base_url) are stored in its
+metadata under "service", so any worker can open it. Before an operation the worker re-reads
+the branch (O(tail)) unless it is itself running something on the session, so writes made by
+other workers are seen. Runtime events go to the hub (SSE on any worker); "compacting" on
+another worker is read from the store's compaction lease (docs/service.md, Several workers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from ..core.budget import ModelCapacity
+from ..core.messages import text_message
+from ..runtime import Conversation, Event, SendAbortedError
+from ..store.liveness import holder_is_dead
+from .config import ServiceConfig
+from .errors import ApiError
+from .hub import Hub
+from .views import event_json, gauge_json, iso, state_json
+
+META_KEY = "service"
+_MAX_LIVE = 2000  # idle conversations kept open per worker (least recently used go first)
+OFFLINE_WINDOW = 8192
+REMOTE_POLL = 0.25
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a session talks to its model (server-side values only: no key, ever)."""
+
+    model: str
+    context_window: int | None = None
+    system: str | None = None
+    base_url: str | None = None
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any], default_model: str) -> Settings:
+        raw = metadata.get(META_KEY) or {}
+        return cls(model=raw.get("model") or default_model,
+                   context_window=raw.get("context_window"), system=raw.get("system"),
+                   base_url=raw.get("base_url"))
+
+
+class Live:
+    """One open session: its conversation, settings and what runs on it here."""
+
+    def __init__(self, tenant: str, conv: Conversation, settings: Settings,
+                 title: str | None, created_at: Any) -> None:
+        self.tenant = tenant
+        self.conv = conv
+        self.settings = settings
+        self.title = title
+        self.created_at = created_at
+        self.turns = 0  # turns running on this worker
+        self.lock = asyncio.Lock()  # serialises refreshes
+
+    @property
+    def session_id(self) -> str:
+        return self.conv.session_id
+
+    @property
+    def active(self) -> bool:
+        """Something runs on this session here (then the in-memory branch is current)."""
+        return self.turns > 0 or self.conv.state.compacting
+
+
+class SessionManager:
+    """Opens, caches and refreshes the live sessions of one worker."""
+
+    def __init__(self, store: Any, config: ServiceConfig, hub: Hub) -> None:
+        self.store = store
+        self.config = config
+        self.hub = hub
+        self._live: OrderedDict[tuple[str, str], Live] = OrderedDict()
+        self._opening: dict[tuple[str, str], asyncio.Lock] = {}
+        hub.on_cancel = self._cancel_local
+
+    # ------------------------------------------------------------------ models
+
+    def model_for(self, settings: Settings) -> tuple[Any, ModelCapacity]:
+        """The chat model and capacity of `settings` (keys come from the server's env)."""
+        name = settings.model
+        if name.startswith("offline/"):
+            from ..providers.offline import OfflineModel
+
+            window = settings.context_window or self.config.context_window or OFFLINE_WINDOW
+            return (OfflineModel(name, delay=self.config.offline_delay),
+                    ModelCapacity(model=name, context_window=window,
+                                  max_output=min(1024, window // 4)))
+        from ..core.catalog import capacity_for
+        from ..providers import UnknownProviderError, make_chat_model
+
+        try:
+            capacity = capacity_for(name, context_window=settings.context_window
+                                    or self.config.context_window)
+        except LookupError:
+            raise ApiError(400, "unknown_model", f"model {name!r} is not in the catalog: give "
+                           "its context_window") from None
+        try:
+            chat = make_chat_model(name, base_url=settings.base_url)
+        except (UnknownProviderError, ImportError, ValueError) as exc:
+            raise ApiError(400, "unknown_model", f"cannot use model {name!r}: "
+                           f"{_no_secrets(str(exc))}") from None
+        return chat, capacity
+
+    def check_settings(self, settings: Settings) -> None:
+        """Refuse a client-chosen base_url the server does not allow (SPEC W2)."""
+        if settings.base_url is not None and not self.config.base_url_allowed(settings.base_url):
+            raise ApiError(400, "base_url_not_allowed",
+                           "base_url is not on this server's allowlist (--allow-base-url): "
+                           "the server's provider keys are only sent to hosts it trusts")
+
+    # ------------------------------------------------------------------ opening
+
+    async def create(self, tenant: str, settings: Settings, title: str | None) -> Live:
+        self.check_settings(settings)
+        chat, capacity = self.model_for(settings)
+        store = self.store.for_tenant(tenant)
+        info = await store.create_session(title=title, metadata={META_KEY: _meta(settings)})
+        conv = await self._open_conv(store, info.id, chat, capacity, settings)
+        return self._remember(Live(tenant, conv, settings, info.title, info.created_at))
+
+    async def get(self, tenant: str, session_id: str) -> Live:
+        """The live session, re-read from the store unless something runs on it here.
+
+        Another tenant's session raises `SessionNotFoundError` (404) from the scoped store.
+        """
+        key = (tenant, session_id)
+        lock = self._opening.setdefault(key, asyncio.Lock())
+        async with lock:
+            live = self._live.get(key)
+            if live is None:
+                store = self.store.for_tenant(tenant)
+                info = await store.get_session(session_id)
+                settings = Settings.from_metadata(info.metadata, self.config.model)
+                chat, capacity = self.model_for(settings)
+                conv = await self._open_conv(store, session_id, chat, capacity, settings)
+                return self._remember(Live(tenant, conv, settings, info.title,
+                                           info.created_at))
+            self._live.move_to_end(key)
+            if not live.active:
+                await self._refresh(live)
+            return live
+
+    async def _refresh(self, live: Live) -> None:
+        """Pick up what other workers wrote: the branch and a model switch."""
+        info = await live.conv.store.get_session(live.session_id)
+        settings = Settings.from_metadata(info.metadata, self.config.model)
+        if settings != live.settings and not live.active:
+            chat, capacity = self.model_for(settings)
+            live.conv._set_model(chat, capacity)  # idle here: no busy check needed
+            live.settings = settings
+        await live.conv.reload()
+
+    async def _open_conv(self, store: Any, session_id: str, chat: Any,
+                         capacity: ModelCapacity, settings: Settings) -> Conversation:
+        conv = await Conversation.open(
+            store, session_id, model=chat, capacity=capacity, system=settings.system,
+            summarizer=self.config.summarizer,
+            summarizer_timeout=self.config.summarizer_timeout)
+        conv.subscribe(lambda event: self._on_event(conv, event))
+        if self.config.on_conversation is not None:
+            maybe = self.config.on_conversation(conv)
+            if asyncio.iscoroutine(maybe):
+                await maybe
+        return conv
+
+    def _remember(self, live: Live) -> Live:
+        self._live[(live.tenant, live.session_id)] = live
+        while len(self._live) > _MAX_LIVE:
+            key, oldest = next(iter(self._live.items()))
+            if oldest.active:
+                self._live.move_to_end(key)
+                break
+            del self._live[key]
+            self._opening.pop(key, None)
+            asyncio.get_running_loop().create_task(oldest.conv.close())
+        return live
+
+    async def close(self) -> None:
+        for live in list(self._live.values()):
+            with contextlib.suppress(Exception):
+                await live.conv.close()
+        self._live.clear()
+
+    async def fork(self, live: Live, node_id: str, title: str | None) -> Live:
+        """Fork at `node_id` (the runtime's checks, SPEC O3) and open the new session with
+        the same settings; it belongs to the same tenant."""
+        forked = await live.conv.fork(node_id, title=title)
+        await forked.close()
+        await forked.store.update_session_metadata(forked.session_id,
+                                                   {META_KEY: _meta(live.settings)})
+        return await self.get(live.tenant, forked.session_id)
+
+    async def switch_model(self, live: Live, model: str, context_window: int | None) -> None:
+        """Switch the session's model here and in its stored settings (other workers)."""
+        settings = replace(live.settings, model=model, context_window=context_window)
+        chat, capacity = self.model_for(settings)
+        live.conv.switch_model(chat, capacity)
+        await live.conv.store.update_session_metadata(live.session_id,
+                                                      {META_KEY: _meta(settings)})
+        live.settings = settings
+        self.publish_gauge(live)
+
+    # ------------------------------------------------------------------ state and events
+
+    async def remote_compaction(self, live: Live) -> bool:
+        """Whether another process holds the session's compaction lease (a holder whose
+        process is gone on this machine does not count: its lease is void, SPEC C4)."""
+        holder = await live.conv.store.lease_holder(live.session_id)
+        return holder is not None and not holder_is_dead(holder)
+
+    async def state(self, live: Live) -> dict[str, Any]:
+        """idle / busy / compacting / failed, compactions on other workers included."""
+        remote = not live.conv.state.compacting and await self.remote_compaction(live)
+        return state_json(live.conv.state, busy=live.turns > 0, remote_compaction=remote)
+
+    async def session_json(self, live: Live) -> dict[str, Any]:
+        """The Session object of docs/service.md."""
+        conv = live.conv
+        branch = conv.branch
+        return {
+            "session_id": live.session_id, "title": live.title,
+            "created_at": iso(live.created_at), **asdict(live.settings),
+            "context_window": conv.capacity.context_window,
+            "leaf_id": branch.leaf_id if branch is not None else None,
+            "revision": getattr(branch, "revision", 0) if branch is not None else 0,
+            "read_only": conv.read_only,
+            "state": await self.state(live),
+            "gauge": gauge_json(conv.gauge()) if not conv.read_only else None,
+        }
+
+    def publish_state(self, live: Live) -> None:
+        self.hub.publish(live.session_id, "state",
+                         state_json(live.conv.state, busy=live.turns > 0))
+
+    def publish_gauge(self, live: Live) -> None:
+        if not live.conv.read_only:
+            self.hub.publish(live.session_id, "gauge", gauge_json(live.conv.gauge()))
+
+    def _on_event(self, conv: Conversation, event: Event) -> None:
+        sid = conv.session_id
+        self.hub.publish(sid, event.kind, event_json(event))
+        if event.kind.startswith("compaction_") and event.kind != "compaction_started":
+            busy = any(lv.turns > 0 for lv in self._live.values() if lv.conv is conv)
+            self.hub.publish(sid, "state", state_json(conv.state, busy=busy))
+            if not conv.read_only:
+                self.hub.publish(sid, "gauge", gauge_json(conv.gauge()))
+        elif event.kind == "compaction_started":
+            self.hub.publish(sid, "state", state_json(conv.state))
+
+    # ------------------------------------------------------------------ compaction control
+
+    async def ensure_not_compacting(self, live: Live, operation: str) -> None:
+        """SPEC U4 across workers: 409 while this session compacts here or elsewhere."""
+        if live.conv.state.compacting or await self.remote_compaction(live):
+            reason = f"cannot {operation} while a compaction is running; wait for it to " \
+                     "finish or cancel it"
+            raise ApiError(409, "compacting", reason, reason=reason)
+
+    async def wait_remote_compaction(self, live: Live, text: str) -> None:
+        """SPEC U2/U3 across workers: a send waits for another worker's compaction; if it
+        is cancelled or fails, the send is aborted (nothing sent or saved)."""
+        if live.conv.state.compacting:
+            return  # this worker's: `Conversation.send` waits for it itself
+        with self.hub.subscribe(live.session_id) as sub:
+            if not await self.remote_compaction(live):
+                return
+            while True:
+                event = await sub.get(REMOTE_POLL)
+                if event is not None and event.name in ("compaction_cancelled",
+                                                        "compaction_failed"):
+                    reason = "cancelled" if event.name == "compaction_cancelled" else "failed"
+                    raise SendAbortedError(text_message("user", text), reason,
+                                           str(event.data.get("reason") or ""))
+                if event is not None and event.name.startswith("compaction_") and \
+                        event.name != "compaction_started":
+                    break
+                if event is None and not await self.remote_compaction(live):
+                    break
+        await live.conv.reload()
+
+    async def cancel(self, live: Live) -> bool:
+        """Cancel the session's compaction here, or ask the worker running it (C4)."""
+        if live.conv.cancel_compaction():
+            return True
+        if not await self.remote_compaction(live):
+            return False
+        self.hub.request_cancel(live.session_id)
+        return True
+
+    def _cancel_local(self, session_id: str) -> bool:
+        cancelled = False
+        for (_, sid), live in list(self._live.items()):
+            if sid == session_id:
+                cancelled = live.conv.cancel_compaction() or cancelled
+        return cancelled
+
+
+def _meta(settings: Settings) -> dict[str, Any]:
+    return {k: v for k, v in asdict(settings).items() if v is not None}
+
+
+def _no_secrets(text: str) -> str:
+    """Provider setup errors name variables, never values; keep them to one line."""
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"

@@ -1,0 +1,149 @@
+// The HTTP API of `contextfold serve` (docs/service.md), from the browser.
+// The token lives in sessionStorage (gone when the tab closes) and is sent only in the
+// Authorization header; server-sent events are read with fetch() because EventSource cannot
+// send headers.
+
+const TOKEN_KEY = "contextfold.token";
+
+export function getToken() {
+  return sessionStorage.getItem(TOKEN_KEY) || "";
+}
+
+export function setToken(token) {
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** An error answer of the API: `status`, `type` and the whole JSON `body`. */
+export class ApiError extends Error {
+  constructor(status, body) {
+    super((body && body.error) || `HTTP ${status}`);
+    this.status = status;
+    this.type = (body && body.type) || "http_error";
+    this.body = body || {};
+  }
+}
+
+function headers(extra = {}) {
+  const h = {...extra};
+  const token = getToken();
+  if (token) h.Authorization = `Bearer ${token}`;
+  return h;
+}
+
+async function errorOf(response) {
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    body = {error: `${response.status} ${response.statusText}`, type: "http_error"};
+  }
+  return new ApiError(response.status, body);
+}
+
+/** fetch() with the token; throws ApiError on a network failure or an error status. */
+export async function request(method, path, {json, body, accept, signal, contentType} = {}) {
+  const h = headers(accept ? {Accept: accept} : {});
+  let payload = body;
+  if (json !== undefined) {
+    h["Content-Type"] = "application/json";
+    payload = JSON.stringify(json);
+  } else if (contentType) {
+    h["Content-Type"] = contentType;
+  }
+  let response;
+  try {
+    response = await fetch(path, {method, headers: h, body: payload, signal});
+  } catch (exc) {
+    if (exc.name === "AbortError") throw exc;
+    throw new ApiError(0, {error: "The server cannot be reached.", type: "network"});
+  }
+  if (!response.ok) throw await errorOf(response);
+  return response;
+}
+
+/** JSON in, JSON out. */
+export async function call(method, path, json, options = {}) {
+  const response = await request(method, path, {...options, json});
+  if (response.status === 204) return null;
+  return response.json();
+}
+
+/**
+ * Read a text/event-stream body, calling onEvent(name, data) per event (data JSON-parsed
+ * when it is JSON). Comment lines (": keep-alive") are skipped. Resolves when the stream ends.
+ */
+export async function readEvents(response, onEvent) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      dispatch(block, onEvent);
+    }
+  }
+  if (buffer.trim()) dispatch(buffer, onEvent);
+}
+
+function dispatch(block, onEvent) {
+  let name = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (!line || line.startsWith(":")) continue;
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (field === "event") name = value;
+    else if (field === "data") data.push(value);
+  }
+  if (!data.length) return;
+  const text = data.join("\n");
+  let parsed = text;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // not JSON: hand over the text as it is
+  }
+  onEvent(name, parsed);
+}
+
+const enc = encodeURIComponent;
+
+/** The endpoints the page uses, one function each. */
+export const api = {
+  config: () => call("GET", "/v1/config"),
+  sessions: () => call("GET", "/v1/sessions"),
+  createSession: (body) => call("POST", "/v1/sessions", body),
+  session: (id) => call("GET", `/v1/sessions/${enc(id)}`),
+  tree: (id) => call("GET", `/v1/sessions/${enc(id)}/tree`),
+  projection: (id) => call("GET", `/v1/sessions/${enc(id)}/projection`),
+  compact: (id, instructions) =>
+    call("POST", `/v1/sessions/${enc(id)}/compact`, {instructions: instructions || null, wait: false}),
+  cancel: (id) => call("POST", `/v1/sessions/${enc(id)}/cancel`, {}),
+  fork: (id, nodeId) => call("POST", `/v1/sessions/${enc(id)}/fork`, {node_id: nodeId}),
+  switchModel: (id, model) => call("POST", `/v1/sessions/${enc(id)}/model`, {model}),
+  /** messages / retry / edit as a stream of events (the reply as it is written). */
+  turn: (id, operation, body, signal) =>
+    request("POST", `/v1/sessions/${enc(id)}/${operation}`,
+      {json: body, accept: "text/event-stream", signal}),
+  events: (id, signal) =>
+    request("GET", `/v1/sessions/${enc(id)}/events`, {accept: "text/event-stream", signal}),
+  importFile: (file, format, title) => {
+    const query = new URLSearchParams({format: format || "auto"});
+    if (title) query.set("title", title);
+    return request("POST", `/v1/import?${query}`,
+      {body: file, contentType: "application/octet-stream"}).then((r) => r.json());
+  },
+  replay: (file, params, chart) => {
+    const query = new URLSearchParams({chart});
+    for (const [key, value] of Object.entries(params)) if (value) query.set(key, value);
+    return request("POST", `/v1/replay?${query}`,
+      {body: file, contentType: "application/octet-stream"});
+  },
+};

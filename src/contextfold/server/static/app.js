@@ -1,0 +1,334 @@
+// The page's controller: token, sessions, views, the live events of the open session, and
+// re-rendering the chat, the durable tree and the projection from the API.
+import {api, ApiError, getToken, readEvents, setToken} from "./api.js";
+import {renderChat} from "./chat.js";
+import {openCheckpoint, setupCheckpointDialog} from "./checkpoint.js";
+import {LOCK_REASON, setupComposer} from "./composer.js";
+import {byId, el, formatTime, replaceChildren} from "./dom.js";
+import {renderGauge} from "./gauge.js";
+import {renderProjection} from "./projection.js";
+import {setupReplay} from "./replay.js";
+import {renderTree, resetBranchChoices} from "./tree.js";
+
+const state = {
+  config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null,
+  phase: "idle", busy: false, frozen: false, editing: null, events: null, generation: 0,
+};
+
+const app = {
+  state,
+  setPhase,
+  refresh,
+  notify,
+  updateControls,
+  onCompactionEvent,
+  clearDraftStore: () => composer.clearDraftStore(),
+};
+const composer = setupComposer(app);
+
+// ------------------------------------------------------------------ messages to the user
+
+function notify(text, isError = false) {
+  const box = byId("notice");
+  box.hidden = !text;
+  box.textContent = text || "";
+  box.classList.toggle("error", Boolean(isError));
+}
+
+function banner(text) {
+  const box = byId("banner");
+  box.hidden = !text;
+  box.textContent = text || "";
+}
+
+// ------------------------------------------------------------------ compaction state
+
+function setPhase(phase, detail = {}) {
+  state.phase = phase || "idle";
+  const box = byId("compacting");
+  const compacting = state.phase === "compacting";
+  // The Cancel button disappears with the banner: keyboard focus goes to the message box.
+  if (!compacting && box.contains(document.activeElement)) byId("draft").focus();
+  box.hidden = !compacting;
+  if (compacting) {
+    const trigger = detail.trigger ? ` (${detail.trigger})` : "";
+    byId("compacting-text").textContent = `Compacting earlier context…${trigger}`;
+    byId("cancel-compaction").disabled = false;
+  }
+  if (state.phase === "failed" && detail.reason && byId("notice").hidden) {
+    notify(`The last compaction failed: ${detail.reason}`, true);
+  }
+  updateControls();
+}
+
+function onCompactionEvent(name, data) {
+  // A notice already shown (e.g. "nothing was sent, your draft is kept" of a waiting send)
+  // says more than the bare event: the two streams deliver it in either order.
+  const quiet = !byId("notice").hidden;
+  if (name === "compaction_started") setPhase("compacting", data);
+  else if (name === "compaction_cancelled" && !quiet) notify("Compaction cancelled: the history is unchanged.");
+  else if (name === "compaction_failed" && !quiet) notify(`Compaction failed: ${data.reason || "unknown reason"}`, true);
+  if (name !== "compaction_started") scheduleRefresh();
+}
+
+/** Enable and disable controls from the state (U4: locked while compacting). */
+function updateControls() {
+  const open = Boolean(state.sessionId && state.session);
+  const readOnly = Boolean(state.session?.read_only);
+  const compacting = state.phase === "compacting";
+  const locked = !open || readOnly || compacting || state.busy || state.phase === "busy";
+  const reason = compacting ? LOCK_REASON : state.busy ? "Wait for the reply" : readOnly ? "This session is read-only" : "";
+  for (const id of ["retry", "edit", "compact", "switch-model"]) {
+    const button = byId(id);
+    button.disabled = locked || (id === "edit" && Boolean(state.editing));
+    button.title = locked ? reason : "";
+  }
+  byId("model-input").disabled = locked;
+  byId("send").disabled = !open || readOnly || state.frozen;
+  byId("draft").disabled = !open || readOnly;
+  for (const button of document.querySelectorAll("#tree button.fork")) {
+    button.disabled = locked;
+    button.title = locked ? reason : "A new session that continues from this reply";
+  }
+}
+
+// ------------------------------------------------------------------ rendering
+
+const handlers = {
+  onCheckpoint: (node) => openCheckpoint(node, state.tree),
+  onFork: (node) => fork(node),
+};
+
+function render() {
+  renderChat(state.sessionId ? state.tree : null, handlers);
+  renderTree(state.tree, {...handlers, locked: isLocked(), lockReason: LOCK_REASON});
+  renderProjection(state.projection, handlers);
+  renderGauge(state.session?.gauge);
+  const s = state.session;
+  byId("session-model").textContent = s ? `${s.model}${s.read_only ? " · read-only (damaged history)" : ""}` : "";
+  if (s && document.activeElement !== byId("model-input")) byId("model-input").value = s.model;
+  updateControls();
+}
+
+function isLocked() {
+  return state.phase === "compacting" || state.busy;
+}
+
+function renderSessionList() {
+  const select = byId("session-select");
+  const options = state.sessions.map((s) => el("option", {value: s.session_id},
+    `${s.title || "Untitled"} · ${s.model} · ${formatTime(s.created_at)} · ${s.session_id.slice(-6)}`));
+  if (!options.length) options.push(el("option", {value: ""}, "no sessions yet"));
+  replaceChildren(select, options);
+  select.value = state.sessionId || "";
+}
+
+// ------------------------------------------------------------------ loading
+
+async function refresh() {
+  const id = state.sessionId;
+  if (!id) return render();
+  const generation = state.generation;
+  try {
+    const [session, tree, projection] = await Promise.all([api.session(id), api.tree(id), api.projection(id)]);
+    if (generation !== state.generation || id !== state.sessionId) return; // stale answer
+    Object.assign(state, {session, tree, projection});
+    if (!state.busy) setPhase(session.state?.phase, session.state || {});
+  } catch (exc) {
+    if (generation !== state.generation) return;
+    handleLoadError(exc);
+  }
+  render();
+}
+
+let refreshTimer = null;
+function scheduleRefresh() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(refresh, 120);
+}
+
+function handleLoadError(exc) {
+  if (exc instanceof ApiError && exc.status === 401) {
+    clearSession();
+    needToken("This server needs a token: paste yours above (it is kept for this tab only).");
+  } else if (exc instanceof ApiError && exc.status === 404) {
+    clearSession();
+    banner("No such session (or it is not yours).");
+  } else {
+    banner(exc.message || String(exc));
+  }
+}
+
+function clearSession() {
+  stopEvents();
+  Object.assign(state, {sessionId: null, session: null, tree: null, projection: null, phase: "idle"});
+  render();
+}
+
+function needToken(text) {
+  banner(text);
+  byId("token-form").classList.add("needed");
+  byId("token-input").focus();
+}
+
+async function openSession(id, {updateHash = true} = {}) {
+  stopEvents();
+  resetBranchChoices();
+  state.generation += 1;
+  Object.assign(state, {sessionId: id || null, session: null, tree: null, projection: null, phase: "idle"});
+  banner(null);
+  notify(null);
+  composer.loadDraft();
+  if (updateHash) history.replaceState(null, "", id ? `#session=${encodeURIComponent(id)}` : "#");
+  byId("session-select").value = id || "";
+  render();
+  if (!id) return;
+  await refresh();
+  if (state.sessionId === id && state.session) startEvents(id, state.generation);
+}
+
+async function loadAll() {
+  state.generation += 1;
+  stopEvents();
+  // Nothing of the previous token's tenant may stay on the page.
+  Object.assign(state, {config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null});
+  render();
+  renderSessionList();
+  banner(null);
+  try {
+    state.config = await api.config();
+    const listing = await api.sessions();
+    state.sessions = listing.sessions || [];
+  } catch (exc) {
+    state.sessions = [];
+    renderSessionList();
+    if (exc instanceof ApiError && exc.status === 401) {
+      needToken(getToken() ? "This token is not valid here (unknown or revoked)." :
+        "This server needs a token: paste yours above (it is kept for this tab only).");
+    } else banner(exc.message || String(exc));
+    return;
+  }
+  byId("token-form").classList.remove("needed");
+  if (state.config?.default_model) {
+    replaceChildren(byId("model-list"), el("option", {value: state.config.default_model}));
+  }
+  renderSessionList();
+  const wanted = hashSession() || (state.sessions.length ? state.sessions[state.sessions.length - 1].session_id : null);
+  await openSession(wanted);
+}
+
+function hashSession() {
+  const match = /session=([^&]+)/.exec(location.hash);
+  return match ? decodeURIComponent(match[1]) : null;
+}
+
+// ------------------------------------------------------------------ live events
+
+function stopEvents() {
+  state.events?.abort();
+  state.events = null;
+}
+
+async function startEvents(id, generation) {
+  const controller = new AbortController();
+  state.events = controller;
+  let delay = 500;
+  while (!controller.signal.aborted && generation === state.generation) {
+    try {
+      const response = await api.events(id, controller.signal);
+      delay = 500;
+      await readEvents(response, (name, data) => {
+        if (generation !== state.generation) return;
+        if (name === "state") {
+          if (!state.busy || data.phase === "compacting") setPhase(data.phase, data);
+          if (data.phase !== "compacting") scheduleRefresh();
+        } else if (name === "gauge") {
+          if (state.session) state.session.gauge = data;
+          renderGauge(data);
+        } else if (name.startsWith("compaction_")) {
+          if (!state.busy) onCompactionEvent(name, data);
+        } else if (["message", "branch_changed", "model_switched"].includes(name) && !state.busy) {
+          scheduleRefresh();
+        }
+      });
+    } catch (exc) {
+      if (controller.signal.aborted) return;
+      if (exc instanceof ApiError && (exc.status === 401 || exc.status === 404)) return;
+    }
+    // The stream ended (server restart, proxy timeout): reconnect, backing off.
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    delay = Math.min(delay * 2, 10000);
+  }
+}
+
+// ------------------------------------------------------------------ actions
+
+async function fork(node) {
+  try {
+    const session = await api.fork(state.sessionId, node.id);
+    state.sessions.push(session);
+    renderSessionList();
+    await openSession(session.session_id);
+    notify("Forked: this is a new session that continues from that reply.");
+  } catch (exc) {
+    notify(exc.message, true);
+  }
+}
+
+async function newSession() {
+  try {
+    const session = await api.createSession({});
+    state.sessions.push(session);
+    renderSessionList();
+    await openSession(session.session_id);
+    byId("draft").focus();
+  } catch (exc) {
+    handleLoadError(exc);
+  }
+}
+
+function showView(view) {
+  byId("workspace").dataset.view = view;
+  for (const tab of document.querySelectorAll(".view-tab")) {
+    tab.setAttribute("aria-pressed", String(tab.dataset.view === view));
+  }
+}
+
+// ------------------------------------------------------------------ wiring
+
+function setup() {
+  setupCheckpointDialog();
+  setupReplay({
+    onImported: async (result) => {
+      await loadAll();
+      await openSession(result.session_id);
+      showView("chat");
+    },
+  });
+  for (const tab of document.querySelectorAll(".view-tab")) {
+    tab.addEventListener("click", () => showView(tab.dataset.view));
+  }
+  byId("session-select").addEventListener("change", (event) => openSession(event.target.value));
+  byId("new-session").addEventListener("click", newSession);
+  byId("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const input = byId("token-input");
+    setToken(input.value.trim());
+    input.value = "";
+    input.placeholder = getToken() ? "token set (paste to replace)" : "Bearer token";
+    loadAll();
+  });
+  byId("token-clear").addEventListener("click", () => {
+    setToken("");
+    byId("token-input").placeholder = "Bearer token";
+    loadAll();
+  });
+  byId("token-input").placeholder = getToken() ? "token set (paste to replace)" : "Bearer token";
+  window.addEventListener("hashchange", () => {
+    const id = hashSession();
+    if (id && id !== state.sessionId) openSession(id, {updateHash: false});
+  });
+  loadAll();
+}
+
+setup();

@@ -1,0 +1,55 @@
+// A checkpoint's detail: what it folded, tokens before and after, the summariser, the ledger's
+// evictions. Opened from the chat, the tree or the projection.
+import {byId, el, formatTime, formatTokens, preview, replaceChildren} from "./dom.js";
+import {foldedBy, indexTree, nodeLabel, nodeText} from "./nodes.js";
+import {ledgerTable} from "./projection.js";
+
+export function openCheckpoint(node, tree) {
+  const dialog = byId("checkpoint-dialog");
+  const p = node.payload || {};
+  const details = p.details || {};
+  const index = indexTree(tree);
+  const folded = foldedBy(index, node);
+  const evicted = details.ledger?.evicted || [];
+  const masking = details.action === "mask";
+  byId("checkpoint-title").textContent =
+    `${masking ? "Masking step" : "Checkpoint"} of ${formatTime(node.created_at)}`;
+  const row = (label, value) => [el("dt", {}, label), el("dd", {}, value ?? "–")];
+  replaceChildren(byId("checkpoint-body"),
+    el("section", {},
+      el("dl", {class: "counts"},
+        row("tokens before", formatTokens(p.tokens_before)),
+        row("tokens after (estimated)", formatTokens(p.tokens_after_estimate)),
+        row("summariser", p.summarizer),
+        row("model", p.model),
+        row("trigger", details.trigger),
+        row("profile", p.profile),
+        row("messages folded", String(folded.length)),
+        row("ledger", details.ledger ?
+          `${details.ledger.entries} entries, ${formatTokens(details.ledger.tokens)} of ` +
+          `${formatTokens(details.ledger.cap)} tokens` : "–"),
+        details.instructions ? row("instructions", details.instructions) : null,
+        masking ? row("tool results masked", String(details.masked_messages ?? 0)) : null)),
+    el("section", {"aria-label": "Folded messages"},
+      el("h3", {}, `What it folded: ${folded.length} messages`),
+      folded.length ? el("ol", {class: "folded"}, folded.map((n) => el("li", {},
+        el("strong", {}, `${nodeLabel(n)}: `), preview(nodeText(n), 160))))
+        : el("p", {class: "muted"}, masking ? "A masking step folds nothing: it only shortens old tool results in what the model sees." : "nothing")),
+    el("section", {"aria-label": "Evictions"},
+      el("h3", {}, `Evicted from the ledger for size: ${evicted.length}`),
+      evicted.length ? ledgerTable(evicted) : el("p", {class: "muted"}, "none"),
+      evicted.length ? el("p", {class: "muted"}, "Evicted identifiers stay in the durable history; the model can find them with recall.") : null),
+    el("section", {"aria-label": "Summary"},
+      el("h3", {}, "Summary"),
+      el("div", {class: "summary-box"}, el("pre", {class: "pre"}, p.summary || ""))));
+  if (!dialog.open) dialog.showModal();
+  byId("checkpoint-close").focus();
+}
+
+export function setupCheckpointDialog() {
+  const dialog = byId("checkpoint-dialog");
+  byId("checkpoint-close").addEventListener("click", () => dialog.close());
+  dialog.addEventListener("click", (event) => {
+    if (event.target === dialog) dialog.close(); // a click on the backdrop
+  });
+}

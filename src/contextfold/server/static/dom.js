@@ -1,0 +1,63 @@
+// Building DOM nodes without HTML strings: every text a user, a model or a tool wrote goes
+// through textContent / text nodes, so nothing it contains can become markup or script.
+
+/**
+ * el("button", {class: "x", onclick: f, disabled: true}, "text", childNode, ...)
+ * Attributes: "class", "dataset" (object), "on<event>" (listener), booleans (present/absent),
+ * anything else via setAttribute. Children: strings become text nodes; null/false are skipped.
+ */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key.startsWith("on") && typeof value === "function") {
+      node.addEventListener(key.slice(2), value);
+    } else if (value === true) node.setAttribute(key, "");
+    else node.setAttribute(key, String(value));
+  }
+  append(node, ...children);
+  return node;
+}
+
+/** Append children (strings as text nodes). */
+export function append(node, ...children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+/** Replace all children of `node`. */
+export function replaceChildren(node, ...children) {
+  node.replaceChildren();
+  return append(node, ...children);
+}
+
+/** document.getElementById that fails loudly (a missing id is a bug in index.html). */
+export function byId(id) {
+  const node = document.getElementById(id);
+  if (!node) throw new Error(`#${id} is missing from the page`);
+  return node;
+}
+
+/** 12 345 tokens, with a thin grouping the way people read numbers. */
+export function formatTokens(n) {
+  if (n === null || n === undefined) return "–";
+  return Number(n).toLocaleString("en-US");
+}
+
+/** A short, readable time for a node's created_at. */
+export function formatTime(iso) {
+  if (!iso) return "";
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? "" : date.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+}
+
+/** The first n characters of a text, on one line, for lists. */
+export function preview(text, n = 80) {
+  const line = (text || "").replace(/\s+/g, " ").trim();
+  return line.length > n ? `${line.slice(0, n - 1)}…` : line;
+}

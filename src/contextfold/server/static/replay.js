@@ -1,0 +1,130 @@
+// Import a session file, or replay one at a chosen window and chart each request's size.
+import {api, ApiError} from "./api.js";
+import {byId, el, formatTokens, replaceChildren} from "./dom.js";
+
+const SVG = "http://www.w3.org/2000/svg";
+
+export function setupReplay({onImported}) {
+  byId("import-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const status = byId("import-result");
+    const file = byId("import-file").files[0];
+    if (!file) return;
+    status.className = "result";
+    status.textContent = "Importing…";
+    try {
+      const result = await api.importFile(file, byId("import-format").value, byId("import-title").value);
+      status.textContent = `Imported ${result.nodes} nodes as ${result.format}` +
+        (result.warnings?.length ? ` (${result.warnings.length} warnings: ${result.warnings.join("; ")})` : ".");
+      await onImported(result);
+    } catch (exc) {
+      status.className = "result error";
+      status.textContent = message(exc);
+    }
+  });
+  byId("replay-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const status = byId("replay-status");
+    const file = byId("replay-file").files[0];
+    if (!file) return;
+    status.className = "result";
+    status.textContent = "Replaying…";
+    const params = {
+      context_window: byId("replay-window").value,
+      model: byId("replay-model").value.trim(),
+      overhead: byId("replay-overhead").value,
+    };
+    try {
+      const report = await (await api.replay(file, params, "json")).json();
+      status.textContent = "";
+      let png = null;
+      if (!report.series) png = URL.createObjectURL(await (await api.replay(file, params, "png")).blob());
+      renderReport(report, png);
+    } catch (exc) {
+      status.className = "result error";
+      status.textContent = message(exc);
+    }
+  });
+}
+
+function message(exc) {
+  return exc instanceof ApiError ? `${exc.message} (${exc.type})` : String(exc);
+}
+
+function renderReport(report, png) {
+  const row = (label, value) => [el("dt", {}, label), el("dd", {}, String(value ?? "–"))];
+  replaceChildren(byId("replay-report"),
+    el("h3", {}, "Replay report"),
+    el("div", {class: "report-grid"},
+    el("dl", {class: "counts", id: "replay-counts"},
+      row("model", report.model),
+      row("requests", report.requests),
+      row("compactions", report.compactions),
+      row("largest request (tokens)", formatTokens(report.max_projected_tokens)),
+      row("safe input limit", formatTokens(report.safe_input_limit)),
+      row("over the limit", report.over_limit_requests),
+      row("invalid tool sequences", report.invalid_tool_sequences),
+      row("dropped messages", report.dropped_messages),
+      row("fixed overhead", `${formatTokens(report.overhead_tokens)} (${report.overhead_source || "–"})`)),
+    report.series ? chart(report.series, report.safe_input_limit) :
+      png ? el("img", {class: "chart", src: png, alt: "Request size over the replayed session"}) : null));
+}
+
+function svg(tag, attrs, text) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/** 1, 2 or 5 times a power of ten: round axis steps. */
+function niceStep(rough) {
+  const power = 10 ** Math.floor(Math.log10(Math.max(rough, 1)));
+  return [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough) || 10 * power;
+}
+
+/** Request size per request (contextfold's and the original's), the limit and compactions. */
+export function chart(series, fallbackLimit) {
+  const requests = series.requests || [];
+  const limit = series.safe_input_limit || fallbackLimit || 0;
+  const width = 900;
+  const height = 320;
+  const pad = {left: 62, right: 14, top: 14, bottom: 34};
+  const top = Math.max(limit, ...requests.map((r) => Math.max(r.estimated_tokens || 0, r.recorded_tokens || 0)), 1);
+  const step = niceStep(top / 4);
+  const maxY = Math.ceil(top / step) * step;
+  const n = Math.max(requests.length - 1, 1);
+  const x = (i) => pad.left + ((width - pad.left - pad.right) * i) / n;
+  const y = (v) => height - pad.bottom - ((height - pad.top - pad.bottom) * v) / maxY;
+  const root = svg("svg", {viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img",
+    "aria-label": `Request size over ${requests.length} requests; limit ${limit} tokens`});
+  for (let v = 0; v <= maxY; v += step) {
+    root.append(svg("line", {x1: pad.left, x2: width - pad.right, y1: y(v), y2: y(v), stroke: "#e6e9ed"}));
+    root.append(svg("text", {x: pad.left - 6, y: y(v) + 4, "text-anchor": "end"}, formatTokens(v)));
+  }
+  root.append(svg("text", {x: width / 2, y: height - 6, "text-anchor": "middle"}, "request"));
+  for (const c of series.compactions || []) {
+    const at = x(Math.max(0, (c.before_request ?? 0) - 0.5));
+    root.append(svg("line", {x1: at, x2: at, y1: pad.top, y2: height - pad.bottom,
+      stroke: "#d9a400", "stroke-dasharray": "3 3", class: "compaction-mark"}));
+  }
+  if (limit) {
+    root.append(svg("line", {x1: pad.left, x2: width - pad.right, y1: y(limit), y2: y(limit),
+      stroke: "#b3261e", "stroke-dasharray": "6 4"}));
+  }
+  const line = (key, color, cls) => {
+    // A request the original agent recorded no usage for (0 or missing) is left out.
+    const points = requests.map((r, i) => [i, r[key]]).filter(([, v]) => v > 0);
+    if (!points.length) return;
+    root.append(svg("polyline", {points: points.map(([i, v]) => `${x(i)},${y(v)}`).join(" "),
+      fill: "none", stroke: color, "stroke-width": 1.8, class: cls}));
+  };
+  line("recorded_tokens", "#9aa3ad", "recorded");
+  line("estimated_tokens", "#1f5fbf", "estimated");
+  const legend = el("div", {class: "chart-legend"},
+    el("span", {}, el("span", {class: "swatch swatch-est"}), "with contextfold"),
+    el("span", {}, el("span", {class: "swatch swatch-rec"}), "the original agent"),
+    el("span", {}, el("span", {class: "swatch swatch-limit"}), "safe input limit"),
+    el("span", {}, el("span", {class: "swatch swatch-comp"}), `compaction (${(series.compactions || []).length})`));
+  return el("figure", {class: "chart-figure"}, root, legend);
+}
