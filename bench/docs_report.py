@@ -16,6 +16,7 @@ from typing import Any
 from .recall_report import recall_section
 from .scale_report import scale_section
 from .service_report import service_section
+from .startup_report import startup_section
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -146,37 +147,6 @@ def store_section(store: dict[str, Any] | None) -> list[str]:
             "shared sessions) is a test, not a benchmark: `tests/test_store_concurrency.py` "
             "prints its operation counts, and its invariant checker is shown to catch injected "
             "faults.", ""]
-
-
-def startup_section(data: dict[str, Any] | None) -> list[str]:
-    head = ["## CLI start-up (`bench/startup_bench.py` → `bench/results/startup.json`)", ""]
-    if data is None:
-        return [*head, "Not run yet: `make bench`.", ""]
-    sec, ratio, goal = data["seconds"], data["ratio_to_bare_typer"], data["goal_ratio"]
-
-    def spread(v: dict[str, float], unit: str = "") -> str:
-        return (f"{v['min']:.2f} – {v['max']:.2f}{unit}; IQR {v['q1']:.2f} – "
-                f"{v['q3']:.2f}{unit}")
-
-    rows = ["| figure | median | spread | target | met |", "| --- | ---: | --- | --- | --- |"]
-    for key, label in (("bare_typer_help", "bare Typer CLI `--help`"),
-                       ("contextfold_help", "`contextfold --help`"),
-                       ("contextfold_project", "`contextfold project SESSION` (4 messages)")):
-        rows.append(f"| {label} | {sec[key]['median']:.2f} s | {spread(sec[key], ' s')} | — | |")
-    for key, label in (("help", "`--help`"), ("project", "`project`")):
-        rows.append(f"| ratio {label} / bare Typer | {ratio[key]['median']:.2f}× | "
-                    f"{spread(ratio[key])} | ≤ {goal}× | {_met(data['met'][key])} |")
-    return [*head, f"Each command as a fresh process against a bare Typer CLI that imports "
-            f"pydantic, typer and rich and prints its help (the floor any Typer CLI pays); "
-            f"{data['rounds']} rounds, the three in shuffled order, ratios taken within a "
-            "round (the machine is shared, so seconds are inflated; ratios are what counts).",
-            "", *rows, "",
-            "`--help` imports only Typer, Rich and the command modules (a test asserts through "
-            "`sys.modules` that no provider SDK, SQLAlchemy, Alembic or matplotlib is loaded). "
-            "`project` still pays for SQLAlchemy and the async SQLite driver, the core's "
-            "pydantic models, the estimator and the importers; an up-to-date database no "
-            "longer imports Alembic. Closing the rest needs a lighter read path for one-shot "
-            "reads or lazier core modules.", ""]
 
 
 CONTINUITY_CATEGORIES = ("identifiers", "constraint", "artifact", "recall", "decision",
@@ -461,7 +431,7 @@ def benchmarks_md() -> str:
     lines += scale_section(load("scale"))
     lines += estimator_section(load("estimator_accuracy"))
     lines += store_section(load("store"))
-    lines += startup_section(load("startup"))
+    lines += startup_section(load("startup"), load("startup_baseline"))
     lines += continuity_section(load("continuity"))
     fuzz = sorted((json.loads(p.read_text(encoding="utf-8"))
                    for p in RESULTS.glob("import_fuzz*.json")), key=lambda r: r["seed"])

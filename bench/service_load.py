@@ -213,7 +213,12 @@ async def _audit(url: str, run: Run) -> dict[str, Any]:
                 select(nodes.c.id).where(nodes.c.kind == "checkpoint"))).all()
     finally:
         await store.close()
+    kinds: dict[str, int] = {}
+    for problem in report.problems:  # e.g. "is stored 2 times", "is missing", "stale"
+        kind = "duplicate" if " is stored " in problem else problem.split(":")[0][:60]
+        kinds[kind] = kinds.get(kind, 0) + 1
     return {"invariants_ok": report.ok, "problems": report.problems[:20],
+            "problem_kinds": kinds,
             "counts": report.counts, "cross_tenant": cross[:20],
             "cross_tenant_rows": len(cross), "sessions_stored": len(stored),
             "missing_replies": missing_replies, "checkpoints": len(checkpoints)}

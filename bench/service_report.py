@@ -53,6 +53,19 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
         f"| cross-tenant rows | {audit['cross_tenant_rows']} |",
         f"| invariant checker | {verdict} |", "",
     ]
+    dup = [p for p in audit["problems"] if " is stored " in p and p.endswith(" times")]
+    if dup and len(dup) == len(audit["problems"]):
+        lines += [
+            "What the checker flagged: acknowledged user messages stored twice. The results "
+            "file keeps the first 20 problems and all of them are of this kind (so this run "
+            "does not show whether any other kind occurred; no acknowledged reply is missing). "
+            "A send whose answer never arrived (its worker was killed, or it failed with a 500 "
+            "after the message was stored) was sent again by the client, and the service has "
+            "no idempotency key yet, so the retry stored a second copy. The 500s are the "
+            "database connection pool of a worker (SQLAlchemy's default 5 + 10) timing out "
+            "after 30 s with 200 concurrent sessions on this overloaded machine: they "
+            "should be a 503 with Retry-After and the pool sized for the workers' "
+            "concurrency (open work).", ""]
     if audit["problems"] or audit["cross_tenant"]:
         lines += ["Problems found:", ""]
         lines += [f"* {p}" for p in audit["problems"] + audit["cross_tenant"]] + [""]

@@ -124,10 +124,30 @@ def test_plot_to_a_missing_folder_fails_before_replaying(cf, tmp_path):
     assert "--plot" in as_json(proc)["error"] and "does not exist" in as_json(proc)["error"]
 
 
-def test_messages_name_commands_not_python_functions(cf):
-    proc = cf("show", "no-such-session", "--json", expect=2)
-    error = as_json(proc)["error"]
-    assert "`contextfold sessions`" in error and "()" not in error
+def test_db_before_the_command_works_like_after_it(cf, env, tmp_path):
+    """`contextfold --db X sessions` (like `git -C`) was "No such option: --db"; the
+    command's own --db still wins over it."""
+    other = str(tmp_path / "other.db")
+    sid = as_json(cf("--db", other, "import", str(CC_SHORT), "--json"))["session_id"]
+    listed = as_json(cf("--db", other, "sessions", "--json"))["sessions"]
+    assert [s["session_id"] for s in listed] == [sid]
+    assert as_json(cf("sessions", "--json"))["sessions"] == []  # $CONTEXTFOLD_DB untouched
+    assert as_json(cf("--db", other, "sessions", "--db", env["CONTEXTFOLD_DB"], "--json")
+                   )["sessions"] == []
+    error = as_json(cf("--db", str(tmp_path), "sessions", "--json", expect=2))["error"]
+    assert "is a directory" in error
+
+
+def test_unknown_session_names_the_id_the_database_and_how_to_list(cf, env):  # D2
+    """The same text serves the CLI and the library: the id, which database was searched
+    (users with two databases pick the wrong one), the command that lists it, the call."""
+    for command in ("show", "project", "compact"):
+        error = as_json(cf(command, "no-such-session", "--json", expect=2))["error"]
+        assert "'no-such-session'" in error and env["CONTEXTFOLD_DB"] in error
+        assert f"`contextfold sessions --db {env['CONTEXTFOLD_DB']}`" in error
+        assert "store.list_sessions()" in error
+    human = cf("project", "no-such-session", expect=2)
+    assert human.stderr.startswith("error: no session 'no-such-session' in the database ")
 
 
 # ------------------------------------------------------------------ replay
@@ -159,6 +179,15 @@ def test_replay_human_output_explains_overhead_estimate_and_invalid_requests(cf)
     assert "starting checkpoint" in out
     assert "fixed overhead" in out and "first recorded usage" in out
     assert "1.00 = exact" in out and "estimate was low in" in out
+
+
+def test_replay_compaction_table_says_its_tokens_exclude_the_overhead(cf):
+    """The headline's max projected tokens include the agent's fixed overhead; the
+    compaction rows count messages only (seen on a real Claude Code session at 64k, where
+    "28,974 → 5,478" sat under a 48,000 safe limit and read as a needless compaction)."""
+    out = " ".join(cf("replay", str(CC_LONG), "--context-window", "64000").stdout.split())
+    assert "compactions: what stayed raw (message tokens, without the" in out
+    assert "-token overhead)" in out
 
 
 def test_long_replay_shows_progress_on_stderr_of_a_terminal(cf):

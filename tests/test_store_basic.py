@@ -122,8 +122,12 @@ async def test_append_with_node_id_is_idempotent(store):  # C6
 
 
 async def test_unknown_session_is_a_clear_error(store):  # D2
-    with pytest.raises(SessionNotFoundError, match="nope"):
+    with pytest.raises(SessionNotFoundError, match="nope") as raised:
         await store.append("nope", user())
+    # The message names the database searched and how to list it, from Python and the CLI.
+    assert store.database in str(raised.value) and "password" not in store.database
+    assert "store.list_sessions()" in str(raised.value)
+    assert f"contextfold sessions --db {store.database}" in str(raised.value)
     with pytest.raises(SessionNotFoundError):
         await store.load_branch("nope")
     with pytest.raises(SessionNotFoundError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -36,11 +37,23 @@ app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
+DB_ENV = "CONTEXTFOLD_DB"
 DB_OPTION = typer.Option(
-    None, "--db", envvar="CONTEXTFOLD_DB",
+    None, "--db", envvar=DB_ENV,
     help="Database URL (default: the embedded SQLite file in your data directory).",
 )
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")
+
+
+@app.callback()
+def main(db: str | None = typer.Option(
+    None, "--db", help="Database URL or SQLite file for the command that follows (the same "
+    "as its own --db; default: $CONTEXTFOLD_DB, else the embedded SQLite file).")) -> None:
+    """Long agent sessions that never overflow: durable history + a projection that fits."""
+    # `--db` before the command, like `git -C`: handed on through the variable every
+    # command's own --db reads (a --db after the command still wins).
+    if db is not None:
+        os.environ[DB_ENV] = db
 
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 0, 1, 2, 3
@@ -94,12 +107,8 @@ class Output:
 
 def cli_message(error: BaseException) -> str:
     """The error's message in the command line's terms (commands, not Python functions)."""
-    from ..store.errors import SessionNotFoundError
     from ..summarize.extractive_fit import SummaryBudgetTooSmall
 
-    if isinstance(error, SessionNotFoundError):
-        return (f"no session {error.session_id!r} in this database; `contextfold sessions` "
-                "lists the ids")
     if isinstance(error, SummaryBudgetTooSmall):
         return f"{error}; for this history give a larger --context-window (or --max-output)"
     return str(error) or type(error).__name__

@@ -9,7 +9,7 @@ sequence in a tool result must not repaint your terminal) and expands tabs.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -121,10 +121,16 @@ def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
     for r in rows:
         flag = ("  (read-only)", "red") if r["read_only"] else ""
         say((r["session_id"], "bold"), f"  {_when(r['first_message_at'])} → "
-            f"{_when(r['last_message_at'])}  {r['messages']} messages  {r['checkpoints']} "
-            f"checkpoints  {r['model'] or 'model unknown'}  ", r["title"] or "", flag)
+            f"{_when(r['last_message_at'])}  {_count(r['messages'], 'message')}  "
+            f"{_count(r['checkpoints'], 'checkpoint')}  {r['model'] or 'model unknown'}  ",
+            r["title"] or "", flag)
     if not rows:
         say("no sessions yet: try `contextfold import FILE` or `contextfold demo`")
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 message`, `2 messages`: a count with its noun in the right number."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def _when(iso: str) -> str:
@@ -224,17 +230,36 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
         say(("… older nodes not shown (--last N shows more, --last 0 all)", "dim"))
     else:
         say(("durable history", "bold"), f": {len(nodes)} nodes")
+    short = short_ids(ids)
     for depth, node in rows:
         line = Text("  " * depth)
         if node.id not in on_branch:
             line.append("(off branch) ", style="dim")
-        line.append(node.id[:8] + " ", style="dim")
+        line.append(short[node.id] + " ", style="dim")
         line.append_text(preview(node))
         if node.id == info.leaf_id:
             line.append(" ← leaf", style="bold green")
         console.print(line, soft_wrap=True, highlight=False)
     console.print()
     _model_view(model_view or branch)
+
+
+def short_ids(ids: Iterable[str], least: int = 8) -> dict[str, str]:
+    """Each id cut to its shortest prefix (at least `least` characters) that no other id in
+    `ids` shares, like git's short hashes: ids imported from Pi share a long common head
+    (`<session uuid>-<n>`), so a fixed 8-character cut would print the same id on every row."""
+    ordered = sorted(set(ids))
+    out: dict[str, str] = {}
+    for i, node_id in enumerate(ordered):
+        need = least
+        for other in (ordered[i - 1] if i else None,
+                      ordered[i + 1] if i + 1 < len(ordered) else None):
+            if other is not None:
+                common = next((k for k, (a, b) in enumerate(zip(node_id, other, strict=False))
+                               if a != b), min(len(node_id), len(other)))
+                need = max(need, common + 1)
+        out[node_id] = node_id[:need]
+    return out
 
 
 def _model_view(branch: Branch | DamagedBranch, last: int = 25) -> None:

@@ -180,7 +180,8 @@ def _render_replay(payload: dict[str, Any]) -> None:
         say(("invalid request", "red"), f" #{bad['request']} (producing reply "
             f"{bad['reply_node_id']}): ", "; ".join(bad["problems"][:3]))
     if payload.get("compaction_log"):
-        console.print(_compactions_table(payload["compaction_log"]))
+        console.print(_compactions_table(payload["compaction_log"],
+                                         payload.get("overhead_tokens") or 0))
     if payload.get("estimate"):
         e = payload["estimate"]
         say(f"estimator check against the recorded usage, over {e['intervals']} intervals "
@@ -191,11 +192,17 @@ def _render_replay(payload: dict[str, Any]) -> None:
             "occasional under-count does not overflow.")
 
 
-def _compactions_table(log: list[dict[str, Any]]) -> Table:
-    """One row per compaction: how much was folded, and what stayed raw (SPEC K6)."""
+def _compactions_table(log: list[dict[str, Any]], overhead: int = 0) -> Table:
+    """One row per compaction: how much was folded, and what stayed raw (SPEC K6).
+
+    Its token figures count the messages only; with a fixed overhead the title says so
+    (the headline's "max projected tokens" includes it, these do not)."""
     from rich.table import Table
 
-    table = Table(title="compactions: what stayed raw")
+    title = "compactions: what stayed raw"
+    if overhead:
+        title += f" (message tokens, without the {overhead:,}-token overhead)"
+    table = Table(title=title)
     for col in ("before request", "trigger", "tokens before → after", "folded",
                 "raw messages kept", "raw tokens kept / tail budget", "split turn"):
         table.add_column(col)

@@ -46,7 +46,9 @@ WINDOW_OPTION = typer.Option(
 
 
 def recorded_model(branch: Branch | DamagedBranch) -> str | None:
-    """The model of the latest assistant reply on the branch, if it says."""
+    """The model of the latest assistant reply on the branch, or of the latest checkpoint
+    (the model it was fitted to), whichever is newer: after a compaction the branch may
+    hold no reply yet, and the session's model has not changed."""
     from ..core.tree import Branch
 
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
@@ -56,6 +58,8 @@ def recorded_model(branch: Branch | DamagedBranch) -> str | None:
             name = msg.model or (msg.usage.model if msg.usage else None)
             if name:
                 return name
+        if node.checkpoint is not None and node.checkpoint.model:
+            return node.checkpoint.model
     return None
 
 
@@ -75,13 +79,16 @@ def user_catalog() -> ModelCatalog:
 
 
 def resolve_model(
-    explicit: str | None, recorded: str | None = None, context_window: int | None = None
+    explicit: str | None, recorded: str | None = None, context_window: int | None = None,
+    *, compacts: bool = True,
 ) -> tuple[ModelCapacity, Budget]:
     """Capacity and budgets for the explicit model, else the recorded one, else the default.
 
     A recorded model the catalog does not know falls back to the default rather than
-    failing: the user did not ask for it. An explicit unknown model is an error. A window
-    too small to compact in is bad input, and the message names the smallest that works.
+    failing: the user did not ask for it. An explicit unknown model is an error. For a
+    command that compacts (`compacts`), a window too small to compact in is bad input, and
+    the message names the smallest that works; `project` only shows a request, whatever the
+    window, and skips that check (and the summariser it loads).
     """
     from ..core.budget import derive_budget
     from ..core.catalog import capacity_for
@@ -103,7 +110,8 @@ def resolve_model(
         if capacity is None:
             capacity = capacity_for(DEFAULT_MODEL, context_window=context_window,
                                     catalog=catalog)
-    check_window(capacity)
+    if compacts:
+        check_window(capacity)
     return capacity, derive_budget(capacity)
 
 
@@ -379,7 +387,7 @@ def project_command(
     async def work() -> None:
         from ..core.estimator import estimate_request
         from ..core.projection import project
-        from ..formats import export_session
+        from ..formats.request import export_session
         from ..store import open_store
 
         store = await open_store(db)
@@ -387,7 +395,8 @@ def project_command(
             branch = await _load_healthy(store, session)
         finally:
             await store.close()
-        capacity, budget = resolve_model(model, recorded_model(branch), context_window)
+        capacity, budget = resolve_model(model, recorded_model(branch), context_window,
+                                         compacts=False)
         projection = project(branch)
         body = export_session(projection, format=format)
         payload = {

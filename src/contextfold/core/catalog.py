@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .budget import ModelCapacity
 
@@ -129,9 +129,13 @@ def tokenizer_family(name: str, hint: str | None = None) -> str:
     return "other"
 
 
-@dataclass(frozen=True)
-class CatalogEntry:
-    """One row of the packaged data."""
+_PACKAGED_FIELDS = ("provider", "id", "family", "context", "input", "output",
+                    "reasoning", "modalities_in")
+
+
+class CatalogEntry(NamedTuple):
+    """One row of the packaged data (a named tuple: 4,000 of them are built at every start,
+    and a frozen dataclass costs several times more to construct)."""
 
     provider: str
     id: str
@@ -166,7 +170,8 @@ class CatalogEntry:
 def _normal(model_id: str) -> str:
     """Loose key: case, `.` vs `-`, `_` vs `-` and a trailing date do not matter."""
     key = model_id.lower().rsplit("/", 1)[-1].replace(".", "-").replace("_", "-")
-    return _DATE_SUFFIX.sub("", key)
+    # Only a name ending in a digit can carry a date (most do not: skip the regex).
+    return _DATE_SUFFIX.sub("", key) if key[-1:].isdigit() else key
 
 
 def _first_party(model_id: str) -> tuple[str, ...]:
@@ -197,12 +202,13 @@ class ModelCatalog:
         self._by_id: dict[str, list[CatalogEntry]] = {}
         self._by_normal: dict[str, list[CatalogEntry]] = {}
         for e in self._entries:
-            self._by_provider.setdefault((e.provider.lower(), e.id.lower()), e)
-            self._by_id.setdefault(e.id.lower(), []).append(e)
-            tail = e.id.lower().rsplit("/", 1)[-1]
-            if tail != e.id.lower():
+            low = e.id.lower()
+            self._by_provider.setdefault((e.provider.lower(), low), e)
+            self._by_id.setdefault(low, []).append(e)
+            tail = low.rsplit("/", 1)[-1]
+            if tail != low:
                 self._by_id.setdefault(tail, []).append(e)
-            self._by_normal.setdefault(_normal(e.id), []).append(e)
+            self._by_normal.setdefault(_normal(low), []).append(e)
         self._providers = {p for p, _ in self._by_provider}
         self._overrides: dict[str, dict[str, Any]] = {}
         for name, fields in (overrides or {}).items():
@@ -215,14 +221,14 @@ class ModelCatalog:
         """The catalog built from the packaged models.dev data, without overrides."""
         text = resources.files("contextfold.data").joinpath("models.json").read_text("utf-8")
         data = json.loads(text)
-        fields = data["fields"]
-        rows = (dict(zip(fields, row, strict=True)) for row in data["models"])
+        if data["fields"] != list(_PACKAGED_FIELDS):
+            raise ValueError(f"models.json fields changed: {data['fields']}")
         return cls(
-            CatalogEntry(provider=r["provider"], id=r["id"], family=r["family"],
-                         context=r["context"], input=r["input"], output=r["output"] or None,
-                         reasoning=r["reasoning"], modalities=tuple(r["modalities_in"] or ()))
-            for r in rows
-            if r["context"] and r["context"] > 0
+            CatalogEntry(provider, model_id, family, context, limit_in, output or None,
+                         reasoning, tuple(modalities or ()))
+            for provider, model_id, family, context, limit_in, output, reasoning, modalities
+            in data["models"]
+            if context and context > 0
         )
 
     def _copy(self) -> ModelCatalog:

@@ -2,26 +2,24 @@
 
 Pure functions, no database: `import_file(path)` returns an `ImportResult` whose `nodes`
 and `leaf_id` the store's `import_tree(nodes, leaf_id)` takes as they are.
+
+Names resolve on first use (PEP 562): a command that only exports a projection does not
+load every importer.
 """
 
-from .chat import import_anthropic_messages, import_openai_messages
-from .claude_code import import_claude_code
-from .detect import detect_format, import_file
-from .errors import ImportFormatError
-from .pi import import_pi
-from .request import export_session
-from .result import FORMATS, ImportResult, tool_pairing
+from __future__ import annotations
 
-__all__ = [
-    "FORMATS",
-    "ImportFormatError",
-    "ImportResult",
-    "detect_format",
-    "export_session",
-    "import_anthropic_messages",
-    "import_claude_code",
-    "import_file",
-    "import_openai_messages",
-    "import_pi",
-    "tool_pairing",
-]
+from .._lazy import lazy_exports
+
+_EXPORTS: dict[str, str] = {
+    **dict.fromkeys(["import_anthropic_messages", "import_openai_messages"], ".chat"),
+    "import_claude_code": ".claude_code",
+    **dict.fromkeys(["detect_format", "import_file"], ".detect"),
+    "ImportFormatError": ".errors",
+    "import_pi": ".pi",
+    "export_session": ".request",
+    **dict.fromkeys(["FORMATS", "ImportResult", "tool_pairing"], ".result"),
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

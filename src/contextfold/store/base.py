@@ -27,7 +27,6 @@ from .errors import (
     ReadOnlySessionError,
     SessionNotFoundError,
 )
-from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import leaf_moves, nodes, sessions
 from .values import DEFAULT_TENANT, SessionInfo
@@ -58,6 +57,14 @@ class StoreBase:
     @property
     def dialect(self) -> str:
         return self.engine.dialect.name
+
+    @property
+    def database(self) -> str:
+        """Where this store is, for messages: the SQLite file, or the URL without password."""
+        url = self.engine.url
+        if url.get_backend_name() == "sqlite" and url.database:
+            return url.database
+        return url.render_as_string(hide_password=True)
 
     async def close(self) -> None:
         """Release every pooled connection."""
@@ -91,20 +98,20 @@ class StoreBase:
 
     async def _session_row(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
-            raise SessionNotFoundError(repr(session_id))
+            raise SessionNotFoundError(session_id, self.database)
         stmt = self._scoped(select(sessions).where(sessions.c.id == session_id))
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, self.database)
         return row
 
     async def _lock_session(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
-            raise SessionNotFoundError(repr(session_id))
+            raise SessionNotFoundError(session_id, self.database)
         stmt = self._scoped(select(sessions).where(sessions.c.id == session_id)).with_for_update()
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, self.database)
         return row
 
     def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
@@ -177,7 +184,10 @@ class StoreBase:
             latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
         await conn.execute(insert(nodes), rows)
-        # Searchable in the same transaction as stored (SPEC L1).
+        # Searchable in the same transaction as stored (SPEC L1). Imported on first write:
+        # read-only commands skip the search-text machinery.
+        from .recall_index import index_nodes
+
         await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in zip(chain, rows,
                                                                             strict=True)])
 

@@ -14,9 +14,16 @@ class StoreError(Exception):
 class SessionNotFoundError(StoreError, LookupError):
     """No session with this id is stored (a typo, or an id from another database)."""
 
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r} in this store; list_sessions() shows the ids")
+    def __init__(self, session_id: object, database: str | None = None) -> None:
+        session_id = session_id if isinstance(session_id, str) else repr(session_id)
+        where = f"the database {database}" if database else "this database"
+        # One message for both faces: the library user and the CLI user read the same text.
+        lister = (f"`contextfold sessions --db {database}`" if database
+                  else "`contextfold sessions`")
+        super().__init__(f"no session {session_id!r} in {where}; {lister} lists its sessions "
+                         "(in Python: `await store.list_sessions()`)")
         self.session_id = session_id
+        self.database = database
 
 
 class NodeNotFoundError(StoreError, LookupError):

@@ -20,8 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import ColumnElement, delete, literal, select, update
 from sqlalchemy import func as sqlfunc
-from sqlalchemy.dialects import postgresql as pg_dialect
-from sqlalchemy.dialects import sqlite as sqlite_dialect
 
 from contextfold.ids import new_id
 
@@ -49,6 +47,7 @@ class LeaseMixin:
     """`compaction_lease(session_id, ttl)` for `SqlSessionStore`."""
 
     engine: AsyncEngine
+    database: str
     _scoped: Callable[[Any], Any]  # StoreBase: a sessions select limited to the tenant (W1)
 
     @contextlib.asynccontextmanager
@@ -92,8 +91,13 @@ class LeaseMixin:
                 select(sessions.c.tree_id).where(sessions.c.id == session_id))
             )).scalar_one_or_none()
             if tree_id is None:
-                raise SessionNotFoundError(session_id)
-            ins = (pg_dialect.insert if dialect == "postgresql" else sqlite_dialect.insert)(
+                raise SessionNotFoundError(session_id, self.database)
+            # The dialect's upsert; imported here: loading both dialects costs every start.
+            if dialect == "postgresql":
+                from sqlalchemy.dialects.postgresql import insert as upsert
+            else:
+                from sqlalchemy.dialects.sqlite import insert as upsert
+            ins = upsert(
                 compaction_leases
             ).values(session_id=session_id, tree_id=tree_id, holder=holder,
                      expires_at=now + literal(float(ttl)))

@@ -10,29 +10,24 @@ identifier terms are then checked verbatim against the message.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from contextfold.core.messages import Node
-from contextfold.core.recall_text import (
-    SearchQuery,
-    fold,
-    fts5_match,
-    message_text,
-    parse_query,
-    snippet,
-    tsquery,
-)
 
 from .base import StoreBase
 from .engine import read_connection
 from .errors import InvalidOperationError, NodeNotFoundError
-from .recall_index import place_of
 from .rows import record_from_row
 from .schema import UTCDateTime
 from .values import RecallHit
+
+if TYPE_CHECKING:
+    # The search-text machinery loads when a search runs: every other command opening the
+    # store (project, show, ...) starts without it.
+    from contextfold.core.recall_text import SearchQuery
 
 MAX_RESULTS = 100
 MAX_EXPAND_NODES = 200
@@ -119,6 +114,8 @@ async def search_branch(conn: AsyncConnection, tree_id: str, leaf_id: str | None
                         query: SearchQuery, limit: int, *,
                         any_term: bool = False) -> list[RecallHit]:
     """Messages of the branch matching `query`, best first, at most `limit`."""
+    from contextfold.core.recall_text import fold, fts5_match, message_text, snippet, tsquery
+
     lines = await branch_lines(conn, tree_id, leaf_id)
     if not lines:
         return []
@@ -151,6 +148,8 @@ async def search_branch(conn: AsyncConnection, tree_id: str, leaf_id: str | None
 
 async def _branch_place(conn: AsyncConnection, tree_id: str, lines: list[tuple[str, int]],
                         node_id: str, session_id: str) -> int:
+    from .recall_index import place_of
+
     place = await place_of(conn, tree_id, node_id)
     if place is None or not any(place.line_id == line and place.depth <= depth
                                 for line, depth in lines):
@@ -189,6 +188,8 @@ class RecallOps(StoreBase):
         if not 1 <= limit <= MAX_RESULTS:
             raise InvalidOperationError(f"limit must be between 1 and {MAX_RESULTS}, "
                                         f"got {limit}")
+        from contextfold.core.recall_text import SearchQuery, parse_query
+
         try:
             parsed = query if isinstance(query, SearchQuery) else parse_query(query)
         except ValueError as exc:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from contextfold.core.messages import Checkpoint, Message, Node, utc_now
-from contextfold.core.plan import Plan
 from contextfold.core.tree import Branch, DamagedBranch, build_branch, check_stability
 from contextfold.ids import new_id
 
@@ -33,16 +32,17 @@ from .errors import (
     NodeNotFoundError,
     StaleBranchError,
 )
-from .importing import prepare_import
 from .lease import LeaseMixin
 from .mirroring import MirrorOps
 from .pinning import PinOps
 from .recall import RecallOps
-from .recall_index import index_nodes
 from .rows import node_row, utc
 from .schema import nodes, sessions, trees
 from .tenancy import TenantOps
 from .values import CommitResult, SessionInfo
+
+if TYPE_CHECKING:
+    from contextfold.core.plan import Plan
 
 
 class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, TenantOps):
@@ -270,6 +270,9 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         unrelated tree may hold the same id); a node already stored with the same id and
         content raises `DuplicateNodeError` (a re-import).
         """
+        from .importing import prepare_import  # writers only: reads start quicker
+        from .recall_index import index_nodes
+
         prepared = prepare_import(nodes_in, leaf_id)
         meta_json = metadata_json(metadata)
 

@@ -54,7 +54,7 @@ async def verify_tree(store: SqlSessionStore, session_id: str) -> TreeReport:
         row = (await conn.execute(select(sessions).where(sessions.c.id == session_id))
                ).mappings().first()
         if row is None:
-            raise SessionNotFoundError(session_id)
+            raise SessionNotFoundError(session_id, store.database)
         tree_id = row["tree_id"]
         node_rows = (await conn.execute(select(nodes).where(nodes.c.tree_id == tree_id))
                      ).mappings().all()
