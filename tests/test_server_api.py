@@ -194,3 +194,14 @@ async def test_openapi_lists_every_route(service_factory) -> None:  # noqa: F811
         routes |= {p for r in svc.app.routes if (p := getattr(r, "path", "")).startswith("/v1")}
         assert routes == {p for p in expected if p.startswith("/v1")}
         assert (await c.get("/")).status_code == 200
+
+
+def test_pool_exhaustion_is_503_overloaded_not_a_500() -> None:
+    """Found by the load bench: a worker out of database connections answers 503 with
+    Retry-After (retry later), not 500."""
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+    from contextfold.server.errors import as_api_error
+
+    err = as_api_error(PoolTimeoutError("QueuePool limit of size 5 overflow 10 reached"))
+    assert (err.status, err.type, err.headers) == (503, "overloaded", {"Retry-After": "1"})

@@ -55,7 +55,9 @@ def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> Fas
         from ..store import open_store
 
         own = store is None
-        opened = await open_store(config.db) if own else store
+        # A worker serves many sessions at once: more pooled connections than the library's
+        # default (5 + 10), within PostgreSQL's default 100 connections for a few workers.
+        opened = await open_store(config.db, pool_size=10, max_overflow=20) if own else store
         hub = _hub_for(opened)
         await hub.start()
         sessions = SessionManager(opened, config, hub)

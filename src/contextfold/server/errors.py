@@ -41,6 +41,8 @@ def not_found(what: str = "session") -> ApiError:
 
 def as_api_error(exc: BaseException) -> ApiError:
     """The `ApiError` for a library exception (500 `internal` for anything unexpected)."""
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
     from ..providers.errors import ContextOverflowError, ProviderError
     from ..runtime import (
         BusyError,
@@ -61,6 +63,10 @@ def as_api_error(exc: BaseException) -> ApiError:
 
     if isinstance(exc, ApiError):
         return exc
+    if isinstance(exc, PoolTimeoutError):
+        # Every database connection of this worker is busy: a load problem, not a bug.
+        return ApiError(503, "overloaded", "the server is overloaded (no database connection "
+                        "was free); retry shortly", headers={"Retry-After": "1"})
     if isinstance(exc, SessionNotFoundError):
         return not_found()
     if isinstance(exc, NodeNotFoundError):
@@ -131,6 +137,9 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     # The expected ones by class (answered quietly); anything else is a 500 with a log line.
-    for known in (ApiError, ConversationError, StoreError, ProviderError, ValueError):
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+
+    for known in (ApiError, ConversationError, StoreError, ProviderError, ValueError,
+                  PoolTimeoutError):
         app.add_exception_handler(known, on_any)
     app.add_exception_handler(Exception, on_any)
