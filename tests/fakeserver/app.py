@@ -57,7 +57,7 @@ async def _handle(request: Request, protocol: Protocol,
     summary = is_summary_request(body)
     entry = RecordedRequest(protocol, body, total, summary, bool(body.get("stream")))
     state.record(entry)
-    reply = state.next_reply(summary)
+    reply = state.next_reply(summary, protocol, body)
 
     def finish(response: Response, outcome: str) -> Response:
         entry.status = response.status_code

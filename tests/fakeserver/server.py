@@ -25,7 +25,7 @@ import uvicorn
 
 from .app import create_app
 from .script import Reply, ReplyKind, ServerConfig
-from .state import RecordedRequest, ServerState
+from .state import RecordedRequest, Responder, ServerState
 
 
 class FakeServer:
@@ -94,6 +94,11 @@ class FakeServer:
         """Queue replies; "summary" ones answer summarisation requests only, "chat" others."""
         self.state.enqueue(replies, kind)
 
+    def respond_with(self, responder: Responder | None) -> None:
+        """Answer unscripted requests with `responder(protocol, body)` (None: the default)."""
+        with self.state.lock:
+            self.state.responder = responder
+
     def reset(self, **config: Any) -> None:
         """Forget scripts and recorded requests, and start again from `ServerConfig(**config)`."""
         with self.state.lock:
@@ -101,6 +106,7 @@ class FakeServer:
                 queue.clear()
             self.state.requests.clear()
             self.state._prefixes.clear()
+            self.state.responder = None
             self.state.config = ServerConfig(**config)
 
     # ------------------------------------------------------------------ assertions

@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,6 +20,9 @@ from .summaries import make_summary
 from .tokens import REPLY_PRIMING, count_text
 
 Protocol = Literal["openai", "anthropic"]
+# Decides a reply from the request itself (protocol, body) when no scripted reply is queued:
+# a stateless "model" that stays correct whatever the client resent or compacted.
+Responder = Callable[[Protocol, dict[str, Any]], Reply]
 
 
 @dataclass
@@ -78,16 +82,21 @@ class ServerState:
     stopping: threading.Event = field(default_factory=threading.Event)
     _prefixes: list[tuple[str, tuple[str, ...]]] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
+    responder: Responder | None = None
 
     def enqueue(self, replies: tuple[Reply, ...], kind: ReplyKind) -> None:
         with self.lock:
             self.queues[kind].extend(replies)
 
-    def next_reply(self, summary: bool) -> Reply:
+    def next_reply(self, summary: bool, protocol: Protocol | None = None,
+                   body: dict[str, Any] | None = None) -> Reply:
         with self.lock:
             for kind in ("summary" if summary else "chat", "any"):
                 if self.queues[kind]:
                     return self.queues[kind].popleft()
+            responder = self.responder
+        if responder is not None and protocol is not None and body is not None:
+            return responder(protocol, body)
         return Reply()
 
     def record(self, entry: RecordedRequest) -> None:
