@@ -414,3 +414,56 @@ def test_contextfold_row_is_the_cli_replay_engine(tokens):  # P1 P2 A1
                              reference._summarize)
     assert len(report.compactions) == len(adapter.session.compactions) > 0
     assert [r.estimated_tokens for r in report.requests] == sizes
+
+
+def test_a_generated_session_sliced_equals_a_shorter_one():
+    """The run generates the timing session once, at its largest size, and slices it."""
+    from bench.peers.synth import session_prefix
+
+    longer = research_session(900)
+    for n in (2, 301, 600, 900):
+        assert session_prefix(longer, n) == research_session(n)
+    assert longer == research_session(900)  # slicing leaves the longer session intact
+
+
+def test_stateless_systems_skip_the_timing_warm_up():
+    """A system whose decision reads only the messages is decided only at the timed calls;
+    one with state is warmed up (sparse checks, then dense ones)."""
+    from bench.peers.runner import run_timing
+
+    decided: dict[bool, int] = {}
+
+    def factory(stateless: bool):
+        class Counting(FullHistory):
+            def decide(self):
+                decided[stateless] = decided.get(stateless, 0) + 1
+                return super().decide()
+
+        Counting.stateless = stateless  # type: ignore[attr-defined]
+        return lambda s, _m: Counting(s)
+
+    session = research_session(800)
+    for stateless in (True, False):
+        out = run_timing(factory(stateless), 800, timed_calls=10, check_every=4, warmup_calls=20,
+                         session=session)
+        assert out["n"] == 10
+    assert decided[True] == 10 + 1  # the timed calls, and the first call point
+    assert decided[False] > 10 + 20
+
+
+def test_contextfold_fake_answers_each_fact_in_its_section():  # S2
+    """contextfold's fake writes each planted fact as a bullet in the section of its kind
+    (the format contextfold's prompt asks for), the coverage line first."""
+    from bench.peers.cf_system import echo_checkpoint
+
+    from contextfold.summarize.prompts import build_summary_request, parse_sections
+
+    prompt = build_summary_request(profile="research", conversation_text="x",
+                                   max_tokens=100).prompt
+    text = echo_checkpoint(prompt, "Summary (offline fake). Messages covered: ~m0-m9~. Facts: "
+                           "FACT-constraint-1 FACT-decision-2 FACT-recall-3 FACT-artifact-4")
+    s = parse_sections(text, "research")
+    assert "Messages covered: ~m0-m9~" in s["Research Goal"]
+    assert "FACT-constraint-1" in s["User Requirements and Constraints"]
+    assert "FACT-decision-2" in s["Decisions"] and "FACT-recall-3" in s["Critical Context"]
+    assert "FACT-artifact-4" in s["Research Progress"]

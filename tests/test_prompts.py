@@ -139,9 +139,10 @@ def test_prompt_overhead_is_bounded_for_every_variant(profile, previous, instruc
 
 
 def test_prompt_overhead_fits_the_planners_allowance():
-    # The planner sizes chunks assuming the template adds at most its allowance. (Skipped
-    # only while the planner cannot be imported, e.g. mid-way through the estimator work.)
-    planner = pytest.importorskip("contextfold.core.planner", exc_type=ImportError)
+    # The planner sizes chunks assuming the template adds at most its allowance. Imported
+    # directly: a planner that fails to import must fail here, never skip (issue 14).
+    from contextfold.core import planner
+
     assert planner.SUMMARY_PROMPT_ALLOWANCE >= PROMPT_OVERHEAD_TOKENS
 
 

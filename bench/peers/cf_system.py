@@ -13,13 +13,15 @@ work, as the peers are.
 The summariser is contextfold's production LLM summariser (`summarize.llm.LlmSummarizer`:
 chunking, prompts, validation, rolling update per chunk) over `EchoChatModel`, a `ChatModel`
 that never leaves the process. Like the peers' fake it answers with the messages it was
-shown, but in the section format contextfold's validator requires, so no answer is rejected
-and the extractive fallback never runs (the run counts fallbacks to prove it).
+shown, but in the section format contextfold's validator requires (each fact a bullet in the
+section of its kind); an answer is rejected only for its size, and is then fitted to the
+budget by priority (the run counts fitted answers and fallbacks).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -62,15 +64,40 @@ def to_message(m: Neutral) -> Message:
     return Message(role=m["role"], parts=tuple(parts))
 
 
+# Where a summariser writing contextfold's sections would put each planted fact
+# (`bench.peers.continuity`): matched against the headings the prompt asks for, first match.
+_FACT_SECTIONS = (
+    ("constraint", ("Constraint",)),
+    ("decision", ("Decisions",)),
+    ("continuation", ("Next Steps",)),
+    ("recall", ("Critical Context",)),
+    ("artifact", ("Done", "Files Modified")),
+    ("identifiers", ("Key Zotero Resources", "Critical Context")),
+)
+_FACT = re.compile(r"FACT-([a-z]+)-\d+")
+
+
 def echo_checkpoint(prompt: str, coverage: str) -> str:
-    """A valid checkpoint in the format the prompt asks for, holding only `coverage`."""
+    """A valid checkpoint in the format the prompt asks for, holding only `coverage`.
+
+    The coverage line goes in the first section; each fact the fake echoes becomes its own
+    bullet in the section its kind belongs to, as a model following the format would write
+    it (one 10k-character bullet under the goal is no summary a model writes).
+    """
     skeleton = prompt.rsplit(_FORMAT, 1)[-1]
-    lines: list[str] = []
-    for line in skeleton.splitlines():
-        if line.startswith("#"):
-            lines += [line, f"- (inferred) {coverage}" if not lines else "- (none)"]
-    if not lines:
+    headings = [line for line in skeleton.splitlines() if line.startswith("#")]
+    if not headings:
         raise ValueError("the summary request has no 'Format:' skeleton to answer in")
+    head, _, listed = coverage.partition(". Facts: ")
+    bullets: dict[str, list[str]] = {headings[0]: [f"(inferred) {head}"]}
+    for fact in listed.split():
+        kind = m.group(1) if (m := _FACT.fullmatch(fact)) else ""
+        names = next((n for k, n in _FACT_SECTIONS if k == kind), ())
+        target = next((h for name in names for h in headings if name in h), headings[0])
+        bullets.setdefault(target, []).append(f"(inferred) {fact}")
+    lines: list[str] = []
+    for h in headings:
+        lines += [h, *(f"- {b}" for b in bullets.get(h, ["(none)"]))]
     return "\n".join(lines)
 
 
@@ -105,26 +132,29 @@ class Contextfold:
         self.loop = asyncio.new_event_loop()
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
         self.session = ManagedSession(CAPACITY, BUDGET, self._summarize)
-        self.pending: list[Neutral] = []
+        self.pending: list[tuple[int, Message]] = []
         self.repairs = 0
         self.fallbacks = 0
+        self.fitted = 0  # answers over budget, trimmed by priority (summarize.llm)
 
     def _summarize(self, plan: Plan) -> tuple[str, str]:
         outcome = self.loop.run_until_complete(self.summarizer.summarize(plan))
         self.fallbacks += outcome.fell_back
+        self.fitted += any("fitted" in p for p in outcome.problems)
         return outcome.text, outcome.summarizer
 
     def ingest(self, new: Sequence[Neutral]) -> None:
-        self.pending.extend(new)
+        # Converted here, untimed, as every peer converts to its framework's messages in
+        # `ingest`: an application holds its messages in contextfold's types already.
+        self.pending.extend((m["i"], to_message(m)) for m in new)
 
     def decide(self) -> Projection:
         # The replay engine's own steps: auto after a turn, preflight before a user message,
         # and the fit check before the request (contextfold.replay.ManagedSession).
-        for m in self.pending:
-            message = to_message(m)
+        for i, message in self.pending:
             if message.role == "user":
                 self.session.before_user_message(message)
-            self.session.append(message, f"m{m['i']}")
+            self.session.append(message, f"m{i}")
         self.pending = []
         projection, _ = self.session.before_request()
         return projection

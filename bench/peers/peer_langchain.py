@@ -164,6 +164,7 @@ class LangChainContextEditing:
     model call (`wrap_model_call`), which is what runs here."""
 
     name = "langchain-context-editing (clear_tool_uses)"
+    stateless = True  # edits a copy of the messages per call (runner: no timing warm-up)
 
     def __init__(self, summarize: Callable[[str], str]) -> None:
         del summarize  # clearing never summarises
@@ -189,6 +190,7 @@ class LangChainTrim:
     applied only when the approximate count is above the trigger (as a pre-model hook)."""
 
     name = "langchain-trim_messages"
+    stateless = True  # shapes the request only (runner: no timing warm-up)
 
     def __init__(self, summarize: Callable[[str], str]) -> None:
         del summarize  # trimming never summarises

@@ -72,6 +72,9 @@ class ToolOutputTrimmerPeer:
     """The SDK's `ToolOutputTrimmer()` with its defaults, before every model call."""
 
     name = "openai-agents-ToolOutputTrimmer"
+    # "Does NOT mutate the original items" (its __call__ docstring): the runner skips the
+    # timing warm-up, which cannot change its later decisions.
+    stateless = True
 
     def __init__(self, summarize: Callable[[str], str]) -> None:
         del summarize  # trimming never summarises

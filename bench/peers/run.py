@@ -5,8 +5,9 @@
 2. Writes the workloads (real transcripts through contextfold's importers, plus the
    synthetic research session) as neutral JSON.
 3. Runs each peer in a subprocess of the peers venv and contextfold (and the no-compaction
-   reference) in a subprocess of the project venv: first every quality run (two at a time),
-   then the timing runs one at a time, so timings do not compete with each other.
+   reference) in a subprocess of the project venv: first every quality and continuity run,
+   longest first, then the timing runs round by round; two processes at a time (one per
+   core of the 2-core reference machine, so two runs do not compete for a core).
 4. Writes `bench/results/peers.json`, then `docs/peers.md` and `docs/peers.png` from it.
 """
 
@@ -77,26 +78,51 @@ def _pins_digest() -> str:
     return hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
 
 
+def wheelhouse() -> Path:
+    """Where the pinned peers' wheels are kept between runs and clones: `CF_PEERS_WHEELHOUSE`,
+    else the user's cache, one folder per set of pins (so a changed pin never mixes)."""
+    base = os.environ.get("CF_PEERS_WHEELHOUSE")
+    root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")
+                                        ) / "contextfold" / "peers-wheels"
+    return root / _pins_digest()[:16]
+
+
 def ensure_peers_venv(venv: Path = PEERS_VENV) -> Path:
-    """The peers venv's python, creating the venv and installing the pins if needed."""
+    """The peers venv's python, creating the venv and installing the pins if needed.
+
+    The pinned wheels are fetched (or built) once into `wheelhouse()` and installed from there
+    offline: a later clone (or a rebuilt venv) installs from local files in seconds instead
+    of fetching ~100 packages again. The venv is made without pip (`--without-pip`, saving
+    ensurepip's install); this venv's pip installs into it (`pip --python`).
+    """
     python = venv / "bin" / "python"
     stamp = venv / ".pins.sha256"
     if python.exists() and stamp.exists() and stamp.read_text().strip() == _pins_digest():
         return python
     print(f"creating {venv.relative_to(REPO_ROOT)} with the pinned peer versions ...",
           flush=True)
+    wheels = wheelhouse()
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    steps = []
+    if not (wheels / ".complete").exists():
+        # `pip wheel`, not `download`: a package published only as an sdist is built once
+        # here, so the offline install below never needs build tools from the index.
+        steps.append([*pip, "wheel", "--quiet", "-r", str(REQUIREMENTS), "-w", str(wheels)])
     # `--clear` so a venv with other pins is rebuilt rather than mixed.
-    steps = [
-        [sys.executable, "-m", "venv", "--clear", str(venv)],
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "-r", str(REQUIREMENTS)],
+    steps += [
+        [sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)],
+        [*pip, "--python", str(python), "install", "--quiet", "--no-index", "--find-links",
+         str(wheels), "-r", str(REQUIREMENTS)],
     ]
     for cmd in steps:
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             raise PeersVenvError(
-                f"{' '.join(cmd[:4])} ... failed (exit {done.returncode}):\n"
-                f"{done.stderr[-2000:]}\nThe peers need PyPI access; see docs/peers.md.")
+                f"{' '.join(cmd[:6])} ... failed (exit {done.returncode}):\n"
+                f"{done.stderr[-2000:]}\nThe peers need PyPI access once (or a wheelhouse in "
+                "CF_PEERS_WHEELHOUSE); see docs/peers.md.")
+        if cmd[4:5] == ["wheel"]:
+            (wheels / ".complete").write_text(_pins_digest())
     stamp.write_text(_pins_digest())
     return python
 
@@ -121,11 +147,27 @@ def _run_job(python: Path, module: str, job: dict[str, Any], workdir: Path,
 def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
           workdir: Path, rounds: int
           ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict]]]:
-    quality, timing = [], []
+    # Deterministic sessions every job would otherwise generate again: written once here.
+    from .continuity import planted_session
+    from .synth import research_session
+
+    planted = workdir / f"planted-{CONTINUITY['size']}.json"
+    dump(planted, planted_session(CONTINUITY["size"]))
+    continuity = {**CONTINUITY, "path": str(planted)}
+    synth = workdir / "timing-session.json"
+    if sizes:
+        dump(synth, research_session(max(sizes), seed=6))
+    quality = []
     for n, name in enumerate(systems):
+        # Quality and continuity are separate jobs, so two workers share the long ones.
         quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
-                               "quality": [{"path": w["path"]} for w in workloads],
-                               "continuity": [CONTINUITY]}))
+                               "quality": [{"path": w["path"]} for w in workloads]}))
+        quality.append((name, {"system": name, "out": str(workdir / f"c{n}.json"),
+                               "continuity": [continuity]}))
+    # Longest first (by the last published run), so no long job starts last and runs alone.
+    cost = _previous_seconds()
+    quality.sort(key=lambda item: -cost.get((item[0], "continuity" in item[1]), 60.0))
+    timing = []
     # Round by round, every system once: a ratio between two systems is taken within one
     # round, so load that comes and goes on the shared machine hits both alike.
     for r in range(rounds if sizes else 0):
@@ -137,9 +179,24 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
             timing.append((name, {
                 "system": name, "out": str(workdir / f"t{n}-r{r}.json"), "round": r,
                 "timing": [{"size": s, "timed_calls": TIMED_CALLS,
-                            "check_every": max(1, s // 400)} for s in sizes],
+                            "check_every": max(1, s // 400), "session_path": str(synth)}
+                           for s in sizes],
             }))
     return quality, timing
+
+
+def _previous_seconds() -> dict[tuple[str, bool], float]:
+    """Seconds each (system, is-continuity) job took in the results file, if any."""
+    try:
+        systems = json.loads(RESULTS.read_text("utf-8"))["systems"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    out: dict[tuple[str, bool], float] = {}
+    for name, entry in systems.items():
+        quality = entry.get("quality", {}).values()
+        out[(name, False)] = sum(q.get("wall_seconds", 0) for q in quality)
+        out[(name, True)] = entry.get("continuity", {}).get("wall_seconds", 60.0)
+    return out
 
 
 def machine() -> dict[str, Any]:
@@ -169,7 +226,9 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
     started = time.perf_counter()
     load_at_start = [round(x, 1) for x in os.getloadavg()]
     peers = [s for s in systems if s in PEER_SYSTEMS]
+    venv_started = time.perf_counter()
     peer_python = ensure_peers_venv() if peers else None
+    venv_seconds = round(time.perf_counter() - venv_started)
     with tempfile.TemporaryDirectory(prefix="cf-peers-") as tmp:
         workdir = Path(tmp)
         print("writing workloads ...", flush=True)
@@ -193,12 +252,19 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
 
         print(f"quality runs ({parallel} at a time) ...", flush=True)
         with ThreadPoolExecutor(max_workers=parallel) as pool:
-            q_results = list(pool.map(lambda i: launch(i, "quality"), quality))
-        print("timing runs (one at a time) ...", flush=True)
-        t_results = [timed(item) for item in timing]
+            q_results = list(pool.map(
+                lambda i: launch(i, "continuity" if "continuity" in i[1] else "quality"),
+                quality))
+        print(f"timing runs ({parallel} at a time, round by round) ...", flush=True)
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            t_results = list(pool.map(timed, timing))
 
-    return assemble(q_results + t_results, workloads, sizes, rounds,
-                    round(time.perf_counter() - started), load_at_start)
+    results = assemble(q_results + t_results, workloads, sizes, rounds,
+                       round(time.perf_counter() - started), load_at_start)
+    # Included in wall_seconds: the peers venv (created, or found up to date).
+    results["peers_venv_seconds"] = venv_seconds
+    dump(RESULTS, results)
+    return results
 
 
 def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
@@ -279,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="synthetic session lengths for the check-cost figure")
     parser.add_argument("--synth-messages", type=int, default=1_500,
                         help="length of the synthetic research session in the quality runs")
-    parser.add_argument("--parallel", type=int, default=2, help="quality runs at a time")
+    parser.add_argument("--parallel", type=int, default=2, help="runs at a time")
     parser.add_argument("--rounds", type=int, default=TIMING_ROUNDS,
                         help="timing rounds (every system once per round)")
     parser.add_argument("--no-docs", action="store_true", help="skip docs/peers.md and .png")
@@ -294,7 +360,13 @@ def main(argv: list[str] | None = None) -> int:
         results = run(args.systems, args.sizes, args.synth_messages, args.parallel,
                       args.rounds)
         if previous is not None:
-            previous["systems"].update(results["systems"])
+            for name, entry in results["systems"].items():
+                old = previous["systems"].get(name, {})
+                # What this run did not measure (no timing with `--sizes` empty) is kept.
+                for key in ("timing", "growth", "quality", "estimator", "continuity"):
+                    if not entry.get(key) and old.get(key):
+                        entry[key] = old[key]
+                previous["systems"][name] = entry
             previous["updated"] = {"at": results["generated"], "systems": args.systems,
                                    "wall_seconds": results["wall_seconds"]}
             results = previous

@@ -30,7 +30,7 @@ from .common import (
     replay,
     summarize_times,
 )
-from .synth import research_session
+from .synth import research_session, session_prefix
 
 # (summarize callback, workload messages) -> system
 Factory = Callable[[Callable[[str], str], Sequence[Neutral]], System]
@@ -53,7 +53,7 @@ def run_quality(factory: Factory, workload: dict[str, Any], tokens: Tokenizer) -
     started = time.perf_counter()
     replay(system, msgs, recorder)
     result = recorder.result()
-    for extra in ("repairs", "fallbacks"):  # contextfold: exporter repairs, summary fallbacks
+    for extra in ("repairs", "fallbacks", "fitted"):  # contextfold: exporter repairs, summaries
         if hasattr(system, extra):
             result[f"contextfold_{extra}"] = getattr(system, extra)
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
@@ -61,17 +61,23 @@ def run_quality(factory: Factory, workload: dict[str, Any], tokens: Tokenizer) -
 
 
 def run_timing(factory: Factory, size: int, *, timed_calls: int, check_every: int,
-               warmup_calls: int = 40, seed: int = 6) -> dict[str, Any]:
+               warmup_calls: int = 40, seed: int = 6,
+               session: list[Neutral] | None = None) -> dict[str, Any]:
     """Per-call decision time near the end of a `size`-message synthetic session.
 
     The last `timed_calls` call points are timed; the `warmup_calls` before them decide at
     every call too, so a backlog from sparse checks is compacted before timing starts.
     """
-    msgs = research_session(size, seed=seed)
+    # `session`: a longer session of the same seed, generated once by the run (deterministic).
+    msgs = session_prefix(session, size) if session else research_session(size, seed=seed)
     system = factory(echo_summary, msgs)
     n_calls = len(call_points(msgs))
     timed_from = max(0, n_calls - timed_calls)
     started = time.perf_counter()
+    if getattr(system, "stateless", False):
+        # Its decision reads only the messages (no summary, no state carried between
+        # calls), so deciding before the timed calls cannot change them: no warm-up.
+        warmup_calls, check_every = 0, n_calls + 1
     timings = replay(system, msgs, timed_from_call=timed_from,
                      dense_from_call=max(0, timed_from - warmup_calls), check_every=check_every)
     out = summarize_times([s for _, s in timings])
@@ -132,14 +138,22 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
     for task in job.get("continuity", []):
         from .continuity import planted_session, run_continuity
 
-        msgs = planted_session(task["size"])
+        # The run writes the planted session once (`path`); generating it takes seconds.
+        msgs = (json.loads(Path(task["path"]).read_text(encoding="utf-8")) if "path" in task
+                else planted_session(task["size"]))
+        started = time.perf_counter()
         system = factories[name](echo_summary, msgs)
         out["continuity"] = run_continuity(system, msgs, task["sample_every"])
-        if hasattr(system, "fallbacks"):  # contextfold: summaries it rejected and replaced
-            out["continuity"]["contextfold_fallbacks"] = system.fallbacks
+        out["continuity"]["wall_seconds"] = round(time.perf_counter() - started, 2)
+        for extra in ("fallbacks", "fitted"):  # contextfold: summaries replaced / fitted
+            if hasattr(system, extra):
+                out["continuity"][f"contextfold_{extra}"] = getattr(system, extra)
+    session = None
     for task in job.get("timing", []):
+        if session is None and "session_path" in task:
+            session = json.loads(Path(task["session_path"]).read_text(encoding="utf-8"))
         out["timing"].append(run_timing(factories[name], task["size"],
                                         timed_calls=task["timed_calls"],
-                                        check_every=task["check_every"]))
+                                        check_every=task["check_every"], session=session))
     dump(Path(job["out"]), out)
     return out

@@ -126,3 +126,11 @@ def _cut(msgs: list[Neutral]) -> list[Neutral]:
         if m["calls"]:
             m["calls"] = [c for c in m["calls"] if c["id"] in answered]
     return msgs
+
+
+def session_prefix(msgs: list[Neutral], n_messages: int) -> list[Neutral]:
+    """`research_session(n_messages, seed)` from a longer session of the same seed (a longer
+    session is a strict extension of a shorter one): generated once, sliced per size."""
+    if n_messages > len(msgs):
+        raise ValueError(f"the session has {len(msgs)} messages, fewer than {n_messages}")
+    return _cut([{**m, "calls": list(m["calls"])} for m in msgs[:n_messages]])

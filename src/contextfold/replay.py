@@ -114,9 +114,12 @@ class ManagedSession:
         self.chain.append(node)
         return node
 
-    def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
-        return estimate_request(self.projection(), self.capacity, system=self.system,
-                                pending=pending, costs=self.costs, counter=self.counter)
+    def estimate(self, pending: Sequence[Message] = (),
+                 projection: Projection | None = None) -> Estimate:
+        """The next request's estimate; `projection` when the caller has it already."""
+        return estimate_request(projection or self.projection(), self.capacity,
+                                system=self.system, pending=pending, costs=self.costs,
+                                counter=self.counter)
 
     def compact(self, trigger: Trigger, pending: Sequence[Message] = (),
                 instructions: str | None = None) -> CompactionRecord | NoOp:
@@ -173,9 +176,15 @@ class ManagedSession:
 
     def before_request(self) -> tuple[Projection, int]:
         """Make the next request fit (compacting between rounds if needed); return it."""
-        if self.estimate().tokens > self.budget.safe_input_limit:
+        # One projection and one estimate when nothing changes (the common case): this
+        # runs before every model call.
+        projection = self.projection()
+        tokens = self.estimate(projection=projection).tokens
+        if tokens > self.budget.safe_input_limit:
             self.compact("preflight")
-        return self.projection(), self.estimate().tokens
+            projection = self.projection()
+            tokens = self.estimate(projection=projection).tokens
+        return projection, tokens
 
     def step(self, node_id: str, message: Message) -> RequestRecord | None:
         """Feed one recorded message; for a reply, return the request that produced it."""

@@ -19,17 +19,18 @@ from __future__ import annotations
 
 from ..core.estimator import estimate_text
 from ..core.ledger import ledger_tokens, plan_ledger
-from ..core.plan import Plan
+from ..core.plan import Plan, Profile
 from ..core.split_turn import turn_context_tokens
 from .extractive_facts import collect_facts
 from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
-from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections
+from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections, load_summary
 
 # The public API of the offline summariser; its parts live in the extractive_* modules.
 __all__ = [
     "OMITTED_NOTE",
     "Count",
     "SummaryBudgetTooSmall",
+    "fit_summary",
     "smallest_summary_tokens",
     "summarize_extractive",
     "summary_token_budget",
@@ -93,4 +94,13 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
         )
     facts = collect_facts(plan.newly_old, plan.profile, plan.identifiers())
     ordered = build_sections(plan, facts)
+    return fit_sections(ordered, budget, count)
+
+
+def fit_summary(text: str, profile: Profile, budget: int, count: Count = estimate_text) -> str:
+    """A summary in the profile's sections (a model's answer) fitted to `budget` tokens by
+    the offline summariser's rules: lowest-priority lists trimmed first, long items
+    shortened, every trimmed item counted as in the history."""
+    ordered, sections = empty_sections(profile)
+    load_summary(sections, text, profile)
     return fit_sections(ordered, budget, count)

@@ -69,6 +69,7 @@ class Section:
     omitted: int = 0
     box: str = ""  # "[x] " / "[ ] " for Done / In Progress
     parent: bool = False  # a "## Progress" heading whose lists are the subsections
+    rank: int = 0  # trim priority: lists of a lower rank are trimmed first (`RANKS`)
 
     def add(self, items: Iterable[str], *, pin: bool = False) -> None:
         """Append `items` (skipping empty ones); `pin` keeps them from being trimmed."""
@@ -125,6 +126,20 @@ def _parse_previous(body: str) -> tuple[dict[str, list[str]], dict[str, int]]:
     return items, omitted
 
 
+# What a resumed agent can least afford to lose is kept longest when the summary must be
+# trimmed: the goal and the user's constraints (users complain most about lost
+# instructions), then the decisions, then what is open now; what was done, found or read
+# goes first (the durable history has it, the ledger keeps its identifiers).
+RANKS: dict[str, int] = {
+    "Research Goal": 4, "Goal": 4,
+    "User Requirements and Constraints": 4, "Constraints & Preferences": 4,
+    "Decisions": 3, "Key Decisions": 3,
+    "Critical Context": 2, "Next Steps": 2, "In Progress": 2, "Blocked": 2,
+    "Findings and Evidence": 1, "Key Zotero Resources": 1, "Files Modified": 1,
+    "Done": 0, "Files Read": 0,
+}
+
+
 def empty_sections(profile: Profile) -> tuple[list[Section], dict[str, Section]]:
     """Every section of `profile` in order, empty; and the fillable ones by name."""
     progress = PROGRESS_SECTION[profile]
@@ -134,27 +149,33 @@ def empty_sections(profile: Profile) -> tuple[list[Section], dict[str, Section]]
         if name == progress:
             ordered.append(Section(f"## {name}", parent=True))
             for sub, box in zip(PROGRESS_SUBSECTIONS, ("[x] ", "[ ] ", ""), strict=True):
-                sections[f"{name}/{sub}"] = Section(f"### {sub}", box=box)
+                sections[f"{name}/{sub}"] = Section(f"### {sub}", box=box,
+                                                    rank=RANKS.get(sub, 0))
                 ordered.append(sections[f"{name}/{sub}"])
         else:
-            sections[name] = Section(f"## {name}")
+            sections[name] = Section(f"## {name}", rank=RANKS.get(name, 0))
             ordered.append(sections[name])
     return ordered, sections
+
+
+def load_summary(sections: dict[str, Section], text: str, profile: Profile) -> None:
+    """Add the bullets of a summary `text` (and its omitted counts) to `sections`."""
+    progress = PROGRESS_SECTION[profile]
+    for name, body in parse_sections(text, profile).items():
+        parsed, omitted = _parse_previous(body)
+        for sub, items in parsed.items():
+            target = _previous_target(name, sub, progress, sections)
+            target.add(items)
+            target.omitted += omitted.get(sub, 0)
 
 
 def build_sections(plan: Plan, facts: Facts) -> list[Section]:
     """Every section of `plan.profile` in order: the previous summary's items, then `facts`."""
     profile = plan.profile
     progress = PROGRESS_SECTION[profile]
-    previous = parse_sections(plan.previous_summary or "", profile)
     ordered, sections = empty_sections(profile)
     # Previous content first: it is older than anything in the newly old nodes.
-    for name, body in previous.items():
-        parsed, omitted = _parse_previous(body)
-        for sub, items in parsed.items():
-            target = _previous_target(name, sub, progress, sections)
-            target.add(items)
-            target.omitted += omitted.get(sub, 0)
+    load_summary(sections, plan.previous_summary or "", profile)
     if facts.new_request:
         # The conversation moved on since the previous summary: its open items may have
         # been resolved, so they become context rather than claims about the present.
@@ -177,10 +198,10 @@ def _original_and_latest(goal: Section) -> None:
     goal.items = [i for i in goal.items if not i.startswith(LATER_REQUEST)] + later[-1:]
 
 
-def _mark_earlier(item: str, sub: str) -> str:
+def _mark_earlier(item: str, sub: str, since: str = "resolved") -> str:
     if "[earlier " in item:
         return item
-    return f"{item} [earlier {sub.lower()}; may be resolved since]"
+    return f"{item} [earlier {sub.lower()}; may be {since} since]"
 
 
 def _previous_target(name: str, sub: str, progress: str, sections: dict[str, Section]) -> Section:
@@ -216,9 +237,15 @@ def _place_new(
     sections[f"{progress}/Blocked"].add(facts.blocked)
     sections[decisions].add(facts.decisions)
     if facts.next_steps:
-        # The last stated plan replaces the old one: stale next steps mislead.
-        sections[nxt].items = []
-        sections[nxt].add(facts.next_steps)
+        # The last stated plan replaces the old one: stale next steps mislead as plans,
+        # but may still matter, so they stay as context, marked as possibly done.
+        old = sections[nxt]
+        superseded = [i for i in old.items if norm_item(i) not in
+                      {norm_item(n) for n in facts.next_steps}]
+        sections[CRITICAL].add(_mark_earlier(i, "next step", "done") for i in superseded)
+        sections[CRITICAL].omitted += old.omitted
+        old.items, old.omitted = [], 0
+        old.add(facts.next_steps)
     critical = sections[CRITICAL]
     if plan.profile == "research":
         sections["Findings and Evidence"].add(facts.findings)

@@ -4,9 +4,11 @@ For each chunk of a plan, in order, the model gets one summarisation request (SP
 the first chunk updates the plan's previous summary (or starts fresh), every later chunk
 updates the running summary of the chunks before it (S4: one summary, never a stack).
 Each answer is validated; an invalid one is asked for once more with the strict prompt.
-If that fails too, or the provider fails (after its own bounded retries), the whole plan is
-summarised by `summarize_extractive`, and the outcome says so. A summary is never returned
-invalid.
+An answer whose only fault is its size is fitted instead (trimmed by priority, by the
+extractive summariser's rules, every trimmed item counted): at once when it is at most
+`FIT_SLACK` over, else after the strict retry. If the retry fails too, or the provider
+fails (after its own bounded retries), the whole plan is summarised by
+`summarize_extractive`, and the outcome says so. A summary is never returned invalid.
 
 Every request is sized to the summariser's window: prompt overhead + running summary +
 instructions + one serialised chunk stay under the summariser's safe input limit (by the
@@ -27,7 +29,12 @@ from ..core.serialize import SerializeLimits, serialize_chunk
 from ..core.text_estimate import Count
 from ..providers.base import ChatModel, ChatRequest
 from ..providers.errors import ProviderError
-from .extractive import summarize_extractive, summary_token_budget
+from .extractive import (
+    SummaryBudgetTooSmall,
+    fit_summary,
+    summarize_extractive,
+    summary_token_budget,
+)
 from .language import user_language
 from .prompts import PROMPT_OVERHEAD_TOKENS, build_summary_request
 from .validate import SummaryInvalid, ensure_valid, validate_summary
@@ -37,6 +44,10 @@ FALLBACK = "extractive-fallback"
 # is then clipped to it anyway (serialize_chunk never drops a message) and the provider
 # decides. Plans made by the planner never get here: it sizes chunks to the window.
 MIN_CHUNK_TOKENS = 256
+# An answer at most this share over its budget, valid otherwise, is fitted at once (no
+# strict retry): a model asked for half the budget that overshoots the whole by a little
+# wrote a good summary, and a second request costs as much as the first.
+FIT_SLACK = 0.10
 
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*)\n\s*```\s*$", re.S)
 
@@ -164,8 +175,27 @@ class LlmSummarizer:
             if not found:
                 return answer, attempt
             kind = "strict retry" if strict else "answer"
+            fitted = self._fit(answer, plan, budget, slack=None if strict else FIT_SLACK)
+            if fitted is not None:
+                # Only its size was wrong: keep the model's work, trimmed by priority
+                # (the extractive rules), rather than a retry or the offline summary.
+                problems.append(f"{label}: {kind} over budget, fitted: " + "; ".join(found))
+                return fitted, attempt
             problems.append(f"{label}: {kind} rejected: " + "; ".join(found))
         raise _ChunkFailed(2)
+
+    def _fit(self, answer: str, plan: Plan, budget: int, slack: float | None) -> str | None:
+        """`answer` fitted to `budget` when size is its only problem (and it is at most
+        `slack` over, if given); else None."""
+        if validate_summary(answer, plan.profile, 1 << 40, self.count):
+            return None  # not a usable summary at any size
+        if slack is not None and self.count(answer) > budget * (1 + slack):
+            return None  # far over: the strict prompt may get a better-chosen summary
+        try:
+            text = fit_summary(answer, plan.profile, budget, self.count)
+        except SummaryBudgetTooSmall:
+            return None
+        return text if not validate_summary(text, plan.profile, budget, self.count) else None
 
     def _fallback(self, plan: Plan, attempts: int, problems: list[str]) -> SummaryOutcome:
         text = summarize_extractive(plan, self.count)
