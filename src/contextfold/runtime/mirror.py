@@ -30,12 +30,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
+from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
 from ..core.pins import pins_text
 from ..core.projection import Projection, checkpoint_text, project
@@ -43,7 +45,7 @@ from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ToolSpec
 from ..store import ReadOnlySessionError
 from .compaction import CompactionOutcome, compact_session
-from .content_chain import chain_hashes, message_key, next_hash
+from .content_chain import chain_hashes, next_hash
 from .errors import RequestTooLargeError
 from .sizing import Sizer
 from .summarizers import GuardedSummarizer
@@ -119,7 +121,10 @@ class Synced:
         for node in self.projection.messages:
             msg = self.projection.message_of(node)
             index = self.source_index.get(node.id)
-            same = index is not None and message_key(msg) == message_key(self.messages[index])
+            # The stored node has the client's message content (same chain hash); only a
+            # masked (V1) or clipped (K6) projection copy differs from it.
+            same = index is not None and not isinstance(node, MaskedNode) and \
+                node.id not in self.projection.clips
             out.append(ProjectedItem(index, msg, same))
         return out
 
@@ -137,6 +142,14 @@ class Mirror:
         self._locks: dict[str, asyncio.Lock] = {}
         self._auto: dict[str, asyncio.Task[CompactionOutcome | None]] = {}
         self._sizers: dict[str, Sizer] = {}
+        self._expected: dict[str, asyncio.Event] = {}
+        # In-process memos (the store stays the truth): the branch each session was last
+        # synced to, the metadata last written, and recently stored chain ends -> session,
+        # so a steady conversation costs one lookup-and-append transaction per call.
+        self._branches: dict[str, Branch] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}
+        self._ends: OrderedDict[str, str] = OrderedDict()
+        self._leaf_hash: dict[str, str] = {}  # chain hash of each memoised branch's leaf
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
 
     # ------------------------------------------------------------------ the API
@@ -160,28 +173,39 @@ class Mirror:
         if session_id is None:
             session_id, created = await self._find_or_create(hashes, metadata, title)
         elif metadata:
-            await self.store.update_session_metadata(session_id, metadata)
+            await self._set_metadata(session_id, metadata)
+        await self._reply_recorded(session_id)
         async with self._lock(session_id):
             await self._settle_auto(session_id)
             sizer = self._sizer(session_id, capacity, system, tools)
-            before = await self.store.get_session(session_id)
             # A new user message is the draft of SPEC P1: compaction runs before it is stored,
             # so it is never summarised and always goes out as sent (Y2).
-            head = len(msgs)
-            if msgs[-1].role == "user" and hashes[-1] not in await self.store.mirror_lookup(
-                    hashes[-1:], tree_id=before.tree_id):
-                head -= 1
-            first = await self.store.mirror_extend(session_id, hashes[:head], msgs[:head]) \
-                if head else None
-            compactions = await self._fit(session_id, sizer, msgs[head:])
-            write = await self.store.mirror_extend(session_id, hashes, msgs)
-            branch = await self._branch(session_id)
+            # Fast path (the steady agent loop): the new messages follow the branch this
+            # process holds and fit with it, so nothing needs compacting: one transaction.
+            hold = msgs[-1].role == "user" and not self._fits_after_cached(
+                session_id, sizer, hashes, msgs)
+            first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold)
+            cached = self._branches.get(session_id)
+            if cached is not None and cached.leaf_id == first.from_leaf and \
+                    first.moved in (None, "append"):
+                branch = await self._grown(session_id, cached, first.nodes)
+            else:
+                branch = await self._branch(session_id)
+            compactions, branch = await self._fit(session_id, sizer,
+                                                  msgs[-1:] if first.held else (), branch)
+            write = first
+            if first.held:
+                write = await self.store.mirror_extend(session_id, hashes, msgs)
+                branch = await self._grown(session_id, branch, write.nodes)
+            self._branches[session_id] = branch
+            self._leaf_hash[session_id] = hashes[-1]
+            self._remember(hashes[-1], session_id)
             projection = project(branch)
-            new_nodes = (*(first.nodes if first else ()), *write.nodes)
+            new_nodes = (*first.nodes, *(write.nodes if write is not first else ()))
             moved = None
             if new_nodes:
-                moved = "append" if new_nodes[0].parent_id == before.leaf_id else "branch"
-            elif branch.leaf_id != before.leaf_id:
+                moved = "append" if new_nodes[0].parent_id == first.from_leaf else "branch"
+            elif branch.leaf_id != first.from_leaf:
                 moved = "switch"
         return Synced(session_id=session_id, messages=msgs, hashes=tuple(hashes),
                       node_ids=write.node_ids, projection=projection,
@@ -190,20 +214,51 @@ class Mirror:
                       moved=moved, created=created,
                       source_index={nid: i for i, nid in enumerate(write.node_ids)})
 
+    def expect_reply(self, synced: Synced) -> None:
+        """Say a reply to `synced` is on its way: the next `sync` of the session waits (up
+        to `reply_wait` seconds) for `record_reply` or `no_reply`, so a client that resends
+        the reply before it is recorded cannot store it without its usage (E1)."""
+        self._expected[synced.session_id] = asyncio.Event()
+
+    def no_reply(self, synced: Synced) -> None:
+        """The expected reply will not come (an upstream error, a broken stream)."""
+        event = self._expected.pop(synced.session_id, None)
+        if event is not None:
+            event.set()
+
+    reply_wait = 30.0
+
+    async def _reply_recorded(self, session_id: str) -> None:
+        event = self._expected.get(session_id)
+        if event is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), self.reply_wait)
+
     async def record_reply(self, synced: Synced, reply: Message) -> Node:
         """Store the model's reply (with its usage, SPEC E1) after the messages of `synced`;
         then the auto check (A1): compact between turns if over the threshold."""
         reply_hash = next_hash(synced.hashes[-1], reply)
-        write = await self.store.mirror_extend(
-            synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply))
+        try:
+            write = await self.store.mirror_extend(
+                synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply))
+        finally:
+            self.no_reply(synced)
+        self._remember(reply_hash, synced.session_id)
         node = write.nodes[-1] if write.nodes else None
         if node is None:  # the same reply was recorded before: nothing new to check
             branch = await self._branch(synced.session_id)
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
+        cached = self._branches.pop(synced.session_id, None)
+        branch = None
+        if cached is not None and len(write.nodes) == 1 and node.parent_id == cached.leaf_id:
+            branch = Branch(nodes=(*cached.nodes, node), complete=cached.complete,
+                            revision=cached.revision + 1)
+            self._branches[synced.session_id] = branch
+            self._leaf_hash[synced.session_id] = reply_hash
         sizer = self._sizers.get(synced.session_id)
         if sizer is not None:
             task = asyncio.create_task(self._auto_check(synced.session_id, sizer, reply_hash,
-                                                        node.id))
+                                                        node.id, branch))
             self._auto[synced.session_id] = task
             if not self.background:
                 await task
@@ -246,17 +301,65 @@ class Mirror:
         self._sizers[session_id] = sizer
         return sizer
 
+    def _fits_after_cached(self, session_id: str, sizer: Sizer, hashes: Sequence[str],
+                           msgs: Sequence[Message]) -> bool:
+        """Do `msgs` continue the memoised branch, and fit with it without compacting?"""
+        cached, leaf_hash = self._branches.get(session_id), self._leaf_hash.get(session_id)
+        if cached is None or leaf_hash is None or cached.leaf_id is None:
+            return False
+        node = cached.nodes[-1] if cached.nodes else None
+        if node is None or node.message is None:
+            return False  # a checkpoint or pin at the leaf: take the careful path
+        try:
+            k = len(hashes) - 1 - list(reversed(hashes)).index(leaf_hash)
+        except ValueError:
+            return False
+        new = tuple(msgs[k + 1:])
+        if not new:
+            return False
+        estimate = sizer.estimate(project(cached), new)
+        return estimate.tokens <= sizer.budget.safe_input_limit
+
+    def _remember(self, chain_end: str, session_id: str) -> None:
+        self._ends[chain_end] = session_id
+        self._ends.move_to_end(chain_end)
+        while len(self._ends) > 10_000:
+            self._ends.popitem(last=False)
+
+    async def _set_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
+        wanted = dict(metadata)
+        if self._metadata.get(session_id) != wanted:
+            await self.store.update_session_metadata(session_id, wanted)
+            self._metadata[session_id] = wanted
+
+    async def _grown(self, session_id: str, branch: Branch, nodes: Sequence[Node]) -> Branch:
+        """`branch` with `nodes` just appended at its leaf (else read again)."""
+        if not nodes:
+            return branch
+        if nodes[0].parent_id == branch.leaf_id:
+            return Branch(nodes=(*branch.nodes, *nodes), complete=branch.complete,
+                          revision=branch.revision + 1)
+        return await self._branch(session_id)
+
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
                               title: str | None) -> tuple[str, bool]:
+        for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
+            sid = self._ends.get(h)
+            if sid is not None:
+                if metadata:
+                    await self._set_metadata(sid, metadata)
+                return sid, False
         hits = await self.store.mirror_lookup(hashes)
         for h in reversed(hashes):  # the longest stored prefix names the tree
             if h in hits:
                 sid = await self.store.mirror_session_of_tree(hits[h].tree_id)
                 if sid is not None:
                     if metadata:
-                        await self.store.update_session_metadata(sid, metadata)
+                        await self._set_metadata(sid, metadata)
                     return sid, False
         info = await self.store.create_session(title=title, metadata=metadata)
+        if metadata:
+            self._metadata[info.id] = dict(metadata)
         return info.id, True
 
     async def _branch(self, session_id: str) -> Branch:
@@ -265,16 +368,17 @@ class Mirror:
             raise ReadOnlySessionError(session_id, branch.problems)
         return branch
 
-    async def _fit(self, session_id: str, sizer: Sizer,
-                   pending: tuple[Message, ...]) -> list[CompactionOutcome]:
+    async def _fit(self, session_id: str, sizer: Sizer, pending: tuple[Message, ...],
+                   branch: Branch) -> tuple[list[CompactionOutcome], Branch]:
         """SPEC P1-P3: compact until the request with `pending` fits, or refuse."""
         outcomes: list[CompactionOutcome] = []
         safe = sizer.budget.safe_input_limit
-        for _ in range(_ATTEMPTS):
-            branch = await self._branch(session_id)
+        for attempt in range(_ATTEMPTS):
+            if attempt:
+                branch = await self._branch(session_id)
             estimate = sizer.estimate(project(branch), pending)
             if estimate.tokens <= safe:
-                return outcomes
+                return outcomes, branch
             if sizer.best_case(estimate, pending) > safe:
                 break  # no compaction can make this fit: do not spend a summary on it
             outcome = await compact_session(
@@ -285,9 +389,10 @@ class Mirror:
             await self._index_checkpoint(session_id, outcome, branch)
             if outcome.status == "noop":
                 break
-        estimate = sizer.estimate(project(await self._branch(session_id)), pending)
+        branch = await self._branch(session_id)
+        estimate = sizer.estimate(project(branch), pending)
         if estimate.tokens <= safe:
-            return outcomes
+            return outcomes, branch
         smallest = min(estimate.tokens, sizer.best_case(estimate, pending))
         overflow = max(1, smallest - safe)
         raise RequestTooLargeError(
@@ -311,10 +416,11 @@ class Mirror:
                                                message.id)
 
     async def _auto_check(self, session_id: str, sizer: Sizer, reply_hash: str,
-                          reply_id: str) -> CompactionOutcome | None:
+                          reply_id: str, branch: Branch | None) -> CompactionOutcome | None:
         """SPEC A1-A3 after a reply: compact between turns if over the auto threshold."""
         try:
-            branch = await self._branch(session_id)
+            if branch is None:
+                branch = await self._branch(session_id)
             if sizer.estimate(project(branch)).tokens <= sizer.budget.auto_threshold:
                 return None
             outcome = await compact_session(

@@ -46,6 +46,8 @@ class MirrorWrite:
     node_ids: tuple[str, ...]  # the message node of each hash given
     leaf_id: str | None
     moved: str | None  # None (leaf unchanged), "append", "branch" or "switch"
+    from_leaf: str | None = None  # the leaf before this call
+    held: bool = False  # `hold_last`: the last message is new and was not written
 
 
 async def _lookup(conn: AsyncConnection, hashes: Sequence[str],
@@ -119,7 +121,8 @@ class MirrorOps(StoreBase):
         await self._write(op)
 
     async def mirror_extend(self, session_id: str, hashes: Sequence[str],
-                            messages: Sequence[Message]) -> MirrorWrite:
+                            messages: Sequence[Message], *,
+                            hold_last: bool = False) -> MirrorWrite:
         """Make the session's branch hold `messages` (whose chain hashes are `hashes`).
 
         Under the session lock: find the longest stored prefix in the session's tree (again,
@@ -127,6 +130,8 @@ class MirrorOps(StoreBase):
         when the leaf holds that prefix (checkpoints and pin events after it stay on the
         branch), else from the deepest node holding it, write the rest with their index rows
         and move the leaf to the last message. Nothing is written when all are stored.
+        `hold_last`: when the last message is not stored yet, stop before it (the caller
+        sizes the request with it as a draft first, then calls again).
         """
         if len(hashes) != len(messages):
             raise InvalidOperationError("one hash per message")
@@ -140,8 +145,9 @@ class MirrorOps(StoreBase):
             n = longest(hashes, found)
             parent = await self._continue_from(conn, row, hashes[n - 1] if n else None, found)
             stamp = utc_now()
+            held = hold_last and n < len(msgs)
             chain: list[Node] = []
-            for msg in msgs[n:]:
+            for msg in msgs[n:len(msgs) - 1 if held else len(msgs)]:
                 chain.append(Node(id=new_id(), parent_id=parent if not chain else chain[-1].id,
                                   created_at=stamp, payload=msg))
             ids = [found[h].message_id for h in hashes[:n]]
@@ -152,16 +158,16 @@ class MirrorOps(StoreBase):
                 await conn.execute(insert(mirror_index), [
                     dict(tree_id=tree_id, node_id=node.id, prefix_hash=h, depth=depth0 + i,
                          message_id=node.id)
-                    for i, (node, h) in enumerate(zip(chain, hashes[n:], strict=True))])
+                    for i, (node, h) in enumerate(zip(chain, hashes[n:], strict=False))])
                 moved = "append" if parent == row["leaf_id"] else "branch"
                 info = await self._move_leaf(conn, row, chain[-1].id, op=moved,
                                              node_id=chain[-1].id)
                 return MirrorWrite(tuple(chain), (*ids, *(c.id for c in chain)),
-                                   info.leaf_id, moved)
+                                   info.leaf_id, moved, row["leaf_id"], held)
             if parent != row["leaf_id"]:
                 info = await self._move_leaf(conn, row, parent, op="switch")
-                return MirrorWrite((), tuple(ids), info.leaf_id, "switch")
-            return MirrorWrite((), tuple(ids), row["leaf_id"], None)
+                return MirrorWrite((), tuple(ids), info.leaf_id, "switch", row["leaf_id"], held)
+            return MirrorWrite((), tuple(ids), row["leaf_id"], None, row["leaf_id"], held)
 
         return await self._write(op)
 

@@ -1,0 +1,40 @@
+"""`contextfold proxy --upstream URL`: compaction for unmodified agents (SPEC Y1-Y5)."""
+
+from __future__ import annotations
+
+import typer
+
+from .app import DB_OPTION, app, console
+
+
+@app.command("proxy")
+def proxy_command(
+    upstream: str = typer.Option(..., "--upstream", help="Base URL of the OpenAI- or "
+                                 "Anthropic-compatible model server (with or without /v1)."),
+    protocol: str | None = typer.Option(None, "--protocol", help="Serve only 'openai' "
+                                        "(/v1/chat/completions) or 'anthropic' (/v1/messages); "
+                                        "default both."),
+    model_window: list[str] = typer.Option([], "--model-window", help="MODEL=TOKENS: the "
+                                           "upstream's real context window for MODEL "
+                                           "(repeatable; '*=TOKENS' for every model)."),
+    port: int = typer.Option(8788, "--port", help="Port to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    db: str | None = DB_OPTION,
+) -> None:
+    """Sit between an agent and its model: store every conversation, compact what does not
+    fit the upstream's window, forward the rest as sent. Point the agent's base URL here."""
+    from ..proxy import ProxyConfig, parse_windows
+    from ..proxy.serve import serve
+
+    if protocol not in (None, "openai", "anthropic"):
+        console.print("--protocol must be 'openai' or 'anthropic'")
+        raise typer.Exit(2)
+    try:
+        windows = parse_windows(model_window)
+    except ValueError as exc:
+        console.print(str(exc))
+        raise typer.Exit(2) from None
+    console.print(f"contextfold proxy on http://{host}:{port} -> {upstream}"
+                  f" (windows: {windows or 'from the catalog'})")
+    serve(ProxyConfig(upstream=upstream, windows=windows, protocol=protocol, db=db),
+          host=host, port=port)

@@ -1,0 +1,236 @@
+"""The proxy's ASGI app: OpenAI chat completions and Anthropic Messages in front of an upstream.
+
+Each chat request goes through the mirror (SPEC Y1: stored by content, compacted if it does
+not fit, Y2/Y3), is forwarded with the client's own headers and key (Y5: held in memory for
+the one request, never stored or logged), and the reply, plain or streamed through as it
+arrives, is recorded with its usage (E1) after the client has it. Other paths
+(`/v1/models`, `/v1/messages/count_tokens`, anything else) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..core.catalog import UnknownModelError
+from ..core.messages import Message
+from ..runtime.errors import RequestTooLargeError
+from ..runtime.mirror import Mirror, Synced
+from . import wire
+from .config import ProxyConfig
+from .stats import SessionStats, encode
+
+log = logging.getLogger("contextfold.proxy")
+
+# Never forwarded either way: hop-by-hop, recomputed, or (accept-encoding) would make the
+# upstream compress a stream the proxy reads as it passes.
+_DROP_IN = {"host", "content-length", "connection", "transfer-encoding", "accept-encoding",
+            "keep-alive", "upgrade", "x-contextfold-session"}
+_DROP_OUT = {"content-length", "transfer-encoding", "connection", "content-encoding",
+             "keep-alive"}
+SESSION_HEADER = "x-contextfold-session"
+
+
+class Proxy:
+    """State shared by the requests of one running proxy."""
+
+    def __init__(self, config: ProxyConfig, store: Any, client: Any) -> None:
+        self.config = config
+        self.store = store
+        self.client = client
+        self.mirror = Mirror(store, summarizer=config.summarizer, settings=config.settings)
+        self.stats: dict[str, SessionStats] = {}
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    def url(self, request: Request) -> str:
+        base = self.config.upstream.rstrip("/")
+        path = request.url.path
+        if base.endswith("/v1") and (path == "/v1" or path.startswith("/v1/")):
+            path = path[3:]
+        query = request.url.query
+        return base + path + (f"?{query}" if query else "")
+
+    def headers(self, request: Request) -> dict[str, str]:
+        return {k: v for k, v in request.headers.items() if k.lower() not in _DROP_IN}
+
+
+def _out_headers(headers: Any) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in _DROP_OUT}
+
+
+async def _chat(request: Request, protocol: wire.Protocol) -> Response:
+    proxy: Proxy = request.app.state.proxy
+    if proxy.config.protocol not in (None, protocol):
+        return JSONResponse(wire.bad_request(protocol, f"this proxy serves only the "
+                                             f"{proxy.config.protocol} protocol"),
+                            status_code=404)
+    started = time.perf_counter()
+    raw = await request.body()
+    try:
+        body = json.loads(raw)
+        parsed = wire.parse(protocol, body)
+        capacity = proxy.config.capacity(parsed.model)
+    except UnknownModelError:
+        return JSONResponse(wire.bad_request(protocol, (
+            f"contextfold proxy does not know the context window of model {parsed.model!r}: "
+            f"start it with --model-window {parsed.model}=TOKENS (or '*=TOKENS' for every "
+            "model)")), status_code=400)
+    except ValueError as exc:
+        return JSONResponse(wire.bad_request(protocol, str(exc)), status_code=400)
+    scope = f"{protocol}:{request.headers.get(SESSION_HEADER, 'default')}"
+    agent = request.headers.get("user-agent", "unknown")
+    meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": protocol}}
+    try:
+        synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
+                                         system=parsed.system, tools=parsed.tools,
+                                         metadata=meta, title=f"proxy: {agent}"[:120])
+    except RequestTooLargeError as exc:
+        status, error = wire.too_large(protocol, exc)
+        _log(proxy, None, parsed.model, len(raw), None, "refused (too large)", status,
+             started)
+        return JSONResponse(error, status_code=status)
+    forwarded = wire.build(parsed, body, synced)
+    stats = proxy.stats.setdefault(synced.session_id, SessionStats())
+    data, pieces = encode(forwarded)
+    reuse = stats.observe(pieces, synced.estimate.tokens)
+    compaction = ",".join(c.status for c in synced.compactions) or "-"
+    proxy.mirror.expect_reply(synced)
+    upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
+                                          headers={**proxy.headers(request),
+                                                   "content-type": "application/json"})
+    try:
+        reply = await proxy.client.send(upstream, stream=True)
+    except Exception:
+        proxy.mirror.no_reply(synced)
+        raise
+    note = dict(session=synced.session_id, model=parsed.model, client_bytes=len(raw),
+                forwarded=synced.estimate.tokens, compaction=compaction, reuse=reuse)
+    if reply.status_code != 200 or not parsed.stream:
+        content = await reply.aread()
+        await reply.aclose()
+        task = BackgroundTask(_after, proxy, synced, None, stats)
+        if reply.status_code == 200:
+            try:
+                message = wire.reply_of(protocol, json.loads(content), parsed.model)
+            except ValueError:
+                message = None
+            task = BackgroundTask(_after, proxy, synced, message, stats)
+        _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
+             started)
+        return Response(content, status_code=reply.status_code,
+                        headers=_out_headers(reply.headers), background=task)
+    reader = wire.StreamReader(protocol, parsed.model)
+
+    async def finish() -> None:
+        await reply.aclose()
+        _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
+             started)
+        await _after(proxy, synced, reader.reply(), stats)
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in reply.aiter_raw():
+                reader.feed(chunk)
+                yield chunk
+        finally:
+            # The client may hang up right after the last event (the SDKs do), which
+            # cancels this generator: record the reply in a task of its own.
+            task = asyncio.get_running_loop().create_task(finish())
+            proxy.tasks.add(task)
+            task.add_done_callback(proxy.tasks.discard)
+
+    return StreamingResponse(relay(), status_code=200, headers=_out_headers(reply.headers))
+
+
+async def _after(proxy: Proxy, synced: Synced, message: Message | None,
+                 stats: SessionStats) -> None:
+    """Record the reply (E1; starts the auto check, A1) and the session's proxy figures."""
+    try:
+        if message is not None:
+            await proxy.mirror.record_reply(synced, message)
+        else:
+            proxy.mirror.no_reply(synced)
+        if stats.requests <= 2 or stats.requests % 10 == 0:  # one write in ten, Y4 report
+            await proxy.store.update_session_metadata(synced.session_id,
+                                                      {"proxy_stats": stats.to_json()})
+    except Exception:  # the client has its answer; a failed record is logged, not raised
+        log.exception("recording the reply of session %s failed", synced.session_id)
+
+
+def _log(proxy: Proxy, note: dict[str, Any] | None, model: str, client_bytes: int,
+         synced: Synced | None, compaction: str, status: int, started: float) -> None:
+    """One line per request (SPEC Y5: never a header, never a key)."""
+    ms = (time.perf_counter() - started) * 1000
+    if synced is None:
+        log.info("session=- model=%s in=%dB -> refused compaction=%s upstream=%s latency=%.0fms",
+                 model, client_bytes, compaction, status, ms)
+        return
+    assert note is not None
+    log.info("session=%s model=%s in=%d msgs/%dB -> forwarded~%d tokens (%d msgs) "
+             "compaction=%s upstream=%s latency=%.0fms prefix_reuse=%s",
+             synced.session_id, model, len(synced.messages), client_bytes,
+             synced.estimate.tokens, len(synced.projection.messages)
+             + (1 if synced.prefix_text else 0), compaction, status, ms,
+             "-" if note["reuse"] is None else f"{note['reuse']:.0%}")
+
+
+async def _passthrough(request: Request) -> Response:
+    proxy: Proxy = request.app.state.proxy
+    if request.url.path in ("/", "") and request.method in ("GET", "HEAD"):
+        return JSONResponse({"service": "contextfold proxy", "upstream": "configured"})
+    upstream = proxy.client.build_request(request.method, proxy.url(request),
+                                          content=await request.body(),
+                                          headers=proxy.headers(request))
+    reply = await proxy.client.send(upstream)
+    return Response(reply.content, status_code=reply.status_code,
+                    headers=_out_headers(reply.headers))
+
+
+async def _openai(request: Request) -> Response:
+    return await _chat(request, "openai")
+
+
+async def _anthropic(request: Request) -> Response:
+    return await _chat(request, "anthropic")
+
+
+def create_app(config: ProxyConfig) -> Starlette:
+    """The proxy app; the store and HTTP client open with the app and close with it."""
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        import httpx2
+
+        from ..store import open_store
+
+        store = await open_store(config.db)
+        client = httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout, connect=10.0))
+        app.state.proxy = Proxy(config, store, client)
+        try:
+            yield
+        finally:
+            await asyncio.gather(*app.state.proxy.tasks, return_exceptions=True)
+            await app.state.proxy.mirror.wait_idle()
+            for sid, stats in app.state.proxy.stats.items():  # the final figures
+                await store.update_session_metadata(sid, {"proxy_stats": stats.to_json()})
+            await client.aclose()
+            await store.close()
+
+    methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
+    return Starlette(routes=[
+        Route("/v1/chat/completions", _openai, methods=["POST"]),
+        Route("/chat/completions", _openai, methods=["POST"]),
+        Route("/v1/messages", _anthropic, methods=["POST"]),
+        Route("/{path:path}", _passthrough, methods=methods),
+    ], lifespan=lifespan)

@@ -1,0 +1,48 @@
+"""What `contextfold proxy` is configured with, and the model capacities it resolves."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.budget import CompactionSettings, ModelCapacity
+from ..core.catalog import capacity_for
+
+
+@dataclass
+class ProxyConfig:
+    """`upstream`: base URL of the OpenAI- or Anthropic-compatible server (with or without
+    `/v1`). `windows`: model name -> the upstream's real context window (`*` for every
+    model not named); it wins over the catalog, which is the fallback. `protocol`: serve
+    only this protocol (None: both). `db`: store URL (None: the default SQLite file)."""
+
+    upstream: str
+    windows: Mapping[str, int] = field(default_factory=dict)
+    protocol: str | None = None
+    db: str | None = None
+    summarizer: Any = None  # None: the offline summariser
+    settings: CompactionSettings | None = None
+    timeout: float = 600.0
+
+    def capacity(self, model: str) -> ModelCapacity:
+        """The capacity of `model` on this upstream (UnknownModelError if none is known)."""
+        window = self.windows.get(model, self.windows.get("*"))
+        return capacity_for(model, context_window=window)
+
+
+def parse_windows(values: list[str]) -> dict[str, int]:
+    """`MODEL=N` pairs (a bare `N` means every model) into a mapping; ValueError if bad."""
+    out: dict[str, int] = {}
+    for value in values:
+        name, _, number = value.rpartition("=")
+        try:
+            window = int(number.replace("_", "").replace(",", ""))
+        except ValueError:
+            raise ValueError(f"--model-window {value!r}: expected MODEL=TOKENS, e.g. "
+                             "local-model=32768") from None
+        if window < 1024:
+            raise ValueError(f"--model-window {value!r}: a window under 1024 tokens leaves "
+                             "no room for a request")
+        out[name or "*"] = window
+    return out
