@@ -24,14 +24,14 @@ $(CHROMIUM):
 
 chromium: $(CHROMIUM)
 
-# The real agent CLIs tests/agents drives through `contextfold proxy`, pinned by
+# The real agent CLIs tests/agent_clis drives through `contextfold proxy`, pinned by
 # .agents/package-lock.json (~440 MB, ~35-55 s from the registry). Installed once; skipped
 # (with a message) where npm is missing, and the tests then skip unless CI requires them.
 AGENTS := .agents/node_modules/.installed
 $(AGENTS): .agents/package.json .agents/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
 		cd .agents && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
-	else echo "npm not found: not installing the agent CLIs (tests/agents will skip)"; fi
+	else echo "npm not found: not installing the agent CLIs (tests/agent_clis will skip)"; fi
 
 agents: $(AGENTS)
 
@@ -60,4 +60,5 @@ bench: $(STAMP)
 
 bench-peers: $(STAMP)
 	$(PY) -m bench.peers.run
+	$(PY) -m bench.peers.frameworks_oa_pa
 	$(PY) -m bench.docs_report

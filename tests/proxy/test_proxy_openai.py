@@ -62,7 +62,7 @@ def run_tool_loop(oa: openai.OpenAI, upstream, rounds: int, *, stream: bool = Fa
     for r in range(rounds):
         upstream.enqueue(Reply(text=f"reading batch {r}", tool_calls=tuple(
             ToolCallSpec("read", {"path": f"f{r}_{k}.py"}, id=f"call_{r}_{k}")
-            for k in range(parallel))))
+            for k in range(parallel))), kind="chat")  # a summary request never takes it
         if stream:
             text, calls = "", {}
             for chunk in oa.chat.completions.create(model="local-model", messages=messages,

@@ -20,10 +20,21 @@ def proxy_command(
     port: int = typer.Option(8788, "--port", help="Port to listen on."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     db: str | None = DB_OPTION,
+    summarizer_model: str | None = typer.Option(
+        None, "--summarizer-model", help="Model that writes checkpoint summaries (default: the "
+        "offline summariser, no model call). Served by the upstream unless "
+        "--summarizer-base-url names another server; its key is the server's own "
+        "(e.g. OPENAI_API_KEY), never a client's."),
+    summarizer_base_url: str | None = typer.Option(
+        None, "--summarizer-base-url", help="Where --summarizer-model is served "
+        "(default: the upstream)."),
+    summarizer_provider: str | None = typer.Option(
+        None, "--summarizer-provider", help="Provider of --summarizer-model, e.g. 'anthropic' "
+        "(default: an OpenAI-compatible server)."),
 ) -> None:
     """Sit between an agent and its model: store every conversation, compact what does not
     fit the upstream's window, forward the rest as sent. Point the agent's base URL here."""
-    from ..proxy import ProxyConfig, parse_windows
+    from ..proxy import ProxyConfig, llm_summarizer, parse_windows
     from ..proxy.serve import serve
 
     if protocol not in (None, "openai", "anthropic"):
@@ -34,7 +45,16 @@ def proxy_command(
     except ValueError as exc:
         console.print(str(exc))
         raise typer.Exit(2) from None
+    config = ProxyConfig(upstream=upstream, windows=windows, protocol=protocol, db=db)
+    if summarizer_model:
+        try:
+            config.summarizer = llm_summarizer(config, summarizer_model,
+                                               base_url=summarizer_base_url,
+                                               provider=summarizer_provider)
+        except (LookupError, ValueError, ImportError) as exc:
+            console.print(f"--summarizer-model {summarizer_model!r}: {exc}")
+            raise typer.Exit(2) from None
     console.print(f"contextfold proxy on http://{host}:{port} -> {upstream}"
-                  f" (windows: {windows or 'from the catalog'})")
-    serve(ProxyConfig(upstream=upstream, windows=windows, protocol=protocol, db=db),
-          host=host, port=port)
+                  f" (windows: {windows or 'from the catalog'};"
+                  f" summariser: {summarizer_model or 'offline'})")
+    serve(config, host=host, port=port)

@@ -1,5 +1,5 @@
 """`contextfold proxy`: compaction for unmodified agents (SPEC Y1-Y5). See docs/proxy.md."""
 
-from .config import ProxyConfig, parse_windows
+from .config import ProxyConfig, llm_summarizer, parse_windows
 
-__all__ = ["ProxyConfig", "parse_windows"]
+__all__ = ["ProxyConfig", "llm_summarizer", "parse_windows"]

@@ -31,6 +31,28 @@ class ProxyConfig:
         return capacity_for(model, context_window=window)
 
 
+def llm_summarizer(config: ProxyConfig, model: str, *, base_url: str | None = None,
+                   provider: str | None = None) -> Any:
+    """An LLM summariser for the proxy: `model` served at `base_url` (default: the upstream).
+
+    Its key is the server's own (the provider's environment variable, e.g. OPENAI_API_KEY),
+    never a client's: client keys live for one forwarded request only (SPEC Y5). Its window
+    comes from `--model-window` like the chat models', else the catalog. The runtime guards
+    it: an invalid, late or failed summary falls back to the offline one.
+    """
+    from ..providers import make_chat_model
+    from ..providers.factory import resolve_provider
+    from ..summarize.llm import LlmSummarizer
+
+    url = (base_url or config.upstream).rstrip("/")
+    info, _ = resolve_provider(model, provider, url)
+    # The upstream is named with or without /v1; the SDKs want it their own way.
+    bare = url.removesuffix("/v1")
+    url = bare + "/v1" if info.protocol == "openai" else bare
+    chat = make_chat_model(model, base_url=url, provider=provider)
+    return LlmSummarizer(chat, config.capacity(model))
+
+
 def parse_windows(values: list[str]) -> dict[str, int]:
     """`MODEL=N` pairs (a bare `N` means every model) into a mapping; ValueError if bad."""
     out: dict[str, int] = {}
