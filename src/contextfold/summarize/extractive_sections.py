@@ -177,6 +177,13 @@ def build_sections(plan: Plan, facts: Facts) -> list[Section]:
     # Previous content first: it is older than anything in the newly old nodes.
     load_summary(sections, plan.previous_summary or "", profile)
     if facts.new_request:
+        # Items already carried once as "earlier" context are not carried again: after two
+        # requests they are history (still searchable there), and carrying them on would
+        # fill Critical Context, which outranks the current turn's own findings.
+        critical = sections[CRITICAL]
+        stale = [i for i in critical.items if "[earlier " in i]
+        critical.items = [i for i in critical.items if "[earlier " not in i]
+        critical.omitted += len(stale)
         # The conversation moved on since the previous summary: its open items may have
         # been resolved, so they become context rather than claims about the present.
         for sub in ("In Progress", "Blocked"):
