@@ -21,7 +21,7 @@ def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
         raise RuntimeError("--plot needs matplotlib: pip install 'contextfold[plot]'") from exc
 
     xs = [r.index for r in report.requests]
-    fig, ax = plt.subplots(figsize=(10, 4.5), dpi=120)
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=120)
     recorded = [(r.index, r.recorded_tokens) for r in report.requests if r.recorded_tokens]
     if recorded:
         ax.plot([x for x, _ in recorded], [y for _, y in recorded], color="#999999", lw=1,
@@ -49,7 +49,9 @@ def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
     ax.set_xlabel("model request")
     ax.set_ylabel("tokens in the request")
     ax.set_title(title or f"replay on {report.model}")
-    ax.legend(loc="upper left", fontsize=8)
+    # Below the axes: inside, the legend hid the recorded curve where it peaks.
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8,
+              frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, bbox_inches="tight")
     plt.close(fig)
