@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from .clis import CLAUDE_BIN, PI_BIN
-from .proxy_process import proxy_available
 
 _BINARIES = {"pi": PI_BIN, "claude": CLAUDE_BIN}
 
@@ -35,9 +34,3 @@ def agent_installed() -> object:
 
     return check
 
-
-@pytest.fixture
-def proxy_built() -> None:
-    # Part of the code, not of the install: skip (also in CI) until it lands.
-    if not proxy_available():
-        pytest.skip("`contextfold proxy` is not in this checkout yet")

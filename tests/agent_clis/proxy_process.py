@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import socket
 import subprocess
 import sys
@@ -15,11 +14,6 @@ from pathlib import Path
 import httpx2 as httpx
 
 from .clis import ROOT
-
-
-def proxy_available() -> bool:
-    """True once the proxy face exists in this checkout (it lands from branch i16-proxy)."""
-    return importlib.util.find_spec("contextfold.proxy") is not None
 
 
 def free_port() -> int:

@@ -37,8 +37,7 @@ def test_baseline_without_proxy_the_history_overflows_the_window(
 
 @pytest.mark.parametrize("agent", AGENTS)
 def test_y2_y3_agent_finishes_through_the_proxy(
-        agent: str, tmp_path: Path, agent_installed: Callable[[str], Path],
-        proxy_built: None) -> None:
+        agent: str, tmp_path: Path, agent_installed: Callable[[str], Path]) -> None:
     """Y2, Y3: only the base URL changes; nothing over the window or invalid goes upstream."""
     agent_installed(agent)
     with ledger_run(agent, tmp_path, via_proxy=True) as outcome:
@@ -70,7 +69,7 @@ def test_y2_y3_agent_finishes_through_the_proxy(
 
 
 def test_y3_claude_code_with_all_its_tools_is_refused_locally_never_upstream(
-        tmp_path: Path, agent_installed: Callable[[str], Path], proxy_built: None) -> None:
+        tmp_path: Path, agent_installed: Callable[[str], Path]) -> None:
     """Y3: with its 24 default tools Claude Code's fixed part (system prompt + tool schemas,
     ~26.5k tokens) leaves a 32k window no room for the task's tool results and an answer,
     however much is compacted. The proxy answers the protocol's own context-length error
