@@ -55,11 +55,23 @@ def next_hash(previous: str, msg: Message) -> str:
         f"{previous}\0{message_key(msg)}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def chain_hashes(scope: str, messages: Sequence[Message]) -> list[str]:
-    """One hash per message: over the previous hash and the message's normalised content."""
-    out: list[str] = []
-    previous = scope_root(scope)
-    for msg in messages:
+def chain_hashes(scope: str, messages: Sequence[Message],
+                 known: tuple[Sequence[Message], Sequence[str]] | None = None) -> list[str]:
+    """One hash per message: over the previous hash and the message's normalised content.
+
+    `known`: an earlier list of the same scope and its hashes. The leading messages that are
+    the very same objects keep their hashes (messages are frozen values): a client that
+    resends its growing list costs the new messages only, not the whole list again.
+    """
+    same = 0
+    if known is not None:
+        old, old_hashes = known
+        limit = min(len(old), len(old_hashes), len(messages))
+        while same < limit and messages[same] is old[same]:
+            same += 1
+    out = list(known[1][:same]) if known is not None and same else []
+    previous = out[-1] if out else scope_root(scope)
+    for msg in messages[same:]:
         previous = next_hash(previous, msg)
         out.append(previous)
     return out

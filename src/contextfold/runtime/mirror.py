@@ -150,6 +150,9 @@ class Mirror:
         self._metadata: dict[str, dict[str, Any]] = {}
         self._ends: OrderedDict[str, str] = OrderedDict()
         self._leaf_hash: dict[str, str] = {}  # chain hash of each memoised branch's leaf
+        # The list each chain scope last synced and its hashes: a framework resends the same
+        # message objects (LangChain's list), so only the new ones are hashed (`chain_hashes`).
+        self._chains: OrderedDict[str, tuple[tuple[Message, ...], list[str]]] = OrderedDict()
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
 
     # ------------------------------------------------------------------ the API
@@ -168,7 +171,8 @@ class Mirror:
         if not msgs:
             raise ValueError("sync needs at least one message")
         chain_scope = f"session:{session_id}" if session_id is not None else scope
-        hashes = chain_hashes(chain_scope, msgs)
+        hashes = chain_hashes(chain_scope, msgs, self._chains.get(chain_scope))
+        self._remember_chain(chain_scope, msgs, hashes)
         created = False
         if session_id is None:
             session_id, created = await self._find_or_create(hashes, metadata, title)
@@ -319,6 +323,12 @@ class Mirror:
             return False
         estimate = sizer.estimate(project(cached), new)
         return estimate.tokens <= sizer.budget.safe_input_limit
+
+    def _remember_chain(self, scope: str, msgs: tuple[Message, ...], hashes: list[str]) -> None:
+        self._chains[scope] = (msgs, hashes)
+        self._chains.move_to_end(scope)
+        while len(self._chains) > 64:  # the lists of the most recently active conversations
+            self._chains.popitem(last=False)
 
     def _remember(self, chain_end: str, session_id: str) -> None:
         self._ends[chain_end] = session_id
