@@ -204,3 +204,32 @@ async def test_a_retry_after_a_compaction_keeps_the_checkpoint_y1(store):
     assert s3.node_ids[:-1] == s2.node_ids[:len(msgs) - 1]
     report = await check_store(store)
     assert report.ok, report.problems
+
+
+def test_hashes_of_a_resent_list_are_those_of_the_whole_list_y1():
+    # `known` reuses the hashes of the same leading objects; an edited message (a new
+    # object) and everything after it are hashed again.
+    first = [user("plan the trip"), assistant("where to?"), user("Kyoto")]
+    known = (first, chain_hashes("s", first))
+    grown = [*first, assistant("Kyoto it is"), user("book it")]
+    assert chain_hashes("s", grown, known) == chain_hashes("s", grown)
+    edited = [first[0], assistant("where to, exactly?"), *grown[2:]]
+    assert chain_hashes("s", edited, known) == chain_hashes("s", edited)
+    assert chain_hashes("s", edited, known)[1] != known[1][1]
+
+
+async def test_known_node_ids_skip_the_lookup_and_wrong_ones_are_not_trusted_y1(store):
+    mirror = Mirror(store, background=False)
+    msgs = [user("plan the trip"), assistant("where to?"), user("Kyoto")]
+    synced = await mirror.sync(msgs, capacity=BIG)
+    more = [*msgs, assistant("Kyoto it is"), user("book it")]
+    hashes = chain_hashes("default", more)  # the scope of a mirror without session_id
+    other = await mirror.sync([user("something else")], capacity=BIG)
+    # ids of another session's messages: not in this tree, so every hash is looked up.
+    wrong = await store.mirror_extend(synced.session_id, hashes[:3], msgs,
+                                      known=(other.node_ids[0],) * 3)
+    assert wrong.node_ids == synced.node_ids and wrong.nodes == ()
+    right = await store.mirror_extend(synced.session_id, hashes, more, known=synced.node_ids)
+    assert right.node_ids[:3] == synced.node_ids and len(right.nodes) == 2
+    assert right.nodes[0].parent_id == synced.node_ids[2]
+    await check_store(store)

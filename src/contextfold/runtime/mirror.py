@@ -129,6 +129,22 @@ class Synced:
         return out
 
 
+_Chain = tuple[str, tuple[Message, ...], list[str], tuple[str, ...]]
+
+
+def _known(memo: _Chain | None, session_id: str, hashes: Sequence[str]) -> tuple[str, ...]:
+    """The node ids of the leading `hashes` the last sync of the same list stored in
+    `session_id` (none when that sync went to another session)."""
+    if memo is None or memo[0] != session_id:
+        return ()
+    old, ids = memo[2], memo[3]
+    n = 0
+    limit = min(len(old), len(ids), len(hashes))
+    while n < limit and hashes[n] == old[n]:
+        n += 1
+    return ids[:n]
+
+
 class Mirror:
     """Mirrors client-held conversations into a store (SPEC Y1) and sizes what to send."""
 
@@ -150,9 +166,10 @@ class Mirror:
         self._metadata: dict[str, dict[str, Any]] = {}
         self._ends: OrderedDict[str, str] = OrderedDict()
         self._leaf_hash: dict[str, str] = {}  # chain hash of each memoised branch's leaf
-        # The list each chain scope last synced and its hashes: a framework resends the same
-        # message objects (LangChain's list), so only the new ones are hashed (`chain_hashes`).
-        self._chains: OrderedDict[str, tuple[tuple[Message, ...], list[str]]] = OrderedDict()
+        # What each chain scope last synced: (session, messages, hashes, node ids). A framework
+        # resends the same message objects (LangChain's list), so only the new ones are
+        # hashed (`chain_hashes`) and looked up in the store (`mirror_extend(known=...)`).
+        self._chains: OrderedDict[str, _Chain] = OrderedDict()
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
 
     # ------------------------------------------------------------------ the API
@@ -171,8 +188,8 @@ class Mirror:
         if not msgs:
             raise ValueError("sync needs at least one message")
         chain_scope = f"session:{session_id}" if session_id is not None else scope
-        hashes = chain_hashes(chain_scope, msgs, self._chains.get(chain_scope))
-        self._remember_chain(chain_scope, msgs, hashes)
+        memo = self._chains.get(chain_scope)
+        hashes = chain_hashes(chain_scope, msgs, memo[1:3] if memo is not None else None)
         created = False
         if session_id is None:
             session_id, created = await self._find_or_create(hashes, metadata, title)
@@ -188,7 +205,8 @@ class Mirror:
             # process holds and fit with it, so nothing needs compacting: one transaction.
             hold = msgs[-1].role == "user" and not self._fits_after_cached(
                 session_id, sizer, hashes, msgs)
-            first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold)
+            first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold,
+                                                   known=_known(memo, session_id, hashes))
             cached = self._branches.get(session_id)
             if cached is not None and cached.leaf_id == first.from_leaf and \
                     first.moved in (None, "append"):
@@ -199,11 +217,13 @@ class Mirror:
                                                   msgs[-1:] if first.held else (), branch)
             write = first
             if first.held:
-                write = await self.store.mirror_extend(session_id, hashes, msgs)
+                write = await self.store.mirror_extend(session_id, hashes, msgs,
+                                                       known=first.node_ids)
                 branch = await self._grown(session_id, branch, write.nodes)
             self._branches[session_id] = branch
             self._leaf_hash[session_id] = hashes[-1]
             self._remember(hashes[-1], session_id)
+            self._remember_chain(chain_scope, (session_id, msgs, hashes, write.node_ids))
             projection = project(branch)
             new_nodes = (*first.nodes, *(write.nodes if write is not first else ()))
             moved = None
@@ -244,7 +264,8 @@ class Mirror:
         reply_hash = next_hash(synced.hashes[-1], reply)
         try:
             write = await self.store.mirror_extend(
-                synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply))
+                synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply),
+                known=synced.node_ids)
         finally:
             self.no_reply(synced)
         self._remember(reply_hash, synced.session_id)
@@ -324,8 +345,8 @@ class Mirror:
         estimate = sizer.estimate(project(cached), new)
         return estimate.tokens <= sizer.budget.safe_input_limit
 
-    def _remember_chain(self, scope: str, msgs: tuple[Message, ...], hashes: list[str]) -> None:
-        self._chains[scope] = (msgs, hashes)
+    def _remember_chain(self, scope: str, chain: _Chain) -> None:
+        self._chains[scope] = chain
         self._chains.move_to_end(scope)
         while len(self._chains) > 64:  # the lists of the most recently active conversations
             self._chains.popitem(last=False)

@@ -122,7 +122,7 @@ class MirrorOps(StoreBase):
 
     async def mirror_extend(self, session_id: str, hashes: Sequence[str],
                             messages: Sequence[Message], *,
-                            hold_last: bool = False) -> MirrorWrite:
+                            hold_last: bool = False, known: Sequence[str] = ()) -> MirrorWrite:
         """Make the session's branch hold `messages` (whose chain hashes are `hashes`).
 
         Under the session lock: find the longest stored prefix in the session's tree (again,
@@ -132,6 +132,10 @@ class MirrorOps(StoreBase):
         and move the leaf to the last message. Nothing is written when all are stored.
         `hold_last`: when the last message is not stored yet, stop before it (the caller
         sizes the request with it as a draft first, then calls again).
+        `known`: the message node ids of leading hashes, as an earlier call for this session
+        returned them (`node_ids`). Nothing leaves a tree, so only the last of them is looked
+        up again (where to continue), not the whole resent list; when it is not that node of
+        this tree after all, every hash is looked up.
         """
         if len(hashes) != len(messages):
             raise InvalidOperationError("one hash per message")
@@ -141,8 +145,13 @@ class MirrorOps(StoreBase):
             row = await self._lock_session(conn, session_id)
             await self._check_writable(conn, row)
             tree_id = row["tree_id"]
-            found = await _lookup(conn, hashes, tree_id)
-            n = longest(hashes, found)
+            skip = max(0, min(len(known), len(hashes)) - 1)
+            found = await _lookup(conn, hashes[skip:], tree_id)
+            hit = found.get(hashes[skip])
+            if skip and (hit is None or hit.message_id != known[skip]):
+                skip = 0
+                found = await _lookup(conn, hashes, tree_id)
+            n = skip + longest(hashes[skip:], found)
             parent = await self._continue_from(conn, row, hashes[n - 1] if n else None, found)
             stamp = utc_now()
             held = hold_last and n < len(msgs)
@@ -150,7 +159,7 @@ class MirrorOps(StoreBase):
             for msg in msgs[n:len(msgs) - 1 if held else len(msgs)]:
                 chain.append(Node(id=new_id(), parent_id=parent if not chain else chain[-1].id,
                                   created_at=stamp, payload=msg))
-            ids = [found[h].message_id for h in hashes[:n]]
+            ids = [*known[:skip], *(found[h].message_id for h in hashes[skip:n])]
             if chain:
                 await self._insert_chain(conn, row, chain)
                 depth0 = 0 if parent is None else (
