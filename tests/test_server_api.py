@@ -165,6 +165,42 @@ async def test_import_and_replay(service_factory) -> None:  # noqa: F811
         assert r.content.startswith(b"\x89PNG")
 
 
+async def test_replay_endpoint_reports_what_the_cli_reports(service_factory) -> None:  # noqa: F811
+    # One replay, two front ends: the service's report is the CLI's `replay --json`, plus the
+    # chart's series. Once with a compaction, once with the overhead derived from usage.
+    import asyncio
+    import json
+
+    from typer.testing import CliRunner
+
+    from contextfold.cli import app
+
+    heavy = FIXTURE.parent / "tool_heavy.jsonl"
+    cases = [("6000", "0", lambda r: r["compactions"] > 0),
+             ("48000", None, lambda r: r["overhead_source"] == "first recorded usage"
+              and r["estimate"])]
+    async with service_factory() as svc, svc.client() as c:
+        for window, overhead, shows in cases:
+            given = ["--overhead", overhead] if overhead else []
+            cli = await asyncio.to_thread(CliRunner().invoke, app, [
+                "replay", str(heavy), "--model", "small-64k", "--context-window", window,
+                *given, "--json"])
+            assert cli.exit_code == 0, cli.output
+            expected = json.loads(cli.stdout)
+            assert shows(expected), expected
+            query = f"model=small-64k&context_window={window}" + (
+                f"&overhead={overhead}" if overhead else "")
+            r = await c.post(f"/v1/replay?{query}", content=heavy.read_bytes())
+            assert r.status_code == 200, r.text
+            served = r.json()
+            assert served.pop("series")["requests"]
+            if overhead:  # each names the option it was given by
+                assert (served["overhead_source"], expected["overhead_source"]) == (
+                    "overhead", "--overhead")
+                served["overhead_source"] = expected["overhead_source"]
+            assert served == expected
+
+
 async def test_openapi_lists_every_route(service_factory) -> None:  # noqa: F811
     async with service_factory() as svc, svc.client() as c:
         spec = (await c.get("/openapi.json")).json()
