@@ -20,13 +20,13 @@ def llm_summarize_for(
     back to the offline summary, so what it returns is always safe to commit. Why it fell
     back (a rejected key, a timeout, an invalid answer) is appended to `fallback_reasons`.
     """
-    from ..providers import make_chat_model
     from ..runtime.summarizers import FallbackNote, GuardedSummarizer
-    from ..summarize.llm import LlmSummarizer
+    from ..summarize.llm import make_llm_summarizer
 
     def note(fallback: FallbackNote) -> None:
         if fallback_reasons is not None:
             fallback_reasons.append("; ".join(fallback.problems) or "no reason given")
 
-    chat = make_chat_model(model or capacity.model, base_url=base_url, provider=provider)
-    return GuardedSummarizer(LlmSummarizer(chat, capacity), on_fallback=note)
+    summarizer = make_llm_summarizer(model or capacity.model, capacity, base_url=base_url,
+                                     provider=provider)
+    return GuardedSummarizer(summarizer, on_fallback=note)

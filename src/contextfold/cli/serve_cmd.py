@@ -31,6 +31,17 @@ def serve_command(
     max_message_chars: int = typer.Option(200_000, "--max-message-chars", min=1),
     rate_limit: int = typer.Option(600, "--rate-limit", min=0,
                                    help="Requests per minute per tenant (0: no limit)."),
+    summarizer_model: str | None = typer.Option(
+        None, "--summarizer-model", help="Model that writes checkpoint summaries (default: the "
+        "offline summariser, no model call). Its key is the server's own (e.g. "
+        "OPENAI_API_KEY), never a client's; if it fails, the offline summary is used."),
+    summarizer_base_url: str | None = typer.Option(
+        None, "--summarizer-base-url", help="Where --summarizer-model is served, with or "
+        "without /v1 (default: its provider's API)."),
+    summarizer_provider: str | None = typer.Option(
+        None, "--summarizer-provider", help="Provider of --summarizer-model, e.g. 'anthropic' "
+        "(default: from the model name; an OpenAI-compatible server with "
+        "--summarizer-base-url)."),
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """Serve sessions over HTTP (and the page at /): docs/service.md."""
@@ -41,7 +52,14 @@ def serve_command(
     config = ServiceConfig(db=db, auth=auth, model=model, context_window=context_window,
                            allow_base_urls=tuple(allow_base_url),
                            max_body_bytes=max_body_bytes, max_import_bytes=max_import_bytes,
-                           max_message_chars=max_message_chars, rate_limit=rate_limit)
+                           max_message_chars=max_message_chars, rate_limit=rate_limit,
+                           summarizer_model=summarizer_model,
+                           summarizer_base_url=summarizer_base_url,
+                           summarizer_provider=summarizer_provider)
+    try:  # each worker builds its own; fail here, before binding, if it cannot be used
+        config.llm_summarizer()
+    except (LookupError, ValueError, ImportError) as exc:
+        out.fail(BadInput(f"--summarizer-model {summarizer_model!r}: {exc}"), 2)
 
     async def prepare() -> str:
         from ..store import open_store, resolve_url
@@ -61,9 +79,10 @@ def serve_command(
     shown = f"[{host}]" if ":" in host else host
     mode = "bearer tokens (--auth)" if auth else \
         "no --auth: listening on loopback only (tenant \"default\")"
+    summaries = f"; summaries by {summarizer_model}" if summarizer_model else ""
     err_console.print(f"contextfold serve: http://{shown}:{port}/ ({dialect}, {workers} "
-                      f"worker{'s' if workers > 1 else ''}; {mode})", highlight=False,
-                      markup=False)
+                      f"worker{'s' if workers > 1 else ''}; {mode}{summaries})",
+                      highlight=False, markup=False)
     serve(config, host, port, workers, log_level)
 
 
