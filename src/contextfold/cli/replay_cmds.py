@@ -191,13 +191,10 @@ def demo_command(
         # Fresh ids every run: the demo can be run again against the same database.
         pairs = [(new_id(), m) for m in messages]
         report = replay_messages(pairs, capacity, budget, extractive)
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             info = await store.import_tree(report.chain, report.chain[-1].id,
                                            title="contextfold demo: Sherlock Holmes review",
                                            metadata={"demo": True, "model": capacity.model})
-        finally:
-            await store.close()
         payload = {"session_id": info.id, **report.to_json()}
         out.emit(payload, lambda: _render_demo(info.id, report))
 

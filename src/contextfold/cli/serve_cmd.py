@@ -65,11 +65,9 @@ def serve_command(
         from ..store import open_store, resolve_url
 
         config.db = resolve_url(db)  # the same database for every worker
-        store = await open_store(config.db)  # migrate once, before the workers start
-        try:
+        # Migrate once, before the workers start.
+        async with await open_store(config.db) as store:
             return store.dialect
-        finally:
-            await store.close()
 
     dialect = run(out, prepare)
     try:
@@ -99,11 +97,8 @@ def token_create(
     async def work() -> None:
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             info, token = await store.create_token(tenant, label=label)
-        finally:
-            await store.close()
         out.emit({"id": info.id, "tenant": info.tenant_id, "label": info.label,
                   "token": token},
                  lambda: (console.print(token, highlight=False, markup=False),
@@ -126,11 +121,8 @@ def token_list(
     async def work() -> None:
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             tokens = await store.list_tokens(tenant)
-        finally:
-            await store.close()
         rows = [{"id": t.id, "tenant": t.tenant_id, "label": t.label,
                  "created_at": t.created_at.isoformat(),
                  "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None}
@@ -164,13 +156,11 @@ def token_revoke(
     async def work() -> None:
         from ..store import TokenNotFoundError, open_store
 
-        store = await open_store(db)
-        try:
-            info = await store.revoke_token(token_id)
-        except TokenNotFoundError as exc:
-            raise BadInput(str(exc)) from None
-        finally:
-            await store.close()
+        async with await open_store(db) as store:
+            try:
+                info = await store.revoke_token(token_id)
+            except TokenNotFoundError as exc:
+                raise BadInput(str(exc)) from None
         out.emit({"id": info.id, "tenant": info.tenant_id, "revoked": True},
                  lambda: console.print(f"token {info.id} of tenant {info.tenant_id} revoked",
                                        highlight=False, markup=False))
