@@ -4,8 +4,20 @@ from __future__ import annotations
 
 import typer
 
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .app import (
+    DB_OPTION,
+    JSON_OPTION,
+    BadInput,
+    Output,
+    app,
+    console,
+    err_console,
+    run,
+    summarizer_options,
+)
 
+SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options(
+    "its provider's API")
 token_app = typer.Typer(help="Bearer tokens of the service's tenants (stored hashed).",
                         no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -31,17 +43,9 @@ def serve_command(
     max_message_chars: int = typer.Option(200_000, "--max-message-chars", min=1),
     rate_limit: int = typer.Option(600, "--rate-limit", min=0,
                                    help="Requests per minute per tenant (0: no limit)."),
-    summarizer_model: str | None = typer.Option(
-        None, "--summarizer-model", help="Model that writes checkpoint summaries (default: the "
-        "offline summariser, no model call). Its key is the server's own (e.g. "
-        "OPENAI_API_KEY), never a client's; if it fails, the offline summary is used."),
-    summarizer_base_url: str | None = typer.Option(
-        None, "--summarizer-base-url", help="Where --summarizer-model is served, with or "
-        "without /v1 (default: its provider's API)."),
-    summarizer_provider: str | None = typer.Option(
-        None, "--summarizer-provider", help="Provider of --summarizer-model, e.g. 'anthropic' "
-        "(default: from the model name; an OpenAI-compatible server with "
-        "--summarizer-base-url)."),
+    summarizer_model: str | None = SUMMARIZER_MODEL,
+    summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
+    summarizer_provider: str | None = SUMMARIZER_PROVIDER,
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """Serve sessions over HTTP (and the page at /): docs/service.md."""
