@@ -45,24 +45,6 @@ DB_OPTION = typer.Option(
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")
 
 
-def summarizer_options(served_by: str) -> tuple[Any, Any, Any]:
-    """`--summarizer-model`, `--summarizer-base-url`, `--summarizer-provider` of the commands
-    that serve others (`proxy`, `serve`), with one meaning in both; `served_by` says where the
-    model is served when no --summarizer-base-url is given."""
-    return (
-        typer.Option(None, "--summarizer-model", help="Model that writes checkpoint summaries "
-                     "(default: the offline summariser, no model call). Served by "
-                     f"{served_by} unless --summarizer-base-url names another server; its key "
-                     "is the server's own (e.g. OPENAI_API_KEY), never a client's. When it "
-                     "fails, the offline summary is used."),
-        typer.Option(None, "--summarizer-base-url", help="Where --summarizer-model is served, "
-                     f"with or without /v1 (default: {served_by})."),
-        typer.Option(None, "--summarizer-provider", help="Provider of --summarizer-model, e.g. "
-                     "'anthropic' (default: from the model name; a bare name on a "
-                     "--summarizer-base-url is an OpenAI-compatible server's)."),
-    )
-
-
 @app.callback()
 def main(db: str | None = typer.Option(
     None, "--db", help="Database URL or SQLite file for the command that follows (the same "

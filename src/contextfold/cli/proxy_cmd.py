@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from .app import DB_OPTION, app, console, summarizer_options
+from .app import DB_OPTION, app, console
+from .llm_choice import summarizer_options
 
 SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options("the upstream")
 

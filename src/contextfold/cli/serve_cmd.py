@@ -4,17 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from .app import (
-    DB_OPTION,
-    JSON_OPTION,
-    BadInput,
-    Output,
-    app,
-    console,
-    err_console,
-    run,
-    summarizer_options,
-)
+from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .llm_choice import summarizer_options
 
 SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options(
     "its provider's API")
