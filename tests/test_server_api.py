@@ -163,6 +163,10 @@ async def test_import_and_replay(service_factory) -> None:  # noqa: F811
         r = await c.post("/v1/replay?context_window=64000&chart=png", content=raw)
         assert r.status_code == 200 and r.headers["content-type"] == "image/png"
         assert r.content.startswith(b"\x89PNG")
+        # A window too small to compact in is the caller's mistake, said as such.
+        r = await c.post("/v1/replay?context_window=2000", content=raw)
+        assert r.status_code == 400 and r.json()["type"] == "bad_request", r.text
+        assert "too small" in r.json()["error"]
 
 
 async def test_replay_endpoint_reports_what_the_cli_reports(service_factory) -> None:  # noqa: F811

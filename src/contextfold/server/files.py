@@ -103,6 +103,7 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
 
 
 def _replay(result: Any, model: str | None, window: int | None, overhead: int | None) -> Any:
+    from ..cli.app import BadInput
     from ..cli.session_cmds import resolve_model
     from ..replay import recorded_session, replay_overhead, replay_recorded
 
@@ -111,7 +112,7 @@ def _replay(result: Any, model: str | None, window: int | None, overhead: int | 
         capacity, budget = resolve_model(model, session.model, window)
     except LookupError:
         raise ApiError(400, "unknown_model", f"model {model!r} is not in the catalog") from None
-    except ValueError as exc:
+    except (ValueError, BadInput) as exc:  # BadInput: a window too small to compact in
         raise ApiError(400, "bad_request", str(exc)) from None
     try:
         fixed = replay_overhead(session, capacity, budget, overhead, "overhead")
