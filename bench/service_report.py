@@ -28,9 +28,8 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
         f"{fault.get('killed_after_turns', '?')} acknowledged turns; uvicorn's supervisor "
         + (f"had a new one serving {replaced} s later. " if replaced is not None
            else "did not replace it. ")
-        + "A send that failed with its worker was retried once by the client. The machine "
-        f"has {data['cpus']} shared cores (load average {data['load_average_at_end'][0]} at "
-        "the end of the run): latencies are what a busy small box gives, not a target.", "",
+        + _retry_sentence(data) + f" The machine has {data['cpus']} shared cores "
+        f"({_load(data)}): latencies are what a busy small box gives, not a target.", "",
         "| figure | value |", "| --- | --- |",
         f"| acknowledged turns | {data['acknowledged_turns']:,} of "
         f"{data['attempted_turns']:,} planned |",
@@ -45,6 +44,10 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
         f"| compactions committed (checkpoints) | {audit['checkpoints']:,} |",
         f"| failed requests (kind × count) | {failures} |",
         f"| sends retried by the client | {data['retried_sends']} |",
+        *([f"| retries answered with the stored turn (`replayed`) | {data['replayed_sends']} |",
+           f"| sessions stopped by a send that failed every attempt | "
+           f"{data.get('sessions_stopped_by_failed_send', 0)} |"]
+          if "replayed_sends" in data else []),
         f"| acknowledged messages lost | "
         f"{'0' if audit['invariants_ok'] else 'see problems'} "
         f"(of {audit['counts'].get('acknowledged', 0):,} checked) |",
@@ -54,7 +57,7 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
         f"| invariant checker | {verdict} |", "",
     ]
     dup = [p for p in audit["problems"] if " is stored " in p and p.endswith(" times")]
-    if dup and len(dup) == len(audit["problems"]):
+    if dup and len(dup) == len(audit["problems"]) and "replayed_sends" not in data:
         lines += [
             "What the checker flagged: acknowledged user messages stored twice. The results "
             "file keeps the first 20 problems and all of them are of this kind (so this run "
@@ -70,3 +73,19 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
         lines += ["Problems found:", ""]
         lines += [f"* {p}" for p in audit["problems"] + audit["cross_tenant"]] + [""]
     return lines
+
+
+def _retry_sentence(data: dict[str, Any]) -> str:
+    if "replayed_sends" not in data:  # runs before idempotent sends
+        return "A send that failed with its worker was retried once by the client."
+    return ("Every send carried an `Idempotency-Key`; a send whose answer was lost (its "
+            "worker was killed) or that was told to wait (503 / 429 / 409 `in_progress`, "
+            "honouring Retry-After) was sent again with the same key, up to 8 attempts.")
+
+
+def _load(data: dict[str, Any]) -> str:
+    end = data["load_average_at_end"][0]
+    start = data.get("load_average_at_start")
+    if start is None:
+        return f"load average {end} at the end of the run"
+    return f"1-minute load average {start[0]} at the start of the run, {end} at the end"
