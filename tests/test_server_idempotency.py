@@ -9,7 +9,14 @@ import asyncio
 
 from contextfold.core.messages import text_message
 from contextfold.server.idempotency import message_node_id
-from tests.server_fixtures import Gate, create, parse_sse, service_factory  # noqa: F401
+from tests.server_fixtures import (  # noqa: F401
+    Gate,
+    create,
+    open_window,
+    parse_sse,
+    service_factory,
+    worth_compacting,
+)
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 
 
@@ -113,13 +120,8 @@ async def test_a_repeat_while_the_first_attempt_runs_here_is_409_in_progress(
     gate = Gate()
     async with service_factory(summarizer=gate, context_window=100_000) as svc, \
             svc.client() as c:
-        sid = await create(c)
-        for i in range(4):  # enough history for the compaction to fold
-            r = await _send(c, sid, f"turn {i}: " + "the quick brown fox " * 80, None)
-            assert r.status_code == 200
-        r = await c.post(f"/v1/sessions/{sid}/compact", json={"wait": False})
-        assert r.status_code == 202
-        await asyncio.wait_for(gate.started.wait(), 30)
+        sid, _ = await worth_compacting(c)
+        await open_window(c, sid, gate)
         first = asyncio.create_task(_send(c, sid, "waits for the compaction", "k"))
         live = next(iter(svc.app.state.service.sessions._live.values()))
         for _ in range(300):  # until the first attempt holds its key (it waits, U2)
