@@ -25,7 +25,7 @@ async def test_session_lifecycle_shapes(service_factory) -> None:  # noqa: F811
         sid = created["session_id"]
 
         turn = await say(c, sid, "hello there")
-        assert set(turn) == {"reply", "node_ids", "compactions", "gauge", "session"}
+        assert set(turn) == {"reply", "node_ids", "compactions", "gauge", "session", "replayed"}
         assert "hello there" in turn["reply"]["text"]
         assert turn["node_ids"][-1] == turn["reply"]["node_id"] and len(turn["node_ids"]) == 2
         assert turn["session"]["leaf_id"] == turn["reply"]["node_id"]

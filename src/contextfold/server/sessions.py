@@ -58,6 +58,7 @@ class Live:
         self.title = title
         self.created_at = created_at
         self.turns = 0  # turns running on this worker
+        self.keyed: set[str] = set()  # user node ids of the idempotent sends running here
         self.lock = asyncio.Lock()  # serialises refreshes
 
     @property
