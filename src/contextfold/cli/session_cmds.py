@@ -209,12 +209,9 @@ def import_command(
         from ..store import open_store
 
         result = import_file(path, format=format, max_bytes=max_bytes)
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             info = await store.import_tree(result.nodes, result.leaf_id, title=path.name,
                                            metadata=result.metadata)
-        finally:
-            await store.close()
         payload = {
             "session_id": info.id,
             "format": result.format,
@@ -237,11 +234,8 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
     async def work() -> None:
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             rows = [await _session_row(store, s) for s in await store.list_sessions()]
-        finally:
-            await store.close()
 
         out.emit({"sessions": rows}, lambda: render_sessions(rows))
 
@@ -321,11 +315,8 @@ def compact_command(
     async def work() -> dict[str, Any]:
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             return await _compact_once_or_wait(store, session, wait, compact)
-        finally:
-            await store.close()
 
     payload = run(out, work)
     if fallbacks and payload.get("summarizer") == "extractive-fallback":
@@ -390,11 +381,8 @@ def project_command(
         from ..formats.request import export_session
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             branch = await _load_healthy(store, session)
-        finally:
-            await store.close()
         capacity, budget = resolve_model(model, recorded_model(branch), context_window,
                                          compacts=False)
         projection = project(branch)
@@ -433,8 +421,7 @@ def show_command(
         from ..core.tree import Branch, DamagedBranch
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             info = await store.get_session(session)
             if page is None:
                 nodes = await store.load_tree(session)
@@ -447,8 +434,6 @@ def show_command(
                              getattr(model_view, "problems", ()))
             if info.read_only and not problems:  # damage in summarised history, off the page
                 problems = tuple(getattr(await store.load_full_branch(session), "problems", ()))
-        finally:
-            await store.close()
         if info.read_only and isinstance(model_view, Branch):
             # One report everywhere (SPEC D2): the readable view, marked read-only.
             model_view = DamagedBranch(readable=model_view.nodes, problems=problems)
@@ -490,11 +475,8 @@ def verify_command(
     out = Output(as_json)
 
     async def work() -> dict[str, Any]:
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             report = await verify_tree(store, session)
-        finally:
-            await store.close()
         payload = report.to_json()
         if expect is not None and report.heads.get(session) != expect:
             payload["ok"] = False
