@@ -254,7 +254,9 @@ def _timing(systems: dict[str, Any], names: list[str]) -> list[str]:
              "noisy, so absolute times move between runs: each figure is a system's median "
              "over contextfold's median **in the same round** (every system timed once per "
              f"round, {rounds} rounds), as the median of the rounds with their min-max. Below 1 "
-             "is faster than contextfold.", "",
+             "is faster than contextfold. A framework + contextfold row (`ContextfoldMiddleware`) "
+             "is timed for the whole hook: it also writes each call's new messages and the "
+             "reply to its SQLite store (durable history), which no other row does.", "",
              "| system | " + " | ".join(f"{s:,} msgs" for s in sizes) + " |",
              "| --- | " + " | ".join("---:" for _ in sizes) + " |"]
     cells = []
