@@ -59,6 +59,6 @@ bench: $(STAMP)
 	$(PY) -m bench.docs_report
 
 bench-peers: $(STAMP)
-	$(PY) -m bench.peers.run
 	$(PY) -m bench.peers.frameworks_oa_pa
+	$(PY) -m bench.peers.run
 	$(PY) -m bench.docs_report
