@@ -126,11 +126,13 @@ class SnapshotReader:
             raise SnapshotUnusable(f"not an existing SQLite file: {url!r}")
         try:
             conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
-                                   isolation_level=None, check_same_thread=False)
+                                   isolation_level=None)
         except sqlite3.Error as exc:
             raise SnapshotUnusable(str(exc)) from None
         try:
-            names = {tuple(r) for r in conn.execute("SELECT type, name FROM sqlite_master")}
+            # `ANALYZE` statistics (sqlite_stat*) change plans, never results.
+            names = {tuple(r) for r in conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_stat%'")}
             stored = [r[0] for r in conn.execute("SELECT version_num FROM alembic_version")]
             if stored != [SCHEMA_REVISION] or shipped_head() != SCHEMA_REVISION or \
                     names != SCHEMA_NAMES:
