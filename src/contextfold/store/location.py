@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import platformdirs
-
 ENV_VAR = "CONTEXTFOLD_DB"
 
 
 def default_sqlite_path() -> Path:
     """The embedded database file: `<user data dir>/contextfold/contextfold.db`."""
+    import platformdirs  # only when no database is named: a command with --db skips it
+
     return Path(platformdirs.user_data_dir("contextfold", appauthor=False)) / "contextfold.db"
