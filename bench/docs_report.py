@@ -415,6 +415,14 @@ def proxy_section(data: dict[str, Any] | None) -> list[str]:
             f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f} ms | {r['added_p50_ms']:.0f} / "
             f"{r['added_p99_ms']:.0f} ms | {p['first_ms']:.0f} ms | "
             f"{d['throughput_rps']:.1f} → {p['throughput_rps']:.1f} req/s |")
+    h = data.get("hashing")
+    if h:
+        lines += ["", f"Content hashes of a resent {h['messages']:,}-message list (a real "
+                  "Claude Code session's messages, two of them new), computed on every "
+                  f"request: {h['full_s'] * 1000:,.0f} ms for the whole list, "
+                  f"{h['memo_s'] * 1000:,.0f} ms with the mirror's memo of the previous list "
+                  "(it compares the messages and hashes the new ones only; `python -m "
+                  "bench.proxy_bench --hashing`)."]
     return [*lines, ""]
 
 

@@ -8,6 +8,11 @@ client behaves like an agent: it resends its whole history plus one new message 
 The window is large enough that nothing is compacted (compaction cost is measured elsewhere).
 
     python -m bench.proxy_bench            # -> bench/results/proxy.json
+    python -m bench.proxy_bench --hashing  # only its "hashing" row (no servers)
+
+The "hashing" row is the content-hash chain of a long resent list (SPEC Y1, a real Claude Code
+session's messages), which the proxy computes on every request: in full, and with the
+mirror's memo of the previous list.
 """
 
 from __future__ import annotations
@@ -124,7 +129,52 @@ def measure(base: str, size: str, label: str) -> dict[str, Any]:
             "throughput_rps": done / wall, "concurrent_clients": CONCURRENT}
 
 
+HASHED_MESSAGES = 5_100
+# A real Claude Code session (tool calls, file contents): its messages, repeated to length.
+TRANSCRIPT = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "claude-code" /
+              "258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+
+
+def hashing() -> dict[str, Any]:
+    """Seconds to hash a resent list of `HASHED_MESSAGES` messages (two of them new): every
+    message, as before the memo, and through `ChainMemo` primed with the previous list."""
+    from contextfold.core.messages import text_message
+    from contextfold.formats import import_file
+    from contextfold.runtime.content_chain import ChainMemo, chain_hashes
+
+    recorded = [n.message for n in import_file(TRANSCRIPT).nodes if n.message is not None]
+    msgs = [recorded[i % len(recorded)] for i in range(HASHED_MESSAGES - 2)]
+    resent = [*msgs, text_message("assistant", REPLY), text_message("user", "and then?")]
+
+    def best(run: Any) -> float:
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    def memoised() -> None:
+        memo = ChainMemo()
+        memo.hashes("bench", msgs)
+        started = time.perf_counter()
+        memo.hashes("bench", resent)
+        timed.append(time.perf_counter() - started)
+
+    timed: list[float] = []
+    full = best(lambda: chain_hashes("bench", resent))
+    for _ in range(3):
+        memoised()
+    return {"messages": len(resent), "full_s": full, "memo_s": min(timed)}
+
+
 def main() -> int:
+    if "--hashing" in sys.argv[1:]:  # refresh that row only, keep the measured latencies
+        data = json.loads(RESULTS.read_text(encoding="utf-8"))
+        data["hashing"] = hashing()
+        RESULTS.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps(data["hashing"]))
+        return 0
     rows = []
     with Upstream() as upstream, tempfile.TemporaryDirectory() as tmp:
         proxy = ProxyThread(ProxyConfig(upstream=upstream.url, windows={"*": 1_000_000},
@@ -143,7 +193,8 @@ def main() -> int:
     RESULTS.write_text(json.dumps({
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "note": "2 shared cores, other jobs running"},
-        "store": "SQLite file", "rows": rows}, indent=2) + "\n", encoding="utf-8")
+        "store": "SQLite file", "rows": rows, "hashing": hashing()}, indent=2) + "\n",
+        encoding="utf-8")
     print(f"wrote {RESULTS}")
     return 0
 

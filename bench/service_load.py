@@ -15,9 +15,10 @@ the server when every session is done, and then audits the database:
 * no cross-tenant row: every session belongs to the tenant that created it, and the
   sessions sharing a tree (forks) share a tenant; each tenant lists only its own.
 
-Writes `bench/results/service_load.json`; `bench/docs_report.py` renders it. A send that
-failed because its worker died is retried once by the client (as an agent would): the
-figures count those failures and retries.
+Writes `bench/results/service_load.json`; `bench/docs_report.py` renders it. Every send
+carries an `Idempotency-Key` (one per message); a send whose answer was lost (its worker
+died) or that was told to wait (503 / 429 / 409 in_progress, Retry-After) is retried with
+the same key, as a careful agent would: the figures count those failures and retries.
 """
 
 from __future__ import annotations
@@ -94,6 +95,8 @@ class Run:
         self.check_ms: list[float] = []
         self.failures: dict[str, int] = {}
         self.retried = 0
+        self.replayed = 0  # retries answered with the stored turn (the first answer was lost)
+        self.unfinished = 0  # sessions that stopped after a send failed every attempt
         self.done_turns = 0
         self.compactions_reported = 0
         self.stopped_early = 0  # sessions cut short by the time bound
@@ -102,18 +105,17 @@ class Run:
         self.failures[kind] = self.failures.get(kind, 0) + 1
 
     async def request(self, client: httpx.AsyncClient, method: str, path: str, tenant: str,
-                      body: Any = None) -> httpx.Response | None:
+                      body: Any = None, key: str | None = None) -> httpx.Response | None:
+        headers = {"Authorization": f"Bearer {self.tokens[tenant]}"}
+        if key is not None:
+            headers["Idempotency-Key"] = key
         try:
-            return await client.request(method, self.url + path, json=body, headers={
-                "Authorization": f"Bearer {self.tokens[tenant]}"})
+            return await client.request(method, self.url + path, json=body, headers=headers)
         except httpx.HTTPError as exc:
             self.fail(type(exc).__name__)
             return None
 
     async def session(self, client: httpx.AsyncClient, index: int) -> None:
-        from contextfold.core.messages import text_message
-        from contextfold.store.invariants import payload_digest
-
         tenant = TENANTS[index % len(TENANTS)]
         sid = None
         for _ in range(5):
@@ -121,7 +123,7 @@ class Run:
             if r is not None and r.status_code == 201:
                 sid = r.json()["session_id"]
                 break
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(_retry_after(r))
         if sid is None:
             self.fail("create")
             return
@@ -131,28 +133,60 @@ class Run:
                 self.stopped_early += 1
                 return
             text = f"session {index} turn {turn}: " + FILLER * (1 + (index + turn) % 4)
-            for attempt in range(2):
-                started = time.perf_counter()
-                r = await self.request(client, "POST", f"/v1/sessions/{sid}/messages", tenant,
-                                       {"text": text})
-                if r is not None and r.status_code == 200:
-                    self.send_ms.append((time.perf_counter() - started) * 1000)
-                    body = r.json()
-                    user = body["node_ids"][0]
-                    self.acked[user] = payload_digest(text_message("user", text))
-                    self.replies.add(body["reply"]["node_id"])
-                    self.compactions_reported += len(body["compactions"])
-                    self.done_turns += 1
-                    break
-                if r is not None:
-                    self.fail(f"http_{r.status_code}_{r.json().get('type', '?')}")
-                if attempt == 0:
-                    self.retried += 1
-                    await asyncio.sleep(0.5)
+            if not await self.send(client, tenant, sid, text):
+                self.unfinished += 1
+                return  # an agent whose message never got an answer stops there
             started = time.perf_counter()
             r = await self.request(client, "GET", f"/v1/sessions/{sid}", tenant)
             if r is not None and r.status_code == 200:
                 self.check_ms.append((time.perf_counter() - started) * 1000)
+
+    async def send(self, client: httpx.AsyncClient, tenant: str, sid: str, text: str) -> bool:
+        """One turn as a careful agent sends it: one Idempotency-Key for every attempt, so
+        a retry after a lost answer (a killed worker) never stores the message twice; 503
+        / 429 / 409 in_progress wait for their Retry-After."""
+        from contextfold.core.messages import text_message
+        from contextfold.store.invariants import payload_digest
+
+        key = uuid.uuid4().hex
+        started = time.perf_counter()
+        for attempt in range(SEND_ATTEMPTS):
+            if attempt:
+                self.retried += 1
+            r = await self.request(client, "POST", f"/v1/sessions/{sid}/messages", tenant,
+                                   {"text": text}, key=key)
+            if r is not None and r.status_code == 200:
+                self.send_ms.append((time.perf_counter() - started) * 1000)
+                body = r.json()
+                self.acked[body["node_ids"][0]] = payload_digest(text_message("user", text))
+                self.replies.add(body["reply"]["node_id"])
+                self.compactions_reported += len(body["compactions"])
+                self.replayed += bool(body.get("replayed"))
+                self.done_turns += 1
+                return True
+            if r is not None:
+                self.fail(f"http_{r.status_code}_{_error_type(r)}")
+            await asyncio.sleep(_retry_after(r))
+        return False
+
+
+SEND_ATTEMPTS = 8
+
+
+def _error_type(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("type", "?"))
+    except ValueError:
+        return "?"
+
+
+def _retry_after(response: httpx.Response | None) -> float:
+    """The server's Retry-After (503 overloaded, 429, 409 in_progress), else half a second
+    (a dropped connection: the supervisor is starting a new worker)."""
+    if response is not None:
+        with contextlib.suppress(KeyError, ValueError):
+            return min(30.0, float(response.headers["Retry-After"]))
+    return 0.5
 
 
 async def _kill_one_worker(run: Run, server: subprocess.Popen[bytes], total: int,
@@ -228,6 +262,7 @@ async def main_async(sessions: int, turns: int, window: int, kill_at: float,
                      log_path: Path, max_seconds: float) -> dict[str, Any]:
     from contextfold.store import open_store
 
+    load_at_start = [round(x, 1) for x in os.getloadavg()]
     schema = f"cf_load_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
         conn.execute(f"CREATE SCHEMA {schema}")
@@ -276,6 +311,7 @@ async def main_async(sessions: int, turns: int, window: int, kill_at: float,
         "sessions": sessions, "turns_per_session": turns, "context_window": window,
         "workers": 2, "database": "postgresql", "model": "offline/echo",
         "tenants": len(TENANTS), "cpus": os.cpu_count(),
+        "load_average_at_start": load_at_start,
         "load_average_at_end": [round(x, 1) for x in os.getloadavg()],
         "acknowledged_turns": run.done_turns, "attempted_turns": sessions * turns,
         "elapsed_seconds": round(elapsed, 1),
@@ -286,6 +322,7 @@ async def main_async(sessions: int, turns: int, window: int, kill_at: float,
         "size_check_ms": {"p50": round(_pct(run.check_ms, 0.5), 1),
                           "p99": round(_pct(run.check_ms, 0.99), 1)},
         "failures": run.failures, "retried_sends": run.retried,
+        "replayed_sends": run.replayed, "sessions_stopped_by_failed_send": run.unfinished,
         "max_seconds": max_seconds, "sessions_stopped_by_time_bound": run.stopped_early,
         "preflight_compactions_reported": run.compactions_reported,
         "fault": fault, "audit": audit,

@@ -102,6 +102,28 @@ async def service_factory(db_url: str):  # noqa: F811
     return make
 
 
+LONG = "the quick brown fox jumps over the lazy dog " * 40  # a turn worth compacting
+
+
+async def worth_compacting(c: httpx.AsyncClient) -> tuple[str, str]:
+    """A new session with four long turns (enough for a compaction to fold): its id and
+    its last reply's node id."""
+    sid = await create(c)
+    reply = ""
+    for i in range(4):
+        reply = (await say(c, sid, f"turn {i}: {LONG}"))["reply"]["node_id"]
+    return sid, reply
+
+
+async def open_window(c: httpx.AsyncClient, sid: str, gate: Gate) -> None:
+    """Start a manual compaction that stays open until `gate.release()` (SPEC U1)."""
+    r = await c.post(f"/v1/sessions/{sid}/compact", json={"wait": False})
+    assert r.status_code == 202, r.text
+    await asyncio.wait_for(gate.started.wait(), 30)
+    state = (await c.get(f"/v1/sessions/{sid}")).json()["state"]
+    assert state["phase"] == "compacting" and state["trigger"] == "manual"  # U1
+
+
 async def create(client: httpx.AsyncClient, **body: Any) -> str:
     response = await client.post("/v1/sessions", json=body)
     assert response.status_code == 201, response.text

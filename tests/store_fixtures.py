@@ -81,9 +81,8 @@ def db_url(backend: str, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 async def store(db_url: str) -> AsyncIterator[SqlSessionStore]:
-    opened = await open_store(db_url)
-    yield opened
-    await opened.close()
+    async with await open_store(db_url) as opened:
+        yield opened
 
 
 # ---------------------------------------------------------------------- plans

@@ -23,17 +23,16 @@ from contextfold.integrations.langchain_messages import to_message
 from contextfold.store import open_store
 from tests.langchain_fakes import make_tools, problems, scripted_model, tool_session
 
+pytest_plugins = ["tests.store_fixtures"]  # backend / db_url: SQLite and PostgreSQL
+
 SYSTEM = "You are a coding agent. Read files before changing them."
 
 
 async def stored_messages(db: str, session_id: str) -> list[Message]:
     """The session's durable branch, messages only (checkpoints left out)."""
-    store = await open_store(db)
-    try:
+    async with await open_store(db) as store:
         branch = await store.load_full_branch(session_id)
         return [n.message for n in branch.nodes if n.message is not None]
-    finally:
-        await store.close()
 
 
 def run_session(db: str, window: int, turns: int, *, thread: str = "t1"):
@@ -56,11 +55,11 @@ def assert_every_request_fits_and_is_valid(model, window: int) -> None:
 
 
 @pytest.mark.parametrize("window", [8192, 32768])
-def test_long_tool_session_sync_zero_invalid_nothing_dropped(window, tmp_path):
+def test_long_tool_session_sync_zero_invalid_nothing_dropped(window, db_url):
     """P1-P3, A1, E1: 30 tool-using turns (parallel calls included) through `invoke` on a small
     window: every request valid and inside the window, compactions happened, and the store
     holds every message of the agent's state, in order, with the reply usage recorded."""
-    db = str(tmp_path / "lc.db")
+    db = db_url
     model, middleware, _agent, state = run_session(db, window, 30)
     assert_every_request_fits_and_is_valid(model, window)
     # The model was shown less than the state holds: the projection, not the whole list.
@@ -75,10 +74,10 @@ def test_long_tool_session_sync_zero_invalid_nothing_dropped(window, tmp_path):
     middleware.close()
 
 
-def test_tail_is_the_agents_own_messages(tmp_path):
+def test_tail_is_the_agents_own_messages(db_url):
     """K6: the tail is the agent's own messages (ids, tool-call ids, metadata kept); only a
     tool result the projection clipped differs, in its content, which says so."""
-    model, middleware, _agent, state = run_session(str(tmp_path / "lc.db"), 8192, 12)
+    model, middleware, _agent, state = run_session(db_url, 8192, 12)
     by_id = {m.id: m for m in state["messages"] if m.id}
     clipped = 0
     for request in model.received:
@@ -96,11 +95,11 @@ def test_tail_is_the_agents_own_messages(tmp_path):
     middleware.close()
 
 
-async def test_long_tool_session_async_with_thread_resume(tmp_path):
+async def test_long_tool_session_async_with_thread_resume(db_url):
     """The async path (`ainvoke`), then the same LangGraph thread resumed by a new agent and a
     new middleware over the same store: the stored prefix continues (no message stored
     twice, one session) and requests stay valid (P1-P3)."""
-    db = str(tmp_path / "lc.db")
+    db = db_url
     window = 16384
     prompts, replies = tool_session(24)
     model = scripted_model(replies, window)
@@ -126,9 +125,9 @@ async def test_long_tool_session_async_with_thread_resume(tmp_path):
     assert [m.parts for m in stored] == [to_message(m).parts for m in state["messages"]]
 
 
-def test_threads_get_their_own_sessions(tmp_path):
+def test_threads_get_their_own_sessions(db_url):
     """One contextfold session per LangGraph thread, even when both start alike."""
-    db = str(tmp_path / "lc.db")
+    db = db_url
     prompts, replies = tool_session(4)
     model = scripted_model(replies, 8192)
     middleware = ContextfoldMiddleware(db)

@@ -15,18 +15,12 @@ from agents import Agent, Runner, SQLiteSession
 from contextfold.core.catalog import capacity_for
 from contextfold.integrations.openai_agents import ContextfoldSession
 from contextfold.runtime.errors import RequestTooLargeError
-from contextfold.store import open_store
 from tests.framework_workload import Ledger, checksum, prompt, record_id
 from tests.oa_fakes import WindowModel, lookup_record
 
+pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store: SQLite and PostgreSQL
+
 INSTRUCTIONS = "You look up records and report their checksums."
-
-
-@pytest.fixture
-async def store(tmp_path):
-    s = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'oa.db'}")
-    yield s
-    await s.close()
 
 
 def cap(window: int):

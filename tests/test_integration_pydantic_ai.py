@@ -25,18 +25,12 @@ from pydantic_ai.messages import (
 from contextfold.core.catalog import capacity_for
 from contextfold.core.export import CONTINUATION_PLACEHOLDER
 from contextfold.integrations.pydantic_ai import history_processor, load_message_history, paired
-from contextfold.store import open_store
 from tests.framework_workload import Ledger, checksum, prompt, record_id
 from tests.pai_fakes import lookup_record, to_chat, window_model
 
+pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store: SQLite and PostgreSQL
+
 INSTRUCTIONS = "You look up records and report their checksums."
-
-
-@pytest.fixture
-async def store(tmp_path):
-    s = await open_store(f"sqlite+aiosqlite:///{tmp_path / 'pai.db'}")
-    yield s
-    await s.close()
 
 
 def cap(window: int):

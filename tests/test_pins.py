@@ -23,18 +23,14 @@ from contextfold.core.projection import project
 from contextfold.core.tree import Branch, build_branch
 from contextfold.core.validity import anthropic_problems, openai_problems
 from tests.builders import assistant, branch_of, chain, extend, turn, user
-from tests.fakeserver import server_fixture
 from tests.test_runtime_support import (
     chat_requests,
-    models_closer,
     open_conversation,
-    store_fixture,
+    runtime_fixtures,
     words,
 )
 
-store = store_fixture()
-close_models = models_closer()
-fake = server_fixture()
+store, close_models, fake = runtime_fixtures()
 
 CAP = ModelCapacity(model="m", context_window=16_384, max_output=4_096)
 

@@ -17,25 +17,22 @@ from contextfold.runtime import (
     ToolWorkflowError,
 )
 from contextfold.store import InvalidOperationError
-from tests.fakeserver import Reply, ToolCallSpec, server_fixture
+from tests.fakeserver import Reply, ToolCallSpec
 from tests.test_runtime_support import (
     PROTOCOLS,
     GatedSummarizer,
     assert_requests_fit,
     chat_requests,
     fill,
-    models_closer,
     open_conversation,
+    runtime_fixtures,
     send_until_compacting,
     send_waiting,
-    store_fixture,
     tree_checkpoints,
     words,
 )
 
-store = store_fixture()
-close_models = models_closer()
-fake = server_fixture()
+store, close_models, fake = runtime_fixtures()
 
 
 # --------------------------------------------------------------------------- sending

@@ -11,7 +11,7 @@ from contextfold.core.export import to_openai
 from contextfold.core.messages import Message, ReasoningPart, TextPart, Usage
 from contextfold.core.validity import openai_problems
 from contextfold.runtime import RequestTooLargeError
-from contextfold.runtime.content_chain import chain_hashes
+from contextfold.runtime.content_chain import ChainMemo, chain_hashes
 from contextfold.runtime.mirror import Mirror
 from contextfold.store import open_store
 from contextfold.store.invariants import check_store
@@ -204,3 +204,46 @@ async def test_a_retry_after_a_compaction_keeps_the_checkpoint_y1(store):
     assert s3.node_ids[:-1] == s2.node_ids[:len(msgs) - 1]
     report = await check_store(store)
     assert report.ok, report.problems
+
+
+def test_the_chain_memo_hashes_like_chain_hashes_and_only_what_is_new_y1():
+    memo = ChainMemo()
+    msgs = long_history(10)
+    assert memo.hashes("s", msgs) == chain_hashes("s", msgs) and memo.hashed == 40
+    grown = [*msgs, assistant("done"), user("next")]
+    assert memo.hashes("s", grown) == chain_hashes("s", grown)
+    assert memo.hashed == 40 + 1 + 2  # the first message (the key) and the two new ones
+    # An edit in the middle, a resend with different reasoning, a shorter list (a retry),
+    # another scope: each hashed as chain_hashes does.
+    edited = [*grown[:5], user("changed"), *grown[6:]]
+    resent = [*grown[:-2], Message(role="assistant", parts=(ReasoningPart(text="hmm"),
+                                                            TextPart(text="done"))), user("next")]
+    for scope, case in [("s", edited), ("s", resent), ("s", grown[:7]), ("t", grown)]:
+        assert memo.hashes(scope, case) == chain_hashes(scope, case)
+    assert ChainMemo(size=0).hashes("s", grown) == chain_hashes("s", grown)
+
+
+async def test_the_chain_memo_does_not_change_the_mapping_y1(store):
+    # The same client behaviour through a mirror with the memo and one without: every call
+    # maps onto the tree alike (the sessions differ by scope only). SQLite and PostgreSQL.
+    mirrors = {"memo": Mirror(store, background=False), "plain": Mirror(store, background=False)}
+    mirrors["plain"]._chains = ChainMemo(size=0)
+    runs = {}
+    for name, mirror in mirrors.items():
+        steps, ids = [], {}
+        msgs = long_history(3)
+        script = [msgs, [*msgs, assistant("ok"), user("more")], msgs[:6], msgs,
+                  [*msgs[:5], user("edited"), *msgs[6:]], msgs,
+                  [*long_history(14), user("summarise")]]
+        for case in script:
+            synced = await mirror.sync(case, capacity=SMALL, scope=name)
+            assert list(synced.hashes) == chain_hashes(name, case)
+            if case[-1].role == "user":
+                await mirror.record_reply(synced, assistant(f"reply to {len(case)}"))
+            steps.append((synced.appended, synced.moved, synced.created, synced.tail_start,
+                          [ids.setdefault(n, len(ids)) for n in synced.node_ids],
+                          [c.status for c in synced.compactions], synced.estimate.tokens))
+        runs[name] = steps
+    assert runs["memo"] == runs["plain"]
+    assert mirrors["memo"]._chains.hashed < mirrors["plain"]._chains.hashed
+    assert any(step[5] == ["compacted"] for step in runs["memo"])  # a compaction is covered

@@ -8,7 +8,7 @@ import pytest
 from contextfold.core.messages import FilePart, Message, TextPart, ToolResultPart
 from contextfold.runtime import DraftTooLargeError
 from contextfold.summarize.llm import LlmSummarizer
-from tests.fakeserver import Reply, ToolCallSpec, server_fixture
+from tests.fakeserver import Reply, ToolCallSpec
 from tests.test_runtime_support import (
     FIXTURES,
     PROTOCOLS,
@@ -18,15 +18,12 @@ from tests.test_runtime_support import (
     chat_requests,
     fill,
     fill_to,
-    models_closer,
     open_conversation,
-    store_fixture,
+    runtime_fixtures,
     words,
 )
 
-store = store_fixture()
-close_models = models_closer()
-fake = server_fixture()
+store, close_models, fake = runtime_fixtures()
 
 
 def _checkpoints(branch):

@@ -19,18 +19,15 @@ from contextfold.core.projection import EVICTED_LIST_CHARS, RECALL_NOTE, checkpo
 from contextfold.providers import ToolSpec
 from contextfold.runtime.recall import HISTORY_EXPAND, HISTORY_SEARCH, Recall
 from tests.builders import assistant, user
-from tests.fakeserver import Reply, ToolCallSpec, server_fixture
+from tests.fakeserver import Reply, ToolCallSpec
 from tests.test_runtime_support import (
     PROTOCOLS,
     chat_requests,
-    models_closer,
     open_conversation,
-    store_fixture,
+    runtime_fixtures,
 )
 
-store = store_fixture()
-close_models = models_closer()
-fake = server_fixture()
+store, close_models, fake = runtime_fixtures()
 
 KEY = "K7QX4M2P"
 

@@ -10,22 +10,19 @@ import pytest
 
 from contextfold.runtime import Conversation
 from contextfold.summarize.llm import LlmSummarizer
-from tests.fakeserver import Reply, server_fixture
+from tests.fakeserver import Reply
 from tests.test_runtime_support import (
     PROTOCOLS,
     GatedSummarizer,
     capacity,
     chat_model,
     fill,
-    models_closer,
     open_conversation,
-    store_fixture,
+    runtime_fixtures,
     tree_checkpoints,
 )
 
-store = store_fixture()
-close_models = models_closer()
-fake = server_fixture()
+store, close_models, fake = runtime_fixtures()
 
 
 async def _second_client(store, conv):

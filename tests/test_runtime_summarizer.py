@@ -10,19 +10,16 @@ from contextfold.runtime import Conversation, GuardedSummarizer
 from contextfold.runtime.summarizers import as_summarize
 from contextfold.summarize.llm import FALLBACK, LlmSummarizer, SummaryOutcome
 from contextfold.summarize.validate import validate_summary
-from tests.fakeserver import RESEARCH_SECTIONS, Reply, server_fixture
+from tests.fakeserver import RESEARCH_SECTIONS, Reply
 from tests.test_runtime_support import (
     PROTOCOLS,
     capacity,
     chat_model,
     fill,
-    models_closer,
-    store_fixture,
+    runtime_fixtures,
 )
 
-store = store_fixture()
-close_models = models_closer()
-fake = server_fixture()
+store, close_models, fake = runtime_fixtures()
 
 WINDOW = 200_000
 

@@ -23,7 +23,7 @@ from contextfold.core.messages import (
 from contextfold.core.validity import anthropic_problems, openai_problems
 from contextfold.providers import NO_RETRY, AnthropicModel, ChatModel, OpenAICompatModel
 from contextfold.store import open_store
-from tests.fakeserver import RecordedRequest, Reply, ToolCallSpec
+from tests.fakeserver import RecordedRequest, Reply, ToolCallSpec, server_fixture
 
 PROTOCOLS = ("openai", "anthropic")
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -70,13 +70,18 @@ def store_fixture() -> Any:
 
     @pytest.fixture
     async def _store(tmp_path: Path) -> AsyncIterator[Any]:
-        s = await open_store(f"sqlite:///{tmp_path / 'sessions.db'}")
-        try:
+        async with await open_store(f"sqlite:///{tmp_path / 'sessions.db'}") as s:
             yield s
-        finally:
-            await s.close()
 
     return _store
+
+
+def runtime_fixtures() -> tuple[Any, Any, Any]:
+    """The fixtures of a test file that runs conversations on the fake provider, as
+    `store, close_models, fake = runtime_fixtures()` at its module level: a fresh store per
+    test, every model's HTTP client closed in the test's loop (autouse), and the fake
+    provider (one per module, reset before every test)."""
+    return store_fixture(), models_closer(), server_fixture()
 
 
 def request_problems(request: RecordedRequest) -> list[str]:

@@ -25,7 +25,7 @@ async def test_session_lifecycle_shapes(service_factory) -> None:  # noqa: F811
         sid = created["session_id"]
 
         turn = await say(c, sid, "hello there")
-        assert set(turn) == {"reply", "node_ids", "compactions", "gauge", "session"}
+        assert set(turn) == {"reply", "node_ids", "compactions", "gauge", "session", "replayed"}
         assert "hello there" in turn["reply"]["text"]
         assert turn["node_ids"][-1] == turn["reply"]["node_id"] and len(turn["node_ids"]) == 2
         assert turn["session"]["leaf_id"] == turn["reply"]["node_id"]
@@ -163,6 +163,46 @@ async def test_import_and_replay(service_factory) -> None:  # noqa: F811
         r = await c.post("/v1/replay?context_window=64000&chart=png", content=raw)
         assert r.status_code == 200 and r.headers["content-type"] == "image/png"
         assert r.content.startswith(b"\x89PNG")
+        # A window too small to compact in is the caller's mistake, said as such.
+        r = await c.post("/v1/replay?context_window=2000", content=raw)
+        assert r.status_code == 400 and r.json()["type"] == "bad_request", r.text
+        assert "too small" in r.json()["error"]
+
+
+async def test_replay_endpoint_reports_what_the_cli_reports(service_factory) -> None:  # noqa: F811
+    # One replay, two front ends: the service's report is the CLI's `replay --json`, plus the
+    # chart's series. Once with a compaction, once with the overhead derived from usage.
+    import asyncio
+    import json
+
+    from typer.testing import CliRunner
+
+    from contextfold.cli import app
+
+    heavy = FIXTURE.parent / "tool_heavy.jsonl"
+    cases = [("6000", "0", lambda r: r["compactions"] > 0),
+             ("48000", None, lambda r: r["overhead_source"] == "first recorded usage"
+              and r["estimate"])]
+    async with service_factory() as svc, svc.client() as c:
+        for window, overhead, shows in cases:
+            given = ["--overhead", overhead] if overhead else []
+            cli = await asyncio.to_thread(CliRunner().invoke, app, [
+                "replay", str(heavy), "--model", "small-64k", "--context-window", window,
+                *given, "--json"])
+            assert cli.exit_code == 0, cli.output
+            expected = json.loads(cli.stdout)
+            assert shows(expected), expected
+            query = f"model=small-64k&context_window={window}" + (
+                f"&overhead={overhead}" if overhead else "")
+            r = await c.post(f"/v1/replay?{query}", content=heavy.read_bytes())
+            assert r.status_code == 200, r.text
+            served = r.json()
+            assert served.pop("series")["requests"]
+            if overhead:  # each names the option it was given by
+                assert (served["overhead_source"], expected["overhead_source"]) == (
+                    "overhead", "--overhead")
+                served["overhead_source"] = expected["overhead_source"]
+            assert served == expected
 
 
 async def test_openapi_lists_every_route(service_factory) -> None:  # noqa: F811

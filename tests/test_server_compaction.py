@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import asyncio
 
-from tests.server_fixtures import Gate, create, say, service_factory  # noqa: F401
+from tests.server_fixtures import (  # noqa: F401
+    LONG,
+    Gate,
+    create,
+    open_window,
+    say,
+    service_factory,
+    worth_compacting,
+)
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
-
-LONG = "the quick brown fox jumps over the lazy dog " * 40
-
-
-async def _open_window(c, sid: str, gate: Gate) -> None:
-    r = await c.post(f"/v1/sessions/{sid}/compact", json={"wait": False})
-    assert r.status_code == 202, r.text
-    await asyncio.wait_for(gate.started.wait(), 30)
-    state = (await c.get(f"/v1/sessions/{sid}")).json()["state"]
-    assert state["phase"] == "compacting" and state["trigger"] == "manual"  # U1
 
 
 async def _nodes(c, sid: str) -> list[dict]:
@@ -33,11 +31,8 @@ async def test_w4_u4_operations_refused_while_compacting_and_u2_send_waits(
     gate = Gate()
     async with service_factory(summarizer=gate, context_window=100_000) as svc, \
             svc.client() as c:
-        sid = await create(c)
-        reply = None
-        for i in range(4):
-            reply = (await say(c, sid, f"turn {i}: {LONG}"))["reply"]["node_id"]
-        await _open_window(c, sid, gate)
+        sid, reply = await worth_compacting(c)
+        await open_window(c, sid, gate)
 
         for path, body in [("retry", None), ("edit", {"text": "x"}),
                            ("fork", {"node_id": reply}), ("model", {"model": "offline/b"}),
@@ -70,11 +65,9 @@ async def test_w4_c4_cancel_rolls_back_and_u3_the_waiting_send_is_not_sent(
     gate = Gate()
     async with service_factory(summarizer=gate, context_window=100_000) as svc, \
             svc.client() as c:
-        sid = await create(c)
-        for i in range(4):
-            await say(c, sid, f"turn {i}: {LONG}")
+        sid, _ = await worth_compacting(c)
         before = await _nodes(c, sid)
-        await _open_window(c, sid, gate)
+        await open_window(c, sid, gate)
         send = asyncio.create_task(c.post(
             f"/v1/sessions/{sid}/messages", json={"text": "keep this draft"},
             headers={"Accept": "text/event-stream"}))

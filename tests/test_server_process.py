@@ -16,11 +16,16 @@ from tests.server_fixtures import ROOT, serve_process
 from tests.store_fixtures import drop_pg_schema, new_pg_schema
 
 
-def _events(url: str, sid: str, found: list, stop: threading.Event, ready: threading.Event
+def _events(url: str, sid: str, found: list, wanted: dict, ready: threading.Event
             ) -> None:
+    """Read the events stream until every node id in `wanted["ids"]` (set by the test once
+    its turns are answered) came as a `message` event. A notification from the other worker
+    may arrive after the reply did, so the reader waits for what it expects, not for a
+    count of lines; the stream's keep-alive and the test's join deadline bound the wait."""
     with httpx.stream("GET", f"{url}/v1/sessions/{sid}/events", timeout=60,
                       headers={"Accept": "text/event-stream"}) as r:
         name = None
+        seen: set[str] = set()
         for line in r.iter_lines():
             if line.startswith("event: "):
                 name = line[7:]
@@ -28,7 +33,9 @@ def _events(url: str, sid: str, found: list, stop: threading.Event, ready: threa
                 found.append((name, json.loads(line[6:])))
                 if name == "gauge":
                     ready.set()
-            if stop.is_set():
+                if name == "message":
+                    seen.add(found[-1][1]["node_id"])
+            if "ids" in wanted and wanted["ids"] <= seen:
                 return
 
 
@@ -47,18 +54,19 @@ def test_serve_process_streams_events(tmp_path: Path) -> None:
     with serve_process("--db", f"sqlite:///{tmp_path / 's.db'}", log=log) as (url, _proc):
         sid = httpx.post(f"{url}/v1/sessions", json={"title": "p"}).json()["session_id"]
         found: list = []
-        stop, ready = threading.Event(), threading.Event()
-        reader = threading.Thread(target=_events, args=(url, sid, found, stop, ready),
+        wanted: dict = {}
+        ready = threading.Event()
+        reader = threading.Thread(target=_events, args=(url, sid, found, wanted, ready),
                                   daemon=True)
         reader.start()
         assert ready.wait(30)
         turn = httpx.post(f"{url}/v1/sessions/{sid}/messages", json={"text": "over a socket"},
                           timeout=60).json()
-        stop.set()
+        wanted["ids"] = {turn["reply"]["node_id"]}
         httpx.post(f"{url}/v1/sessions/{sid}/messages", json={"text": "wake the reader"},
                    timeout=60)
-        reader.join(30)
-        names = [n for n, _ in found]
+        reader.join(120)
+        names = [n for n, _ in list(found)]
         assert names[:2] == ["state", "gauge"]
         deltas = "".join(d["text"] for n, d in found if n == "delta")
         assert turn["reply"]["text"] in deltas
@@ -79,8 +87,9 @@ def test_two_workers_on_postgresql_share_events(tmp_path: Path) -> None:
                            env={"CONTEXTFOLD_DB": ""}) as (url, _proc):
             sid = httpx.post(f"{url}/v1/sessions", json={}).json()["session_id"]
             found: list = []
-            stop, ready = threading.Event(), threading.Event()
-            reader = threading.Thread(target=_events, args=(url, sid, found, stop, ready),
+            wanted: dict = {}
+            ready = threading.Event()
+            reader = threading.Thread(target=_events, args=(url, sid, found, wanted, ready),
                                       daemon=True)
             reader.start()
             assert ready.wait(30)
@@ -90,10 +99,12 @@ def test_two_workers_on_postgresql_share_events(tmp_path: Path) -> None:
                     replies.append(client.post(f"{url}/v1/sessions/{sid}/messages",
                                                json={"text": f"turn {i}"}, timeout=60)
                                    .json()["reply"]["node_id"])
-            stop.set()
+            wanted["ids"] = set(replies)
+            # One more turn: events on the stream now, so a reader that already saw every
+            # reply does not wait for the keep-alive to notice.
             httpx.post(f"{url}/v1/sessions/{sid}/messages", json={"text": "wake"}, timeout=60)
-            reader.join(30)
-            seen = {d["node_id"] for n, d in found if n == "message"}
+            reader.join(120)
+            seen = {d["node_id"] for n, d in list(found) if n == "message"}
             assert set(replies) <= seen
             tree = httpx.get(f"{url}/v1/sessions/{sid}/tree").json()["nodes"]
             assert len(tree) == 2 * 9  # 8 turns and the wake-up

@@ -6,19 +6,16 @@ import pytest
 
 from contextfold.core.messages import ToolResultPart
 from contextfold.core.projection import TURN_HEADING, checkpoint_text, project
-from tests.fakeserver import Reply, ToolCallSpec, server_fixture
+from tests.fakeserver import Reply, ToolCallSpec
 from tests.test_runtime_support import (
     PROTOCOLS,
     assert_requests_fit,
-    models_closer,
     open_conversation,
-    store_fixture,
+    runtime_fixtures,
     words,
 )
 
-store = store_fixture()
-close_models = models_closer()
-fake = server_fixture()
+store, close_models, fake = runtime_fixtures()
 
 REQUEST = "Go through src/ file by file and fix every lint error; run the checks as you go."
 

@@ -30,6 +30,20 @@ from tests.store_fixtures import checkpoint_for, manual_plan, seed_session  # no
 pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store fixtures
 
 
+async def test_async_with_closes_the_store_also_when_the_body_fails(db_url):
+    # Closing releases the pooled connections: the engine gets a fresh, empty pool.
+    async with await open_store(db_url) as store:
+        pool = store.engine.pool
+        await store.create_session(title="kept")
+    assert store.engine.pool is not pool
+    with pytest.raises(RuntimeError, match="body failed"):
+        async with await open_store(db_url) as again:
+            pool = again.engine.pool
+            assert [s.title for s in await again.list_sessions()] == ["kept"]
+            raise RuntimeError("body failed")
+    assert again.engine.pool is not pool
+
+
 async def test_migrations_run_from_empty_and_are_versioned(db_url):  # D3
     opened = await open_store(db_url)
     async with read_connection(opened.engine) as conn:

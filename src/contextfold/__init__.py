@@ -39,7 +39,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["Plan", "NoOp"], "contextfold.core.plan"),
     **dict.fromkeys(["plan_compaction", "build_checkpoint"], "contextfold.core.planner"),
     "summarize_extractive": "contextfold.summarize.extractive",
-    **dict.fromkeys(["LlmSummarizer", "SummaryOutcome"], "contextfold.summarize.llm"),
+    **dict.fromkeys(["LlmSummarizer", "SummaryOutcome", "make_llm_summarizer"],
+                    "contextfold.summarize.llm"),
     # edges
     **dict.fromkeys(["open_store", "SessionStore", "SqlSessionStore", "SessionInfo",
                      "CommitResult", "StoreError", "SessionNotFoundError",

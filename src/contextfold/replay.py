@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .core.budget import Budget, ModelCapacity
-from .core.estimator import Estimate, MessageCosts, estimate_request
+from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accuracy
 from .core.export import to_anthropic, to_openai
 from .core.mask_planner import MASKING_SUMMARIZER
 from .core.messages import Message, Node
@@ -29,6 +29,7 @@ from .core.text_estimate import Count
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
 from .ids import new_id
+from .summarize.extractive import summarize_extractive
 
 Summarizer = Callable[[Plan], tuple[str, str]]  # plan -> (summary text, summariser name)
 
@@ -354,3 +355,84 @@ def active_messages(nodes: Sequence[Node], leaf_id: str) -> list[tuple[str, Mess
     branch = build_branch(nodes, leaf_id)
     chain = branch.nodes if isinstance(branch, Branch) else branch.readable
     return [(n.id, n.payload) for n in chain if isinstance(n.payload, Message)]
+
+
+def extractive(plan: Plan) -> tuple[str, str]:
+    """The offline summariser a replay runs with (no model call, the same on every machine)."""
+    return summarize_extractive(plan), "extractive"
+
+
+@dataclass(frozen=True)
+class RecordedSession:
+    """What a replay takes from an imported session file."""
+
+    messages: list[tuple[str, Message]]  # the active branch's messages, oldest first
+    start: Node | None  # the recorded checkpoint the file begins after, if any
+    model: str | None  # the model of the latest recorded reply, if it says
+
+
+def recorded_session(nodes: Sequence[Node], leaf_id: str) -> RecordedSession:
+    """The messages, starting checkpoint and recorded model of the branch ending at `leaf_id`."""
+    messages = active_messages(nodes, leaf_id)
+    model = next((m.model or (m.usage.model if m.usage else None)
+                  for _, m in reversed(messages)
+                  if m.role == "assistant" and (m.model or m.usage)), None)
+    return RecordedSession(messages, recorded_start(nodes, leaf_id), model)
+
+
+def overhead_from_usage(messages: Sequence[tuple[str, Message]], start: Node | None,
+                        capacity: ModelCapacity) -> int | None:
+    """The agent's fixed overhead: the first recorded request's size minus our estimate of
+    the messages it carried (what remains is the system prompt and tool definitions)."""
+    nodes: list[Node] = [] if start is None else [start.model_copy(update={"parent_id": None})]
+    for node_id, message in messages:
+        if message.role == "assistant" and message.usage is not None \
+                and message.usage.prompt > 0:
+            estimate = estimate_request(project(Branch(nodes=tuple(nodes))), capacity).tokens
+            return max(0, message.usage.prompt - estimate)
+        parent = nodes[-1].id if nodes else None
+        nodes.append(Node(id=node_id, parent_id=parent, payload=message))
+    return None
+
+
+def replay_overhead(session: RecordedSession, capacity: ModelCapacity, budget: Budget,
+                    given: int | None, given_as: str) -> tuple[int, str]:
+    """The fixed overhead every request carries and where it comes from: `given` (reported
+    as `given_as`, the option that set it), else the first recorded usage, else 0 ("none").
+
+    ValueError when it leaves no room for the session in `budget` (checked here, before a
+    long replay starts, so the caller can word the error for its own options)."""
+    fixed, source = given, given_as
+    if fixed is None:
+        fixed = overhead_from_usage(session.messages, session.start, capacity)
+        source = "first recorded usage" if fixed is not None else "none"
+    budget_after_overhead(budget, fixed or 0)
+    return fixed or 0, source
+
+
+def replay_recorded(session: RecordedSession, capacity: ModelCapacity, budget: Budget,
+                    overhead: tuple[int, str] = (0, "none"), *,
+                    progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+    """Replay a recorded session offline (extractive summaries), the report of `contextfold
+    replay` and `POST /v1/replay`: `overhead` is `replay_overhead`'s (tokens, source), and
+    the report also checks the estimator against the recorded usage."""
+    fixed, source = overhead
+    report = replay_messages(session.messages, capacity, budget, extractive,
+                             start=session.start, overhead=fixed, progress=progress)
+    report.overhead_source = source
+    report.estimate = usage_accuracy([m for _, m in session.messages], capacity)
+    return report
+
+
+def replay_series(report: ReplayReport) -> dict[str, Any]:
+    """The replay chart as data: request size per request (ours and the recorded agent's),
+    the limits, and each compaction (what `replay --plot` draws)."""
+    return {
+        "requests": [{"request": r.index, "estimated_tokens": r.estimated_tokens,
+                      "recorded_tokens": r.recorded_tokens} for r in report.requests],
+        "safe_input_limit": report.safe_input_limit,
+        "context_window": report.context_window,
+        "compactions": [{"before_request": c.before_request, "kept_tokens": c.kept_tokens,
+                         "tail_budget": c.tail_budget, "tokens_before": c.tokens_before,
+                         "tokens_after": c.tokens_after} for c in report.compactions],
+    }

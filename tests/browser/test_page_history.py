@@ -14,7 +14,7 @@ from tests.fakeserver import Reply
 
 from .conftest import Stack
 from .harness import PHONE
-from .test_page_compaction import TURNS, open_session
+from .test_page_compaction import TURNS, open_session, user_texts
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -211,3 +211,64 @@ def test_new_session_on_the_default_offline_model(page: Any, stack: Stack) -> No
     page.keyboard.press("Enter")
     expect(page.locator("#messages .msg.assistant")).to_contain_text("first words")
     expect(page.locator("#gauge")).not_to_have_attribute("aria-valuetext", "no session")
+
+
+def test_a_send_whose_answer_was_lost_is_not_stored_twice(page: Any, stack: Stack) -> None:
+    """The page sends one Idempotency-Key per draft: the server stores the message and
+    answers, the answer is lost on the way (the network fails), the draft comes back, and
+    sending it again gets the stored turn instead of a second copy."""
+    with stack.client() as client:
+        session_id = stack.new_session(client, "lost answer", ["hello"])
+    open_session(page, stack, session_id)
+    keys: list[str | None] = []
+
+    def lose_the_answer(route: Any) -> None:
+        keys.append(route.request.headers.get("idempotency-key"))
+        route.fetch()  # the server gets the message, stores it and answers...
+        route.abort("connectionreset")  # ...and the answer never reaches the page
+
+    page.route("**/messages", lose_the_answer)
+    page.fill("#draft", "stored once, whatever the network does")
+    page.click("#send")
+    expect(page.locator("#notice")).to_contain_text("draft is kept")
+    expect(page.locator("#draft")).to_have_value("stored once, whatever the network does")
+    page.unroute("**/messages")
+
+    def watch(request: Any) -> None:
+        if request.url.endswith("/messages"):
+            keys.append(request.headers.get("idempotency-key"))
+
+    page.on("request", watch)
+    page.click("#send")
+    expect(page.locator("#draft")).to_have_value("")
+    assert len(keys) == 2 and keys[0] and keys[0] == keys[1]
+    assert user_texts(stack, session_id) == ["hello", "stored once, whatever the network does"]
+
+
+def test_continue_on_a_viewed_branch(page: Any, stack: Stack) -> None:
+    """A branch chosen with the arrows can be continued: a new session (a fork at the
+    branch's last reply, SPEC O3) opens with that branch's history; the original stays."""
+    with stack.client() as client:
+        session_id = stack.new_session(client, "continue", ["First question", "Old wording"])
+        client.post(f"/v1/sessions/{session_id}/edit", json={"text": "New wording"}
+                    ).raise_for_status()
+    open_session(page, stack, session_id)
+    expect(page.locator("#tree .continue-branch")).to_have_count(0)  # on the session's branch
+    tree_node(page, "New wording").get_by_role("button", name="Previous branch").click()
+    expect(tree_node(page, "Old wording")).to_have_class(re.compile(r"\boff\b"))
+    go_on = page.get_by_role("button", name="Continue on this branch")
+    expect(go_on).to_be_enabled()
+    before = page.locator("#session-select option").count()
+    go_on.click()
+    expect(page.locator("#session-select option")).to_have_count(before + 1)
+    assert session_id not in page.url
+    expect(page.locator("#messages")).to_contain_text("Old wording")
+    expect(page.locator("#messages")).not_to_contain_text("New wording")
+    expect(page.locator("#tree .continue-branch")).to_have_count(0)
+    page.locator("#draft").fill("Going on from the old wording")
+    page.locator("#draft").press("Enter")
+    expect(page.locator("#messages .msg.user").last).to_contain_text("Going on from the old")
+    with stack.client() as client:  # the session we came from still ends where it ended
+        tree = client.get(f"/v1/sessions/{session_id}/tree").json()
+    on_branch = [n["text"] for n in tree["nodes"] if n["on_branch"] and n["role"] == "user"]
+    assert on_branch == ["First question", "New wording"]

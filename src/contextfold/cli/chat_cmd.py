@@ -52,21 +52,25 @@ def chat_command(
                  2)
     learned: dict[str, int] = {}
 
-    def make_model(name: str, window: int | None = None) -> tuple[Any, Any]:
+    def capacity_of(name: str, window: int | None = None) -> Any:
         from ..core.catalog import capacity_for
-        from ..providers import make_chat_model
         from .session_cmds import check_window, user_catalog
 
-        chat = make_chat_model(name, base_url=base_url, provider=provider)
         capacity = chat_capacity(name, window, context_window, learned.get(name),
                                  max_output, capacity_for, user_catalog())
         check_window(capacity, guaranteed=False)
-        return chat, capacity
+        return capacity
+
+    def make_model(name: str, window: int | None = None) -> tuple[Any, Any]:
+        from ..providers import make_chat_model
+
+        chat = make_chat_model(name, base_url=base_url, provider=provider)
+        return chat, capacity_of(name, window)
 
     async def setup() -> tuple[Any, Any]:
         from ..runtime import Conversation
         from ..store import open_store
-        from ..summarize.llm import LlmSummarizer
+        from ..summarize.llm import make_llm_summarizer
 
         store = await open_store(db)
         try:
@@ -77,11 +81,11 @@ def chat_command(
             summarizer = None
             if summarizer_model:
                 try:
-                    summ_chat, summ_capacity = make_model(summarizer_model)
+                    summ_capacity = capacity_of(summarizer_model)
                 except LookupError:  # not in the catalog: assume the chat model's window
-                    summ_chat, summ_capacity = make_model(summarizer_model,
-                                                          capacity.context_window)
-                summarizer = LlmSummarizer(summ_chat, summ_capacity)
+                    summ_capacity = capacity_of(summarizer_model, capacity.context_window)
+                summarizer = make_llm_summarizer(summarizer_model, summ_capacity,
+                                                 base_url=base_url, provider=provider)
             policy = "compact_and_retry_once" if on_overflow == "retry" else "surface"
             conv = await Conversation.open(store, session, model=chat, capacity=capacity,
                                            system=system, summarizer=summarizer,

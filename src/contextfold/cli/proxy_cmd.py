@@ -5,6 +5,9 @@ from __future__ import annotations
 import typer
 
 from .app import DB_OPTION, app, console
+from .llm_choice import summarizer_options
+
+SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options("the upstream")
 
 
 @app.command("proxy")
@@ -20,17 +23,9 @@ def proxy_command(
     port: int = typer.Option(8788, "--port", help="Port to listen on."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
     db: str | None = DB_OPTION,
-    summarizer_model: str | None = typer.Option(
-        None, "--summarizer-model", help="Model that writes checkpoint summaries (default: the "
-        "offline summariser, no model call). Served by the upstream unless "
-        "--summarizer-base-url names another server; its key is the server's own "
-        "(e.g. OPENAI_API_KEY), never a client's."),
-    summarizer_base_url: str | None = typer.Option(
-        None, "--summarizer-base-url", help="Where --summarizer-model is served "
-        "(default: the upstream)."),
-    summarizer_provider: str | None = typer.Option(
-        None, "--summarizer-provider", help="Provider of --summarizer-model, e.g. 'anthropic' "
-        "(default: an OpenAI-compatible server)."),
+    summarizer_model: str | None = SUMMARIZER_MODEL,
+    summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
+    summarizer_provider: str | None = SUMMARIZER_PROVIDER,
 ) -> None:
     """Sit between an agent and its model: store every conversation, compact what does not
     fit the upstream's window, forward the rest as sent. Point the agent's base URL here."""

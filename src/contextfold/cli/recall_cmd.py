@@ -28,11 +28,8 @@ def recall_command(
 
         if limit > MAX_RESULTS:
             raise BadInput(f"--limit must be at most {MAX_RESULTS}, not {limit}")
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             hits = await store.search_history(session, query, limit=limit, any_term=any_term)
-        finally:
-            await store.close()
         matches = [hit_dict(h) for h in hits]
 
         def human() -> None:

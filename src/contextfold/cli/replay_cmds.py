@@ -16,17 +16,9 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from ..core.budget import ModelCapacity
-    from ..core.messages import Message, Node
-    from ..core.plan import Plan
     from ..replay import ReplayReport
 
 PROGRESS_FROM_MESSAGES = 200  # shorter files replay in about a second
-
-
-def extractive(plan: Plan) -> tuple[str, str]:
-    from ..summarize.extractive import summarize_extractive
-
-    return summarize_extractive(plan), "extractive"
 
 
 def demo_capacity() -> ModelCapacity:
@@ -56,34 +48,20 @@ def replay_command(
 
     async def work() -> None:
         from ..formats import import_file
-        from ..replay import active_messages, recorded_start, replay_messages
+        from ..replay import recorded_session, replay_overhead, replay_recorded
 
         result = import_file(path)
-        messages = active_messages(result.nodes, result.leaf_id)
-        start = recorded_start(result.nodes, result.leaf_id)
-        recorded = next((m.model or (m.usage.model if m.usage else None)
-                         for _, m in reversed(messages)
-                         if m.role == "assistant" and (m.model or m.usage)), None)
-        capacity, budget = resolve_model(model, recorded, context_window)
-        source = "--overhead"
-        fixed = overhead
-        if fixed is None:
-            fixed = _overhead_from_usage(messages, start, capacity)
-            source = "first recorded usage" if fixed is not None else "none"
+        session = recorded_session(result.nodes, result.leaf_id)
+        capacity, budget = resolve_model(model, session.model, context_window)
         try:
-            from ..replay import budget_after_overhead
-
-            budget_after_overhead(budget, fixed or 0)
+            fixed = replay_overhead(session, capacity, budget, overhead, "--overhead")
         except ValueError as exc:
             raise BadInput(f"{exc}; give a larger --context-window or a smaller --overhead") \
                 from exc
-        with _progress(len(messages)) as progress:
-            report = replay_messages(messages, capacity, budget, extractive, start=start,
-                                     overhead=fixed or 0, progress=progress)
-        report.overhead_source = source
-        report.estimate = _estimate_accuracy(messages, capacity)
+        with _progress(len(session.messages)) as progress:
+            report = replay_recorded(session, capacity, budget, fixed, progress=progress)
         if plot is not None:
-            from .plot import plot_replay
+            from ..replay_plot import plot_replay
 
             plot_replay(report, plot, title=path.name)
         payload = report.to_json()
@@ -103,26 +81,6 @@ def _check_plot_target(out: Output, plot: Path) -> None:
     except ImportError:  # an optional extra, like the provider SDKs for `chat`: exit 1
         out.fail(RuntimeError("--plot needs matplotlib, which the base install leaves out: "
                               "pip install 'contextfold[plot]'"), 1)
-
-
-def _overhead_from_usage(messages: list[tuple[str, Message]], start: Node | None,
-                         capacity: ModelCapacity) -> int | None:
-    """The agent's fixed overhead: the first recorded request's size minus our estimate of
-    the messages it carried (what remains is the system prompt and tool definitions)."""
-    from ..core.estimator import estimate_request
-    from ..core.messages import Node
-    from ..core.projection import project
-    from ..core.tree import Branch
-
-    nodes: list[Node] = [] if start is None else [start.model_copy(update={"parent_id": None})]
-    for node_id, message in messages:
-        if message.role == "assistant" and message.usage is not None \
-                and message.usage.prompt > 0:
-            estimate = estimate_request(project(Branch(nodes=tuple(nodes))), capacity).tokens
-            return max(0, message.usage.prompt - estimate)
-        parent = nodes[-1].id if nodes else None
-        nodes.append(Node(id=node_id, parent_id=parent, payload=message))
-    return None
 
 
 class _progress:
@@ -148,12 +106,6 @@ class _progress:
     def __exit__(self, *exc: object) -> None:
         if self.bar is not None:
             self.bar.stop()
-
-
-def _estimate_accuracy(messages: Any, capacity: ModelCapacity) -> dict[str, Any] | None:
-    from ..core.estimator import usage_accuracy
-
-    return usage_accuracy([m for _, m in messages], capacity)
 
 
 def _render_replay(payload: dict[str, Any]) -> None:
@@ -230,7 +182,7 @@ def demo_command(
         from ..core.budget import derive_budget
         from ..demo_session import build_research_session
         from ..ids import new_id
-        from ..replay import replay_messages
+        from ..replay import extractive, replay_messages
         from ..store import open_store
 
         capacity = demo_capacity()
@@ -239,13 +191,10 @@ def demo_command(
         # Fresh ids every run: the demo can be run again against the same database.
         pairs = [(new_id(), m) for m in messages]
         report = replay_messages(pairs, capacity, budget, extractive)
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             info = await store.import_tree(report.chain, report.chain[-1].id,
                                            title="contextfold demo: Sherlock Holmes review",
                                            metadata={"demo": True, "model": capacity.model})
-        finally:
-            await store.close()
         payload = {"session_id": info.id, **report.to_json()}
         out.emit(payload, lambda: _render_demo(info.id, report))
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import typer
 
 from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .llm_choice import summarizer_options
 
+SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options(
+    "its provider's API")
 token_app = typer.Typer(help="Bearer tokens of the service's tenants (stored hashed).",
                         no_args_is_help=True)
 app.add_typer(token_app, name="token")
@@ -31,6 +34,9 @@ def serve_command(
     max_message_chars: int = typer.Option(200_000, "--max-message-chars", min=1),
     rate_limit: int = typer.Option(600, "--rate-limit", min=0,
                                    help="Requests per minute per tenant (0: no limit)."),
+    summarizer_model: str | None = SUMMARIZER_MODEL,
+    summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
+    summarizer_provider: str | None = SUMMARIZER_PROVIDER,
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
     """Serve sessions over HTTP (and the page at /): docs/service.md."""
@@ -41,17 +47,22 @@ def serve_command(
     config = ServiceConfig(db=db, auth=auth, model=model, context_window=context_window,
                            allow_base_urls=tuple(allow_base_url),
                            max_body_bytes=max_body_bytes, max_import_bytes=max_import_bytes,
-                           max_message_chars=max_message_chars, rate_limit=rate_limit)
+                           max_message_chars=max_message_chars, rate_limit=rate_limit,
+                           summarizer_model=summarizer_model,
+                           summarizer_base_url=summarizer_base_url,
+                           summarizer_provider=summarizer_provider)
+    try:  # each worker builds its own; fail here, before binding, if it cannot be used
+        config.llm_summarizer()
+    except (LookupError, ValueError, ImportError) as exc:
+        out.fail(BadInput(f"--summarizer-model {summarizer_model!r}: {exc}"), 2)
 
     async def prepare() -> str:
         from ..store import open_store, resolve_url
 
         config.db = resolve_url(db)  # the same database for every worker
-        store = await open_store(config.db)  # migrate once, before the workers start
-        try:
+        # Migrate once, before the workers start.
+        async with await open_store(config.db) as store:
             return store.dialect
-        finally:
-            await store.close()
 
     dialect = run(out, prepare)
     try:
@@ -61,9 +72,10 @@ def serve_command(
     shown = f"[{host}]" if ":" in host else host
     mode = "bearer tokens (--auth)" if auth else \
         "no --auth: listening on loopback only (tenant \"default\")"
+    summaries = f"; summaries by {summarizer_model}" if summarizer_model else ""
     err_console.print(f"contextfold serve: http://{shown}:{port}/ ({dialect}, {workers} "
-                      f"worker{'s' if workers > 1 else ''}; {mode})", highlight=False,
-                      markup=False)
+                      f"worker{'s' if workers > 1 else ''}; {mode}{summaries})",
+                      highlight=False, markup=False)
     serve(config, host, port, workers, log_level)
 
 
@@ -80,11 +92,8 @@ def token_create(
     async def work() -> None:
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             info, token = await store.create_token(tenant, label=label)
-        finally:
-            await store.close()
         out.emit({"id": info.id, "tenant": info.tenant_id, "label": info.label,
                   "token": token},
                  lambda: (console.print(token, highlight=False, markup=False),
@@ -107,11 +116,8 @@ def token_list(
     async def work() -> None:
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             tokens = await store.list_tokens(tenant)
-        finally:
-            await store.close()
         rows = [{"id": t.id, "tenant": t.tenant_id, "label": t.label,
                  "created_at": t.created_at.isoformat(),
                  "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None}
@@ -145,13 +151,11 @@ def token_revoke(
     async def work() -> None:
         from ..store import TokenNotFoundError, open_store
 
-        store = await open_store(db)
-        try:
-            info = await store.revoke_token(token_id)
-        except TokenNotFoundError as exc:
-            raise BadInput(str(exc)) from None
-        finally:
-            await store.close()
+        async with await open_store(db) as store:
+            try:
+                info = await store.revoke_token(token_id)
+            except TokenNotFoundError as exc:
+                raise BadInput(str(exc)) from None
         out.emit({"id": info.id, "tenant": info.tenant_id, "revoked": True},
                  lambda: console.print(f"token {info.id} of tenant {info.tenant_id} revoked",
                                        highlight=False, markup=False))

@@ -219,12 +219,9 @@ def import_command(
         from ..store import open_store
 
         result = import_file(path, format=format, max_bytes=max_bytes)
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             info = await store.import_tree(result.nodes, result.leaf_id, title=path.name,
                                            metadata=result.metadata)
-        finally:
-            await store.close()
         payload = {
             "session_id": info.id,
             "format": result.format,
@@ -327,11 +324,8 @@ def compact_command(
     async def work() -> dict[str, Any]:
         from ..store import open_store
 
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             return await _compact_once_or_wait(store, session, wait, compact)
-        finally:
-            await store.close()
 
     payload = run(out, work)
     if fallbacks and payload.get("summarizer") == "extractive-fallback":
@@ -490,11 +484,8 @@ def verify_command(
     out = Output(as_json)
 
     async def work() -> dict[str, Any]:
-        store = await open_store(db)
-        try:
+        async with await open_store(db) as store:
             report = await verify_tree(store, session)
-        finally:
-            await store.close()
         payload = report.to_json()
         if expect is not None and report.heads.get(session) != expect:
             payload["ok"] = False

@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
                      "ProviderTimeoutError", "ProviderUnavailableError", "RateLimitError",
                      "RetryableError", "StreamInterruptedError"], ".errors"),
     **dict.fromkeys(["PROVIDERS", "UnknownProviderError", "MissingExtraError",
-                     "make_chat_model", "resolve_provider"], ".factory"),
+                     "make_chat_model", "resolve_provider", "sdk_base_url"], ".factory"),
     **dict.fromkeys(["NO_RETRY", "RetryPolicy"], ".retry"),
 }
 

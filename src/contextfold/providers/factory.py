@@ -155,3 +155,12 @@ def make_chat_model(
     common = dict(base_url=url, api_key=api_key, provider=info.name, label=info.label,
                   env_var=info.env_var, key_required=info.key_required, **options)
     return _adapter(info.protocol)(name, **common)  # type: ignore[no-any-return]
+
+
+def sdk_base_url(url: str, model: str, provider: str | None = None) -> str:
+    """A server's base URL named with or without `/v1`, the way the SDK of `model`'s
+    provider wants it: with it for the OpenAI protocol, without it for Anthropic's (whose SDK
+    adds it). For options that name a server the way users write it (`--upstream`)."""
+    bare = url.rstrip("/").removesuffix("/v1")
+    info, _ = resolve_provider(model, provider, bare)
+    return bare + "/v1" if info.protocol == "openai" else bare

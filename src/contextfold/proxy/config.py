@@ -40,17 +40,11 @@ def llm_summarizer(config: ProxyConfig, model: str, *, base_url: str | None = No
     comes from `--model-window` like the chat models', else the catalog. The runtime guards
     it: an invalid, late or failed summary falls back to the offline one.
     """
-    from ..providers import make_chat_model
-    from ..providers.factory import resolve_provider
-    from ..summarize.llm import LlmSummarizer
+    from ..providers import sdk_base_url
+    from ..summarize.llm import make_llm_summarizer
 
-    url = (base_url or config.upstream).rstrip("/")
-    info, _ = resolve_provider(model, provider, url)
-    # The upstream is named with or without /v1; the SDKs want it their own way.
-    bare = url.removesuffix("/v1")
-    url = bare + "/v1" if info.protocol == "openai" else bare
-    chat = make_chat_model(model, base_url=url, provider=provider)
-    return LlmSummarizer(chat, config.capacity(model))
+    url = sdk_base_url(base_url or config.upstream, model, provider)
+    return make_llm_summarizer(model, config.capacity(model), base_url=url, provider=provider)
 
 
 def parse_windows(values: list[str]) -> dict[str, int]:

@@ -96,13 +96,15 @@ class Conversation(PinOperations):
     # ------------------------------------------------------------------ sending
 
     async def send(self, message: Message | str, *, run_tools: RunTools | None = None,
-                   on_text: OnText | None = None) -> SendResult:
+                   on_text: OnText | None = None, node_id: str | None = None) -> SendResult:
         """Send a user message and get the reply (and run tools if a runner is given).
 
         Waits for a running compaction first (U2); if it fails or is cancelled, raises
         `SendAbortedError` with the draft (U3). Preflight (P1-P3): if the request with the
         draft does not fit, compacts; if it still cannot fit, raises `DraftTooLargeError`
         (nothing saved, nothing sent). `on_text` receives reply text as it streams.
+        `node_id`: the id the user message is stored under (the store's idempotent append:
+        if it is already stored, `DuplicateNodeError` and nothing is written twice).
         """
         draft = as_user_message(message)
         async with self._turn("send a message"):
@@ -115,7 +117,7 @@ class Conversation(PinOperations):
                     "add_tool_results() then continue_turn() before a new message")
             compactions = await self._preflight((draft,), draft)
             node = await self.store.append(self.session_id, draft,
-                                           expected_leaf_id=self._leaf_id())
+                                           expected_leaf_id=self._leaf_id(), node_id=node_id)
             await self._extend([node])
             return await self._run(
                 [node], compactions, run_tools or self.run_tools, on_text, checked=True)

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from ..replay import replay_series
 from .errors import ApiError
 from .routes import Manager, Tenant
 from .views import iso
@@ -98,65 +99,33 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
     if chart == "png":
         png = await asyncio.to_thread(_png, report)
         return Response(png, media_type="image/png")
-    return {**report.to_json(), "series": series(report)}
+    return {**report.to_json(), "series": replay_series(report)}
 
 
 def _replay(result: Any, model: str | None, window: int | None, overhead: int | None) -> Any:
-    from ..cli.replay_cmds import _estimate_accuracy, _overhead_from_usage, extractive
+    from ..cli.app import BadInput
     from ..cli.session_cmds import resolve_model
-    from ..replay import active_messages, budget_after_overhead, recorded_start, replay_messages
+    from ..replay import recorded_session, replay_overhead, replay_recorded
 
-    messages = active_messages(result.nodes, result.leaf_id)
-    start = recorded_start(result.nodes, result.leaf_id)
-    recorded = next((m.model or (m.usage.model if m.usage else None)
-                     for _, m in reversed(messages)
-                     if m.role == "assistant" and (m.model or m.usage)), None)
+    session = recorded_session(result.nodes, result.leaf_id)
     try:
-        capacity, budget = resolve_model(model, recorded, window)
+        capacity, budget = resolve_model(model, session.model, window)
     except LookupError:
         raise ApiError(400, "unknown_model", f"model {model!r} is not in the catalog") from None
-    except ValueError as exc:
+    except (ValueError, BadInput) as exc:  # BadInput: a window too small to compact in
         raise ApiError(400, "bad_request", str(exc)) from None
-    source, fixed = "overhead", overhead
-    if fixed is None:
-        fixed = _overhead_from_usage(messages, start, capacity)
-        source = "first recorded usage" if fixed is not None else "none"
     try:
-        budget_after_overhead(budget, fixed or 0)
+        fixed = replay_overhead(session, capacity, budget, overhead, "overhead")
     except ValueError as exc:
         raise ApiError(400, "bad_request", f"{exc}; give a larger context_window or a "
                        "smaller overhead") from None
-    report = replay_messages(messages, capacity, budget, extractive, start=start,
-                             overhead=fixed or 0)
-    report.overhead_source = source
-    report.estimate = _estimate_accuracy(messages, capacity)
-    return report
-
-
-def series(report: Any) -> dict[str, Any]:
-    """The chart as data: request size per request (ours and the recorded agent's), the
-    limits, and each compaction (what the PNG draws)."""
-    return {
-        "requests": [{"request": r.index, "estimated_tokens": r.estimated_tokens,
-                      "recorded_tokens": r.recorded_tokens} for r in report.requests],
-        "safe_input_limit": report.safe_input_limit,
-        "context_window": report.context_window,
-        "compactions": [{"before_request": c.before_request, "kept_tokens": c.kept_tokens,
-                         "tail_budget": c.tail_budget, "tokens_before": c.tokens_before,
-                         "tokens_after": c.tokens_after} for c in report.compactions],
-    }
+    return replay_recorded(session, capacity, budget, fixed)
 
 
 def _png(report: Any) -> bytes:
+    from ..replay_plot import replay_png
+
     try:
-        from ..cli.plot import plot_replay
-    except ImportError:  # pragma: no cover
-        raise ApiError(501, "not_available", "the chart needs matplotlib on the server "
-                       "(pip install 'contextfold[plot]'); ask for chart=json") from None
-    with tempfile.TemporaryDirectory() as folder:
-        out = Path(folder) / "replay.png"
-        try:
-            plot_replay(report, out, title=f"replay on {report.model}")
-        except RuntimeError as exc:
-            raise ApiError(501, "not_available", f"{exc}; ask for chart=json") from None
-        return out.read_bytes()
+        return replay_png(report, title=f"replay on {report.model}")
+    except RuntimeError as exc:
+        raise ApiError(501, "not_available", f"{exc}; ask for chart=json") from None

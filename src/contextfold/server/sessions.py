@@ -58,6 +58,7 @@ class Live:
         self.title = title
         self.created_at = created_at
         self.turns = 0  # turns running on this worker
+        self.keyed: set[str] = set()  # user node ids of the idempotent sends running here
         self.lock = asyncio.Lock()  # serialises refreshes
 
     @property
@@ -77,6 +78,9 @@ class SessionManager:
         self.store = store
         self.config = config
         self.hub = hub
+        # Built once per worker: the configured object (tests), else --summarizer-model's.
+        self.summarizer = config.summarizer if config.summarizer is not None else \
+            config.llm_summarizer()
         self._live: OrderedDict[tuple[str, str], Live] = OrderedDict()
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
         hub.on_cancel = self._cancel_local
@@ -162,7 +166,7 @@ class SessionManager:
                          capacity: ModelCapacity, settings: Settings) -> Conversation:
         conv = await Conversation.open(
             store, session_id, model=chat, capacity=capacity, system=settings.system,
-            summarizer=self.config.summarizer,
+            summarizer=self.summarizer,
             summarizer_timeout=self.config.summarizer_timeout)
         conv.subscribe(lambda event: self._on_event(conv, event))
         if self.config.on_conversation is not None:

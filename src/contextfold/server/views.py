@@ -106,7 +106,10 @@ def tree_json(session_id: str, leaf_id: str | None, nodes: Iterable[Node],
             "nodes": [node_json(n, on_branch=n.id in branch_ids) for n in nodes]}
 
 
-def turn_json(result: SendResult, gauge: Gauge, session: dict[str, Any]) -> dict[str, Any]:
+def turn_json(result: SendResult, gauge: Gauge, session: dict[str, Any], *,
+              replayed: bool = False) -> dict[str, Any]:
+    """The Turn object of docs/service.md (`replayed`: a repeated idempotent send answered
+    with the stored turn)."""
     replies = [n for n in result.nodes if n.message is not None and n.message.role == "assistant"]
     return {
         "reply": {"node_id": replies[-1].id if replies else None,
@@ -115,4 +118,5 @@ def turn_json(result: SendResult, gauge: Gauge, session: dict[str, Any]) -> dict
         "compactions": [outcome_json(c) for c in result.compactions],
         "gauge": gauge_json(gauge),
         "session": session,
+        "replayed": replayed,
     }

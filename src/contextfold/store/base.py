@@ -71,6 +71,13 @@ class StoreBase:
         """Release every pooled connection."""
         await self.engine.dispose()
 
+    async def __aenter__(self) -> Self:
+        """`async with await open_store(url) as store:` closes the store on the way out."""
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
     def for_tenant(self, tenant: str) -> Self:
         """This store seen by one tenant (SPEC W1): the same engine and caches, but every
         session read, write, list and lease is limited to `tenant`'s sessions, and new

@@ -254,8 +254,5 @@ async def read_only_store(url: str | None, reads: Callable[[Any], Awaitable[T]])
             await reader.close()
     from . import open_store
 
-    store = await open_store(url)
-    try:
+    async with await open_store(url) as store:
         return await reads(store)
-    finally:
-        await store.close()

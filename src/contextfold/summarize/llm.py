@@ -205,3 +205,20 @@ class LlmSummarizer:
             raise SummaryInvalid([*problems, *exc.problems]) from exc
         return SummaryOutcome(text=text, summarizer=FALLBACK, attempts=attempts,
                               problems=tuple(problems))
+
+
+def make_llm_summarizer(model: str, capacity: ModelCapacity, *, provider: str | None = None,
+                        base_url: str | None = None,
+                        api_key: str | None = None) -> LlmSummarizer:
+    """An `LlmSummarizer` asking `model` (named as for `make_chat_model`) for checkpoints,
+    its requests sized to `capacity` (the summariser model's window).
+
+    The key is `api_key` or the provider's environment variable: whoever runs the summariser
+    pays for it, never a client of a service or proxy. It is returned unguarded: pass it as
+    the `summarizer` of `Conversation` (or wrap it in `GuardedSummarizer`), which falls back
+    to the offline summary when it fails, is late or answers something invalid.
+    """
+    from ..providers.factory import make_chat_model
+
+    chat = make_chat_model(model, base_url=base_url, api_key=api_key, provider=provider)
+    return LlmSummarizer(chat, capacity)

@@ -42,8 +42,8 @@ async function errorOf(response) {
 }
 
 /** fetch() with the token; throws ApiError on a network failure or an error status. */
-export async function request(method, path, {json, body, accept, signal, contentType} = {}) {
-  const h = headers(accept ? {Accept: accept} : {});
+export async function request(method, path, {json, body, accept, signal, contentType, extraHeaders} = {}) {
+  const h = headers({...(accept ? {Accept: accept} : {}), ...(extraHeaders || {})});
   let payload = body;
   if (json !== undefined) {
     h["Content-Type"] = "application/json";
@@ -128,10 +128,14 @@ export const api = {
   cancel: (id) => call("POST", `/v1/sessions/${enc(id)}/cancel`, {}),
   fork: (id, nodeId) => call("POST", `/v1/sessions/${enc(id)}/fork`, {node_id: nodeId}),
   switchModel: (id, model) => call("POST", `/v1/sessions/${enc(id)}/model`, {model}),
-  /** messages / retry / edit as a stream of events (the reply as it is written). */
-  turn: (id, operation, body, signal) =>
+  /**
+   * messages / retry / edit as a stream of events (the reply as it is written). `key`: the
+   * Idempotency-Key of a send (the same for every attempt of one message).
+   */
+  turn: (id, operation, body, signal, key) =>
     request("POST", `/v1/sessions/${enc(id)}/${operation}`,
-      {json: body, accept: "text/event-stream", signal}),
+      {json: body, accept: "text/event-stream", signal,
+        extraHeaders: key ? {"Idempotency-Key": key} : {}}),
   events: (id, signal) =>
     request("GET", `/v1/sessions/${enc(id)}/events`, {accept: "text/event-stream", signal}),
   importFile: (file, format, title) => {
@@ -147,3 +151,9 @@ export const api = {
       {body: file, contentType: "application/octet-stream"});
   },
 };
+
+/** A fresh Idempotency-Key (crypto.randomUUID needs a secure context; this does not). */
+export function newKey() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}

@@ -3,7 +3,7 @@
 // waits on the server and goes out when the compaction succeeds (U2); on cancel or failure
 // nothing is sent and the draft is given back (U3); retry / edit / fork / model switch /
 // compact are disabled meanwhile (U4).
-import {api, ApiError, readEvents} from "./api.js";
+import {api, ApiError, newKey, readEvents} from "./api.js";
 import {startPendingTurn} from "./chat.js";
 import {byId} from "./dom.js";
 import {indexTree, nodeText, pathTo} from "./nodes.js";
@@ -102,6 +102,17 @@ function freeze(app, frozen) {
   app.updateControls();
 }
 
+// One Idempotency-Key per draft: sending the same text again in the same session (after a
+// dropped connection, a failed stream) reuses it, so the server never stores it twice.
+let sendKey = null;
+
+function keyFor(sessionId, text) {
+  if (!sendKey || sendKey.sessionId !== sessionId || sendKey.text !== text) {
+    sendKey = {sessionId, text, key: newKey()};
+  }
+  return sendKey.key;
+}
+
 /** messages / retry / edit, streamed; the outcome decides what happens to the draft. */
 async function runTurn(app, operation, text) {
   const sessionId = app.state.sessionId;
@@ -116,8 +127,9 @@ async function runTurn(app, operation, text) {
   const bubbles = startPendingTurn(operation === "retry" ? null : text, waiting ? "waiting" : "sending");
   let outcome = null;
   const body = operation === "retry" ? {} : {text};
+  const key = operation === "messages" ? keyFor(sessionId, text) : null;
   try {
-    const response = await api.turn(sessionId, operation, body);
+    const response = await api.turn(sessionId, operation, body, undefined, key);
     await readEvents(response, (name, data) => {
       if (name === "state") {
         app.setPhase(data.phase, data);
@@ -147,6 +159,9 @@ async function runTurn(app, operation, text) {
   app.state.busy = false;
   status.textContent = "";
   freeze(app, false);
+  const keyDone = outcome.ok ||
+    ["idempotency_key_reused", "idempotency_key_replaced"].includes(outcome.error.type);
+  if (key && keyDone && sendKey && sendKey.key === key) sendKey = null; // the next one is new
   if (app.state.sessionId !== sessionId) return; // the user opened another session meanwhile
   if (outcome.ok) {
     if (operation !== "retry") {

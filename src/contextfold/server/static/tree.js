@@ -34,6 +34,8 @@ export function renderTree(tree, handlers) {
     items.push(treeItem(node, siblings, parentKey, handlers, () => renderTree(tree, handlers)));
     parentKey = node.id;
   }
+  const end = index.byId.get(parentKey);
+  if (end && !end.on_branch) items.push(continueItem(end, handlers));
   const focus = focusedControl(list);
   replaceChildren(list, items);
   focus?.();
@@ -82,6 +84,27 @@ function treeItem(node, siblings, parentKey, handlers, rerender) {
   const text = node.kind === "checkpoint" ? preview(nodeText(node), 140) : preview(nodeText(node), 300);
   return el("li", {class: classes.join(" "), dataset: {nodeId: node.id}},
     head, el("p", {class: "node-text"}, text));
+}
+
+/**
+ * The end of a branch that is not the session's (chosen with the arrows): offer to go on
+ * from it. A session's history is append-only, so this is a fork (SPEC O3) at the branch's
+ * last reply: a new session that continues exactly this branch, the original untouched.
+ */
+function continueItem(end, handlers) {
+  const canFork = end.kind === "message" && end.role === "assistant";
+  const note = canFork
+    ? "You are viewing another branch than the session's. Continue it in a new session (the " +
+      "session you are in stays as it is):"
+    : "You are viewing another branch than the session's. It ends without a reply, so it " +
+      "cannot be continued; fork from one of its replies instead.";
+  const item = el("li", {class: "continue-branch"}, el("p", {}, note));
+  if (canFork) {
+    item.append(el("button", {type: "button", class: "continue", disabled: handlers.locked,
+      title: handlers.locked ? handlers.lockReason : "A new session whose history is this branch",
+      onclick: () => handlers.onFork(end)}, "Continue on this branch"));
+  }
+  return item;
 }
 
 function branchNav(node, siblings, parentKey, rerender) {

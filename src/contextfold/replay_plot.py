@@ -1,16 +1,26 @@
-"""`contextfold replay --plot`: request size over the session, next to the original agent's.
+"""The replay chart (`contextfold replay --plot`, `POST /v1/replay?chart=png`): request size
+over the session, next to the original agent's.
 
 matplotlib is an optional extra (`pip install contextfold[plot]`).
 """
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import BinaryIO
 
-from ..replay import ReplayReport
+from .replay import ReplayReport
 
 
-def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
+def replay_png(report: ReplayReport, *, title: str = "") -> bytes:
+    """The chart of `plot_replay` as PNG bytes (RuntimeError without matplotlib)."""
+    out = io.BytesIO()
+    plot_replay(report, out, title=title)
+    return out.getvalue()
+
+
+def plot_replay(report: ReplayReport, path: Path | BinaryIO, *, title: str = "") -> None:
     """Write a PNG: projected request size per request, the safe limit, each compaction."""
     try:
         import matplotlib
@@ -53,5 +63,5 @@ def plot_replay(report: ReplayReport, path: Path, *, title: str = "") -> None:
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8,
               frameon=False)
     fig.tight_layout()
-    fig.savefig(path, bbox_inches="tight")
+    fig.savefig(path, format="png", bbox_inches="tight")
     plt.close(fig)
