@@ -11,7 +11,8 @@ more floors are measured the same way and reported beside the goal:
   a validator per option when a command runs, which `--help` skips);
 - `bare_sqlalchemy`: that command also opening the same SQLite file through SQLAlchemy's
   async engine and aiosqlite (the store's stack) and reading the session's row;
-- `bare_sqlite3`: the same read through the standard library's `sqlite3`, for scale.
+- `bare_sqlite3`: the same read through the standard library's `sqlite3` (the stack of the
+  read-only snapshot `sessions`, `show` and `project` use on an embedded database).
 
 Each round runs every command once as a fresh process (`python -m contextfold`, the same
 interpreter), in shuffled order (the `import` that creates the session `compact` then
@@ -41,6 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "startup.json"
 SESSION_FILE = ROOT / "tests" / "fixtures" / "claude-code" / "short.jsonl"
 GOAL = 1.5
+# The reading commands use the store's read-only `sqlite3` snapshot on an embedded database
+# (store/snapshot.py); the writing ones the full store (SQLAlchemy + aiosqlite): each is
+# also reported over the floor of its own database stack.
+READERS = ("sessions", "show", "project")
+WRITERS = ("import", "compact")
 
 BARE_CLI = '''
 import sys
@@ -197,7 +203,10 @@ def main() -> None:
                   for name, values in seconds.items() if name != "bare_typer_help"}
         over_db_floor = {name: [a / b for a, b in zip(seconds[name], seconds["bare_sqlalchemy"],
                                                       strict=True)]
-                         for name in ("sessions", "show", "project", "import", "compact")}
+                         for name in WRITERS}
+        over_sqlite3 = {name: [a / b for a, b in zip(seconds[name], seconds["bare_sqlite3"],
+                                                     strict=True)]
+                        for name in READERS}
         help_seconds = help_phase(cf, bare, env, args.help_rounds)
     result: dict[str, Any] = {
         "label": args.label,
@@ -206,6 +215,7 @@ def main() -> None:
         "seconds": {name: spread(values) for name, values in seconds.items()},
         "ratio_to_bare_typer": {name: spread(values) for name, values in ratios.items()},
         "ratio_to_sqlalchemy_floor": {name: spread(v) for name, v in over_db_floor.items()},
+        "ratio_to_sqlite3_floor": {name: spread(v) for name, v in over_sqlite3.items()},
         "met": {name: statistics.median(values) <= GOAL for name, values in ratios.items()
                 if not name.startswith("bare_")},
         "command_help": help_seconds,

@@ -60,15 +60,19 @@ def test_help_imports_no_provider_sdk_database_or_plotting_library():
     assert proc.stdout.strip().splitlines()[-1] == "LOADED []", proc.stdout
 
 
-def test_project_on_an_up_to_date_database_needs_no_alembic_or_sdk(cf, env):
+@pytest.mark.parametrize(("command", "loaded"), [
+    ("project", "[]"),  # the read-only sqlite3 snapshot (docs/store.md)
+    ("verify", "['aiosqlite', 'sqlalchemy']"),  # the full store, without Alembic
+])
+def test_reads_on_an_up_to_date_database_need_no_alembic_or_sdk(cf, env, command, loaded):
     sid = _imported(cf, CC_SHORT)
     code = ("import sys\nfrom contextfold.cli import app\n"
-            f"sys.argv = ['contextfold', 'project', {sid!r}]\n"
+            f"sys.argv = ['contextfold', {command!r}, {sid!r}]\n"
             "try:\n    app()\nexcept SystemExit:\n    pass\n"
             f"print('LOADED', sorted(m for m in {HEAVY!r} if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=env, timeout=120)
-    assert proc.stdout.strip().splitlines()[-1] == "LOADED ['aiosqlite', 'sqlalchemy']", \
+    assert proc.stdout.strip().splitlines()[-1] == f"LOADED {loaded}", \
         proc.stdout + proc.stderr
 
 

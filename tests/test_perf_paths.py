@@ -24,7 +24,7 @@ from contextfold.core.identifiers import extract_identifiers
 from contextfold.core.plan import Plan
 from contextfold.core.planner import build_checkpoint, plan_compaction
 from contextfold.runtime import Conversation, compact_session
-from contextfold.store import queries
+from contextfold.store import loading, queries
 from tests.builders import branch_of, chain, tool_call, tool_result, turn, user
 
 pytest_plugins = ["tests.store_fixtures"]
@@ -209,7 +209,8 @@ class RowSpy:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.rows: list[int] = []
         self.full = 0
-        walk, full = queries.walk_up, queries.load_full
+        # The loading rules (store/loading.py) serve every caller: `queries` wraps them.
+        walk, full = loading.walk_up, loading.load_full
 
         async def counted_walk(*args, **kwargs):
             found = await walk(*args, **kwargs)
@@ -220,8 +221,8 @@ class RowSpy:
             self.full += 1
             return await full(*args, **kwargs)
 
-        monkeypatch.setattr(queries, "walk_up", counted_walk)
-        monkeypatch.setattr(queries, "load_full", counted_full)
+        monkeypatch.setattr(loading, "walk_up", counted_walk)
+        monkeypatch.setattr(loading, "load_full", counted_full)
 
 
 async def test_history_pages_read_only_the_page(store, monkeypatch):  # T1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ..core.catalog import ModelCatalog
     from ..core.tree import Branch, DamagedBranch
 
+T = TypeVar("T")
 DEFAULT_MODEL = "claude-sonnet-4-5"
 
 MODEL_OPTION = typer.Option(
@@ -177,6 +178,15 @@ def stderr_progress() -> Callable[[str], None]:
     return say
 
 
+async def read_only(db: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
+    """Run a read-only command's `reads(store)`: the one place that picks the quick
+    `sqlite3` snapshot of an embedded database (no SQLAlchemy to import) or, whenever it
+    cannot serve them exactly, the full store (docs/store.md)."""
+    from ..store.snapshot import read_only_store
+
+    return await read_only_store(db, reads)
+
+
 async def _load_healthy(store: Any, session_id: str) -> Branch:
     from ..core.tree import DamagedBranch
 
@@ -232,11 +242,10 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
     out = Output(as_json)
 
     async def work() -> None:
-        from ..store import open_store
+        async def reads(store: Any) -> list[dict[str, Any]]:
+            return [await _session_row(store, s) for s in await store.list_sessions()]
 
-        async with await open_store(db) as store:
-            rows = [await _session_row(store, s) for s in await store.list_sessions()]
-
+        rows = await read_only(db, reads)
         out.emit({"sessions": rows}, lambda: render_sessions(rows))
 
     run(out, work)
@@ -379,10 +388,8 @@ def project_command(
         from ..core.estimator import estimate_request
         from ..core.projection import project
         from ..formats.request import export_session
-        from ..store import open_store
 
-        async with await open_store(db) as store:
-            branch = await _load_healthy(store, session)
+        branch = await read_only(db, lambda store: _load_healthy(store, session))
         capacity, budget = resolve_model(model, recorded_model(branch), context_window,
                                          compacts=False)
         projection = project(branch)
@@ -419,9 +426,8 @@ def show_command(
 
     async def work() -> None:
         from ..core.tree import Branch, DamagedBranch
-        from ..store import open_store
 
-        async with await open_store(db) as store:
+        async def reads(store: Any) -> tuple[Any, ...]:
             info = await store.get_session(session)
             if page is None:
                 nodes = await store.load_tree(session)
@@ -434,6 +440,9 @@ def show_command(
                              getattr(model_view, "problems", ()))
             if info.read_only and not problems:  # damage in summarised history, off the page
                 problems = tuple(getattr(await store.load_full_branch(session), "problems", ()))
+            return info, nodes, branch, model_view, problems
+
+        info, nodes, branch, model_view, problems = await read_only(db, reads)
         if info.read_only and isinstance(model_view, Branch):
             # One report everywhere (SPEC D2): the readable view, marked read-only.
             model_view = DamagedBranch(readable=model_view.nodes, problems=problems)

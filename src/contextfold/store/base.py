@@ -27,7 +27,8 @@ from .errors import (
     ReadOnlySessionError,
     SessionNotFoundError,
 )
-from .rows import node_row, utc
+from .loading import is_damaged
+from .rows import node_row, session_info
 from .schema import leaf_moves, nodes, sessions
 from .values import DEFAULT_TENANT, SessionInfo
 
@@ -122,22 +123,13 @@ class StoreBase:
         return row
 
     def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
-        return SessionInfo(
-            id=row["id"], tree_id=row["tree_id"], leaf_id=row["leaf_id"],
-            branch_revision=row["branch_revision"], read_only=bool(row["read_only"]) or read_only,
-            title=row["title"], created_at=utc(row["created_at"]),
-            metadata=json.loads(row["metadata"] or "{}"),
-            tenant_id=row.get("tenant_id") or DEFAULT_TENANT,
-        )
+        return session_info(row, read_only=read_only)
 
     async def _is_damaged(self, conn: AsyncConnection, row: RowMapping) -> bool:
         if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._sound:
             return False
-        branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
-                                         row["branch_revision"])
-        if isinstance(branch, DamagedBranch) or await queries.history_problems(
-            conn, row["tree_id"], branch
-        ):
+        if await is_damaged(queries.SqlRows(conn), row["tree_id"], row["leaf_id"],
+                            row["branch_revision"]):
             return True
         self._remember_sound(row["tree_id"], row["leaf_id"])
         return False

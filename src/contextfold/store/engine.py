@@ -16,22 +16,16 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import platformdirs
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from .errors import ConfigurationError
+from .location import ENV_VAR, default_sqlite_path
 
-ENV_VAR = "CONTEXTFOLD_DB"
 _BEGIN_OPTION = "contextfold_sqlite_begin"
 T = TypeVar("T")
-
-
-def default_sqlite_path() -> Path:
-    """The embedded database file: `<user data dir>/contextfold/contextfold.db`."""
-    return Path(platformdirs.user_data_dir("contextfold", appauthor=False)) / "contextfold.db"
 
 
 def resolve_url(url: str | None = None) -> str:

@@ -11,22 +11,19 @@ Alembic's import is a noticeable share of a short command's start-up.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from .engine import read_connection, write_connection
+from .head import MIGRATIONS_DIR, shipped_head
 
 if TYPE_CHECKING:
     from alembic.config import Config
 
-MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # Arbitrary constant: the advisory lock key that serialises concurrent migrations.
 _MIGRATION_LOCK_KEY = 0x636F6E7466  # "contf"
 
@@ -70,40 +67,6 @@ async def downgrade(engine: AsyncEngine, target: str) -> None:
     from alembic import command
 
     await _run(engine, lambda conn: command.downgrade(_config(conn), target))
-
-
-_REVISION_LINE = re.compile(r"^(down_revision|revision)\s*(?::[^=]*)?=\s*(.+?)\s*$", re.M)
-
-
-@cache
-def shipped_head() -> str | None:
-    """The newest shipped revision, read from the migration files' `revision` and
-    `down_revision` lines (the one no other revision names as its parent); None if the
-    files are not in that plain form (then Alembic decides)."""
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for path in (MIGRATIONS_DIR / "versions").glob("*.py"):
-        found = dict((k, v) for k, v in _REVISION_LINE.findall(path.read_text("utf-8")))
-        revision = _literal(found.get("revision"))
-        if not isinstance(revision, str):
-            return None
-        revisions.add(revision)
-        parent = _literal(found.get("down_revision", "None"))
-        if isinstance(parent, str):
-            parents.add(parent)
-        elif parent is not None:
-            return None  # a merge revision (a tuple): leave it to Alembic
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
-
-
-def _literal(source: str | None) -> Any:
-    import ast
-
-    try:
-        return ast.literal_eval(source) if source is not None else ValueError
-    except (ValueError, SyntaxError):
-        return ValueError
 
 
 async def _stored_revision(engine: AsyncEngine) -> str | None:

@@ -18,6 +18,8 @@ from pydantic import ValidationError
 from contextfold.core.messages import Checkpoint, Message, Node, parse_payload
 from contextfold.core.tree import InvalidRecord
 
+from .values import DEFAULT_TENANT, SessionInfo
+
 HASH_MISMATCH = "content hash mismatch: the row was modified after it was written"
 CHAIN_MISMATCH = ("chain digest mismatch: this row or its parent was rewritten after it was "
                   "written")
@@ -83,6 +85,18 @@ def node_row(
         "content_hash": digest,
         "chain_hash": chain_digest(parent_chain, digest),
     }
+
+
+def session_info(row: Mapping[str, Any], *, read_only: bool) -> SessionInfo:
+    """The `SessionInfo` of a `sessions` row (`created_at` already an aware datetime);
+    `read_only` adds damage found on load to the stored flag (SPEC D2)."""
+    return SessionInfo(
+        id=row["id"], tree_id=row["tree_id"], leaf_id=row["leaf_id"],
+        branch_revision=row["branch_revision"], read_only=bool(row["read_only"]) or read_only,
+        title=row["title"], created_at=utc(row["created_at"]),
+        metadata=json.loads(row["metadata"] or "{}"),
+        tenant_id=row.get("tenant_id") or DEFAULT_TENANT,
+    )
 
 
 def record_from_row(row: Mapping[str, Any]) -> Node | InvalidRecord:

@@ -33,6 +33,7 @@ from .errors import (
     StaleBranchError,
 )
 from .lease import LeaseMixin
+from .loading import readable_nodes, with_forks
 from .mirroring import MirrorOps
 from .pinning import PinOps
 from .recall import RecallOps
@@ -185,19 +186,15 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         shown = page.nodes if isinstance(page, Branch) else page.readable
         async with read_connection(self.engine) as conn:
             row = await self._session_row(conn, session_id)
-            ids = [n.id for n in shown]
-            kids = queries.records(await queries.children_of(conn, row["tree_id"], ids))
-        on_page = set(ids)
-        forks = [n for n in kids.values() if isinstance(n, Node) and n.id not in on_page]
-        return [*shown, *sorted(forks, key=lambda n: (n.created_at, n.id))]
+            kids = await queries.children_of(conn, row["tree_id"], [n.id for n in shown])
+        return with_forks(shown, kids)
 
     async def load_tree(self, session_id: str) -> list[Node]:
         """Every readable node of the session's tree, all branches, parents before children.
         Rows that fail validation are left out (`load_full_branch` reports them)."""
         async with read_connection(self.engine) as conn:
             row = await self._session_row(conn, session_id)
-            found = queries.records(await queries.tree_rows(conn, row["tree_id"]))
-            return [n for n in found.values() if isinstance(n, Node)]
+            return readable_nodes(await queries.tree_rows(conn, row["tree_id"]))
 
     # ------------------------------------------------------------------ appending (SPEC C6)
 
