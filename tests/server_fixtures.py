@@ -124,6 +124,24 @@ async def open_window(c: httpx.AsyncClient, sid: str, gate: Gate) -> None:
     assert state["phase"] == "compacting" and state["trigger"] == "manual"  # U1
 
 
+async def wait_until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Poll `condition` (sync or async, no arguments) until it holds; fail naming `what`.
+
+    A deadline, not a count of short sleeps: on a loaded 2-core machine a fixed number of
+    10 ms naps can end before the server got its turn, and the test then races itself.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        held = condition()
+        if asyncio.iscoroutine(held):
+            held = await held
+        if held:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} (waited {timeout:.0f} s)")
+        await asyncio.sleep(0.02)
+
+
 async def create(client: httpx.AsyncClient, **body: Any) -> str:
     response = await client.post("/v1/sessions", json=body)
     assert response.status_code == 201, response.text

@@ -17,6 +17,7 @@ from tests.server_fixtures import (  # noqa: F401
     open_window,
     say,
     service_factory,
+    wait_until,
     worth_compacting,
 )
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
@@ -103,12 +104,11 @@ async def test_w4_busy_turn_refuses_a_second_turn(service_factory) -> None:  # n
         sid = await create(c)
         first = asyncio.create_task(c.post(f"/v1/sessions/{sid}/messages",
                                            json={"text": "a slow streamed reply " * 5}))
-        for _ in range(200):
-            if (await c.get(f"/v1/sessions/{sid}")).json()["state"]["phase"] == "busy":
-                break
-            await asyncio.sleep(0.02)
-        else:
-            raise AssertionError("the first turn never showed as busy")
+
+        async def busy() -> bool:
+            return (await c.get(f"/v1/sessions/{sid}")).json()["state"]["phase"] == "busy"
+
+        await wait_until(busy, "the first turn never showed as busy")
         r = await c.post(f"/v1/sessions/{sid}/messages", json={"text": "second"})
         assert r.status_code == 409 and r.json()["type"] == "busy"
         assert (await first).status_code == 200

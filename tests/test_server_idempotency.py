@@ -15,6 +15,7 @@ from tests.server_fixtures import (  # noqa: F401
     open_window,
     parse_sse,
     service_factory,
+    wait_until,
     worth_compacting,
 )
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
@@ -124,10 +125,8 @@ async def test_a_repeat_while_the_first_attempt_runs_here_is_409_in_progress(
         await open_window(c, sid, gate)
         first = asyncio.create_task(_send(c, sid, "waits for the compaction", "k"))
         live = next(iter(svc.app.state.service.sessions._live.values()))
-        for _ in range(300):  # until the first attempt holds its key (it waits, U2)
-            if live.keyed:
-                break
-            await asyncio.sleep(0.01)
+        # until the first attempt holds its key (it waits for the compaction, U2)
+        await wait_until(lambda: live.keyed, "the first attempt never held its key")
         again = await _send(c, sid, "waits for the compaction", "k")
         assert again.status_code == 409, again.text
         assert again.json()["type"] == "in_progress"
