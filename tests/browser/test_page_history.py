@@ -213,6 +213,31 @@ def test_new_session_on_the_default_offline_model(page: Any, stack: Stack) -> No
     expect(page.locator("#gauge")).not_to_have_attribute("aria-valuetext", "no session")
 
 
+def test_new_clicked_while_the_page_still_loads_keeps_the_new_session(
+    page: Any, stack: Stack
+) -> None:
+    """A click on "New" before the page's first load finished: the load's own "open the
+    latest session" must not land afterwards and take the new session (and the keyboard)
+    away. The session listing is held back until the click has happened."""
+    with stack.client() as client:
+        older = stack.new_session(client, "an older session", ["hello"])
+    held: list[Any] = []
+    page.route("**/v1/sessions", lambda route: held.append(route)
+               if route.request.method == "GET" else route.continue_())
+    page.goto(stack.url + "/")
+    page.click("#new-session")
+    page.wait_for_timeout(200)  # the click is in; the page is still waiting for the listing
+    assert held, "the page never asked for the session listing"
+    for route in held:
+        route.continue_()
+    expect(page.locator("#messages")).to_contain_text("No messages yet")
+    expect(page.locator("#draft")).to_be_focused()
+    expect(page).not_to_have_url(re.compile(re.escape(older)))
+    page.keyboard.type("typed into the new session")
+    page.keyboard.press("Enter")
+    expect(page.locator("#messages .msg.assistant")).to_contain_text("typed into the new session")
+
+
 def test_a_send_whose_answer_was_lost_is_not_stored_twice(page: Any, stack: Stack) -> None:
     """The page sends one Idempotency-Key per draft: the server stores the message and
     answers, the answer is lost on the way (the network fails), the draft comes back, and

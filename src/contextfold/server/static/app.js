@@ -13,6 +13,7 @@ import {renderTree, resetBranchChoices} from "./tree.js";
 const state = {
   config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null,
   phase: "idle", busy: false, frozen: false, editing: null, events: null, generation: 0,
+  loading: Promise.resolve(),
 };
 
 const app = {
@@ -187,8 +188,16 @@ async function openSession(id, {updateHash = true} = {}) {
   if (state.sessionId === id && state.session) startEvents(id, state.generation);
 }
 
-async function loadAll() {
+// Whatever the user does first (a click on "New" while the page is still loading) waits
+// for this: otherwise the load's own "open the latest session" lands after it and undoes it.
+function loadAll() {
+  state.loading = loadEverything();
+  return state.loading;
+}
+
+async function loadEverything() {
   state.generation += 1;
+  const generation = state.generation;
   stopEvents();
   // Nothing of the previous token's tenant may stay on the page.
   Object.assign(state, {config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null});
@@ -213,6 +222,7 @@ async function loadAll() {
     replaceChildren(byId("model-list"), el("option", {value: state.config.default_model}));
   }
   renderSessionList();
+  if (generation !== state.generation) return;  // the user opened a session meanwhile
   const wanted = hashSession() || (state.sessions.length ? state.sessions[state.sessions.length - 1].session_id : null);
   await openSession(wanted);
 }
@@ -276,6 +286,7 @@ async function fork(node) {
 }
 
 async function newSession() {
+  await state.loading;
   try {
     const session = await api.createSession({});
     state.sessions.push(session);
