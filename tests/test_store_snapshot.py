@@ -349,6 +349,7 @@ def test_the_snapshot_checks_hashes_like_the_store(database):
 
 @pytest.mark.parametrize("command", ["project", "show", "sessions"])
 def test_reading_commands_on_sqlite_never_import_sqlalchemy(tmp_path, command):
+    """Nor asyncio: the snapshot's reads finish without an event loop (issue 9, start-up)."""
     import os
 
     env = {**os.environ, "CONTEXTFOLD_DB": str(tmp_path / "cf.db")}
@@ -356,6 +357,33 @@ def test_reading_commands_on_sqlite_never_import_sqlalchemy(tmp_path, command):
                                ("sqlalchemy",))
     sid = json.loads(out.splitlines()[0])["session_id"]
     args = [command] if command == "sessions" else [command, sid]
-    loaded, out = loaded_after(args, env, ("sqlalchemy", "aiosqlite", "alembic", "psycopg"))
+    loaded, out = loaded_after(args, env, ("sqlalchemy", "aiosqlite", "alembic", "psycopg",
+                                           "asyncio"))
     assert {"project": "tokens of", "show": "durable history", "sessions": sid}[command] in out
     assert loaded == [], f"`contextfold {command}` imported {loaded}"
+
+
+def test_reads_run_without_an_event_loop_and_give_way_when_they_wait(database, opened):
+    """The snapshot's reads finish in one step (no event loop); reads that await anything
+    else are not half-served: the full store runs them again, under asyncio."""
+    from contextfold.store.snapshot import read_only_store
+
+    path, ids = database
+    sid = ids["cc_short"]
+    seen: list[str] = []
+
+    async def plain(store: Any) -> int:
+        seen.append(type(store).__name__)
+        return len((await store.load_full_branch(sid)).nodes)
+
+    async def waits(store: Any) -> int:
+        seen.append(type(store).__name__)
+        await asyncio.sleep(0)  # a step that yields: only an event loop may run it
+        return len((await store.load_full_branch(sid)).nodes)
+
+    count = read_only_store(str(path), plain)
+    assert seen == ["SnapshotReader"] and opened == []
+    seen.clear()
+    assert read_only_store(str(path), waits) == count > 0
+    assert seen[0] == "SnapshotReader" and seen[1] != "SnapshotReader" and len(seen) == 2
+    assert opened == [str(path)]

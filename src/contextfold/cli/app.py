@@ -12,11 +12,10 @@ and a base install without the provider extras works.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, NoReturn, TypeVar
 
@@ -114,10 +113,20 @@ def cli_message(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
-def run(out: Output, work: Callable[[], Awaitable[T]]) -> T:
-    """Run an async command body, mapping exceptions to the exit-code contract."""
+def run(out: Output, work: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
+    """Run a command body, mapping exceptions to the exit-code contract.
+
+    An async body runs under `asyncio.run`; a synchronous one (the reading commands, whose
+    snapshot of an embedded database needs no event loop) runs as it is, so those commands
+    never import asyncio.
+    """
     try:
-        return asyncio.run(work())  # type: ignore[arg-type]
+        result = work()
+        if isinstance(result, Coroutine):
+            import asyncio
+
+            return asyncio.run(result)  # type: ignore[no-any-return]
+        return result  # type: ignore[return-value]
     except typer.Exit:
         raise
     except KeyboardInterrupt:

@@ -178,13 +178,14 @@ def stderr_progress() -> Callable[[str], None]:
     return say
 
 
-async def read_only(db: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
+def read_only(db: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
     """Run a read-only command's `reads(store)`: the one place that picks the quick
-    `sqlite3` snapshot of an embedded database (no SQLAlchemy to import) or, whenever it
-    cannot serve them exactly, the full store (docs/store.md)."""
+    `sqlite3` snapshot of an embedded database (no SQLAlchemy or asyncio to import) or,
+    whenever it cannot serve them exactly, the full store (docs/store.md). Synchronous:
+    call it from a command's synchronous body."""
     from ..store.snapshot import read_only_store
 
-    return await read_only_store(db, reads)
+    return read_only_store(db, reads)
 
 
 async def _load_healthy(store: Any, session_id: str) -> Branch:
@@ -241,11 +242,11 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
     """List stored sessions: started / last written, messages, checkpoints, model."""
     out = Output(as_json)
 
-    async def work() -> None:
+    def work() -> None:
         async def reads(store: Any) -> list[dict[str, Any]]:
             return [await _session_row(store, s) for s in await store.list_sessions()]
 
-        rows = await read_only(db, reads)
+        rows = read_only(db, reads)
         out.emit({"sessions": rows}, lambda: render_sessions(rows))
 
     run(out, work)
@@ -384,12 +385,12 @@ def project_command(
     if format not in ("openai", "anthropic"):
         out.fail(BadInput(f"--format must be 'openai' or 'anthropic', not {format!r}"), 2)
 
-    async def work() -> None:
+    def work() -> None:
         from ..core.estimator import estimate_request
         from ..core.projection import project
         from ..formats.request import export_session
 
-        branch = await read_only(db, lambda store: _load_healthy(store, session))
+        branch = read_only(db, lambda store: _load_healthy(store, session))
         capacity, budget = resolve_model(model, recorded_model(branch), context_window,
                                          compacts=False)
         projection = project(branch)
@@ -424,7 +425,7 @@ def show_command(
     if page == 0:
         page = None
 
-    async def work() -> None:
+    def work() -> None:
         from ..core.tree import Branch, DamagedBranch
 
         async def reads(store: Any) -> tuple[Any, ...]:
@@ -442,7 +443,7 @@ def show_command(
                 problems = tuple(getattr(await store.load_full_branch(session), "problems", ()))
             return info, nodes, branch, model_view, problems
 
-        info, nodes, branch, model_view, problems = await read_only(db, reads)
+        info, nodes, branch, model_view, problems = read_only(db, reads)
         if info.read_only and isinstance(model_view, Branch):
             # One report everywhere (SPEC D2): the readable view, marked read-only.
             model_view = DamagedBranch(readable=model_view.nodes, problems=problems)

@@ -151,9 +151,13 @@ class SnapshotReader:
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a time that does not parse
             raise SnapshotUnusable(str(exc)) from None
 
-    async def close(self) -> None:
+    def close_now(self) -> None:
         """End the read transaction and close the file."""
         self._conn.close()
+
+    async def close(self) -> None:
+        """As `close_now`, for code written against the store's async API."""
+        self.close_now()
 
     # ------------------------------------------------------------ loading.RowSource
 
@@ -237,22 +241,47 @@ class SnapshotReader:
             "ORDER BY depth, created_at, id", (tree_id,)))
 
 
-async def read_only_store(url: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
+def read_only_store(url: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
     """`reads(store)` (read-only calls of the store API) on a snapshot of the database when
     it can serve them, else on the full store (`open_store`), whose results and errors are
-    the reference: the snapshot answers the same or gives way."""
+    the reference: the snapshot answers the same or gives way.
+
+    Synchronous: the snapshot needs no event loop, and only the full store starts one
+    (`asyncio.run`), so call it from synchronous code, not from a running loop.
+    """
     try:
-        reader = SnapshotReader.open(url)
+        return read_snapshot(url, reads)
     except SnapshotUnusable:
         pass
-    else:
-        try:
-            return await reads(reader)
-        except SnapshotUnusable:
-            pass
-        finally:
-            await reader.close()
+    import asyncio  # only here: the snapshot path runs without it (docs/benchmarks.md)
+
     from . import open_store
 
-    async with await open_store(url) as store:
-        return await reads(store)
+    async def on_full_store() -> T:
+        async with await open_store(url) as store:
+            return await reads(store)
+
+    return asyncio.run(on_full_store())
+
+
+def read_snapshot(url: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
+    """`reads(snapshot)` run to its end without an event loop; `SnapshotUnusable` when the
+    snapshot cannot serve it (then nothing was returned and the full store must)."""
+    reader = SnapshotReader.open(url)
+    try:
+        return _to_the_end(reads(reader))
+    finally:
+        reader.close_now()
+
+
+def _to_the_end(reads: Awaitable[T]) -> T:
+    # The snapshot's calls are `async` only to share the store's API and `loading` with
+    # the full store: sqlite3 never waits, so the coroutine finishes in its first step and
+    # no event loop (nor the import of asyncio, a tenth of a bare CLI's start) is needed.
+    step = reads.__await__()
+    try:
+        step.send(None)
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
+    step.close()  # it awaited something else: the full store runs the reads instead
+    raise SnapshotUnusable("the reads awaited something besides the snapshot")
