@@ -234,3 +234,36 @@ def test_budgets_for_a_200k_model(catalog):  # B1-B3
     b = _check_budget(catalog.lookup("claude-sonnet-4-5"))
     assert b.reserve == 16_384 and b.safe_input_limit == 183_616
     assert b.tail_budget == 20_000 and b.summary_budget == 13_107
+
+
+def test_an_exact_id_is_found_without_parsing_the_packaged_rows_and_alike():
+    """Start-up (issue 9): the packaged catalog answers an exact id from the rows that name
+    it, without parsing all 4,061; for every id in the data (and its vendor-less tail and
+    upper-cased form) that shortcut resolves exactly what the full index resolves."""
+    from contextfold.core.catalog import _scan_packaged
+
+    lazy = ModelCatalog.packaged()
+    assert lazy.lookup("claude-opus-4-6").context_window > 0
+    assert "_entries" not in lazy.__dict__ and "_by_id" not in lazy.__dict__
+    full = ModelCatalog(ModelCatalog.packaged()._entries)
+    text = lazy._text
+    assert text is not None
+    names = {e.id for e in full._entries} | {e.id.rsplit("/", 1)[-1] for e in full._entries}
+    scanned = 0
+    for name in sorted(names):
+        low = name.lower()
+        rows = _scan_packaged(text, low)
+        if rows is not None:
+            scanned += 1
+            assert rows == full._by_id.get(low, []), name
+    for name in sorted(names)[::25]:  # the whole resolution, on a fresh lazy catalog each
+        for form in (name, name.upper()):
+            assert ModelCatalog.packaged().resolve(form) == full.resolve(form), form
+    # The shortcut answers nearly every bare id (a name with a '/' goes the provider path).
+    assert scanned > 0.95 * len({n for n in names if "/" not in n})
+    # Not a row alone (the header line), an id JSON would escape, a name nobody has:
+    first_id = json.loads(text)["models"][0][1].lower()
+    assert _scan_packaged(text, first_id) is None
+    assert _scan_packaged(text, 'we"ird') is None
+    assert _scan_packaged(text, "no-such-model-anywhere") == []
+    assert _scan_packaged(text.replace('"fields"', '"columns"', 1), "gpt-4o") is None

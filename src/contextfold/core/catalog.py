@@ -28,11 +28,10 @@ import difflib
 import json
 import os
 import re
-import tomllib
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -167,6 +166,55 @@ class CatalogEntry(NamedTuple):
         )
 
 
+def _packaged_entry(row: list[Any]) -> CatalogEntry | None:
+    """One row of models.json (`_PACKAGED_FIELDS`); None for a row without a window."""
+    provider, model_id, family, context, limit_in, output, reasoning, modalities = row
+    if not (context and context > 0):
+        return None
+    return CatalogEntry(provider, model_id, family, context, limit_in, output or None,
+                        reasoning, tuple(modalities or ()))
+
+
+_PACKAGED_HEADER = '"fields":' + json.dumps(list(_PACKAGED_FIELDS), separators=(",", ":"))
+_PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9._:@+-]*")  # written verbatim in JSON, no escapes
+
+
+def _scan_packaged(text: str, low: str) -> list[CatalogEntry] | None:
+    """The rows whose lower-cased id, or its part after the last '/', is `low`, in file
+    order, found without parsing the whole file; None when the shortcut cannot answer
+    exactly (then the full index does).
+
+    Why: parsing and indexing all 4,061 rows is a twentieth of a bare CLI's start, and a
+    short command looks up one exact id. The file holds one row per line and names each
+    id as a JSON string, so a row with id `low` or `…/low` has a line containing `"low"`
+    or `/low"` (case-folded); each such line is parsed and checked like the index would.
+    Anything unexpected (an id that JSON would escape, a line that is not one row, another
+    header) gives way to the full parse.
+    """
+    if not _PLAIN_ID.fullmatch(low) or _PACKAGED_HEADER not in text[:text.find("\n")]:
+        return None
+    lowered = text.lower()
+    rows: dict[int, CatalogEntry] = {}  # by line start: a line can match more than once
+    for needle in (f'"{low}"', f'/{low}"'):
+        at = lowered.find(needle)
+        while at != -1:
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end == -1 else end
+            try:
+                row = json.loads(text[start:end].rstrip(","))
+            except ValueError:
+                return None  # the header line or the last one: not a row alone
+            if not (isinstance(row, list) and len(row) == len(_PACKAGED_FIELDS)):
+                return None
+            entry = _packaged_entry(row)
+            model_id = str(row[1]).lower()
+            if entry is not None and low in (model_id, model_id.rsplit("/", 1)[-1]):
+                rows[start] = entry
+            at = lowered.find(needle, end)
+    return [rows[start] for start in sorted(rows)]
+
+
 def _normal(model_id: str) -> str:
     """Loose key: case, `.` vs `-`, `_` vs `-` and a trailing date do not matter."""
     key = model_id.lower().rsplit("/", 1)[-1].replace(".", "-").replace("_", "-")
@@ -197,19 +245,8 @@ class ModelCatalog:
 
     def __init__(self, entries: Iterable[CatalogEntry],
                  overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
-        self._entries = tuple(entries)
-        self._by_provider: dict[tuple[str, str], CatalogEntry] = {}
-        self._by_id: dict[str, list[CatalogEntry]] = {}
-        self._by_normal: dict[str, list[CatalogEntry]] = {}
-        for e in self._entries:
-            low = e.id.lower()
-            self._by_provider.setdefault((e.provider.lower(), low), e)
-            self._by_id.setdefault(low, []).append(e)
-            tail = low.rsplit("/", 1)[-1]
-            if tail != low:
-                self._by_id.setdefault(tail, []).append(e)
-            self._by_normal.setdefault(_normal(low), []).append(e)
-        self._providers = {p for p, _ in self._by_provider}
+        self._given: tuple[CatalogEntry, ...] = tuple(entries)
+        self._text: str | None = None  # the packaged file, while its rows are unparsed
         self._overrides: dict[str, dict[str, Any]] = {}
         for name, fields in (overrides or {}).items():
             self.override(name, **fields)
@@ -218,18 +255,55 @@ class ModelCatalog:
 
     @classmethod
     def packaged(cls) -> ModelCatalog:
-        """The catalog built from the packaged models.dev data, without overrides."""
-        text = resources.files("contextfold.data").joinpath("models.json").read_text("utf-8")
-        data = json.loads(text)
+        """The catalog built from the packaged models.dev data, without overrides.
+
+        Its 4,061 rows are parsed and indexed on first need: a lookup by an exact model id
+        (what a short command makes) reads only the rows that name it (`_scan_packaged`).
+        """
+        catalog = cls(())
+        catalog._text = resources.files("contextfold.data").joinpath(
+            "models.json").read_text("utf-8")
+        return catalog
+
+    @cached_property
+    def _entries(self) -> tuple[CatalogEntry, ...]:
+        if self._text is None:
+            return self._given
+        data = json.loads(self._text)
         if data["fields"] != list(_PACKAGED_FIELDS):
             raise ValueError(f"models.json fields changed: {data['fields']}")
-        return cls(
-            CatalogEntry(provider, model_id, family, context, limit_in, output or None,
-                         reasoning, tuple(modalities or ()))
-            for provider, model_id, family, context, limit_in, output, reasoning, modalities
-            in data["models"]
-            if context and context > 0
-        )
+        return tuple(entry for row in data["models"] if (entry := _packaged_entry(row)))
+
+    @cached_property
+    def _by_id(self) -> dict[str, list[CatalogEntry]]:
+        # Keyed by the lower-cased id and, for a vendor-prefixed id, by its last part too.
+        index: dict[str, list[CatalogEntry]] = {}
+        for e in self._entries:
+            low = e.id.lower()
+            index.setdefault(low, []).append(e)
+            tail = low.rsplit("/", 1)[-1]
+            if tail != low:
+                index.setdefault(tail, []).append(e)
+        return index
+
+    @cached_property
+    def _by_provider(self) -> dict[tuple[str, str], CatalogEntry]:
+        index: dict[tuple[str, str], CatalogEntry] = {}
+        for e in self._entries:
+            index.setdefault((e.provider.lower(), e.id.lower()), e)
+        return index
+
+    @cached_property
+    def _providers(self) -> set[str]:
+        return {p for p, _ in self._by_provider}
+
+    def _exact(self, low: str) -> list[CatalogEntry]:
+        """`_by_id[low]`, read from the packaged text while the index is not built."""
+        if self._text is not None and "_by_id" not in self.__dict__:
+            found = _scan_packaged(self._text, low)
+            if found is not None:
+                return found
+        return self._by_id.get(low, [])
 
     def _copy(self) -> ModelCatalog:
         new = object.__new__(ModelCatalog)
@@ -324,6 +398,18 @@ class ModelCatalog:
             merged.update(self._overrides.get(key, {}))
         return merged
 
+    @cached_property
+    def _by_normal(self) -> dict[str, list[CatalogEntry]]:
+        # Built on the first loose lookup only: an exact name (the common case, and every
+        # short command) never pays for normalising 4,000 ids.
+        index: dict[str, list[CatalogEntry]] = {}
+        for e in self._entries:
+            index.setdefault(_normal(e.id.lower()), []).append(e)
+        return index
+
+    def _loose(self, name: str) -> list[CatalogEntry]:
+        return self._by_normal.get(_normal(name), [])
+
     def _resolve(self, name: str) -> CatalogEntry | None:
         query = name.strip()
         low = query.lower()
@@ -333,22 +419,19 @@ class ModelCatalog:
                 hit = self._by_provider.get((provider, rest))
                 if hit is not None:
                     return hit
-                loose = [e for e in self._by_normal.get(_normal(rest), ())
-                         if e.provider.lower() == provider]
+                loose = [e for e in self._loose(rest) if e.provider.lower() == provider]
                 if loose:
                     return min(loose, key=lambda e: e.id)
-        exact = self._by_id.get(low, [])
-        loose = self._by_normal.get(_normal(low), [])
+        exact = self._exact(low)
         bare = query.rsplit("/", 1)[-1]
         for provider in _first_party(bare):
-            for pool in (exact, loose):
-                own = [e for e in pool if e.provider == provider]
-                if own:
-                    # An exact id beats a vendor-prefixed or loosely matched one.
-                    return min(own, key=lambda e: (e.id.lower() != low, e.id))
-        if exact or loose:
-            return _choose(exact or loose)
-        return None
+            own = [e for e in exact if e.provider == provider] or \
+                [e for e in self._loose(low) if e.provider == provider]
+            if own:
+                # An exact id beats a vendor-prefixed or loosely matched one.
+                return min(own, key=lambda e: (e.id.lower() != low, e.id))
+        pool = exact or self._loose(low)
+        return _choose(pool) if pool else None
 
     def _unknown_message(self, name: str) -> str:
         ids = sorted({e.id for e in self._entries})
@@ -411,6 +494,8 @@ def load_overrides(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         if file.suffix.lower() == ".json":
             data = json.loads(raw.decode("utf-8"))
         else:
+            import tomllib  # here: a command that reads no overrides file skips its import
+
             data = tomllib.loads(raw.decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         kind = "JSON" if file.suffix.lower() == ".json" else "TOML"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -437,6 +436,8 @@ def usage_accuracy(messages: Sequence[Message], capacity: ModelCapacity, *,
             between.append(msg)
     if not ratios:
         return None
+    import statistics  # here: only a replay's report needs it, not every projection
+
     return {
         "intervals": len(ratios),
         "under_count_rate": sum(r < 1 for r in ratios) / len(ratios),
