@@ -12,7 +12,10 @@ more floors are measured the same way and reported beside the goal:
 - `bare_sqlalchemy`: that command also opening the same SQLite file through SQLAlchemy's
   async engine and aiosqlite (the store's stack) and reading the session's row;
 - `bare_sqlite3`: the same read through the standard library's `sqlite3` (the stack of the
-  read-only snapshot `sessions`, `show` and `project` use on an embedded database).
+  read-only snapshot `sessions`, `show` and `project` use on an embedded database);
+- `bare_pydantic`: the bare command validating one value with a one-field pydantic model (a
+  command's floor when it checks its data with pydantic; Typer already loads pydantic's
+  machinery to convert a command's parameters, so this is close to `bare_command`).
 
 Each round runs every command once as a fresh process (`python -m contextfold`, the same
 interpreter), in shuffled order (the `import` that creates the session `compact` then
@@ -96,6 +99,19 @@ def sqlalchemy(session: str = typer.Argument(...),
     asyncio.run(read())
 
 
+@app.command("pydantic-model")
+def pydantic_model(session: str = typer.Argument(...),
+                   db: str | None = typer.Option(None, "--db", envvar="CONTEXTFOLD_DB"),
+                   as_json: bool = typer.Option(False, "--json")) -> None:
+    """Validate the session id with a one-field pydantic model, then print it."""
+    from pydantic import BaseModel
+
+    class Row(BaseModel):
+        id: str
+
+    print(Row.model_validate({"id": session}).id)
+
+
 @app.command()
 def sqlite3(session: str = typer.Argument(...),
             db: str | None = typer.Option(None, "--db", envvar="CONTEXTFOLD_DB"),
@@ -115,6 +131,16 @@ CHAT = [{"role": "user", "content": f"Question {i}: what does step {i} of the bu
         if i % 2 == 0 else
         {"role": "assistant", "content": f"Step {i} compiles module {i} and runs its tests."}
         for i in range(8)]
+
+
+def command_env(database: Path) -> dict[str, str]:
+    """The environment every timed process runs in. Bytecode caching is on whatever the
+    calling shell says: an installed package has its modules compiled (pip compiles at
+    install), so with `PYTHONDONTWRITEBYTECODE` set an editable checkout would be timed
+    compiling its sources on every start, which no user pays."""
+    env = {**os.environ, "CONTEXTFOLD_DB": str(database), "COLUMNS": "100"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, str]:
@@ -158,7 +184,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             bare = Path(tmp) / "bare_cli.py"
             bare.write_text(BARE_CLI)
-            env = {**os.environ, "CONTEXTFOLD_DB": str(Path(tmp) / "cf.db"), "COLUMNS": "100"}
+            env = command_env(Path(tmp) / "cf.db")
             kept = json.loads(args.out.read_text())
             kept["command_help"] = help_phase(cf, bare, env, args.help_rounds)
         args.out.write_text(json.dumps(kept, indent=2) + "\n")
@@ -170,7 +196,7 @@ def main() -> None:
         chat = Path(tmp) / "chat.json"
         chat.write_text(json.dumps(CHAT))
         database = Path(tmp) / "cf.db"
-        env = {**os.environ, "CONTEXTFOLD_DB": str(database), "COLUMNS": "100"}
+        env = command_env(database)
         _, out = timed([*cf, "import", str(SESSION_FILE), "--json"], env)
         session = json.loads(out)["session_id"]
         fixed = {
@@ -178,13 +204,16 @@ def main() -> None:
             "bare_command": [sys.executable, str(bare), "project", session],
             "bare_sqlalchemy": [sys.executable, str(bare), "sqlalchemy", session],
             "bare_sqlite3": [sys.executable, str(bare), "sqlite3", session],
+            "bare_pydantic": [sys.executable, str(bare), "pydantic-model", session],
             "help": [*cf, "--help"],
             "sessions": [*cf, "sessions"],
             "show": [*cf, "show", session],
             "project": [*cf, "project", session],
         }
-        for cmd in fixed.values():  # warm the file cache and the bytecode
+        for cmd in fixed.values():  # warm the file cache and write the bytecode
             timed(cmd, env)
+        _, out = timed([*cf, "import", str(chat), "--json"], env)  # and the writers' bytecode
+        timed([*cf, "compact", json.loads(out)["session_id"], "--json"], env)
         seconds: dict[str, list[float]] = {name: [] for name in [*fixed, "import", "compact"]}
         for _ in range(args.rounds):
             order = [*fixed, "import+compact"]
@@ -207,6 +236,9 @@ def main() -> None:
         over_sqlite3 = {name: [a / b for a, b in zip(seconds[name], seconds["bare_sqlite3"],
                                                      strict=True)]
                         for name in READERS}
+        over_pydantic = {name: [a / b for a, b in zip(seconds[name], seconds["bare_pydantic"],
+                                                      strict=True)]
+                         for name in READERS}
         help_seconds = help_phase(cf, bare, env, args.help_rounds)
     result: dict[str, Any] = {
         "label": args.label,
@@ -216,6 +248,7 @@ def main() -> None:
         "ratio_to_bare_typer": {name: spread(values) for name, values in ratios.items()},
         "ratio_to_sqlalchemy_floor": {name: spread(v) for name, v in over_db_floor.items()},
         "ratio_to_sqlite3_floor": {name: spread(v) for name, v in over_sqlite3.items()},
+        "ratio_to_pydantic_floor": {name: spread(v) for name, v in over_pydantic.items()},
         "met": {name: statistics.median(values) <= GOAL for name, values in ratios.items()
                 if not name.startswith("bare_")},
         "command_help": help_seconds,
