@@ -266,4 +266,30 @@ def test_an_exact_id_is_found_without_parsing_the_packaged_rows_and_alike():
     assert _scan_packaged(text, first_id) is None
     assert _scan_packaged(text, 'we"ird') is None
     assert _scan_packaged(text, "no-such-model-anywhere") == []
+    assert _scan_packaged(text, "text") is None  # on thousands of rows: the index answers
     assert _scan_packaged(text.replace('"fields"', '"columns"', 1), "gpt-4o") is None
+
+
+def test_a_long_running_process_builds_the_catalog_index_once(monkeypatch):
+    """Each name is scanned for once; past SCANNED_NAMES names the index is built and answers
+    every later lookup (a proxy or service looks models up per request)."""
+    import contextfold.core.catalog as catalog_module
+
+    scans: list[str] = []
+    real = catalog_module._scan_packaged
+    monkeypatch.setattr(catalog_module, "_scan_packaged",
+                        lambda text, low, lowered=None: scans.append(low) or
+                        real(text, low, lowered))
+    catalog = ModelCatalog.packaged()
+    for _ in range(3):
+        assert catalog.lookup("gpt-4o").context_window == 128_000
+    assert scans == ["gpt-4o"]
+    names = ["claude-sonnet-4-5", "claude-opus-4-6", "gpt-4.1", "o3", "gemini-2.5-pro",
+             "glm-4.6", "mistral-large-latest", "gpt-4o-mini", "o4-mini", "claude-haiku-4-5"]
+    for name in names:
+        catalog.lookup(name)
+    assert len(scans) == catalog_module.SCANNED_NAMES
+    assert "_by_id" in catalog.__dict__  # built once, for the names past the limit
+    for name in names:
+        catalog.lookup(name)
+    assert len(scans) == catalog_module.SCANNED_NAMES

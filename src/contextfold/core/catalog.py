@@ -175,11 +175,16 @@ def _packaged_entry(row: list[Any]) -> CatalogEntry | None:
                         reasoning, tuple(modalities or ()))
 
 
+# Exact names `ModelCatalog._exact` scans the packaged text for before it builds the index.
+SCANNED_NAMES = 8
+# Candidate lines one scan parses at most (an id is on a few dozen rows at the most).
+SCAN_LINES = 64
 _PACKAGED_HEADER = '"fields":' + json.dumps(list(_PACKAGED_FIELDS), separators=(",", ":"))
 _PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9._:@+-]*")  # written verbatim in JSON, no escapes
 
 
-def _scan_packaged(text: str, low: str) -> list[CatalogEntry] | None:
+def _scan_packaged(text: str, low: str, lowered: str | None = None
+                   ) -> list[CatalogEntry] | None:
     """The rows whose lower-cased id, or its part after the last '/', is `low`, in file
     order, found without parsing the whole file; None when the shortcut cannot answer
     exactly (then the full index does).
@@ -193,11 +198,15 @@ def _scan_packaged(text: str, low: str) -> list[CatalogEntry] | None:
     """
     if not _PLAIN_ID.fullmatch(low) or _PACKAGED_HEADER not in text[:text.find("\n")]:
         return None
-    lowered = text.lower()
+    lowered = text.lower() if lowered is None else lowered
     rows: dict[int, CatalogEntry] = {}  # by line start: a line can match more than once
+    parsed = 0
     for needle in (f'"{low}"', f'/{low}"'):
         at = lowered.find(needle)
         while at != -1:
+            parsed += 1
+            if parsed > SCAN_LINES:
+                return None  # a word on many rows ("text", a provider): the index is quicker
             start = text.rfind("\n", 0, at) + 1
             end = text.find("\n", at)
             end = len(text) if end == -1 else end
@@ -247,6 +256,7 @@ class ModelCatalog:
                  overrides: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._given: tuple[CatalogEntry, ...] = tuple(entries)
         self._text: str | None = None  # the packaged file, while its rows are unparsed
+        self._scanned: dict[str, list[CatalogEntry]] = {}  # `_exact` answers from `_text`
         self._overrides: dict[str, dict[str, Any]] = {}
         for name, fields in (overrides or {}).items():
             self.override(name, **fields)
@@ -297,11 +307,25 @@ class ModelCatalog:
     def _providers(self) -> set[str]:
         return {p for p, _ in self._by_provider}
 
+    @cached_property
+    def _lowered(self) -> str:
+        return (self._text or "").lower()
+
     def _exact(self, low: str) -> list[CatalogEntry]:
-        """`_by_id[low]`, read from the packaged text while the index is not built."""
-        if self._text is not None and "_by_id" not in self.__dict__:
-            found = _scan_packaged(self._text, low)
+        """`_by_id[low]`, read from the packaged text while the index is not built.
+
+        A name is scanned for once (the answer is kept); a process that looks up more than
+        `SCANNED_NAMES` names builds the index instead, which then answers in O(1).
+        """
+        if self._text is None or "_by_id" in self.__dict__:
+            return self._by_id.get(low, [])
+        known = self._scanned.get(low)
+        if known is not None:
+            return known
+        if len(self._scanned) < SCANNED_NAMES:
+            found = _scan_packaged(self._text, low, self._lowered)
             if found is not None:
+                self._scanned[low] = found
                 return found
         return self._by_id.get(low, [])
 
@@ -309,6 +333,7 @@ class ModelCatalog:
         new = object.__new__(ModelCatalog)
         new.__dict__.update(self.__dict__)
         new._overrides = {k: dict(v) for k, v in self._overrides.items()}
+        new._scanned = dict(self._scanned)
         return new
 
     def override(self, name: str, **fields: Any) -> ModelCatalog:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -278,10 +279,16 @@ def _to_the_end(reads: Awaitable[T]) -> T:
     # The snapshot's calls are `async` only to share the store's API and `loading` with
     # the full store: sqlite3 never waits, so the coroutine finishes in its first step and
     # no event loop (nor the import of asyncio, a tenth of a bare CLI's start) is needed.
+    # Reads that wait for anything else give way to the full store, which runs them again
+    # under asyncio: a bare yield suspends them here, and an asyncio call that needs a
+    # running loop (a timed sleep, `to_thread`, ...) raises RuntimeError in this first step.
     step = reads.__await__()
     try:
         step.send(None)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
-    step.close()  # it awaited something else: the full store runs the reads instead
+    except RuntimeError as exc:
+        raise SnapshotUnusable(f"the reads need an event loop: {exc}") from None
+    with suppress(RuntimeError):  # a coroutine that awaits again while being closed
+        step.close()
     raise SnapshotUnusable("the reads awaited something besides the snapshot")
