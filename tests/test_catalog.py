@@ -266,7 +266,7 @@ def test_an_exact_id_is_found_without_parsing_the_packaged_rows_and_alike():
     assert _scan_packaged(text, first_id) is None
     assert _scan_packaged(text, 'we"ird') is None
     assert _scan_packaged(text, "no-such-model-anywhere") == []
-    assert _scan_packaged(text, "text") is None  # on thousands of rows: the index answers
+    assert _scan_packaged(text, "openrouter") is None  # on hundreds of rows: the index answers
     assert _scan_packaged(text.replace('"fields"', '"columns"', 1), "gpt-4o") is None
 
 
