@@ -38,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -228,17 +229,15 @@ def main() -> None:
                     took[name], _ = timed(fixed[name], env)
             for name, value in took.items():
                 seconds[name].append(value)
-        ratios = {name: [a / b for a, b in zip(values, seconds["bare_typer_help"], strict=True)]
-                  for name, values in seconds.items() if name != "bare_typer_help"}
-        over_db_floor = {name: [a / b for a, b in zip(seconds[name], seconds["bare_sqlalchemy"],
-                                                      strict=True)]
-                         for name in WRITERS}
-        over_sqlite3 = {name: [a / b for a, b in zip(seconds[name], seconds["bare_sqlite3"],
-                                                     strict=True)]
-                        for name in READERS}
-        over_pydantic = {name: [a / b for a, b in zip(seconds[name], seconds["bare_pydantic"],
-                                                      strict=True)]
-                         for name in READERS}
+        def over(floor: str, names: Iterable[str]) -> dict[str, list[float]]:
+            """Each command's time over `floor`'s, per round."""
+            return {name: [a / b for a, b in zip(seconds[name], seconds[floor], strict=True)]
+                    for name in names}
+
+        ratios = over("bare_typer_help", [n for n in seconds if n != "bare_typer_help"])
+        over_db_floor = over("bare_sqlalchemy", WRITERS)
+        over_sqlite3 = over("bare_sqlite3", READERS)
+        over_pydantic = over("bare_pydantic", READERS)
         help_seconds = help_phase(cf, bare, env, args.help_rounds)
     result: dict[str, Any] = {
         "label": args.label,

@@ -330,7 +330,7 @@ def test_the_snapshot_cannot_write(database):
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             reader._conn.execute("DELETE FROM compaction_leases")
     finally:
-        asyncio.run(reader.close())
+        reader.close()
 
 
 def test_the_snapshot_checks_hashes_like_the_store(database):
@@ -341,7 +341,7 @@ def test_the_snapshot_checks_hashes_like_the_store(database):
         branch = asyncio.run(reader.load_branch(ids["damaged_tail"]))
         row = reader._all("SELECT * FROM nodes WHERE payload = ?", (FORGED,))[0]
     finally:
-        asyncio.run(reader.close())
+        reader.close()
     assert not hasattr(branch, "nodes") and branch.problems
     assert content_hash(row["id"], row["parent_id"], row["created_at"], FORGED) != \
         row["content_hash"]

@@ -194,9 +194,11 @@ def _scan_packaged(text: str, low: str, lowered: str | None = None
     id as a JSON string, so a row with id `low` or `…/low` has a line containing `"low"`
     or `/low"` (case-folded); each such line is parsed and checked like the index would.
     Anything unexpected (an id that JSON would escape, a line that is not one row, another
-    header) gives way to the full parse.
+    header, a non-ASCII file whose lower-cased copy may not line up with it) gives way to
+    the full parse.
     """
-    if not _PLAIN_ID.fullmatch(low) or _PACKAGED_HEADER not in text[:text.find("\n")]:
+    if not (_PLAIN_ID.fullmatch(low) and text.isascii()
+            and _PACKAGED_HEADER in text[:text.find("\n")]):
         return None
     lowered = text.lower() if lowered is None else lowered
     rows: dict[int, CatalogEntry] = {}  # by line start: a line can match more than once

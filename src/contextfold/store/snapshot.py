@@ -152,13 +152,9 @@ class SnapshotReader:
         except (sqlite3.Error, ValueError) as exc:  # ValueError: a time that does not parse
             raise SnapshotUnusable(str(exc)) from None
 
-    def close_now(self) -> None:
-        """End the read transaction and close the file."""
+    def close(self) -> None:
+        """End the read transaction and close the file (synchronous: sqlite3 never waits)."""
         self._conn.close()
-
-    async def close(self) -> None:
-        """As `close_now`, for code written against the store's async API."""
-        self.close_now()
 
     # ------------------------------------------------------------ loading.RowSource
 
@@ -251,9 +247,16 @@ def read_only_store(url: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
     (`asyncio.run`), so call it from synchronous code, not from a running loop.
     """
     try:
-        return read_snapshot(url, reads)
+        reader = SnapshotReader.open(url)
     except SnapshotUnusable:
         pass
+    else:
+        try:
+            return _to_the_end(reads(reader))
+        except SnapshotUnusable:
+            pass
+        finally:
+            reader.close()
     import asyncio  # only here: the snapshot path runs without it (docs/benchmarks.md)
 
     from . import open_store
@@ -263,16 +266,6 @@ def read_only_store(url: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
             return await reads(store)
 
     return asyncio.run(on_full_store())
-
-
-def read_snapshot(url: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
-    """`reads(snapshot)` run to its end without an event loop; `SnapshotUnusable` when the
-    snapshot cannot serve it (then nothing was returned and the full store must)."""
-    reader = SnapshotReader.open(url)
-    try:
-        return _to_the_end(reads(reader))
-    finally:
-        reader.close_now()
 
 
 def _to_the_end(reads: Awaitable[T]) -> T:
