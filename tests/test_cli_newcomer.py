@@ -269,6 +269,19 @@ def test_tool_call_only_messages_show_their_calls(cf):
     assert "assistant None" not in human and "→ " in human
 
 
+def test_a_blank_text_before_tool_calls_shows_the_calls():
+    """Claude Code writes "\n\n" as the text of a message that thinks and calls tools:
+    `show` printed an empty line for it."""
+    from contextfold.cli.render import preview
+    from contextfold.core.messages import Message, Node, ReasoningPart, TextPart, ToolCallPart
+
+    msg = Message(role="assistant", parts=(
+        TextPart(text="\n\n"), ReasoningPart(text="look at the file"),
+        ToolCallPart(id="c1", name="Read", input={"file_path": "assets/js/app.js"})))
+    line = preview(Node(id="n1", payload=msg)).plain
+    assert line.startswith("assistant Read(") and "assets/js/app.js" in line
+
+
 # ------------------------------------------------------------------ busy
 
 

@@ -27,8 +27,10 @@ def proxy_command(
     summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
     summarizer_provider: str | None = SUMMARIZER_PROVIDER,
 ) -> None:
-    """Sit between an agent and its model: store every conversation, compact what does not
-    fit the upstream's window, forward the rest as sent. Point the agent's base URL here."""
+    """Sit between an agent and its model: point the agent's base URL here.
+
+    Stores every conversation, compacts what does not fit the upstream's window and
+    forwards the rest as sent."""
     from ..proxy import ProxyConfig, llm_summarizer, parse_windows
     from ..proxy.serve import serve
 

@@ -61,7 +61,7 @@ def message_text(node: Node) -> str:
     """What a message says, in one string: text, else its tool calls or results."""
     msg = node.message
     assert msg is not None
-    if msg.text:
+    if msg.text.strip():  # agents often put blank lines before their tool calls
         return msg.text
     if msg.tool_calls:
         return ", ".join(f"{c.name}({_args(c.input)})" for c in msg.tool_calls)
