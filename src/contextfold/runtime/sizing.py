@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
 from ..core.estimator import Estimate, MessageCosts, estimate_request, request_floor
-from ..core.fit import Decision, decide, smallest_checkpoint
+from ..core.fit import Decision, Fits, decide, smallest_checkpoint
 from ..core.messages import Message
 from ..core.projection import Projection
 from ..providers.base import ToolSpec
@@ -90,9 +90,11 @@ class Sizer:
     def decide(self, projection: Projection, pending: Sequence[Message] = ()) -> Decision:
         """The sizing policy for the next request (`core.fit.decide`): it fits, a
         compaction can make it fit, or nothing can (refuse it, P3)."""
-        estimate = self.estimate(projection, pending)
-        return decide(estimate.tokens, self.budget.safe_input_limit,
-                      self.floor(projection, pending), self.smallest_checkpoint)
+        tokens = self.estimate(projection, pending).tokens
+        limit = self.budget.safe_input_limit
+        if tokens <= limit:  # the common case needs no floor (this runs before every call)
+            return Fits(tokens)
+        return decide(tokens, limit, self.floor(projection, pending), self.smallest_checkpoint)
 
     def gauge(self, estimate: Estimate) -> Gauge:
         return Gauge(tokens=estimate.tokens, safe_input_limit=self.budget.safe_input_limit,
