@@ -10,6 +10,10 @@ after trimming. Here the export itself guarantees validity, whatever the history
 * the first message is a user message (a marked placeholder is added if needed).
 
 Every repair is reported, so a replay can count them instead of hiding them.
+
+`render_openai` / `render_anthropic` write one message the same way without settling it, for
+a face that forwards a client's own list and replaces only some of its messages (the proxy).
+This module is the one writer of request messages; `contextfold.wire` reads them.
 """
 
 from __future__ import annotations
