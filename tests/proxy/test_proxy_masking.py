@@ -45,6 +45,15 @@ def masked(messages: list[dict]) -> list[dict]:
             and "[contextfold checkpoint]" not in json.dumps(m)]
 
 
+def masking_requests(upstream) -> list:
+    """The upstream's chat requests that held a masked result; all were valid and fitted."""
+    assert not upstream.rejected and not upstream.overflowed
+    chats = [r for r in upstream.requests if not r.is_summary]
+    with_masks = [r for r in chats if masked(r.body["messages"])]
+    assert with_masks, "the session never masked: the test would prove nothing"
+    return with_masks
+
+
 def test_masked_openai_tool_results_are_written_by_the_export_v1_y4(upstream, tmp_path):
     proxy = proxy_for(upstream.openai_url, tmp_path)
     try:
@@ -63,10 +72,7 @@ def test_masked_openai_tool_results_are_written_by_the_export_v1_y4(upstream, tm
                              "content": result_text(r)})
     finally:
         proxy.stop()
-    chats = [r for r in upstream.requests if not r.is_summary]
-    assert not upstream.rejected and not upstream.overflowed
-    with_masks = [r for r in chats if masked(r.body["messages"])]
-    assert with_masks, "the session never masked: the test would prove nothing"
+    with_masks = masking_requests(upstream)
     for request in with_masks:
         sent = request.body["messages"]
         for m in masked(sent):
@@ -108,10 +114,7 @@ def test_masked_anthropic_tool_results_are_written_by_the_export_v1_y4(upstream,
                  "content": result_text(r), "is_error": r == 0}]})
     finally:
         proxy.stop()
-    chats = [r for r in upstream.requests if not r.is_summary]
-    assert not upstream.rejected and not upstream.overflowed
-    with_masks = [r for r in chats if masked(r.body["messages"])]
-    assert with_masks, "the session never masked: the test would prove nothing"
+    with_masks = masking_requests(upstream)
     errors = 0
     for request in with_masks:
         for m in masked(request.body["messages"]):

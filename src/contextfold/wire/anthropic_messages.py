@@ -17,37 +17,23 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.export import render_anthropic, to_anthropic
-from ..core.messages import (
-    FilePart,
-    Message,
-    Part,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-)
-from ..core.projection import Projection
-from .parts import (
-    ToolDefinition,
-    Unknown,
-    file_part,
-    ignore,
-    nonempty,
-    system_text,
-    text_of,
-    tool_arguments,
-)
+from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from .parts import file_part, ignore, nonempty, system_text, text_of, tool_arguments
 from .plain import plain
 from .reply import MalformedReply, Reply, ReplyStatus, StopReason
 from .usage import usage_from
 
+if TYPE_CHECKING:  # names only annotations use
+    from ..core.messages import FilePart, Part
+    from ..core.projection import Projection
+    from .parts import ToolDefinition, Unknown
+
 __all__ = ["Converted", "StreamAssembler", "context_length_error", "invalid_request_error",
            "read_content", "read_message", "read_reply", "read_tools", "render_message",
-           "request_body", "stop_reason_of", "system_text", "to_anthropic", "usage_of"]
+           "request_body", "stop_reason_of", "to_anthropic", "usage_of"]
 
 _STOP: dict[str, StopReason] = {
     "end_turn": "end_turn",

@@ -16,36 +16,23 @@ report writes), and input + cache_read + output is what the request occupied, ea
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.export import render_openai, to_openai
-from ..core.messages import (
-    Message,
-    Part,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-)
-from ..core.projection import Projection
-from .parts import (
-    ToolDefinition,
-    Unknown,
-    file_part,
-    ignore,
-    nonempty,
-    system_text,
-    text_of,
-    tool_arguments,
-)
+from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from .parts import file_part, ignore, nonempty, text_of, tool_arguments
 from .plain import plain
 from .reply import MalformedReply, Reply, ReplyStatus, StopReason
 from .usage import Unusable, read_counts
 
+if TYPE_CHECKING:  # names only annotations use
+    from ..core.messages import Part
+    from ..core.projection import Projection
+    from .parts import ToolDefinition, Unknown
+
 __all__ = ["StreamAssembler", "context_length_error", "invalid_request_error", "read_content",
            "read_message", "read_reply", "read_tools", "render_message", "request_body",
-           "stop_reason_of", "system_text", "to_openai", "usage_of"]
+           "stop_reason_of", "to_openai", "usage_of"]
 
 _FINISH: dict[str, StopReason] = {
     "stop": "end_turn",
