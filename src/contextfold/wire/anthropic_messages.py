@@ -178,7 +178,9 @@ def read_message(m: dict[str, Any], *, call_names: dict[str, str] | None = None,
         raise ValueError(f"role {role!r} is not 'user' or 'assistant'")
     converted = read_content(m.get("content"), on_unknown, call_names)
     if role == "assistant":
-        model = text_of(m.get("model"))  # recorded messages carry these; requests do not
+        if "model" not in m and "usage" not in m:  # a request's message (the proxy's hot path)
+            return Message(role="assistant", parts=tuple(converted.parts))
+        model = text_of(m.get("model"))  # recorded messages carry these
         return Message(role="assistant", parts=tuple(converted.parts),
                        usage=usage_of(m.get("usage"), model), model=model)
     return Message(role="tool" if converted.has_results else "user",

@@ -147,10 +147,12 @@ def read_message(m: dict[str, Any], *, call_names: dict[str, str] | None = None,
         return Message(role="user" if role == "user" else "system",
                        parts=tuple(read_content(m.get("content"), on_unknown)))
     if role == "assistant":
-        model = text_of(m.get("model"))  # recorded lists carry these; requests do not
-        return Message(role="assistant",
-                       parts=tuple(_assistant_parts(m, names, on_unknown, legacy_call_id)),
-                       usage=usage_of(m.get("usage"), model), model=model)
+        parts = tuple(_assistant_parts(m, names, on_unknown, legacy_call_id))
+        if "model" not in m and "usage" not in m:  # a request's message (the proxy's hot path)
+            return Message(role="assistant", parts=parts)
+        model = text_of(m.get("model"))  # recorded lists carry these
+        return Message(role="assistant", parts=parts, usage=usage_of(m.get("usage"), model),
+                       model=model)
     if role in ("tool", "function"):
         call_id = m.get("tool_call_id")
         if role == "function":  # legacy: answers the latest call of that function
