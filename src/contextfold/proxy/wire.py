@@ -103,8 +103,8 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         if skip:
             skip = False
             continue
-        if item.verbatim:
-            messages.append(wire[parsed.offset + item.index])  # type: ignore[operator]
+        if item.verbatim and item.index is not None:
+            messages.append(wire[parsed.offset + item.index])  # the client's own JSON (Y2, Y4)
             continue
         rendered = render(item.message)
         if anthropic and rendered and n == 0 and item.index is None:
