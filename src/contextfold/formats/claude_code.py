@@ -190,8 +190,7 @@ class _Importer:
         msg = obj["message"]
         if not isinstance(msg, dict):
             raise TypeError("'message' is not an object")
-        converted = read_content(msg.get("content"), self._unknown(item.line),
-                                    self.call_names)
+        converted = read_content(msg.get("content"), self._unknown(item.line), self.call_names)
         model = text_of(msg.get("model"))
         real = model if model and not model.startswith("<") else None  # not "<synthetic>"
         real_model = note_model(self.models, real)

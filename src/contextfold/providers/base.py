@@ -14,10 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from contextfold.core.messages import Message, Node
 from contextfold.core.projection import Projection
-from contextfold.wire.reply import StopReason
-
-__all__ = ["ChatModel", "ChatRequest", "ChatResponse", "StopReason", "StreamDone",
-           "StreamEvent", "TextDelta", "ToolSpec", "request_projection", "simple_request"]
+from contextfold.wire.reply import StopReason  # the protocols' common words, read in wire/
 
 # Ids of pending messages only need to be unique inside one request: they never reach the
 # store, which assigns real ids when (and if) the runtime persists the message.
