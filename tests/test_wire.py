@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -348,3 +349,29 @@ def test_the_wire_package_is_pure():  # DESIGN: no SDK, no asyncio, no store in 
             else:
                 continue
             assert not any(n.startswith(forbidden) for n in names), f"{path.name}: {names}"
+
+
+def sse(*events: dict) -> bytes:
+    return b"".join(b"event: x\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def test_a_zero_in_the_last_anthropic_usage_event_does_not_erase_the_prompt_e1():  # E1
+    """Some servers repeat the prompt counts as 0 in message_delta: the prompt side of
+    message_start stays (a 0 would make the next baseline far too small)."""
+    reader = proxy_wire.StreamReader("anthropic", "m")
+    stream = sse(
+        {"type": "message_start", "message": {"id": "msg_1", "model": "m", "role": "assistant",
+                                              "usage": {"input_tokens": 900, "output_tokens": 1,
+                                                        "cache_read_input_tokens": 4_000}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text",
+                                                                      "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta",
+                                                              "text": "done"}},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+         "usage": {"input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 30}},
+        {"type": "message_stop"})
+    for i in range(0, len(stream), 7):  # arbitrary network chunks
+        reader.feed(stream[i:i + 7])
+    reply = reader.reply()
+    assert reply is not None and reply.text == "done"
+    assert reply.usage == Usage(input=900, cache_read=4_000, output=30, model="m")
