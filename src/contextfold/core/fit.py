@@ -44,6 +44,7 @@ class Compact:
 
     tokens: int
     best_case: int
+    safe_input_limit: int
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ def decide(tokens: int, limit: int, floor: int, smallest_checkpoint: int) -> Dec
     best = best_case(tokens, floor, smallest_checkpoint)
     if best > limit:
         return Blocked(tokens, best, limit)
-    return Compact(tokens, best)
+    return Compact(tokens, best, limit)
 
 
 def after_compaction(tokens: int, limit: int, tried: int) -> Decision:

@@ -24,7 +24,6 @@ from .estimator import (
     estimate_request,
     estimate_text,
     model_text_counter,
-    request_floor,
 )
 from .fit import fit_budget
 from .identifiers import combine_identifiers, identifiers_by_message
@@ -40,7 +39,7 @@ from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .pins import pins_text
 from .plan import NoOp, Plan, Profile, Trigger
-from .projection import Projection, checkpoint_text, project, raw_start
+from .projection import Projection, checkpoint_text, fixed_part, project, raw_start
 from .serialize import SerializeLimits, split_into_chunks
 from .split_turn import split_turn_context, turn_context_tokens
 from .tree import Branch, check_stability
@@ -144,8 +143,8 @@ def plan_compaction(
     if trigger == "preflight":
         # P2, P5: the checkpoint and the tail share what the request's fixed part leaves:
         # the tail gives way first, then the summary shrinks to the room that is left.
-        fixed = request_floor(projection, capacity, system=system, tools=tools,
-                              pending=pending, costs=costs)
+        fixed = estimate_request(fixed_part(projection), capacity, system=system,
+                                 tools=tools, pending=pending, costs=costs).tokens
         budget = fit_budget(budget, fixed, smallest_summary)
     tail_budget = budget.tail_budget
     boundary = _choose(trigger, region, budget, cost, tail_budget, costs)

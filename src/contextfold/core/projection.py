@@ -62,6 +62,12 @@ class Projection:
         return len(self.messages)
 
 
+def fixed_part(projection: Projection) -> Projection:
+    """What of `projection` no compaction shrinks: its pins (SPEC N1), without the history.
+    Estimated with the system prompt, tools and drafts, it is the floor of every request."""
+    return Projection(checkpoint=None, messages=(), pins=projection.pins)
+
+
 def raw_start(branch: Branch) -> int:
     """Index in `branch.nodes` where raw (unsummarised) history starts.
 

@@ -14,10 +14,10 @@ from functools import cached_property
 from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.estimator import Estimate, MessageCosts, estimate_request, request_floor
+from ..core.estimator import Estimate, MessageCosts, estimate_request
 from ..core.fit import Decision, Fits, decide, smallest_checkpoint
 from ..core.messages import Message
-from ..core.projection import Projection
+from ..core.projection import Projection, fixed_part
 from ..providers.base import ToolSpec
 
 
@@ -76,8 +76,7 @@ class Sizer:
 
     def floor(self, projection: Projection, pending: Sequence[Message] = ()) -> int:
         """What no compaction can shrink: system prompt, tools, pins and `pending`."""
-        return request_floor(projection, self.capacity, system=self.system,
-                             tools=self.tool_json, pending=tuple(pending), costs=self.costs)
+        return self.estimate(fixed_part(projection), pending).tokens
 
     @cached_property
     def smallest_checkpoint(self) -> int:
