@@ -93,7 +93,7 @@ async def test_w2_tokens_are_stored_hashed_and_revocable(service_factory) -> Non
         import httpx
 
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=svc.app),
-                                     base_url="http://s") as raw:
+                                     base_url="http://127.0.0.1") as raw:
             ok = await raw.get("/v1/sessions", headers={"Authorization": f"Bearer {token}"})
             assert ok.status_code == 200
             for header in ({}, {"Authorization": "Bearer nope"},
