@@ -29,8 +29,9 @@ from .loading import records
 from .schema import nodes, sessions
 
 # The columns a branch needs; insert-time bookkeeping columns are read separately.
-_NODE_COLUMNS = ("tree_id", "id", "parent_id", "created_at", "payload", "content_hash",
-                 "chain_hash")
+# `kind` and `role` are checked against the payload (`rows.column_mismatch`).
+_NODE_COLUMNS = ("tree_id", "id", "parent_id", "kind", "role", "created_at", "payload",
+                 "content_hash", "chain_hash")
 
 
 async def node_meta(conn: AsyncConnection, tree_id: str, node_id: str) -> RowMapping | None:
