@@ -83,8 +83,10 @@ def test_y8_a_rebound_host_name_gets_the_protocols_error_and_nothing_is_forwarde
     for path in ("/v1/models", "/"):
         assert httpx.get(proxy.url + path, headers=rebound).status_code == 421
     assert upstream.seen == [] and _sessions(_db(tmp_path)) == []
-    r = httpx.post(proxy.url + "/v1/chat/completions", json=CHAT)  # its own name
+    r = httpx.post(proxy.url + "/v1/chat/completions", json=CHAT,  # its own name
+                   headers={"x-contextfold-token": "cf_meant-for-an-auth-proxy"})
     assert r.status_code == 200, r.text
+    assert "x-contextfold-token" not in upstream.seen[-1].headers  # never forwarded
     r = httpx.post(proxy.url + "/v1/chat/completions", json=CHAT,
                    headers={"Host": f"localhost:{proxy.port}"})
     assert r.status_code == 200

@@ -46,8 +46,7 @@ def protect(app: Starlette, config: ProxyConfig) -> Starlette:
     app.add_middleware(BodyLimit, limit_for=lambda _scope: config.max_body_bytes,  # type: ignore[arg-type]
                        too_large=too_large)
     app.add_middleware(SafePath)  # type: ignore[arg-type]
-    if config.auth:
-        app.add_middleware(ProxyAuth)  # type: ignore[arg-type]
+    app.add_middleware(ProxyAuth, required=config.auth)  # type: ignore[arg-type]
     app.add_middleware(WebGuard, policy=HostPolicy.of(config.allowed_hosts),  # type: ignore[arg-type]
                        error=proxy_error)
     return app
@@ -84,18 +83,23 @@ class SafePath:
 
 
 class ProxyAuth:
-    """`--auth`: the request's tenant from the token in `x-contextfold-token` (`Bearer
-    <token>` or the bare token), checked like the service's (`guard.bearer`: bad tokens are
-    rate-limited per client address). The header is taken off the request, so it never
-    reaches the upstream; the tenant is set for the request (`tenancy.CURRENT_TENANT`)."""
+    """`--auth` (`required`): the request's tenant from the token in `x-contextfold-token`
+    (`Bearer <token>` or the bare token), checked like the service's (`guard.bearer`: bad
+    tokens are rate-limited per client address); the tenant is set for the request
+    (`tenancy.CURRENT_TENANT`). With or without `--auth`, the header is taken off the
+    request, so a token never reaches the upstream."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, required: bool) -> None:
         self.app = app
+        self.required = required
         self._bearer: BearerAuth | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if not self.required:
+            await self.app(_without_token(scope), receive, send)
             return
         if self._bearer is None:  # the store opens with the app (its lifespan)
             self._bearer = BearerAuth(scope["app"].state.proxy.store,
@@ -108,11 +112,14 @@ class ProxyAuth:
             await send_json(send, exc.status, proxy_error(scope, exc.status, exc.type,
                                                           exc.message), exc.headers)
             return
-        scope = dict(scope)
-        scope["headers"] = [(k, v) for k, v in scope.get("headers") or ()
-                            if k != TOKEN_HEADER.encode()]
         reset = CURRENT_TENANT.set(tenant)
         try:
-            await self.app(scope, receive, send)
+            await self.app(_without_token(scope), receive, send)
         finally:
             CURRENT_TENANT.reset(reset)
+
+
+def _without_token(scope: Scope) -> Scope:
+    """`scope` without the `x-contextfold-token` header."""
+    name = TOKEN_HEADER.encode()
+    return {**scope, "headers": [(k, v) for k, v in scope.get("headers") or () if k != name]}
