@@ -79,7 +79,7 @@ class Service:
         if self.config.auth:
             headers["Authorization"] = f"Bearer {await self.token(tenant)}"
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app),
-                                     base_url="http://service", headers=headers,
+                                     base_url="http://127.0.0.1", headers=headers,
                                      timeout=60) as client:
             yield client
 

@@ -317,3 +317,37 @@ def test_entry_problem_description_never_fails_on_an_empty_message():  # D1
     assert describe(ValueError()) == "ValueError"
     assert describe(KeyError("toolCallId")) == "KeyError: 'toolCallId'"
     assert describe(TypeError("a\nb")) == "TypeError: a"
+
+
+def test_a_huge_single_json_value_is_refused_unread(tmp_path, monkeypatch):  # D2
+    """A line (or a whole-file document) over the one-value limit is refused or skipped
+    with the limit named, without reading it into memory: a 10 MiB line once cost 0.4 GB
+    to import (100 MiB: 1.5 GB); every importer and detection streams past it."""
+    import tracemalloc
+
+    monkeypatch.setenv("CONTEXTFOLD_MAX_IMPORT_LINE_BYTES", str(1 << 20))
+    text = "word " * (4 << 20)  # a 20 MiB message
+    line = json.dumps({"type": "user", "uuid": "u1", "parentUuid": None, "sessionId": "s",
+                       "message": {"role": "user", "content": text}})
+    alone, mixed, doc = tmp_path / "alone.jsonl", tmp_path / "mixed.jsonl", tmp_path / "d.json"
+    alone.write_text(line + "\n")
+    small = CC_SMALL.decode().splitlines()
+    mixed.write_text("\n".join([*small[:4], line, *small[4:]]) + "\n")
+    doc.write_text(json.dumps([{"role": "user", "content": text}]))
+    refused = "over the 1.0 MB one JSON value may have.*CONTEXTFOLD_MAX_IMPORT_LINE_BYTES"
+    tracemalloc.start()
+    try:
+        for path, fmt in ((alone, "auto"), (alone, "claude-code"), (alone, "pi"),
+                          (doc, "auto")):
+            with pytest.raises(ImportFormatError, match=refused):
+                import_file(path, fmt)
+        peak = tracemalloc.get_traced_memory()[1]
+        assert peak < 8 << 20, peak  # streamed past, never held
+    finally:
+        tracemalloc.stop()
+    with pytest.raises(ImportFormatError, match=refused):  # reads the bytes, never parses
+        import_file(doc, "openai")
+    result = import_file(mixed)  # one oversized line among good ones: skipped, reported
+    assert result.skipped.get("unreadable_line") == 1
+    assert any("over the 1.0 MB" in w for w in result.warnings)
+    assert_well_formed(result)

@@ -70,6 +70,31 @@ async def test_w1_fork_and_import_belong_to_the_caller(service_factory) -> None:
             assert (await svc.store.get_session(new)).tenant_id == "acme"
 
 
+async def test_w1_no_existence_oracle_through_import_or_fork(service_factory) -> None:  # noqa: F811
+    """W1: importing a file another tenant imported works (it is not "already stored"), and
+    forking with another tenant's node id answers exactly what an unknown id answers."""
+    from pathlib import Path
+
+    raw = (Path(__file__).parent / "fixtures" / "claude-code" / "short.jsonl").read_bytes()
+    async with service_factory(auth=True) as svc:
+        async with svc.client("acme") as acme:
+            assert (await acme.post("/v1/import", content=raw)).status_code == 201
+            sid = await create(acme)
+            secret = (await say(acme, sid, "acme only"))["reply"]["node_id"]
+        async with svc.client("globex") as globex:
+            r = await globex.post("/v1/import", content=raw)
+            assert r.status_code == 201, r.text
+            assert (await globex.post("/v1/import", content=raw)).status_code == 400  # twice
+            mine = await create(globex)
+            await say(globex, mine, "hello")
+            foreign = await globex.post(f"/v1/sessions/{mine}/fork", json={"node_id": secret})
+            unknown = await globex.post(f"/v1/sessions/{mine}/fork",
+                                        json={"node_id": "0" * 36})
+            assert foreign.status_code == unknown.status_code == 404
+            assert foreign.json() == unknown.json() == {"error": "no such node",
+                                                        "type": "not_found"}
+
+
 async def test_w1_library_sessions_belong_to_the_default_tenant(
         service_factory) -> None:  # noqa: F811
     async with service_factory() as svc:
@@ -93,7 +118,7 @@ async def test_w2_tokens_are_stored_hashed_and_revocable(service_factory) -> Non
         import httpx
 
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=svc.app),
-                                     base_url="http://s") as raw:
+                                     base_url="http://127.0.0.1") as raw:
             ok = await raw.get("/v1/sessions", headers={"Authorization": f"Bearer {token}"})
             assert ok.status_code == 200
             for header in ({}, {"Authorization": "Bearer nope"},

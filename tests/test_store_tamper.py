@@ -53,7 +53,9 @@ async def _forge(store, backend, node, *, recompute_chain: bool) -> None:
             nodes.c.tree_id == row["tree_id"], nodes.c.id == row["parent_id"]))
         ).scalar_one_or_none()
         digest = content_hash(node.id, node.parent_id, row["created_at"], FORGED)
-        values = {"payload": FORGED, "content_hash": digest}
+        # A forger who recomputes the hash fixes the role column too (it is checked
+        # against the payload): what is left to catch it is the chain.
+        values = {"payload": FORGED, "content_hash": digest, "role": "user"}
         if recompute_chain:
             values["chain_hash"] = chain_digest(parent_chain, digest)
         await conn.execute(update(nodes).where(nodes.c.id == node.id).values(**values))
@@ -218,7 +220,11 @@ async def test_verify_checks_the_whole_tree_and_the_recorded_head(store, backend
     await _forge(store, backend, leaf, recompute_chain=True)
     rewritten = await cli("verify", sid, "--expect", head, "--json")
     assert rewritten.exit_code == 1
-    assert "was rewritten" in json.loads(rewritten.stdout)["problems"][0]
+    problems = json.loads(rewritten.stdout)["problems"]
+    assert any("was rewritten" in p for p in problems)
+    # The forger left the leaf's full-text entry as it was: verify's derived-table check
+    # sees that too (a forger must rewrite the recall index as well to hide).
+    assert any("recall entry" in p for p in problems)
     # A rewrite further up breaks the chain: found without any recorded head.
     middle = (await store.load_full_branch(sid)).nodes[3]
     await _forge(store, backend, middle, recompute_chain=True)

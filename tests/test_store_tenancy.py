@@ -93,3 +93,40 @@ def _before_tenants() -> str:
     tenants = next(r for r in script.walk_revisions() if r.path.endswith("_tenants.py"))
     assert isinstance(tenants.down_revision, str)
     return tenants.down_revision
+
+
+async def test_w1_another_tenants_import_and_nodes_are_not_found(store) -> None:  # noqa: F811
+    """W1: the import duplicate check and the fork look-up see only the caller's trees: a
+    file another tenant imported imports fine (and twice is still a duplicate for the same
+    tenant), and forking with another tenant's node id fails exactly like an unknown id."""
+    from contextfold.core.messages import Node, utc_now
+    from contextfold.store import DuplicateNodeError
+
+    now = utc_now()
+    tree = [Node(id="pi000001", parent_id=None, created_at=now,
+                 payload=text_message("user", "shared file")),
+            Node(id="pi000002", parent_id="pi000001", created_at=now,
+                 payload=text_message("assistant", "answer"))]
+    acme, globex = store.for_tenant("acme"), store.for_tenant("globex")
+    await acme.import_tree(tree, "pi000002")
+    theirs = await globex.import_tree(tree, "pi000002")  # not "already stored" for globex
+    assert theirs.tenant_id == "globex"
+    with pytest.raises(DuplicateNodeError):
+        await globex.import_tree(tree, "pi000002")
+    with pytest.raises(DuplicateNodeError):
+        await store.import_tree(tree, "pi000002")  # unscoped (the CLI): every tree counts
+
+    mine = await acme.create_session()
+    await acme.append(mine.id, text_message("user", "q"))
+    secret = await acme.append(mine.id, text_message("assistant", "acme's reply"))
+    other = await globex.create_session()
+    await globex.append(other.id, text_message("user", "q"))
+    errors = []
+    for node_id in (secret.id, "0193-never-stored"):
+        with pytest.raises(NodeNotFoundError) as caught:
+            await globex.fork(other.id, node_id)
+        errors.append(str(caught.value).replace(node_id, "<id>"))
+    assert errors[0] == errors[1]  # a foreign id says exactly what an unknown one says
+    # Within one tenant, a node of another of its own trees is still named as such.
+    with pytest.raises(InvalidOperationError, match="another session tree"):
+        await acme.fork((await acme.create_session()).id, secret.id)

@@ -21,7 +21,16 @@ def proxy_command(
                                            "upstream's real context window for MODEL "
                                            "(repeatable; '*=TOKENS' for every model)."),
     port: int = typer.Option(8788, "--port", help="Port to listen on."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on "
+                             "(non-loopback needs --auth)."),
+    auth: bool = typer.Option(False, "--auth", help="Require a tenant's token (`contextfold "
+                              "token create`) in the x-contextfold-token header; the agent's "
+                              "own key still goes to the upstream."),
+    allowed_host: list[str] = typer.Option(
+        [], "--allowed-host", help="A host name clients use, NAME or NAME:PORT, answered "
+        "besides the loopback names and the bind address (repeatable)."),
+    max_body_bytes: int = typer.Option(64 << 20, "--max-body-bytes", min=1024,
+                                       help="Largest request body (default 64 MiB)."),
     db: str | None = DB_OPTION,
     summarizer_model: str | None = SUMMARIZER_MODEL,
     summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
@@ -31,18 +40,31 @@ def proxy_command(
 
     Stores every conversation, compacts what does not fit the upstream's window and
     forwards the rest as sent."""
+    from ..guard.hosts import HostPolicy, is_loopback
     from ..proxy import ProxyConfig, llm_summarizer, parse_windows
     from ..proxy.serve import serve
 
     if protocol not in (None, "openai", "anthropic"):
         console.print("--protocol must be 'openai' or 'anthropic'")
         raise typer.Exit(2)
+    if not auth and not is_loopback(host):
+        console.print(f"--host {host} without --auth would let anyone on the network store "
+                      "conversations through this proxy: add --auth (tokens from `contextfold "
+                      "token create TENANT`) or bind 127.0.0.1", markup=False, highlight=False)
+        raise typer.Exit(2)
+    try:
+        HostPolicy.of(allowed_host)
+    except ValueError as exc:
+        console.print(str(exc), markup=False, highlight=False)
+        raise typer.Exit(2) from None
     try:
         windows = parse_windows(model_window)
     except ValueError as exc:
         console.print(str(exc))
         raise typer.Exit(2) from None
-    config = ProxyConfig(upstream=upstream, windows=windows, protocol=protocol, db=db)
+    config = ProxyConfig(upstream=upstream, windows=windows, protocol=protocol, db=db,
+                         auth=auth, allowed_hosts=tuple(allowed_host),
+                         max_body_bytes=max_body_bytes)
     if summarizer_model:
         try:
             config.summarizer = llm_summarizer(config, summarizer_model,
@@ -53,5 +75,7 @@ def proxy_command(
             raise typer.Exit(2) from None
     console.print(f"contextfold proxy on http://{host}:{port} -> {upstream}"
                   f" (windows: {windows or 'from the catalog'};"
-                  f" summariser: {summarizer_model or 'offline'})")
+                  f" summariser: {summarizer_model or 'offline'};"
+                  f" {'tokens (--auth)' if auth else 'no --auth: loopback only'})",
+                  markup=False, highlight=False)
     serve(config, host=host, port=port)

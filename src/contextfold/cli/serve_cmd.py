@@ -29,6 +29,10 @@ def serve_command(
                                               help="Default context window of new sessions."),
     allow_base_url: list[str] = typer.Option(
         [], "--allow-base-url", help="A base_url clients may choose (repeatable)."),
+    allowed_host: list[str] = typer.Option(
+        [], "--allowed-host", help="A host name clients use, NAME or NAME:PORT, answered "
+        "besides the loopback names and the bind address (repeatable; e.g. behind a "
+        "reverse proxy)."),
     max_body_bytes: int = typer.Option(1 << 20, "--max-body-bytes", min=1024),
     max_import_bytes: int = typer.Option(32 << 20, "--max-import-bytes", min=1024),
     max_message_chars: int = typer.Option(200_000, "--max-message-chars", min=1),
@@ -46,6 +50,7 @@ def serve_command(
 
     config = ServiceConfig(db=db, auth=auth, model=model, context_window=context_window,
                            allow_base_urls=tuple(allow_base_url),
+                           allowed_hosts=tuple(allowed_host),
                            max_body_bytes=max_body_bytes, max_import_bytes=max_import_bytes,
                            max_message_chars=max_message_chars, rate_limit=rate_limit,
                            summarizer_model=summarizer_model,

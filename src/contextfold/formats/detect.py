@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
@@ -17,12 +18,14 @@ from .errors import ImportFormatError
 from .pi import import_pi, pi_score
 from .reader import (
     import_limit,
+    max_value_bytes,
     open_input,
     parse_json_document,
     parse_jsonl,
     read_bytes,
     read_lines,
     source_name,
+    value_too_big,
 )
 from .result import FORMATS, ImportResult
 
@@ -52,6 +55,11 @@ def detect_format(path: str | Path) -> str:
     head = _first_byte(path)
     one_document = head == b"[" or (head == b"{" and (
         not doc.lines or doc.lines[0].line != first_line or len(doc.lines) + len(doc.bad) == 1))
+    if one_document and os.stat(path).st_size > max_value_bytes():
+        if head == b"[":  # refused unread: one JSON value that large is parsed whole
+            raise ImportFormatError(name, value_too_big("the file, one JSON document,",
+                                                        os.stat(path).st_size))
+        one_document = False  # maybe JSON lines: each line is checked as it is read
     if one_document:  # a list, a pretty-printed object, or a file holding one object
         try:
             document = parse_json_document(read_bytes(path), name)

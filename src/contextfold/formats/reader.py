@@ -69,6 +69,38 @@ MAX_BYTES_ENV = "CONTEXTFOLD_MAX_IMPORT_BYTES"
 _max_bytes: ContextVar[int | None] = ContextVar("contextfold_import_max_bytes", default=None)
 
 
+# One JSON value is parsed whole (a JSON line, or a file that is one JSON document), and
+# its text is indexed for recall word by word: a 10 MiB line took 0.4 GB and 11 s to import.
+# Lines over this are skipped as unreadable (reported), such a document is refused; real
+# session lines are at most a few MB (a line with two full-size screenshots: 14 MB).
+DEFAULT_MAX_VALUE_BYTES = 16 * 1024 * 1024
+MAX_VALUE_BYTES_ENV = "CONTEXTFOLD_MAX_IMPORT_LINE_BYTES"
+
+
+def max_value_bytes() -> int:
+    """The largest JSON line or whole-file document read: $CONTEXTFOLD_MAX_IMPORT_LINE_BYTES,
+    else 16 MiB."""
+    env = os.environ.get(MAX_VALUE_BYTES_ENV, "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else DEFAULT_MAX_VALUE_BYTES
+
+
+class OversizedLine(bytes):
+    """What `read_lines` yields for a line over `max_value_bytes()` (its bytes not read)."""
+
+    size: int
+
+
+def _oversized(size: int) -> OversizedLine:
+    marker = OversizedLine()
+    marker.size = size
+    return marker
+
+
+def value_too_big(what: str, size: int) -> str:
+    return (f"{what} is {_mb(size)}, over the {_mb(max_value_bytes())} one JSON value may have "
+            f"(it is read whole; set ${MAX_VALUE_BYTES_ENV} to raise the limit)")
+
+
 def max_import_bytes() -> int:
     """The size limit in force: `import_limit`, else $CONTEXTFOLD_MAX_IMPORT_BYTES, else the
     default."""
@@ -140,7 +172,15 @@ def read_bytes(path: str | Path) -> bytes:
     name = source_name(path)
     limit = max_import_bytes()
     with open_input(path) as handle:
-        data = handle.read(limit + 1)
+        # Sized by the file, not by the limit: `read(limit + 1)` allocates the whole limit
+        # (256 MiB) up front for any file.
+        expected = os.fstat(handle.fileno()).st_size
+        data = handle.read(min(expected, limit) + 1)
+        while len(data) <= limit:  # the file grew while it was read
+            more = handle.read(1 << 20)
+            if not more:
+                break
+            data += more
     if len(data) > limit:
         raise _too_big(name, limit)
     if not data.strip():
@@ -157,11 +197,23 @@ def read_lines(path: str | Path) -> Iterator[bytes]:
 
 def _stream(handle: BinaryIO, name: str, limit: int) -> Iterator[bytes]:
     read = 0
+    cap = max_value_bytes()
     with handle:
-        for line in handle:
+        while line := handle.readline(cap + 1):
             read += len(line)
             if read > limit:
                 raise _too_big(name, limit)
+            if len(line) > cap and not line.endswith(b"\n"):  # over the cap: skip the rest
+                size = len(line)
+                while chunk := handle.readline(1 << 20):
+                    size += len(chunk)
+                    read += len(chunk)
+                    if read > limit:
+                        raise _too_big(name, limit)
+                    if chunk.endswith(b"\n"):
+                        break
+                yield _oversized(size)
+                continue
             yield line.rstrip(b"\n")
 
 
@@ -179,7 +231,12 @@ def parse_jsonl(data: bytes | Iterable[bytes], source: str) -> JsonlDocument:
     bad: list[BadLine] = []
     repaired: list[BadLine] = []
     lines = data.split(b"\n") if isinstance(data, bytes) else data
+    cap = max_value_bytes()
     for number, raw in enumerate(lines, start=1):
+        if isinstance(raw, OversizedLine) or len(raw) > cap:
+            size = raw.size if isinstance(raw, OversizedLine) else len(raw)
+            bad.append(BadLine(number, value_too_big("the line", size)))
+            continue
         if not raw.strip():
             continue
         try:
@@ -234,7 +291,11 @@ def require_readable(doc: JsonlDocument) -> None:
 def parse_json_document(data: bytes, source: str, notes: list[str] | None = None) -> Any:
     """Parse the whole file as one JSON value (chat message lists); fatal if it is not JSON.
 
-    Lone surrogates are replaced with U+FFFD; `notes` (if given) is told how many."""
+    Lone surrogates are replaced with U+FFFD; `notes` (if given) is told how many. A
+    document over `max_value_bytes()` is refused before it is parsed."""
+    if len(data) > max_value_bytes():
+        raise ImportFormatError(source, value_too_big("the file, one JSON document,",
+                                                       len(data)))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

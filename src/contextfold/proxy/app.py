@@ -25,11 +25,16 @@ from starlette.routing import Route
 
 from ..core.catalog import UnknownModelError
 from ..core.messages import Message
+from ..guard.body import loads_bounded
 from ..runtime.errors import RequestTooLargeError
 from ..runtime.mirror import Mirror, Synced
 from . import wire
 from .config import ProxyConfig
+from .guards import protect
+from .identity import conversation_scope, salt_for
+from .paths import upstream_url
 from .stats import SessionStats, encode
+from .tenancy import TenantRouted
 
 log = logging.getLogger("contextfold.proxy")
 
@@ -39,7 +44,6 @@ _DROP_IN = {"host", "content-length", "connection", "transfer-encoding", "accept
             "keep-alive", "upgrade", "x-contextfold-session"}
 _DROP_OUT = {"content-length", "transfer-encoding", "connection", "content-encoding",
              "keep-alive"}
-SESSION_HEADER = "x-contextfold-session"
 
 
 class Proxy:
@@ -54,12 +58,7 @@ class Proxy:
         self.tasks: set[asyncio.Task[None]] = set()
 
     def url(self, request: Request) -> str:
-        base = self.config.upstream.rstrip("/")
-        path = request.url.path
-        if base.endswith("/v1") and (path == "/v1" or path.startswith("/v1/")):
-            path = path[3:]
-        query = request.url.query
-        return base + path + (f"?{query}" if query else "")
+        return upstream_url(self.config.upstream, request.url.path, request.url.query)
 
     def headers(self, request: Request) -> dict[str, str]:
         return {k: v for k, v in request.headers.items() if k.lower() not in _DROP_IN}
@@ -78,7 +77,7 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
     started = time.perf_counter()
     raw = await request.body()
     try:
-        body = json.loads(raw)
+        body = loads_bounded(raw)
         parsed = wire.parse(protocol, body)
         capacity = proxy.config.capacity(parsed.model)
     except UnknownModelError:
@@ -88,7 +87,7 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
             "model)")), status_code=400)
     except ValueError as exc:
         return JSONResponse(wire.bad_request(protocol, str(exc)), status_code=400)
-    scope = f"{protocol}:{request.headers.get(SESSION_HEADER, 'default')}"
+    scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     agent = request.headers.get("user-agent", "unknown")
     meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": protocol}}
     try:
@@ -216,7 +215,7 @@ def create_app(config: ProxyConfig) -> Starlette:
 
         store = await open_store(config.db)
         client = httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout, connect=10.0))
-        app.state.proxy = Proxy(config, store, client)
+        app.state.proxy = Proxy(config, TenantRouted(store) if config.auth else store, client)
         try:
             yield
         finally:
@@ -228,9 +227,9 @@ def create_app(config: ProxyConfig) -> Starlette:
             await store.close()
 
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
-    return Starlette(routes=[
+    return protect(Starlette(routes=[
         Route("/v1/chat/completions", _openai, methods=["POST"]),
         Route("/chat/completions", _openai, methods=["POST"]),
         Route("/v1/messages", _anthropic, methods=["POST"]),
         Route("/{path:path}", _passthrough, methods=methods),
-    ], lifespan=lifespan)
+    ], lifespan=lifespan), config)

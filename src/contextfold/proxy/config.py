@@ -15,7 +15,13 @@ class ProxyConfig:
     """`upstream`: base URL of the OpenAI- or Anthropic-compatible server (with or without
     `/v1`). `windows`: model name -> the upstream's real context window (`*` for every
     model not named); it wins over the catalog, which is the fallback. `protocol`: serve
-    only this protocol (None: both). `db`: store URL (None: the default SQLite file)."""
+    only this protocol (None: both). `db`: store URL (None: the default SQLite file).
+    `auth`: require a tenant's token in `x-contextfold-token` (SPEC W2; needed for a
+    non-loopback bind). `allowed_hosts`: host names answered besides the loopback names and
+    the bind address (SPEC Y8). `max_body_bytes`: the largest request body (SPEC Y8; 64 MiB:
+    twice the largest request a provider accepts, Anthropic's 32 MB, so every request an
+    agent can send passes and the history the proxy compacts may grow past it).
+    `identity_salt`: the salt of client key fingerprints (None: `identity.default_salt()`)."""
 
     upstream: str
     windows: Mapping[str, int] = field(default_factory=dict)
@@ -24,6 +30,10 @@ class ProxyConfig:
     summarizer: Any = None  # None: the offline summariser
     settings: CompactionSettings | None = None
     timeout: float = 600.0
+    auth: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+    max_body_bytes: int = 64 << 20
+    identity_salt: str | None = None
 
     def capacity(self, model: str) -> ModelCapacity:
         """The capacity of `model` on this upstream (UnknownModelError if none is known)."""

@@ -46,13 +46,18 @@ class ProxyThread:
 
 
 def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8788) -> None:
-    """Run the proxy in the foreground until interrupted (one log line per request)."""
+    """Run the proxy in the foreground until interrupted (one log line per request). The
+    bind address, when it is a name, is answered too (SPEC Y8)."""
+    import dataclasses
     import logging
 
     import uvicorn
 
+    from ..guard.hosts import with_bind_host
     from .app import create_app
 
+    config = dataclasses.replace(config, allowed_hosts=with_bind_host(config.allowed_hosts,
+                                                                      host, port))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     for noisy in ("httpx2", "httpcore", "alembic"):  # one line per request is ours
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -17,11 +17,13 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from ..guard.bearer import BearerAuth
+from ..guard.rate import RateLimiter
 from .auth import tenant
 from .config import ServiceConfig
 from .errors import install_handlers
+from .guards import protect
 from .hub import Hub, PgHub
-from .limits import BodyLimitMiddleware, RateLimiter
 from .sessions import SessionManager
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -30,13 +32,15 @@ log = logging.getLogger("contextfold.server")
 
 @dataclass
 class Service:
-    """What the routes use: configuration, the (unscoped) store, hub, sessions, limiter."""
+    """What the routes use: configuration, the (unscoped) store, hub, sessions, limiter,
+    and the token check (`--auth`)."""
 
     config: ServiceConfig
     store: Any
     hub: Hub
     sessions: SessionManager
     limiter: RateLimiter
+    bearer: BearerAuth
 
 
 def _hub_for(store: Any) -> Hub:
@@ -62,7 +66,7 @@ def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> Fas
         await hub.start()
         sessions = SessionManager(opened, config, hub)
         app.state.service = Service(config, opened, hub, sessions,
-                                    RateLimiter(config.rate_limit))
+                                    RateLimiter(config.rate_limit), BearerAuth(opened))
         try:
             yield
         finally:
@@ -71,7 +75,10 @@ def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> Fas
             if own:
                 await opened.close()
 
+    # No /docs or /redoc: FastAPI's pages load their scripts from a CDN (the package ships no
+    # copy), which the page's CSP refuses and a local service should not depend on (Y8).
     app = FastAPI(title="contextfold", version=_version(), lifespan=lifespan,
+                  docs_url=None, redoc_url=None,
                   description="Durable, branchable LLM sessions whose model context always "
                   "fits. Contract: docs/service.md.")
     install_handlers(app)
@@ -102,8 +109,7 @@ def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> Fas
         async def placeholder() -> HTMLResponse:
             return HTMLResponse("<!doctype html><title>contextfold</title><p>contextfold "
                                 "service: the API is under /v1 (see /openapi.json).</p>")
-    app.add_middleware(BodyLimitMiddleware, max_body=config.max_body_bytes,  # type: ignore[arg-type]
-                       max_upload=config.max_import_bytes)
+    protect(app, config)
     return app
 
 

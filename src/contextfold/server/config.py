@@ -8,7 +8,6 @@ from typing import Any
 
 DEFAULT_MODEL = "offline/echo"
 DEFAULT_PORT = 8765
-LOOPBACK_HOSTS = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass
@@ -21,6 +20,8 @@ class ServiceConfig:
     model         default model of new sessions; context_window its default window
     allow_base_urls  the only `base_url` values a client may choose (SPEC W2: a client must
                   not point the server's provider key at a host of its choosing)
+    allowed_hosts  host names (`name` or `name:port`) answered besides the loopback names
+                  and the server's own address (SPEC Y8: no DNS rebinding; `--allowed-host`)
     summarizer    the runtime's summarizer option (None: `summarizer_model`'s, else offline
                   extractive); tests pass a slow one to make the compaction window visible
     summarizer_model  a model that writes the checkpoint summaries (`--summarizer-model`),
@@ -34,6 +35,7 @@ class ServiceConfig:
     model: str = DEFAULT_MODEL
     context_window: int | None = None
     allow_base_urls: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     summarizer: Any = None
     summarizer_model: str | None = None
     summarizer_base_url: str | None = None

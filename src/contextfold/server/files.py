@@ -9,7 +9,7 @@ the chart as a JSON series or a PNG (the CLI's `replay --plot`).
 from __future__ import annotations
 
 import asyncio
-import os
+import contextlib
 import tempfile
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -26,13 +26,18 @@ router = APIRouter(prefix="/v1")
 Format = Literal["auto", "pi", "claude-code", "openai", "anthropic"]
 
 
+UPLOAD_NAME = "upload.jsonl"  # what messages, warnings and derived ids call the file
+
+
 async def _spool(request: Request, limit: int) -> Path:
-    """The request body in a temporary file (the caller deletes it)."""
-    handle = tempfile.NamedTemporaryFile(prefix="contextfold-upload-", suffix=".jsonl",  # noqa: SIM115 - closed below, kept for the importer
-                                         delete=False)
+    """The request body in a temporary file named `UPLOAD_NAME` in a directory of its own
+    (the caller removes both with `_discard`): importers name their file in errors,
+    warnings and some node ids, and the server's temporary path is nobody's business."""
+    folder = Path(tempfile.mkdtemp(prefix="contextfold-upload-"))
+    path = folder / UPLOAD_NAME
     size = 0
     try:
-        with handle:
+        with path.open("wb") as handle:
             async for chunk in request.stream():
                 size += len(chunk)
                 if size > limit:
@@ -44,9 +49,16 @@ async def _spool(request: Request, limit: int) -> Path:
             raise ApiError(400, "bad_request", "the request body is empty: send the session "
                            "file as the body")
     except BaseException:
-        os.unlink(handle.name)
+        _discard(path)
         raise
-    return Path(handle.name)
+    return path
+
+
+def _discard(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()
 
 
 def _import(path: Path, fmt: str, limit: int) -> Any:
@@ -56,7 +68,7 @@ def _import(path: Path, fmt: str, limit: int) -> Any:
     try:
         return import_file(path, fmt, max_bytes=limit)
     except ImportFormatError as exc:
-        raise ApiError(400, "bad_request", str(exc).replace(str(path), "upload")) from None
+        raise ApiError(400, "bad_request", str(exc).replace(str(path), UPLOAD_NAME)) from None
 
 
 @router.post("/import", status_code=201)
@@ -70,7 +82,7 @@ async def import_session(request: Request, who: Tenant, sessions: Manager,
     try:
         result = await asyncio.to_thread(_import, path, format, limit)
     finally:
-        os.unlink(path)
+        _discard(path)
     store = sessions.store.for_tenant(who)
     info = await store.import_tree(result.nodes, result.leaf_id, title=title,
                                    metadata={"imported_format": result.format})
@@ -94,7 +106,7 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
     try:
         result = await asyncio.to_thread(_import, path, format, limit)
     finally:
-        os.unlink(path)
+        _discard(path)
     report = await asyncio.to_thread(_replay, result, model, context_window, overhead)
     if chart == "png":
         png = await asyncio.to_thread(_png, report)

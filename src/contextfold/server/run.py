@@ -7,13 +7,13 @@ configuration travels in an environment variable (`CONTEXTFOLD_SERVE_CONFIG`, JS
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from typing import Any
 
-from .config import LOOPBACK_HOSTS, ServiceConfig
+from ..guard.hosts import HostPolicy, is_loopback, with_bind_host
+from .config import ServiceConfig
 
 ENV_CONFIG = "CONTEXTFOLD_SERVE_CONFIG"
 _PORTABLE = {f.name for f in fields(ServiceConfig)} - {"summarizer", "on_conversation", "extra"}
@@ -23,21 +23,17 @@ class ServeError(ValueError):
     """A `contextfold serve` option combination that cannot work (the message says why)."""
 
 
-def is_loopback(host: str) -> bool:
-    if host in LOOPBACK_HOSTS:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def check_options(config: ServiceConfig, host: str, workers: int, dialect: str) -> None:
-    """Refuse a public bind without auth (SPEC W2) and several workers on SQLite."""
+    """Refuse a public bind without auth (SPEC W2), a bad `--allowed-host` (Y8) and several
+    workers on SQLite."""
     if not config.auth and not is_loopback(host):
         raise ServeError(f"--host {host} without --auth would let anyone on the network use "
                          "the service as tenant 'default': add --auth (and create tokens with "
                          "`contextfold token create TENANT`) or bind 127.0.0.1")
+    try:
+        HostPolicy.of(config.allowed_hosts)
+    except ValueError as exc:
+        raise ServeError(str(exc)) from None
     if workers < 1:
         raise ServeError(f"--workers must be at least 1, not {workers}")
     if workers > 1 and dialect != "postgresql":
@@ -56,16 +52,18 @@ def app_from_env() -> Any:
     from .app import create_app
 
     raw = json.loads(os.environ.get(ENV_CONFIG) or "{}")
-    if "allow_base_urls" in raw:
-        raw["allow_base_urls"] = tuple(raw["allow_base_urls"])
+    for key in ("allow_base_urls", "allowed_hosts"):
+        if key in raw:
+            raw[key] = tuple(raw[key])
     return create_app(ServiceConfig(**{k: v for k, v in raw.items() if k in _PORTABLE}))
 
 
 def serve(config: ServiceConfig, host: str, port: int, workers: int = 1,
           log_level: str = "info") -> None:
-    """Run uvicorn until interrupted."""
+    """Run uvicorn until interrupted (the bind address, when it is a name, is answered too)."""
     import uvicorn
 
+    config = replace(config, allowed_hosts=with_bind_host(config.allowed_hosts, host, port))
     os.environ[ENV_CONFIG] = config_to_env(config)
     uvicorn.run("contextfold.server.run:app_from_env", factory=True, host=host, port=port,
                 workers=workers, log_level=log_level, proxy_headers=False,

@@ -103,8 +103,9 @@ class BranchingOps(StoreBase):
             branch = await queries.load_tail(conn, tree_id, node_id, 0)
             if isinstance(branch, DamagedBranch):
                 if await queries.node_meta(conn, tree_id, node_id) is None:
-                    raise _foreign_node(node_id, session_id,
-                                        await queries.trees_of_node(conn, node_id))
+                    # W1: another tenant's node is "not stored", exactly like an unknown id.
+                    raise _foreign_node(node_id, session_id, await queries.trees_of_node(
+                        conn, node_id, self.tenant))
                 raise ReadOnlySessionError(session_id, branch.problems)
             node = branch.nodes[-1]
             if node.checkpoint is not None:

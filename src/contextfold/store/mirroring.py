@@ -8,6 +8,7 @@ same transaction, so a crash never leaves a node without its index row or the re
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +26,8 @@ from .inputs import as_message
 from .schema import mirror_index, sessions
 
 _CHUNK = 400  # parameters per IN (...) query: far below SQLite's limit
+_CHECKS = 8  # index rows tried (and non-message nodes walked) before starting afresh
+log = logging.getLogger("contextfold.store")
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,45 @@ async def _lookup(conn: AsyncConnection, hashes: Sequence[str],
                                                       row["node_id"], row["depth"],
                                                       row["message_id"])
     return found
+
+
+async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
+                    msgs: Sequence[Message], found: dict[str, MirrorHit], n: int) -> int:
+    """How many leading messages really are stored: the index row where the conversation
+    would continue is checked against the nodes (its message node holds the client's
+    message, its node follows that message), and a row that disagrees is not trusted (the
+    conversation continues from the last one that agrees; issue 24 item 12)."""
+    from contextfold.runtime.content_chain import message_key  # the chain's one definition
+
+    for _ in range(_CHECKS):
+        if n == 0:
+            return 0
+        hit = found.get(hashes[n - 1])
+        if hit is None:
+            return n  # known from this store's own earlier write (`known`)
+        loaded = await queries.walk_up(conn, tree_id, hit.message_id, hit.message_id)
+        node = loaded.get(hit.message_id)
+        if isinstance(node, Node) and node.message is not None and \
+                message_key(node.message) == message_key(msgs[n - 1]) and \
+                await _follows(conn, tree_id, hit.node_id, hit.message_id):
+            return n
+        log.warning("mirror_index row %s of tree %s disagrees with its node: not used "
+                    "(run `contextfold verify`)", hit.node_id, tree_id)
+        n -= 1
+    return 0
+
+
+async def _follows(conn: AsyncConnection, tree_id: str, node_id: str, message_id: str) -> bool:
+    """`node_id` is the message itself, or a checkpoint or pin event after it."""
+    current: str | None = node_id
+    for _ in range(_CHECKS):
+        if current == message_id:
+            return True
+        meta = await queries.node_meta(conn, tree_id, current) if current else None
+        if meta is None or meta["kind"] == "message":
+            return False
+        current = meta["parent_id"]
+    return False
 
 
 def longest(hashes: Sequence[str], found: dict[str, MirrorHit]) -> int:
@@ -152,7 +194,12 @@ class MirrorOps(StoreBase):
             if skip and (hit is None or hit.message_id != known[skip]):
                 skip = 0
                 found = await _lookup(conn, hashes, tree_id)
-            n = skip + longest(hashes[skip:], found)
+            n = await _verified(conn, tree_id, hashes, msgs, found,
+                                skip + longest(hashes[skip:], found))
+            if skip and n <= skip:  # not even where `known` ends agrees: look all up
+                skip = 0
+                found = await _lookup(conn, hashes, tree_id)
+                n = await _verified(conn, tree_id, hashes, msgs, found, longest(hashes, found))
             parent = await self._continue_from(conn, row, hashes[n - 1] if n else None, found)
             stamp = utc_now()
             held = hold_last and n < len(msgs)

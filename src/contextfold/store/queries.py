@@ -4,7 +4,9 @@ The loading rules built on these reads (the O(tail) branch, pages, damage in sum
 history) are in `loading.py`, shared with the command line's `sqlite3` snapshot; the
 functions at the end run them on a SQLAlchemy connection.
 
-Every statement here is bounded by one `tree_id`: no query joins two trees (sharding).
+Every statement here is bounded by one `tree_id` (no query joins two trees, for sharding),
+except the two id-only look-ups (`trees_of_node`, `stored_hashes`), which a tenant-scoped
+store limits to its tenant's trees.
 The walk uses UNION, not UNION ALL, so a parent cycle stored by mistake ends the recursion
 instead of looping; `core.tree.build_branch` then reports the cycle (SPEC D1).
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import and_, select
 from sqlalchemy.engine import RowMapping
@@ -23,11 +26,12 @@ from contextfold.core.tree import Branch, DamagedBranch, InvalidRecord, Problem
 
 from . import loading
 from .loading import records
-from .schema import nodes
+from .schema import nodes, sessions
 
 # The columns a branch needs; insert-time bookkeeping columns are read separately.
-_NODE_COLUMNS = ("tree_id", "id", "parent_id", "created_at", "payload", "content_hash",
-                 "chain_hash")
+# `kind` and `role` are checked against the payload (`rows.column_mismatch`).
+_NODE_COLUMNS = ("tree_id", "id", "parent_id", "kind", "role", "created_at", "payload",
+                 "content_hash", "chain_hash")
 
 
 async def node_meta(conn: AsyncConnection, tree_id: str, node_id: str) -> RowMapping | None:
@@ -40,22 +44,34 @@ async def node_meta(conn: AsyncConnection, tree_id: str, node_id: str) -> RowMap
     return (await conn.execute(stmt)).mappings().first()
 
 
-async def trees_of_node(conn: AsyncConnection, node_id: str) -> list[str]:
-    """The trees holding a node id. Ids are unique per tree: the store's own ids (UUIDv7)
-    never repeat, but imported ids (Pi's 8 hex characters) may recur in unrelated trees."""
+def _tenants_trees(tenant: str) -> Any:
+    """The trees `tenant` has sessions on (a tree belongs to the tenant of its sessions)."""
+    return select(sessions.c.tree_id).where(sessions.c.tenant_id == tenant)
+
+
+async def trees_of_node(conn: AsyncConnection, node_id: str, tenant: str | None = None
+                        ) -> list[str]:
+    """The trees holding a node id (only `tenant`'s, if given: another tenant's node is
+    not found, SPEC W1). Ids are unique per tree: the store's own ids (UUIDv7) never repeat,
+    but imported ids (Pi's 8 hex characters) may recur in unrelated trees."""
     stmt = select(nodes.c.tree_id).where(nodes.c.id == node_id).order_by(nodes.c.tree_id)
+    if tenant is not None:
+        stmt = stmt.where(nodes.c.tree_id.in_(_tenants_trees(tenant)))
     return list((await conn.execute(stmt)).scalars())
 
 
-async def stored_hashes(conn: AsyncConnection, ids: Sequence[str]) -> set[tuple[str, str]]:
-    """(id, content_hash) of every stored node, in any tree, whose id is one of `ids`: an
-    import whose nodes match by id *and* content was imported before."""
+async def stored_hashes(conn: AsyncConnection, ids: Sequence[str], tenant: str | None = None
+                        ) -> set[tuple[str, str]]:
+    """(id, content_hash) of every stored node whose id is one of `ids`, in any tree (or in
+    `tenant`'s trees only: what another tenant imported is not "already stored" for this
+    one, SPEC W1): an import whose nodes match by id *and* content was imported before."""
     found: set[tuple[str, str]] = set()
     for start in range(0, len(ids), 500):
         chunk = list(ids[start : start + 500])
-        rows = await conn.execute(select(nodes.c.id, nodes.c.content_hash)
-                                  .where(nodes.c.id.in_(chunk)))
-        found.update((r[0], r[1]) for r in rows)
+        stmt = select(nodes.c.id, nodes.c.content_hash).where(nodes.c.id.in_(chunk))
+        if tenant is not None:
+            stmt = stmt.where(nodes.c.tree_id.in_(_tenants_trees(tenant)))
+        found.update((r[0], r[1]) for r in await conn.execute(stmt))
     return found
 
 

@@ -5,7 +5,8 @@ so a 100,000-message branch costs the same as a short one, and every query below
 `tree_id` and the branch's (line, depth) conditions: another branch, session or tree can
 never match. Matches are ranked by the database (FTS5 bm25, PostgreSQL ts_rank), newest
 first among equals, or newest first when a query matches more than `RANK_LIMIT` messages;
-identifier terms are then checked verbatim against the message.
+identifier terms are then checked verbatim against the message, and every hit and range is
+checked against its nodes before it is shown (`recall_trust`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from contextfold.core.messages import Node
 from .base import StoreBase
 from .engine import read_connection
 from .errors import InvalidOperationError, NodeNotFoundError
+from .recall_trust import chain_around, dropped, holds_terms, place_agrees, places_of
 from .rows import record_from_row
 from .schema import UTCDateTime
 from .values import RecallHit
@@ -36,7 +38,8 @@ MAX_EXPAND_NODES = 200
 RANK_LIMIT = 2_000
 _PAGE_MIN = 50
 _MAX_PAGES = 20
-_NODE_COLS = "n.tree_id, n.id, n.parent_id, n.created_at, n.payload, n.content_hash"
+_NODE_COLS = ("n.tree_id, n.id, n.parent_id, n.kind, n.role, n.created_at, n.payload, "
+              "n.content_hash")
 
 
 async def branch_lines(conn: AsyncConnection, tree_id: str,
@@ -81,17 +84,18 @@ def _search_sql(dialect: str, where_branch: str, *, ranked: bool) -> str:
     """
     if dialect == "postgresql":
         score = "ts_rank(r.document, q.query)" if ranked else "0.0"
-        inner = (f"SELECT r.node_id, r.depth, r.turn, {score} AS score "
+        inner = (f"SELECT r.node_id, r.line_id, r.depth, r.turn, {score} AS score "
                  "FROM recall_nodes r, to_tsquery('simple', :q) AS q(query) "
                  f"WHERE r.tree_id = :t AND r.document @@ q.query AND {where_branch}")
         order = "score DESC, r.depth DESC" if ranked else "r.depth DESC"
     else:
         score = "-bm25(recall_fts)" if ranked else "0.0"
-        inner = (f"SELECT r.node_id, r.depth, r.turn, {score} AS score "
+        inner = (f"SELECT r.node_id, r.line_id, r.depth, r.turn, {score} AS score "
                  "FROM recall_fts JOIN recall_nodes r ON r.rowid = recall_fts.rowid "
                  f"WHERE recall_fts MATCH :q AND r.tree_id = :t AND {where_branch}")
         order = "score DESC, r.depth DESC" if ranked else "recall_fts.rowid DESC"
-    return (f"SELECT m.depth, m.turn, m.score, {_NODE_COLS} FROM ({inner} "
+    return (f"SELECT m.line_id, m.depth, m.turn, m.score, n.depth AS node_depth, {_NODE_COLS} "
+            f"FROM ({inner} "
             f"ORDER BY {order} LIMIT :lim OFFSET :off) m "
             "JOIN nodes n ON n.tree_id = :t AND n.id = m.node_id "
             "ORDER BY m.score DESC, m.depth DESC")
@@ -127,22 +131,31 @@ async def search_branch(conn: AsyncConnection, tree_id: str, leaf_id: str | None
     sql = _typed(_search_sql(dialect, _on_branch(lines, params), ranked=ranked))
     page = max(_PAGE_MIN, limit * 3)
     hits: list[RecallHit] = []
+    untrusted = 0
     for n in range(_MAX_PAGES):
         rows = (await conn.execute(sql, {**params, "lim": page, "off": n * page})
                 ).mappings().all()
+        parents = await places_of(conn, tree_id, [r["parent_id"] for r in rows
+                                                  if r["parent_id"] is not None])
         for row in rows:
             node = record_from_row(row)
             if not isinstance(node, Node) or node.message is None:
                 continue  # a damaged row is never shown (SPEC D1)
+            if not place_agrees(tree_id, row, parents) or \
+                    not holds_terms(node.message, query, any_term=any_term):
+                untrusted += 1  # the index says so, the node does not
+                continue
             body = message_text(node.message)
             if not query.matches_verbatim(fold(body)):
                 continue
             hits.append(RecallHit(node=node, position=row["depth"], turn=row["turn"],
                                   snippet=snippet(body, query), score=float(row["score"])))
             if len(hits) >= limit:
+                dropped("search hits", tree_id, untrusted)
                 return hits
         if len(rows) < page:
             break
+    dropped("search hits", tree_id, untrusted)
     return hits
 
 
@@ -160,17 +173,23 @@ async def _branch_place(conn: AsyncConnection, tree_id: str, lines: list[tuple[s
 
 
 async def branch_range(conn: AsyncConnection, tree_id: str, lines: list[tuple[str, int]],
-                       first: int, last: int) -> list[RecallHit]:
-    """The message nodes of the branch at positions first..last, in order."""
+                       first: int, last: int, anchor: str | None = None) -> list[RecallHit]:
+    """The message nodes of the branch at positions first..last, in order: only the chain
+    of parent links (in the nodes themselves) that runs through `anchor`."""
     params: dict[str, Any] = {"t": tree_id, "a": first, "b": last}
-    sql = _typed(f"SELECT r.depth, r.turn, {_NODE_COLS} FROM recall_nodes r JOIN nodes n "
+    sql = _typed(f"SELECT r.depth, r.turn, n.depth AS node_depth, {_NODE_COLS} "
+                 "FROM recall_nodes r JOIN nodes n "
                  "ON n.tree_id = r.tree_id AND n.id = r.node_id WHERE r.tree_id = :t AND "
                  f"r.depth BETWEEN :a AND :b AND {_on_branch(lines, params)} ORDER BY r.depth")
+    rows = [r for r in (await conn.execute(sql, params)).mappings()
+            if r["depth"] == r["node_depth"]]
+    chain = chain_around(rows, anchor)
     out = []
-    for row in (await conn.execute(sql, params)).mappings():
-        node = record_from_row(row)
+    for i in chain:
+        node = record_from_row(rows[i])
         if isinstance(node, Node) and node.message is not None:
-            out.append(RecallHit(node=node, position=row["depth"], turn=row["turn"]))
+            out.append(RecallHit(node=node, position=rows[i]["depth"], turn=rows[i]["turn"]))
+    dropped("expanded nodes", tree_id, len(rows) - len(chain))
     return out
 
 
@@ -219,4 +238,4 @@ class RecallOps(StoreBase):
                 other = await _branch_place(conn, tree_id, lines, to_node_id, session_id)
                 first, last = min(at, other), max(at, other)
             last = min(last, max(0, first) + max_nodes - 1)
-            return await branch_range(conn, tree_id, lines, max(0, first), last)
+            return await branch_range(conn, tree_id, lines, max(0, first), last, node_id)

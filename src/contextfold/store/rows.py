@@ -111,10 +111,27 @@ def record_from_row(row: Mapping[str, Any]) -> Node | InvalidRecord:
         return InvalidRecord(node_id, parent_id, HASH_MISMATCH)
     try:
         payload = parse_payload(json.loads(row["payload"]))
-        return Node(id=node_id, parent_id=parent_id, created_at=row["created_at"],
+        node = Node(id=node_id, parent_id=parent_id, created_at=row["created_at"],
                     payload=payload)
     except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
         return InvalidRecord(node_id, parent_id, f"payload does not parse: {_short(exc)}")
+    mismatch = column_mismatch(row, node)
+    return node if mismatch is None else InvalidRecord(node_id, parent_id, mismatch)
+
+
+def column_mismatch(row: Mapping[str, Any], node: Node) -> str | None:
+    """Which of the row's `kind` / `role` columns (when read) disagrees with its payload.
+
+    They are copies of the payload kept for queries, outside the content hash (adding them
+    to it would mean rewriting every stored digest); so a load compares them with the
+    payload the hash covers, and a hand-edited role is damage like any modified row."""
+    msg = node.message
+    expected = {"kind": node.kind, "role": msg.role if msg is not None else None}
+    for column, value in expected.items():
+        if column in row and row[column] != value:
+            return (f"{column} column {row[column]!r} disagrees with the payload's {value!r}: "
+                    "the row was modified after it was written")
+    return None
 
 
 def chained_records(rows: Iterable[Mapping[str, Any]]) -> dict[str, Node | InvalidRecord]:

@@ -39,9 +39,9 @@ from .values import SessionInfo
 T = TypeVar("T")
 Row = dict[str, Any]
 
-# The schema the snapshot reads: migration 0005's objects, by name (a test checks them
+# The schema the snapshot reads: migration 0006's objects, by name (a test checks them
 # against a freshly migrated file, so a new migration must come here too).
-SCHEMA_REVISION = "0005"
+SCHEMA_REVISION = "0006"
 SCHEMA_NAMES = frozenset({
     *(("table", name) for name in (
         "alembic_version", "api_tokens", "compaction_leases", "leaf_moves", "mirror_index",
@@ -57,12 +57,13 @@ SCHEMA_NAMES = frozenset({
         "sqlite_autoindex_tenants_1", "sqlite_autoindex_trees_1", "ux_recall_nodes_line")),
     *(("trigger", name) for name in (
         "leaf_moves_no_delete", "leaf_moves_no_replace", "leaf_moves_no_update",
-        "mirror_index_no_delete", "mirror_index_no_update", "nodes_no_delete",
-        "nodes_no_replace", "nodes_no_update", "recall_nodes_no_delete",
-        "recall_nodes_no_update")),
+        "mirror_index_no_delete", "mirror_index_no_replace", "mirror_index_no_update",
+        "nodes_no_delete", "nodes_no_replace", "nodes_no_update", "recall_nodes_no_delete",
+        "recall_nodes_no_replace", "recall_nodes_no_update")),
 })
 
-_NODE_COLUMNS = "tree_id, id, parent_id, created_at, payload, content_hash, chain_hash"
+_NODE_COLUMNS = ("tree_id, id, parent_id, kind, role, created_at, payload, content_hash, "
+                 "chain_hash")
 _WALK = f"""
 WITH RECURSIVE chain({_NODE_COLUMNS}) AS (
     SELECT {_NODE_COLUMNS} FROM nodes WHERE tree_id = :tree AND id = :leaf

@@ -67,9 +67,8 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                 tree_id = new_id()
                 await conn.execute(insert(trees).values(id=tree_id, created_at=utc_now()))
             else:
-                found = await queries.trees_of_node(conn, from_node_id)
-                if self.tenant is not None:  # W1: only trees this tenant has sessions on
-                    found = [t for t in found if await self._tenant_has_tree(conn, t)]
+                # W1: only trees this tenant has sessions on
+                found = await queries.trees_of_node(conn, from_node_id, self.tenant)
                 if not found:
                     raise NodeNotFoundError(f"cannot start a session from node {from_node_id!r}:"
                                             " no such node is stored")
@@ -88,10 +87,6 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                                               op="create")
 
         return await self._write(op)
-
-    async def _tenant_has_tree(self, conn: AsyncConnection, tree_id: str) -> bool:
-        stmt = self._scoped(select(sessions.c.id).where(sessions.c.tree_id == tree_id))
-        return (await conn.execute(stmt.limit(1))).first() is not None
 
     async def update_session_metadata(self, session_id: str,
                                       updates: Mapping[str, Any]) -> SessionInfo:
@@ -283,8 +278,10 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                                      session_id=None, parent_chain=chains.get(p.node.parent_id)))
                 chains[p.node.id] = rows[-1]["chain_hash"]
             # Ids are unique per tree, so an unrelated session that happens to share an id
-            # imports fine; the same node (same id and content hash) means a re-import.
-            stored = await queries.stored_hashes(conn, [p.node.id for p in prepared])
+            # imports fine; the same node (same id and content hash) means a re-import, of
+            # this tenant's (W1: another tenant's imports are not an oracle, nor a block).
+            stored = await queries.stored_hashes(conn, [p.node.id for p in prepared],
+                                                 self.tenant)
             taken = sorted(r["id"] for r in rows if (r["id"], r["content_hash"]) in stored)
             if taken:
                 raise DuplicateNodeError(
@@ -392,7 +389,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         stamp: datetime,
     ) -> Node | None:
         """A repeated append with the same caller id returns the stored node (exactly once)."""
-        found = await queries.trees_of_node(conn, node_id)
+        found = await queries.trees_of_node(conn, node_id, self.tenant)  # W1: ours only
         if not found:
             return None
         if row["tree_id"] in found:

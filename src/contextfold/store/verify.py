@@ -2,8 +2,10 @@
 
 Reads the whole tree (an audit, not a hot path) and checks, like `git fsck`: every node's
 content hash, its link in the digest chain (each node's `chain_hash` covers its parent's),
-parent links inside the tree, insert-time columns, every checkpoint's kept boundary, the
-leaf-move log of every session on the tree, and that every session's branch validates.
+its `kind` and `role` columns against its payload, parent links inside the tree,
+insert-time columns, every checkpoint's kept boundary, the leaf-move log of every session
+on the tree, that every session's branch validates, and the tables derived from the nodes
+(`mirror_index`, the recall index: `derived.py`).
 It reports each session's *head digest* (its leaf's `chain_hash`): recorded somewhere else,
 it pins the whole history before it, the way a git commit id does (docs/store.md).
 """
@@ -17,6 +19,7 @@ from sqlalchemy import select
 
 from contextfold.core.tree import DamagedBranch, build_branch
 
+from .derived import derived_problems
 from .engine import read_connection
 from .errors import SessionNotFoundError
 from .invariants import InvariantReport, check_moves, check_topology
@@ -65,8 +68,10 @@ async def verify_tree(store: SqlSessionStore, session_id: str) -> TreeReport:
             select(leaf_moves).where(leaf_moves.c.tree_id == tree_id)
             .order_by(leaf_moves.c.session_id, leaf_moves.c.revision)
         )).mappings().all()
+        records = chained_records(node_rows)
+        derived = await derived_problems(conn, tree_id, records,
+                                         {r["id"]: r for r in node_rows})
     report = InvariantReport()
-    records = chained_records(node_rows)
     for record in records.values():
         error = getattr(record, "error", None)
         if error is not None:
@@ -82,6 +87,7 @@ async def verify_tree(store: SqlSessionStore, session_id: str) -> TreeReport:
             branch = build_branch(records, leaf)
             if isinstance(branch, DamagedBranch):
                 report.problems.extend(f"session {srow['id']}: {p}" for p in branch.problems)
+    report.problems.extend(derived)
     return TreeReport(session_id=session_id, tree_id=tree_id, nodes=len(node_rows),
                       sessions=len(session_rows), problems=tuple(dict.fromkeys(report.problems)),
                       heads=heads)

@@ -1,0 +1,116 @@
+"""Bounded request bodies (SPEC W3, Y8): a size limit enforced while reading, and a depth
+limit for JSON.
+
+`BodyLimit` refuses from `Content-Length` before reading, and counts bytes while reading a
+body sent without one (chunked), so an oversized body is never held in memory whole. When
+the limit is crossed it answers 413 itself, at once: a framework that catches the error
+while parsing (FastAPI answers "There was an error parsing the body", 400) cannot turn it
+into something else, because whatever the app sends afterwards is dropped.
+
+`loads_bounded` parses JSON no deeper than `MAX_JSON_DEPTH`: a 100,000-deep body raises
+`JsonTooDeepError` (a ValueError, answered 400), never a `RecursionError` (500), and what
+passes is shallow enough for every later step (copying, hashing, re-encoding).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .asgi import ASGIApp, Message, Receive, Scope, Send, send_json
+
+MAX_JSON_DEPTH = 128  # agents' tool schemas nest a few tens of levels at most
+
+
+class BodyTooLarge(Exception):
+    """Raised into the app when its body crosses the limit (the 413 is already sent)."""
+
+
+class JsonTooDeepError(ValueError):
+    """A JSON body nested deeper than the limit."""
+
+
+class BodyLimit:
+    """Answer 413 to a body over `limit_for(scope)` bytes with `too_large(scope, limit)`."""
+
+    def __init__(self, app: ASGIApp, *, limit_for: Callable[[Scope], int],
+                 too_large: Callable[[Scope, int], dict[str, Any]]) -> None:
+        self.app = app
+        self.limit_for = limit_for
+        self.too_large = too_large
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit_for(scope)
+        headers = dict(scope.get("headers") or ())
+        length = headers.get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > limit:
+            await send_json(send, 413, self.too_large(scope, limit))
+            return
+        seen = 0
+        started = refused = False
+
+        async def counted_receive() -> Message:
+            nonlocal seen, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    if not started and not refused:
+                        refused = True
+                        await send_json(send, 413, self.too_large(scope, limit))
+                    raise BodyTooLarge
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if refused:
+                return  # the 413 went out; whatever the app makes of the error is dropped
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except BodyTooLarge:
+            if not refused and not started:
+                await send_json(send, 413, self.too_large(scope, limit))
+
+
+def loads_bounded(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads(raw)`, refusing a value nested deeper than `max_depth` with
+    `JsonTooDeepError` (other bad JSON raises `json.JSONDecodeError`, a ValueError too)."""
+    try:
+        value = json.loads(raw)
+    except RecursionError:
+        raise JsonTooDeepError(f"the JSON body is nested too deeply (more than {max_depth} "
+                               "levels)") from None
+    depth = json_depth(value, stop_after=max_depth)
+    if depth > max_depth:
+        raise JsonTooDeepError(f"the JSON body is nested too deeply (more than {max_depth} "
+                               "levels)")
+    return value
+
+
+def json_depth(value: Any, *, stop_after: int | None = None) -> int:
+    """How deeply lists and objects nest in `value` (a scalar: 0), without recursion; stops
+    counting once past `stop_after`."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        if stop_after is not None and deepest > stop_after:
+            return deepest
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, dict | list))
+    return deepest

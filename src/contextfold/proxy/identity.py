@@ -1,0 +1,108 @@
+"""Which conversations of the proxy may share nodes: the chain scope of a request (SPEC Y1,
+Y5, W1).
+
+Conversations are mapped onto the tree by content under a *scope* (`Mirror.sync(scope=)`):
+two requests of one scope that begin with the same messages continue the same session. The
+scope is the protocol, the optional `x-contextfold-session` header, the tenant (`--auth`)
+and, when the client gives one, its identity: the product names of its user agent (versions
+left out, so an agent's update keeps its conversations) and a fingerprint of its key. So two
+agents, or two people's keys, that open with the same message get separate sessions, and one
+never overwrites the other's metadata.
+
+The fingerprint is an HMAC-SHA256 of the key under a secret salt (`identity_salt`), cut to
+128 bits. The key itself is never stored or logged (Y5); only chain hashes derived from the
+fingerprint are, and without the salt they cannot even confirm a guessed key. The salt is
+`$CONTEXTFOLD_PROXY_SALT`, else a random one kept in `<user data dir>/contextfold/proxy-salt`
+(created on first use), so the mapping survives restarts; proxies that share one database
+must share the salt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import os
+import re
+import secrets
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+
+from .config import ProxyConfig
+from .tenancy import current_tenant
+
+SALT_ENV = "CONTEXTFOLD_PROXY_SALT"
+SESSION_HEADER = "x-contextfold-session"
+KEY_HEADERS = ("authorization", "x-api-key", "api-key")  # OpenAI, Anthropic, Azure
+_VERSION = re.compile(r"/?\bv?\d[\w.+-]*")
+log = logging.getLogger("contextfold.proxy")
+
+
+def agent_name(user_agent: str | None) -> str:
+    """The user agent without version numbers (`claude-cli/2.0.14 (external, cli)` →
+    `claude-cli (external, cli)`), so an update does not start new sessions."""
+    if not user_agent:
+        return ""
+    return " ".join(_VERSION.sub("", user_agent).split())[:200]
+
+
+def key_fingerprint(headers: Mapping[str, str], salt: bytes) -> str:
+    """HMAC-SHA256 of the client's key under `salt`, 32 hex digits ("" without a key)."""
+    for name in KEY_HEADERS:
+        value = headers.get(name)
+        if value and value.strip():
+            return hmac.new(salt, value.strip().encode("utf-8"), hashlib.sha256).hexdigest()[:32]
+    return ""
+
+
+def conversation_scope(protocol: str, headers: Mapping[str, str], salt: bytes) -> str:
+    """The chain scope of a request: what must be equal for two requests to share nodes."""
+    parts = [protocol, headers.get(SESSION_HEADER, "default")]
+    tenant = current_tenant()
+    if tenant is not None:
+        parts.append(f"tenant={tenant}")
+    agent, key = agent_name(headers.get("user-agent")), key_fingerprint(headers, salt)
+    if agent or key:  # with neither, the scope is what it was before identities existed
+        parts.append(f"client={agent}|{key}")
+    return ":".join(parts)
+
+
+def salt_for(config: ProxyConfig) -> bytes:
+    """The fingerprint salt: the configured one, else `default_salt()`."""
+    return config.identity_salt.encode("utf-8") if config.identity_salt else default_salt()
+
+
+@cache
+def default_salt() -> bytes:
+    """`$CONTEXTFOLD_PROXY_SALT`, else the salt file in the user data dir (made on first use;
+    if it cannot be written, a salt for this process only, with a warning)."""
+    env = os.environ.get(SALT_ENV, "").strip()
+    if env:
+        return env.encode("utf-8")
+    import platformdirs
+
+    path = Path(platformdirs.user_data_dir("contextfold", appauthor=False)) / "proxy-salt"
+    try:
+        return _salt_file(path)
+    except OSError as exc:
+        log.warning("cannot keep the proxy's key-fingerprint salt in %s (%s): clients that "
+                    "send a key start new sessions after a restart; set %s", path, exc,
+                    SALT_ENV)
+        return secrets.token_hex(32).encode("ascii")
+
+
+def _salt_file(path: Path) -> bytes:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another proxy made it first: use theirs
+            pass
+        else:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(secrets.token_hex(32).encode("ascii"))
+    salt = path.read_bytes().strip()
+    if not salt:
+        raise OSError("the file is empty")
+    return salt
