@@ -92,12 +92,15 @@ class ServerModels:
         if not name.startswith(OFFLINE_PREFIX):
             from ..providers.factory import resolve_provider
 
-            try:  # also as provider/model: "anthropic/*" allows a bare "claude-..."
+            # Equivalent names match alike: "anthropic/*" allows a bare "claude-...", and a
+            # bare "gpt-4o" allows "openai/gpt-4o" (the same provider, the same key).
+            try:
                 info, sent = resolve_provider(name)
+                names.add(f"{info.name}/{sent}")
+                if resolve_provider(sent)[0] == info:
+                    names.add(sent)
             except ValueError:
                 pass
-            else:
-                names.add(f"{info.name}/{sent}")
         return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
     # ------------------------------------------------------------------ resolving
