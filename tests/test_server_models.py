@@ -116,7 +116,7 @@ async def test_a_keyless_base_url_never_gets_a_server_key(
     async with service_factory(allow_base_urls=(fake.openai_url,)) as svc, svc.client() as c:
         for model in ("openai/gpt-4o", "anthropic/claude-sonnet-4-5"):
             r = await c.post("/v1/sessions", json={"model": model, "base_url": fake.openai_url})
-            assert r.status_code == 400 and r.json()["type"] == "model_unavailable", r.text
+            assert r.status_code == 400 and r.json()["type"] == "base_url_not_allowed", r.text
             assert "keyless" in r.json()["error"]
         assert fake.requests == []
         local = await create(c, model="local-model", base_url=fake.openai_url,
@@ -128,7 +128,7 @@ async def test_a_keyless_base_url_never_gets_a_server_key(
         assert keys_seen(fake) == {"not-needed"}
         # A switch to a provider's model keeps the stored base_url: refused, key kept home.
         r = await c.post(f"/v1/sessions/{local}/model", json={"model": "openai/gpt-4o"})
-        assert r.status_code == 400 and r.json()["type"] == "model_unavailable", r.text
+        assert r.status_code == 400 and r.json()["type"] == "base_url_not_allowed", r.text
         assert (await c.get(f"/v1/sessions/{local}")).json()["model"] == "local-model"
         assert keys_seen(fake) == {"not-needed"}
 

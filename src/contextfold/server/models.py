@@ -26,7 +26,7 @@ from ..core.resolver import (
     WindowTooSmallError,
 )
 from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamEvent
-from ..providers.endpoints import EndpointPolicy
+from ..providers.endpoints import EndpointPolicy, EndpointRefusedError
 from .config import ServiceConfig
 from .errors import ApiError
 
@@ -39,6 +39,7 @@ class Opened:
     chat: ChatModel
     resolved: ResolvedModel
     problem: str | None = None
+    refused_url: bool = False  # the problem is a base_url not allowed for this model (Y8)
 
     @property
     def available(self) -> bool:
@@ -141,7 +142,9 @@ class ServerModels:
         self.check_window(resolved)
         opened = self._make(resolved, base_url)
         if opened.problem is not None:
-            raise ApiError(400, "model_unavailable", f"cannot use model {resolved.name!r}: "
+            # A base_url no one allowed for this model keeps its documented type.
+            type_ = "base_url_not_allowed" if opened.refused_url else "model_unavailable"
+            raise ApiError(400, type_, f"cannot use model {resolved.name!r}: "
                            f"{opened.problem}", model_problem=opened.problem)
         return opened
 
@@ -180,7 +183,8 @@ class ServerModels:
 
     def _unavailable(self, resolved: ResolvedModel, exc: BaseException) -> Opened:
         problem = _one_line(str(exc))
-        return Opened(UnavailableModel(resolved.name, problem), resolved, problem)
+        refused = isinstance(exc, EndpointRefusedError) and exc.reason != "needs_binding"
+        return Opened(UnavailableModel(resolved.name, problem), resolved, problem, refused)
 
     def _not_allowed(self, name: str) -> str:
         return (f"model {name!r} is not on this server's model allowlist (--allow-model "
