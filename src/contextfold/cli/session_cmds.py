@@ -221,7 +221,8 @@ def compact_command(
     fallbacks: list[str] = []
 
     async def compact(store: Any, branch: Branch) -> dict[str, Any]:
-        from ..runtime.compaction import compact_session, extractive_summarize
+        from ..runtime.compaction import compact_session
+        from ..runtime.summarizers import offline_summarize
 
         chosen: list[Any] = []
         fitted: list[tuple[ModelCapacity, Budget]] = []
@@ -234,8 +235,8 @@ def compact_command(
                 chosen.append(_llm_summarize(resolved, summarizer_model, base_url, fallbacks))
             return resolved.capacity, resolved.budget
 
-        async def summarize(plan: Any) -> tuple[str, str]:
-            return await (chosen[0] if chosen else extractive_summarize)(plan)
+        async def summarize(plan: Any) -> Any:
+            return await (chosen[0] if chosen else offline_summarize)(plan)
 
         outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
                                         instructions=instructions, progress=stderr_progress(),
