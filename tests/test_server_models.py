@@ -269,3 +269,15 @@ async def test_service_and_resolver_size_a_model_alike(
         assert r.status_code == 201 and r.json()["context_window"] == 24_000, r.text
         assert r.json()["gauge"]["safe_input_limit"] == \
             ModelResolver().resolve("offline/big").budget.safe_input_limit
+
+
+def test_serve_refuses_a_default_it_cannot_use_before_binding(tmp_path, monkeypatch):  # B4
+    with pytest.raises(ServeError, match="smallest window that works"):
+        check_models(ServiceConfig(context_window=1024))
+    with pytest.raises(ServeError, match="unknown model 'house-model'"):
+        check_models(ServiceConfig(model="house-model"))
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[models.broken\n")
+    monkeypatch.setenv("CONTEXTFOLD_MODELS", str(bad))
+    with pytest.raises(ServeError, match=r"\$CONTEXTFOLD_MODELS: .*bad.toml"):
+        check_models(ServiceConfig())

@@ -73,6 +73,7 @@ def resolve_model(
     recorded history at once, not for the chat (a few turns at a time); `project` only shows
     a request, whatever the window, and skips that check (and the summariser it loads).
     """
+    from ..core.catalog import CatalogConfigError
     from ..core.resolver import InvalidWindowError, ModelResolver, UnknownModelError
     from ..core.resolver import WindowTooSmallError as TooSmall
 
@@ -89,6 +90,8 @@ def resolve_model(
         raise BadInput(exc.explain(option)) from None
     except UnknownModelError as exc:
         raise BadInput(exc.explain(UNKNOWN_MODEL_FIX)) from None
+    except CatalogConfigError as exc:  # the $CONTEXTFOLD_MODELS file is the user's to fix
+        raise BadInput(f"$CONTEXTFOLD_MODELS: {exc}") from None
     except TooSmall as exc:
         raise BadInput(exc.explain("--context-window", "--max-output")) from None
     return resolved

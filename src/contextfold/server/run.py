@@ -51,6 +51,7 @@ def check_models(config: ServiceConfig) -> None:
     default model nobody can size, one outside `--allow-model`, a default window too small to
     compact in, a `--summarizer-model` that cannot be made (unknown, refused endpoint, no
     SDK). A missing key for the default model is not refused: the sessions then say so."""
+    from ..core.catalog import CatalogConfigError
     from .errors import ApiError
     from .models import ServerModels
 
@@ -61,6 +62,8 @@ def check_models(config: ServiceConfig) -> None:
         models.check_window(resolved)
     except ApiError as exc:
         raise ServeError(f"--model {name!r}: {exc.message}") from None
+    except CatalogConfigError as exc:
+        raise ServeError(f"$CONTEXTFOLD_MODELS: {exc}") from None
     if not models.allowed(name):
         raise ServeError(f"--model {name!r} is not allowed by --allow-model "
                          f"{' '.join(config.allow_models)}: allow it, or pick another default")
