@@ -10,7 +10,8 @@ from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "claude-code" / "short.jsonl"
 SESSION_KEYS = {"session_id", "title", "created_at", "model", "context_window", "system",
-                "base_url", "leaf_id", "revision", "read_only", "state", "gauge"}
+                "base_url", "leaf_id", "revision", "read_only", "problems", "model_available",
+                "model_problem", "state", "gauge"}
 
 
 async def test_session_lifecycle_shapes(service_factory) -> None:  # noqa: F811

@@ -135,11 +135,14 @@ async def test_w2_tokens_are_stored_hashed_and_revocable(service_factory) -> Non
 
 async def test_w2_keys_never_reach_clients_or_logs(
         service_factory, monkeypatch, caplog) -> None:  # noqa: F811
-    """W2: a server-side key is used by the server only; base_url is allowlisted."""
+    """W2: a server-side key is used by the server only; base_url is allowlisted (and the
+    OpenAI key goes only to a URL bound to OpenAI, Y8: an allow-listed keyless URL alone
+    would now refuse `openai/gpt-4o`)."""
     secret = "sk-test-" + "k3y" * 10
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     caplog.set_level(logging.DEBUG)
-    async with service_factory(allow_base_urls=("http://127.0.0.1:9/v1",)) as svc, \
+    async with service_factory(allow_base_urls=("http://127.0.0.1:9/v1",),
+                               provider_urls={"openai": "http://127.0.0.1:9/v1"}) as svc, \
             svc.client() as c:
         r = await c.post("/v1/sessions", json={"model": "openai/gpt-4o",
                                                "base_url": "https://attacker.example/v1"})

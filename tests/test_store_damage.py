@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import insert, select, text, update
+from sqlalchemy import text, update
 
 from contextfold.core.messages import Checkpoint
 from contextfold.core.tree import Branch, DamagedBranch
@@ -24,41 +23,15 @@ from contextfold.store import (
 )
 from contextfold.store.engine import write_connection
 from contextfold.store.invariants import dump_tables
-from contextfold.store.rows import chain_digest, content_hash, payload_json
-from contextfold.store.schema import nodes, sessions
+from contextfold.store.rows import payload_json
+from contextfold.store.schema import nodes
 from tests.builders import assistant, user
+from tests.damage import raw_node, set_leaf
 
 pytest.register_assert_rewrite("tests.store_fixtures")
 from tests.store_fixtures import checkpoint_for, manual_plan, seed_session  # noqa: E402
 
 pytest_plugins = ["tests.store_fixtures"]
-
-NOW = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-async def raw_node(store, tree_id, node_id, parent_id, payload, *, kind="message",
-                   first_kept_id=None, good_hash=True):
-    """Insert a node row directly, bypassing every check of the store."""
-    body = payload if isinstance(payload, str) else payload_json(payload)
-    # The role column as the store writes it (a wrong one is damage of its own).
-    role = getattr(payload, "role", None) if kind == "message" else None
-    digest = content_hash(node_id, parent_id, NOW, body) if good_hash else "0" * 64
-    async with write_connection(store.engine) as conn:
-        # A well-formed row links into the tamper-evidence chain like the store's own rows.
-        parent_chain = (await conn.execute(select(nodes.c.chain_hash).where(
-            nodes.c.tree_id == tree_id, nodes.c.id == parent_id))).scalar_one_or_none()
-        await conn.execute(insert(nodes).values(chain_hash=chain_digest(parent_chain, digest),
-            tree_id=tree_id, id=node_id, parent_id=parent_id, kind=kind, role=role, depth=99,
-            latest_checkpoint_id=node_id if kind == "checkpoint" else None,
-            first_kept_id=first_kept_id, session_id=None, created_at=NOW, payload=body,
-            content_hash=digest))
-
-
-async def set_leaf(store, session_id, leaf_id):
-    async with write_connection(store.engine) as conn:
-        await conn.execute(update(sessions).where(sessions.c.id == session_id)
-                           .values(leaf_id=leaf_id))
-
 
 async def assert_read_only(store, sid, kind):
     """D2: loads show the readable part; every write is refused; no row changes."""

@@ -379,12 +379,12 @@ class RecordedSession:
 
 
 def recorded_session(nodes: Sequence[Node], leaf_id: str) -> RecordedSession:
-    """The messages, starting checkpoint and recorded model of the branch ending at `leaf_id`."""
-    messages = active_messages(nodes, leaf_id)
-    model = next((m.model or (m.usage.model if m.usage else None)
-                  for _, m in reversed(messages)
-                  if m.role == "assistant" and (m.model or m.usage)), None)
-    return RecordedSession(messages, recorded_start(nodes, leaf_id), model)
+    """The messages, starting checkpoint and recorded model of the branch ending at `leaf_id`
+    (the model resolver's `recorded_model` of the branch, the rule every face reads it by)."""
+    from .core.resolver import recorded_model
+
+    return RecordedSession(active_messages(nodes, leaf_id), recorded_start(nodes, leaf_id),
+                           recorded_model(build_branch(nodes, leaf_id)))
 
 
 def overhead_from_usage(messages: Sequence[tuple[str, Message]], start: Node | None,

@@ -55,7 +55,9 @@ async def _handle(request: Request, protocol: Protocol,
         return JSONResponse(error, status_code=400)
     total, running = prompt_tokens(body)
     summary = is_summary_request(body)
-    entry = RecordedRequest(protocol, body, total, summary, bool(body.get("stream")))
+    entry = RecordedRequest(protocol, body, total, summary, bool(body.get("stream")),
+                            key_headers={k: v for k, v in request.headers.items()
+                                         if k in ("authorization", "x-api-key")})
     state.record(entry)
     reply = state.next_reply(summary, protocol, body)
 

@@ -39,6 +39,9 @@ class RecordedRequest:
     # ok | overflow | invalid (rejected by validation) | auth | scripted (a scripted error
     # status) | malformed | hung; None while the answer is pending
     outcome: str | None = None
+    # The key headers as they arrived (`authorization`, `x-api-key`): what a test of where
+    # keys go (SPEC Y8) reads; a fake server, so nothing here is a real key.
+    key_headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def max_tokens(self) -> int | None:

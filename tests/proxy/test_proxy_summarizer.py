@@ -66,3 +66,52 @@ def test_a_summariser_model_that_cannot_be_used_is_bad_input(args, says):
     result = CliRunner().invoke(app, ["proxy", "--upstream", "http://127.0.0.1:9", *args])
     assert result.exit_code == 2, result.output
     assert says in result.output
+
+
+SERVER_ANTHROPIC_KEY = "sk-ant-server-key-must-stay-home"
+BARE_CLAUDE = "claude-3-5-haiku-latest"
+
+
+@pytest.mark.parametrize("base_url", ["the upstream", "named"])
+def test_a_bare_claude_summariser_never_gets_the_servers_anthropic_key_y8(
+        tmp_path: Path, monkeypatch, base_url):
+    """A bare name served by the upstream, or at a named base URL, is an OpenAI-compatible
+    server's: its summary requests carry no server key (they carried ANTHROPIC_API_KEY)."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SERVER_ANTHROPIC_KEY)
+    db = f"sqlite:///{tmp_path / 'proxy.db'}"
+    with fake_server(context_window=WINDOW) as upstream:
+        config = ProxyConfig(upstream=upstream.base_url, db=db,
+                             windows={"local-model": WINDOW, BARE_CLAUDE: WINDOW})
+        config.summarizer = llm_summarizer(
+            config, BARE_CLAUDE, base_url=upstream.base_url if base_url == "named" else None)
+        proxy = ProxyThread(config).start()
+        try:
+            run_tool_loop(client(proxy), upstream, rounds=18)
+        finally:
+            proxy.stop()
+        summaries = upstream.summary_requests
+        assert summaries and {r.protocol for r in summaries} == {"openai"}
+        sent = {v for r in summaries for v in r.key_headers.values()}
+        assert sent == {"Bearer not-needed"}, sent
+        assert not any(SERVER_ANTHROPIC_KEY in v for r in upstream.requests
+                       for v in r.key_headers.values())
+
+
+def test_the_operator_binds_a_provider_to_a_base_url_by_naming_both_y8(tmp_path: Path,
+                                                                       monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SERVER_ANTHROPIC_KEY)
+    db = f"sqlite:///{tmp_path / 'proxy.db'}"
+    with fake_server(context_window=WINDOW) as upstream:
+        config = ProxyConfig(upstream=upstream.base_url, db=db,
+                             windows={"local-model": WINDOW, BARE_CLAUDE: WINDOW})
+        config.summarizer = llm_summarizer(config, BARE_CLAUDE, provider="anthropic",
+                                           base_url=upstream.base_url)
+        proxy = ProxyThread(config).start()
+        try:
+            run_tool_loop(client(proxy), upstream, rounds=18)
+        finally:
+            proxy.stop()
+        summaries = upstream.summary_requests
+        assert summaries and {r.protocol for r in summaries} == {"anthropic"}
+        assert {v.removeprefix("Bearer ") for r in summaries
+                for v in r.key_headers.values()} == {SERVER_ANTHROPIC_KEY}

@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from .app import DB_OPTION, BadInput, Output, app, console, run
+from .session_cmds import resolve_model
 
 LEARNED_KEY = "learned_context_windows"  # session metadata: model -> window the provider named
 
@@ -52,25 +53,26 @@ def chat_command(
                  2)
     learned: dict[str, int] = {}
 
-    def capacity_of(name: str, window: int | None = None) -> Any:
-        from ..core.catalog import capacity_for
-        from .session_cmds import check_window, user_catalog
+    def resolved_model(name: str, window: int | None = None) -> Any:
+        from ..core.resolver import ModelResolver
 
-        capacity = chat_capacity(name, window, context_window, learned.get(name),
-                                 max_output, capacity_for, user_catalog())
-        check_window(capacity, guaranteed=False)
-        return capacity
+        # --context-window is the cap of every model of this chat (the window of one the
+        # catalog lacks); `/model NAME WINDOW` gives one explicitly.
+        return resolve_model(name, context_window=window, max_output=max_output,
+                             learned=learned.get(name), guaranteed=False,
+                             resolver=ModelResolver(cap=context_window))
 
     def make_model(name: str, window: int | None = None) -> tuple[Any, Any]:
         from ..providers import make_chat_model
 
         chat = make_chat_model(name, base_url=base_url, provider=provider)
-        return chat, capacity_of(name, window)
+        return chat, resolved_model(name, window).capacity
 
     async def setup() -> tuple[Any, Any]:
+        from ..core.resolver import ModelResolver
         from ..runtime import Conversation
         from ..store import open_store
-        from ..summarize.llm import make_llm_summarizer
+        from ..summarize.factory import summarizer_for
 
         store = await open_store(db)
         try:
@@ -78,14 +80,9 @@ def chat_command(
                 info = await store.get_session(session)
                 learned.update(info.metadata.get(LEARNED_KEY) or {})
             chat, capacity = make_model(model)
-            summarizer = None
-            if summarizer_model:
-                try:
-                    summ_capacity = capacity_of(summarizer_model)
-                except LookupError:  # not in the catalog: assume the chat model's window
-                    summ_capacity = capacity_of(summarizer_model, capacity.context_window)
-                summarizer = make_llm_summarizer(summarizer_model, summ_capacity,
-                                                 base_url=base_url, provider=provider)
+            summarizer = summarizer_for(summarizer_model, ModelResolver(cap=context_window),
+                                        chat=resolved_model(model), base_url=base_url,
+                                        provider=provider)
             policy = "compact_and_retry_once" if on_overflow == "retry" else "surface"
             conv = await Conversation.open(store, session, model=chat, capacity=capacity,
                                            system=system, summarizer=summarizer,
@@ -132,22 +129,3 @@ def chat_command(
     console.print(f"session {chat.conv.session_id} saved; resume with "
                   f"--session {chat.conv.session_id}", highlight=False, style="dim",
                   markup=False)
-
-
-def chat_capacity(name: str, explicit: int | None, cap: int | None, learned: int | None,
-                  max_output: int | None, capacity_for: Any, catalog: Any) -> Any:
-    """The capacity of `name` in this chat: the explicit window, else the catalog's (or, for
-    a model the catalog lacks, `cap`), never above `cap` (--context-window) nor above what
-    the provider said it accepts (`learned`)."""
-    try:
-        capacity = capacity_for(name, context_window=explicit, max_output=max_output,
-                                catalog=catalog)
-    except LookupError:
-        if cap is None:
-            raise
-        capacity = capacity_for(name, context_window=explicit or cap, max_output=max_output,
-                                catalog=catalog)
-    limits = [w for w in (None if explicit else cap, learned) if w]
-    if limits and min(limits) < capacity.context_window:
-        capacity = capacity.model_copy(update={"context_window": min(limits)})
-    return capacity

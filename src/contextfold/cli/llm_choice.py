@@ -1,41 +1,11 @@
-"""`--summarizer llm` and `--summarizer-model`: summarise with a chat model through the
-official SDKs."""
+"""The summariser options of the commands that serve others (`serve`, `proxy`); the
+summariser itself is built by `summarize.factory.summarizer_for`, as for every face."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import typer
-
-if TYPE_CHECKING:
-    from ..core.budget import ModelCapacity
-    from ..runtime.compaction import Summarize
-
-
-def llm_summarize_for(
-    capacity: ModelCapacity,
-    *,
-    model: str | None = None,
-    base_url: str | None = None,
-    provider: str | None = None,
-    fallback_reasons: list[str] | None = None,
-) -> Summarize:
-    """A `Summarize` that asks `model` (default: the chat model) for the checkpoint.
-
-    The LLM summariser validates every answer, retries once with a stricter prompt and falls
-    back to the offline summary, so what it returns is always safe to commit. Why it fell
-    back (a rejected key, a timeout, an invalid answer) is appended to `fallback_reasons`.
-    """
-    from ..runtime.summarizers import FallbackNote, GuardedSummarizer
-    from ..summarize.llm import make_llm_summarizer
-
-    def note(fallback: FallbackNote) -> None:
-        if fallback_reasons is not None:
-            fallback_reasons.append("; ".join(fallback.problems) or "no reason given")
-
-    summarizer = make_llm_summarizer(model or capacity.model, capacity, base_url=base_url,
-                                     provider=provider)
-    return GuardedSummarizer(summarizer, on_fallback=note)
 
 
 def summarizer_options(served_by: str) -> tuple[Any, Any, Any]:
@@ -49,8 +19,9 @@ def summarizer_options(served_by: str) -> tuple[Any, Any, Any]:
                      "is the server's own (e.g. OPENAI_API_KEY), never a client's. When it "
                      "fails, the offline summary is used."),
         typer.Option(None, "--summarizer-base-url", help="Where --summarizer-model is served, "
-                     f"with or without /v1 (default: {served_by})."),
+                     f"with or without /v1 (default: {served_by}). The server's key for the "
+                     "model's provider goes there only when the provider is named too."),
         typer.Option(None, "--summarizer-provider", help="Provider of --summarizer-model, e.g. "
-                     "'anthropic' (default: from the model name; a bare name on a "
-                     "--summarizer-base-url is an OpenAI-compatible server's)."),
+                     "'anthropic' (default: from the model name; a bare name on a base URL, "
+                     "claude-* too, is an OpenAI-compatible server's and gets no key)."),
     )

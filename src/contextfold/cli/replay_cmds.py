@@ -21,10 +21,15 @@ if TYPE_CHECKING:
 PROGRESS_FROM_MESSAGES = 200  # shorter files replay in about a second
 
 
-def demo_capacity() -> ModelCapacity:
-    from ..core.budget import ModelCapacity
+DEMO_MODEL, DEMO_WINDOW = "demo-16k", 16_384  # a small window, so the demo compacts
 
-    return ModelCapacity(model="demo-16k", context_window=16_384, max_output=4_096)
+
+def demo_capacity() -> ModelCapacity:
+    """The demo's model, sized by the resolver like every model (`project --model demo-16k
+    --context-window 16384` sizes it the same)."""
+    from ..core.resolver import ModelResolver
+
+    return ModelResolver().resolve(DEMO_MODEL, context_window=DEMO_WINDOW).capacity
 
 
 @app.command("replay")
@@ -52,7 +57,8 @@ def replay_command(
 
         result = import_file(path)
         session = recorded_session(result.nodes, result.leaf_id)
-        capacity, budget = resolve_model(model, session.model, context_window)
+        resolved = resolve_model(model, session.model, context_window)
+        capacity, budget = resolved.capacity, resolved.budget
         try:
             fixed = replay_overhead(session, capacity, budget, overhead, "--overhead")
         except ValueError as exc:
@@ -270,4 +276,4 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
         f"{data['safe_input_limit']:,} safe · invalid tool sequences: "
         f"{data['invalid_tool_sequences']} · dropped messages: {data['dropped_messages']}")
     say("stored as session ", (session_id, "bold"), f": try `contextfold show {session_id}` or "
-        f"`contextfold project {session_id} --model demo-16k --context-window 16384`")
+        f"`contextfold project {session_id} --model {DEMO_MODEL} --context-window {DEMO_WINDOW}`")

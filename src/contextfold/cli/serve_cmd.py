@@ -23,12 +23,22 @@ def serve_command(
     workers: int = typer.Option(1, "--workers", min=1, max=64,
                                 help="Worker processes (more than 1 needs PostgreSQL)."),
     auth: bool = typer.Option(False, "--auth", help="Require bearer tokens (one per tenant)."),
-    model: str = typer.Option("offline/echo", "--model",
-                              help="Default model of new sessions (offline/echo needs no key)."),
+    model: str | None = typer.Option(
+        None, "--model", help="Default model of new sessions (default: $CONTEXTFOLD_MODEL, "
+        "else offline/echo, which needs no key)."),
     context_window: int | None = typer.Option(None, "--context-window", min=256,
                                               help="Default context window of new sessions."),
     allow_base_url: list[str] = typer.Option(
-        [], "--allow-base-url", help="A base_url clients may choose (repeatable)."),
+        [], "--allow-base-url", help="A base_url clients may choose for a keyless "
+        "OpenAI-compatible server (repeatable; it never gets a server key)."),
+    provider_url: list[str] = typer.Option(
+        [], "--provider-url", help="PROVIDER=URL: serve PROVIDER's models at URL with its key "
+        "(e.g. anthropic=http://gateway:9999; repeatable). A key goes only to its provider's "
+        "own endpoint or the URL bound here."),
+    allow_model: list[str] = typer.Option(
+        [], "--allow-model", help="A model pattern tenants may use (fnmatch, e.g. "
+        "'offline/*', 'anthropic/claude-haiku-*'; repeatable; default: any model the server "
+        "can serve)."),
     allowed_host: list[str] = typer.Option(
         [], "--allowed-host", help="A host name clients use, NAME or NAME:PORT, answered "
         "besides the loopback names and the bind address (repeatable; e.g. behind a "
@@ -45,21 +55,27 @@ def serve_command(
 ) -> None:
     """Serve sessions over HTTP (and the page at /): docs/service.md."""
     out = Output(False)
+    from ..providers.endpoints import parse_bindings
     from ..server.config import ServiceConfig
-    from ..server.run import ServeError, check_options, serve
+    from ..server.run import ServeError, check_models, check_options, serve
 
+    try:
+        bindings = parse_bindings(provider_url)
+    except ValueError as exc:
+        out.fail(BadInput(str(exc)), 2)
     config = ServiceConfig(db=db, auth=auth, model=model, context_window=context_window,
-                           allow_base_urls=tuple(allow_base_url),
+                           allow_base_urls=tuple(allow_base_url), provider_urls=bindings,
+                           allow_models=tuple(allow_model),
                            allowed_hosts=tuple(allowed_host),
                            max_body_bytes=max_body_bytes, max_import_bytes=max_import_bytes,
                            max_message_chars=max_message_chars, rate_limit=rate_limit,
                            summarizer_model=summarizer_model,
                            summarizer_base_url=summarizer_base_url,
                            summarizer_provider=summarizer_provider)
-    try:  # each worker builds its own; fail here, before binding, if it cannot be used
-        config.llm_summarizer()
-    except (LookupError, ValueError, ImportError) as exc:
-        out.fail(BadInput(f"--summarizer-model {summarizer_model!r}: {exc}"), 2)
+    try:  # each worker builds its own; fail here, before binding, if they cannot be used
+        check_models(config)
+    except ServeError as exc:
+        out.fail(BadInput(str(exc)), 2)
 
     async def prepare() -> str:
         from ..store import open_store, resolve_url

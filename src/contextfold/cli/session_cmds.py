@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -32,36 +31,26 @@ from .render import (
 
 if TYPE_CHECKING:
     from ..core.budget import Budget, ModelCapacity
-    from ..core.catalog import ModelCatalog
-    from ..core.tree import Branch, DamagedBranch
+    from ..core.resolver import ModelResolver, ResolvedModel
+    from ..core.tree import Branch
 
 T = TypeVar("T")
-DEFAULT_MODEL = "claude-sonnet-4-5"
 
 MODEL_OPTION = typer.Option(
-    None, "--model", help="Model whose window to fit (default: the session's recorded model)."
+    None, "--model", help="Model whose window to fit (default: the session's recorded model, "
+    "else $CONTEXTFOLD_MODEL, else offline/echo)."
 )
 WINDOW_OPTION = typer.Option(
     None, "--context-window", help="Context window in tokens, for a model the catalog lacks."
 )
+UNKNOWN_MODEL_FIX = "--context-window N (or an entry in the $CONTEXTFOLD_MODELS overrides file)"
 
 
-def recorded_model(branch: Branch | DamagedBranch) -> str | None:
-    """The model of the latest assistant reply on the branch, or of the latest checkpoint
-    (the model it was fitted to), whichever is newer: after a compaction the branch may
-    hold no reply yet, and the session's model has not changed."""
-    from ..core.tree import Branch
+def recorded_model(branch: Any) -> str | None:
+    """`core.resolver.recorded_model`, imported when a command runs rather than at start-up."""
+    from ..core.resolver import recorded_model as recorded
 
-    nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
-    for node in reversed(nodes):
-        msg = node.message
-        if msg is not None and msg.role == "assistant":
-            name = msg.model or (msg.usage.model if msg.usage else None)
-            if name:
-                return name
-        if node.checkpoint is not None and node.checkpoint.model:
-            return node.checkpoint.model
-    return None
+    return recorded(branch)
 
 
 def import_file(*args: Any, **kwargs: Any) -> Any:
@@ -71,101 +60,41 @@ def import_file(*args: Any, **kwargs: Any) -> Any:
     return load(*args, **kwargs)
 
 
-def user_catalog() -> ModelCatalog:
-    """The packaged catalog plus the overrides file named by $CONTEXTFOLD_MODELS, if any."""
-    from ..core.catalog import default_catalog
-
-    path = os.environ.get("CONTEXTFOLD_MODELS")
-    return default_catalog().with_overrides(path) if path else default_catalog()
-
-
 def resolve_model(
     explicit: str | None, recorded: str | None = None, context_window: int | None = None,
-    *, compacts: bool = True,
-) -> tuple[ModelCapacity, Budget]:
-    """Capacity and budgets for the explicit model, else the recorded one, else the default.
+    *, compacts: bool = True, guaranteed: bool = True, resolver: ModelResolver | None = None,
+    max_output: int | None = None, learned: int | None = None,
+) -> ResolvedModel:
+    """The model resolver's answer for a command's options, its errors in the CLI's words
+    (bad input, exit 2): the explicit model, else the recorded one, else the default.
 
-    A recorded model the catalog does not know falls back to the default rather than
-    failing: the user did not ask for it. An explicit unknown model is an error. For a
-    command that compacts (`compacts`), a window too small to compact in is bad input, and
-    the message names the smallest that works; `project` only shows a request, whatever the
-    window, and skips that check (and the summariser it loads).
+    For a command that compacts (`compacts`), a window too small to compact in is bad input
+    naming the smallest that works: `guaranteed` for a command that compacts a whole
+    recorded history at once, not for the chat (a few turns at a time); `project` only shows
+    a request, whatever the window, and skips that check (and the summariser it loads).
     """
-    from ..core.budget import derive_budget
-    from ..core.catalog import capacity_for
+    from ..core.catalog import CatalogConfigError
+    from ..core.resolver import InvalidWindowError, ModelResolver, UnknownModelError
+    from ..core.resolver import WindowTooSmallError as TooSmall
 
-    if context_window is not None and context_window < 1:
-        raise BadInput(f"--context-window must be a positive number of tokens, not "
-                       f"{context_window}")
-    catalog = user_catalog()
-    if explicit:
-        capacity = capacity_for(explicit, context_window=context_window, catalog=catalog)
-    else:
-        capacity = None
-        if recorded:
-            try:
-                capacity = capacity_for(recorded, context_window=context_window,
-                                        catalog=catalog)
-            except LookupError:
-                capacity = None
-        if capacity is None:
-            capacity = capacity_for(DEFAULT_MODEL, context_window=context_window,
-                                    catalog=catalog)
-    if compacts:
-        check_window(capacity)
-    return capacity, derive_budget(capacity)
+    resolver = resolver or ModelResolver()
+    try:
+        resolved = resolver.resolve(explicit, recorded=recorded, context_window=context_window,
+                                    max_output=max_output, learned=learned)
+        if compacts:
+            from ..summarize.extractive import smallest_summary_tokens
 
-
-def smallest_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> int | None:
-    """The smallest context window (same max output) whose summary budget holds a
-    checkpoint whatever the history (`guaranteed`), or can hold one at all; None if no
-    window can (the model's max output is too small)."""
-    from ..core.budget import derive_budget
-    from ..summarize.extractive import smallest_summary_tokens
-
-    need = smallest_summary_tokens(guaranteed=guaranteed)
-
-    def fits(window: int) -> bool:
-        b = derive_budget(capacity.model_copy(update={"context_window": window,
-                                                      "max_input": None}))
-        return b.summary_budget - b.ledger_budget >= need and b.tail_budget > 0
-
-    high = 1 << 24
-    if not fits(high):
-        return None
-    low = 1  # invariant: fits(high), not fits(low) unless low == 1
-    while high - low > 1:
-        mid = (low + high) // 2
-        if fits(mid):
-            high = mid
-        else:
-            low = mid
-    return high
-
-
-def check_window(capacity: ModelCapacity, *, guaranteed: bool = True) -> None:
-    """Bad input (exit 2) when the window is too small to compact in, saying what works.
-
-    Commands that compact a whole recorded history at once insist on the `guaranteed`
-    window; the chat (which compacts a few turns at a time) only on the window below which
-    no checkpoint can ever fit.
-    """
-    from ..core.budget import derive_budget
-    from ..summarize.extractive import smallest_summary_tokens
-
-    smallest = smallest_window(capacity, guaranteed=guaranteed)
-    if smallest is None:
-        raise BadInput(f"{capacity.model}: a max output of {capacity.max_output} tokens leaves "
-                       "no room for a checkpoint summary; give a larger --max-output")
-    if capacity.context_window < smallest:
-        have = derive_budget(capacity)
-        raise BadInput(
-            f"a context window of {capacity.context_window:,} tokens is too small for "
-            f"{capacity.model}: it leaves {have.summary_budget - have.ledger_budget:,} tokens "
-            f"for a checkpoint summary, which needs at least "
-            f"{smallest_summary_tokens(guaranteed=guaranteed):,}; "
-            f"the smallest window that works is {smallest:,} tokens (a history whose turns "
-            "are very long may need more)")
+            resolver.check_window(resolved, smallest_summary_tokens(guaranteed=guaranteed))
+    except InvalidWindowError as exc:
+        option = "--max-output" if "output" in exc.what else "--context-window"
+        raise BadInput(exc.explain(option)) from None
+    except UnknownModelError as exc:
+        raise BadInput(exc.explain(UNKNOWN_MODEL_FIX)) from None
+    except CatalogConfigError as exc:  # the $CONTEXTFOLD_MODELS file is the user's to fix
+        raise BadInput(f"$CONTEXTFOLD_MODELS: {exc}") from None
+    except TooSmall as exc:
+        raise BadInput(exc.explain("--context-window", "--max-output")) from None
+    return resolved
 
 
 def stderr_progress() -> Callable[[str], None]:
@@ -303,15 +232,11 @@ def compact_command(
 
         def resolve(loaded: Branch) -> tuple[ModelCapacity, Budget]:
             # The branch is read once, inside the compaction (a long history is big).
-            capacity, budget = resolve_model(model, recorded_model(loaded), context_window)
-            fitted.append((capacity, budget))
+            resolved = resolve_model(model, recorded_model(loaded), context_window)
+            fitted.append((resolved.capacity, resolved.budget))
             if summarizer == "llm":
-                from .llm_choice import llm_summarize_for
-
-                chosen.append(llm_summarize_for(capacity, model=summarizer_model,
-                                                base_url=base_url,
-                                                fallback_reasons=fallbacks))
-            return capacity, budget
+                chosen.append(_llm_summarize(resolved, summarizer_model, base_url, fallbacks))
+            return resolved.capacity, resolved.budget
 
         async def summarize(plan: Any) -> Any:
             return await (chosen[0] if chosen else offline_summarize)(plan)
@@ -319,9 +244,10 @@ def compact_command(
         outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
                                         instructions=instructions, progress=stderr_progress(),
                                         branch=branch)
-        capacity, budget = fitted[-1] if fitted else resolve_model(
-            model, recorded_model(branch), context_window)
-        return compaction_payload(outcome, capacity, budget)
+        if not fitted:
+            resolved = resolve_model(model, recorded_model(branch), context_window)
+            fitted.append((resolved.capacity, resolved.budget))
+        return compaction_payload(outcome, *fitted[-1])
 
     async def work() -> dict[str, Any]:
         from ..store import open_store
@@ -339,6 +265,22 @@ def compact_command(
     out.emit(payload, lambda: render_compaction(payload))
     if payload["status"] == "busy":
         raise typer.Exit(EXIT_BUSY)
+
+
+def _llm_summarize(chat: ResolvedModel, model: str | None, base_url: str | None,
+                   fallbacks: list[str]) -> Any:
+    """`--summarizer llm`: `summarizer_for` the chosen model (default: the chat model), with
+    the user's own keys; guarded, so what it returns is always safe to commit. Why it fell
+    back (a rejected key, a timeout, an invalid answer) is appended to `fallbacks`."""
+    from ..core.resolver import ModelResolver
+    from ..runtime.summarizers import FallbackNote, GuardedSummarizer
+    from ..summarize.factory import summarizer_for
+
+    def note(fallback: FallbackNote) -> None:
+        fallbacks.append("; ".join(fallback.problems) or "no reason given")
+
+    llm = summarizer_for(model or chat.name, ModelResolver(), chat=chat, base_url=base_url)
+    return GuardedSummarizer(llm, on_fallback=note)
 
 
 WAIT_POLL_SECONDS = 0.5
@@ -392,8 +334,8 @@ def project_command(
         from ..formats.request import export_session
 
         branch = read_only(db, lambda store: _load_healthy(store, session))
-        capacity, budget = resolve_model(model, recorded_model(branch), context_window,
-                                         compacts=False)
+        resolved = resolve_model(model, recorded_model(branch), context_window, compacts=False)
+        capacity, budget = resolved.capacity, resolved.budget
         projection = project(branch)
         body = export_session(projection, format=format)
         payload = {

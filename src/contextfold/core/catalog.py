@@ -92,7 +92,31 @@ _OPENAI_NAME = re.compile(r"^(?:gpt|chatgpt|codex|text-embedding|o[1-9](?:$|-))"
 
 
 class UnknownModelError(LookupError):
-    """The catalog does not know the model and no context window was given."""
+    """The catalog does not know the model and no context window was given.
+
+    One error kind for every face: `model` and `close_names` say what was asked and what
+    the catalog has near it; `explain(give)` words it with the face's own way of giving a
+    window (`--context-window`, `context_window`, `ContextfoldMiddleware(capacity=...)`).
+    """
+
+    def __init__(self, model: str, *, close_names: tuple[str, ...] = (), known: int = 0,
+                 give: str | None = None) -> None:
+        self.model = model
+        self.close_names = close_names
+        self.known = known
+        super().__init__(self.explain(give or (
+            f"capacity_for({model!r}, context_window=32768), "
+            f"catalog.override({model!r}, context_window=32768, max_output=4096), or an "
+            f"overrides file with [models.\"{model}\"] context_window = 32768 "
+            "(CLI: --context-window)")))
+
+    def explain(self, give: str) -> str:
+        """The message, ending with `give`: how the face's user gives the window."""
+        hint = f" Close names in the catalog: {', '.join(self.close_names)}." \
+            if self.close_names else ""
+        return (f"unknown model {self.model!r}: it is not in the model catalog ({self.known} "
+                f"models from models.dev) and has no override.{hint} Give its window: "
+                f"{give}.")
 
 
 class CatalogConfigError(ValueError):
@@ -378,14 +402,16 @@ class ModelCatalog:
         return self._resolve(name)
 
     def lookup(self, name: str, *, context_window: int | None = None,
-               max_output: int | None = None) -> ModelCapacity:
+               max_output: int | None = None, rows: bool = True) -> ModelCapacity:
         """Capacity of `name`; explicit `context_window` / `max_output` win over everything.
 
         Raises `UnknownModelError` for a name neither the data nor an override knows, unless
-        `context_window` is given.
+        `context_window` is given. `rows=False`: only an override under `name` counts, never
+        a packaged row (a built-in model such as `offline/echo` is no provider's, and a loose
+        match of its last part would find some reseller's "echo").
         """
         query = name.strip()
-        entry = self._resolve(query)
+        entry = self._resolve(query) if rows else None
         extra = self._override_for(query, entry)
         if entry is not None:
             capacity = entry.capacity()
@@ -399,7 +425,7 @@ class ModelCatalog:
                                      file_tokens=traits.file_tokens,
                                      replays_reasoning=traits.replays_reasoning, family=family)
         else:
-            raise UnknownModelError(self._unknown_message(query))
+            raise self.unknown(query)
         update = dict(extra)
         if context_window is not None:
             update["context_window"] = context_window
@@ -460,18 +486,11 @@ class ModelCatalog:
         pool = exact or self._loose(low)
         return _choose(pool) if pool else None
 
-    def _unknown_message(self, name: str) -> str:
+    def unknown(self, name: str) -> UnknownModelError:
+        """The error for `name`, which neither the data nor an override knows."""
         ids = sorted({e.id for e in self._entries})
-        close = difflib.get_close_matches(name, ids, n=3, cutoff=0.75)
-        hint = f" Close names in the catalog: {', '.join(close)}." if close else ""
-        return (
-            f"unknown model {name!r}: it is not in the model catalog ({len(self._entries)} "
-            f"models from models.dev) and has no override.{hint} Give its window: "
-            f"capacity_for({name!r}, context_window=32768), "
-            f"catalog.override({name!r}, context_window=32768, max_output=4096), or an "
-            f"overrides file with [models.\"{name}\"] context_window = 32768 "
-            "(CLI: --context-window)."
-        )
+        close = tuple(difflib.get_close_matches(name, ids, n=3, cutoff=0.75))
+        return UnknownModelError(name, close_names=close, known=len(self._entries))
 
 
 def _check_fields(fields: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -38,6 +38,15 @@ class ImportResult:
         """Number of checkpoint nodes (imported compactions)."""
         return sum(1 for n in self.nodes if n.kind == "checkpoint")
 
+    @property
+    def title(self) -> str | None:
+        """The title the recording gives itself: a Pi session's name, the latest of Claude
+        Code's summary titles; None when it gives none."""
+        titles = self.metadata.get("titles")
+        named = self.metadata.get("name") or (titles[-1] if isinstance(titles, list) and
+                                               titles else None)
+        return named.strip()[:500] or None if isinstance(named, str) else None
+
 
 def tool_pairing(result: ImportResult) -> Counter[str]:
     """Count calls with and without a result anywhere in the imported tree (for reports)."""

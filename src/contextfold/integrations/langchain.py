@@ -53,7 +53,6 @@ __all__ = ["ContextfoldMiddleware"]
 
 T = TypeVar("T")
 DEFAULT_SCOPE = "langchain"
-_DEFAULT_MAX_OUTPUT = 4096
 
 
 class _LoopThread:
@@ -251,17 +250,20 @@ class ContextfoldMiddleware(AgentMiddleware):
                                     instructions=instructions or self.instructions)
 
     def _capacity_of(self, model: Any) -> ModelCapacity:
-        """The window of the request's model (a switched model is sized as it is)."""
+        """The window of the request's model (a switched model is sized as it is): the
+        model resolver's, from the model's own profile (`max_input_tokens`) when it has one,
+        else the catalog (with `$CONTEXTFOLD_MODELS`) by its name."""
         if self._capacity is not None:
             return self._capacity
+        from ..core.resolver import ModelProfile, ModelResolver, UnknownModelError
+
         name = _model_name(model)
-        profile = getattr(model, "profile", None) or {}
-        window = profile.get("max_input_tokens")
-        if window:
-            out = profile.get("max_output_tokens") or min(_DEFAULT_MAX_OUTPUT, window // 4)
-            return ModelCapacity(model=name, context_window=window,
-                                 max_output=min(out, window), max_input=window)
-        return capacity_for(name)
+        try:
+            return ModelResolver().resolve(name, profile=ModelProfile.of(model)).capacity
+        except UnknownModelError as exc:
+            raise UnknownModelError(name, close_names=exc.close_names, known=exc.known, give=(
+                f"ContextfoldMiddleware(capacity=capacity_for({name!r}, context_window=N)), "
+                "or a chat model whose profile has max_input_tokens")) from None
 
     async def _recall(self, call: ToolCallPart, thread_id: str | None) -> str:
         """Answer one recall call against the session of the calling thread."""

@@ -217,10 +217,11 @@ class ContextfoldSession:
 
     def capacity_of(self, agent: Any) -> ModelCapacity:
         """The window of the model `agent` calls: `capacities[name]`, else `capacity`."""
+        from ..core.resolver import given_capacity
+
         model = getattr(agent, "model", None)
         name = model if isinstance(model, str) else getattr(model, "model", None)
-        return self.capacities.get(name, self.capacity) if isinstance(name, str) \
-            else self.capacity
+        return given_capacity(name, self.capacities, self.capacity)
 
     def switch_model(self, capacity: ModelCapacity) -> None:
         """Use `capacity` from the next call on (a smaller window compacts then, P2)."""

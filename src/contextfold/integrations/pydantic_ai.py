@@ -330,9 +330,10 @@ class ContextfoldHistory:
 
     def capacity_of(self, model: Any) -> ModelCapacity:
         """`capacities[model_name]`, else `capacity` (a model switch between runs)."""
-        name = getattr(model, "model_name", None)
-        return self.capacities.get(name, self.capacity) if isinstance(name, str) \
-            else self.capacity
+        from ..core.resolver import given_capacity
+
+        return given_capacity(getattr(model, "model_name", None), self.capacities,
+                              self.capacity)
 
     def switch_model(self, capacity: ModelCapacity) -> None:
         """Size for `capacity` from the next request on (a smaller window compacts, P2)."""

@@ -2,8 +2,8 @@
 
 Anthropic gets the Messages adapter; everything else speaks chat completions through the
 OpenAI-compatible adapter with the provider's default base URL. A model name without a
-known prefix is routed by its family (claude-* to Anthropic, gpt-*/o* to OpenAI), or to a
-generic OpenAI-compatible endpoint when a base_url is given.
+known prefix goes to the generic OpenAI-compatible endpoint when a base_url is given (never
+with a provider's key), else by its family (claude-* to Anthropic, gpt-*/o* to OpenAI).
 """
 
 from __future__ import annotations
@@ -96,7 +96,8 @@ def _adapter(protocol: Protocol) -> Any:
             "pip install 'contextfold[providers]'") from exc
 
 
-def _canonical(name: str) -> str | None:
+def canonical_provider(name: str) -> str | None:
+    """The provider's name in `PROVIDERS` for a name or alias ("claude", "llama.cpp"), or None."""
     key = name.strip().lower()
     key = _ALIASES.get(key, key)
     return key if key in PROVIDERS else None
@@ -108,23 +109,26 @@ def resolve_provider(model: str, provider: str | None = None,
     if not model or not model.strip():
         raise ValueError("make_chat_model needs a model, e.g. 'anthropic/claude-sonnet-4-5'")
     if provider is not None:
-        name = _canonical(provider)
+        name = canonical_provider(provider)
         if name is None:
             raise UnknownProviderError(
                 f"Unknown provider {provider!r}; known: {', '.join(sorted(PROVIDERS))}")
         # "ollama/llama3" with provider="ollama": the prefix is redundant, drop it.
         prefix, _, rest = model.partition("/")
-        if rest and _canonical(prefix) == name:
+        if rest and canonical_provider(prefix) == name:
             model = rest
         return PROVIDERS[name], model
     prefix, _, rest = model.partition("/")
-    if rest and _canonical(prefix) is not None:
-        return PROVIDERS[_canonical(prefix) or ""], rest
+    if rest and canonical_provider(prefix) is not None:
+        return PROVIDERS[canonical_provider(prefix) or ""], rest
+    # A bare name on a base URL is that server's (an OpenAI-compatible one), whatever it
+    # looks like: a `claude-*` name there must never get the Anthropic key (say
+    # provider="anthropic" or "anthropic/claude-..." to mean Anthropic).
+    if base_url is not None:
+        return PROVIDERS["openai-compatible"], model
     lowered = model.lower()
     if lowered.startswith("claude"):
         return PROVIDERS["anthropic"], model
-    if base_url is not None:
-        return PROVIDERS["openai-compatible"], model
     if lowered.startswith(("gpt-", "gpt4", "o1", "o3", "o4", "chatgpt", "text-", "codex")):
         return PROVIDERS["openai"], model
     raise UnknownProviderError(
@@ -162,5 +166,11 @@ def sdk_base_url(url: str, model: str, provider: str | None = None) -> str:
     provider wants it: with it for the OpenAI protocol, without it for Anthropic's (whose SDK
     adds it). For options that name a server the way users write it (`--upstream`)."""
     bare = url.rstrip("/").removesuffix("/v1")
-    info, _ = resolve_provider(model, provider, bare)
+    return protocol_url(bare, resolve_provider(model, provider, bare)[0])
+
+
+def protocol_url(url: str, info: ProviderInfo) -> str:
+    """`url` the way `info`'s SDK wants it: with /v1 for the OpenAI protocol, without it for
+    Anthropic's (its SDK adds it)."""
+    bare = url.rstrip("/").removesuffix("/v1")
     return bare + "/v1" if info.protocol == "openai" else bare

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.catalog import capacity_for
+from ..core.resolver import ModelResolver
 
 
 @dataclass
@@ -35,26 +36,35 @@ class ProxyConfig:
     max_body_bytes: int = 64 << 20
     identity_salt: str | None = None
 
+    @cached_property
+    def resolver(self) -> ModelResolver:
+        """The proxy's model resolver: `--model-window` over the catalog and overrides."""
+        return ModelResolver(windows=dict(self.windows), settings=self.settings)
+
     def capacity(self, model: str) -> ModelCapacity:
         """The capacity of `model` on this upstream (UnknownModelError if none is known)."""
-        window = self.windows.get(model, self.windows.get("*"))
-        return capacity_for(model, context_window=window)
+        return self.resolver.resolve(model).capacity
 
 
 def llm_summarizer(config: ProxyConfig, model: str, *, base_url: str | None = None,
                    provider: str | None = None) -> Any:
-    """An LLM summariser for the proxy: `model` served at `base_url` (default: the upstream).
+    """An LLM summariser for the proxy (`summarizer_for`): `model` served at `base_url`, else
+    — a model that takes no server key — at the upstream, else at its provider's own endpoint.
 
     Its key is the server's own (the provider's environment variable, e.g. OPENAI_API_KEY),
-    never a client's: client keys live for one forwarded request only (SPEC Y5). Its window
-    comes from `--model-window` like the chat models', else the catalog. The runtime guards
-    it: an invalid, late or failed summary falls back to the offline one.
+    never a client's: client keys live for one forwarded request only (SPEC Y5); and it goes
+    only to that provider's endpoint or the `base_url` the operator named with its provider
+    (SPEC Y8): a bare name on the upstream is an OpenAI-compatible server's and gets no key.
+    Its window comes from `--model-window` like the chat models', else the catalog.
     """
-    from ..providers import sdk_base_url
-    from ..summarize.llm import make_llm_summarizer
+    from ..providers.endpoints import EndpointPolicy
+    from ..providers.factory import sdk_base_url
+    from ..summarize.factory import summarizer_for
 
-    url = sdk_base_url(base_url or config.upstream, model, provider)
-    return make_llm_summarizer(model, config.capacity(model), base_url=url, provider=provider)
+    return summarizer_for(
+        model, config.resolver, provider=provider, endpoints=EndpointPolicy(),
+        base_url=sdk_base_url(base_url, model, provider) if base_url else None,
+        default_base_url=sdk_base_url(config.upstream, model, provider))
 
 
 def parse_windows(values: list[str]) -> dict[str, int]:

@@ -96,7 +96,9 @@ def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> Fas
     @app.get("/v1/config", tags=["meta"])
     async def service_config(who: str = Depends(tenant)) -> dict[str, Any]:
         """What a client may rely on: auth, its tenant, the default model, the limits."""
-        return {"auth": config.auth, "tenant": who, "default_model": config.model,
+        models = app.state.service.sessions.models
+        return {"auth": config.auth, "tenant": who, "default_model": models.default_model,
+                "allowed_models": list(config.allow_models) or None,
                 "limits": {"max_body_bytes": config.max_body_bytes,
                            "max_import_bytes": config.max_import_bytes,
                            "max_message_chars": config.max_message_chars,

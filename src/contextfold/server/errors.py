@@ -43,9 +43,11 @@ def as_api_error(exc: BaseException) -> ApiError:
     """The `ApiError` for a library exception (500 `internal` for anything unexpected)."""
     from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
+    from ..core.resolver import UnknownModelError, WindowTooSmallError
     from ..providers.errors import ContextOverflowError, ProviderError
     from ..runtime import (
         BusyError,
+        CompactionFailedError,
         DraftTooLargeError,
         RequestTooLargeError,
         SendAbortedError,
@@ -92,6 +94,18 @@ def as_api_error(exc: BaseException) -> ApiError:
     if isinstance(exc, StaleBranchError):
         return ApiError(409, "stale", "the session's branch moved while this request ran "
                         "(another writer); read the session again and retry")
+    if isinstance(exc, UnknownModelError):
+        return ApiError(400, "unknown_model", exc.explain("context_window"))
+    if isinstance(exc, WindowTooSmallError):
+        return ApiError(400, "bad_request", exc.explain("context_window"),
+                        smallest_window=exc.smallest)
+    if isinstance(exc, CompactionFailedError):
+        known = as_api_error(exc.cause) if exc.cause is not None else None
+        if known is not None and known.status in (404, 409, 503):
+            return known  # read-only, busy on another worker, ...: the cause's own answer
+        return ApiError(422, "compaction_failed", f"{exc}; nothing was written (a window "
+                        "too small for this history needs a larger context_window: POST "
+                        "…/model)")
     if isinstance(exc, ContextOverflowError):
         return ApiError(502, "context_overflow", str(exc))
     if isinstance(exc, ProviderError):

@@ -19,7 +19,9 @@ from fastapi.responses import Response
 
 from ..replay import replay_series
 from .errors import ApiError
+from .models import ServerModels
 from .routes import Manager, Tenant
+from .sessions import META_KEY
 from .views import iso
 
 router = APIRouter(prefix="/v1")
@@ -74,18 +76,29 @@ def _import(path: Path, fmt: str, limit: int) -> Any:
 @router.post("/import", status_code=201)
 async def import_session(request: Request, who: Tenant, sessions: Manager,
                          format: Format = "auto",
-                         title: Annotated[str | None, Query(max_length=500)] = None
+                         title: Annotated[str | None, Query(max_length=500)] = None,
+                         filename: Annotated[str | None, Query(max_length=500)] = None
                          ) -> dict[str, Any]:
-    """Store a Pi / Claude Code / OpenAI / Anthropic session file as a new session."""
+    """Store a Pi / Claude Code / OpenAI / Anthropic session file as a new session. It keeps
+    its recorded model (sized for it; if this server cannot serve that model, the session
+    says so and still shows, compacts and replays) and its title: `title`, else the one the
+    recording gives itself, else the uploaded file's `filename`."""
+    from ..core.resolver import recorded_model
+    from ..core.tree import build_branch
+
     limit = sessions.config.max_import_bytes
     path = await _spool(request, limit)
     try:
         result = await asyncio.to_thread(_import, path, format, limit)
     finally:
         _discard(path)
+    recorded = recorded_model(build_branch(result.nodes, result.leaf_id))
+    model = sessions.models.resolve(None, None, recorded).name
     store = sessions.store.for_tenant(who)
-    info = await store.import_tree(result.nodes, result.leaf_id, title=title,
-                                   metadata={"imported_format": result.format})
+    info = await store.import_tree(result.nodes, result.leaf_id,
+                                   title=title or result.title or filename,
+                                   metadata={"imported_format": result.format,
+                                             META_KEY: {"model": model}})
     return {"session_id": info.id, "format": result.format, "nodes": len(result.nodes),
             "messages": result.messages, "leaf_id": info.leaf_id,
             "created_at": iso(info.created_at), "skipped": dict(result.skipped),
@@ -107,25 +120,28 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
         result = await asyncio.to_thread(_import, path, format, limit)
     finally:
         _discard(path)
-    report = await asyncio.to_thread(_replay, result, model, context_window, overhead)
+    report = await asyncio.to_thread(_replay, sessions.models, result, model, context_window,
+                                     overhead)
     if chart == "png":
         png = await asyncio.to_thread(_png, report)
         return Response(png, media_type="image/png")
     return {**report.to_json(), "series": replay_series(report)}
 
 
-def _replay(result: Any, model: str | None, window: int | None, overhead: int | None) -> Any:
-    from ..cli.app import BadInput
-    from ..cli.session_cmds import resolve_model
+def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,
+            overhead: int | None) -> Any:
+    from ..core.resolver import WindowTooSmallError
     from ..replay import recorded_session, replay_overhead, replay_recorded
+    from ..summarize.extractive import smallest_summary_tokens
 
     session = recorded_session(result.nodes, result.leaf_id)
-    try:
-        capacity, budget = resolve_model(model, session.model, window)
-    except LookupError:
-        raise ApiError(400, "unknown_model", f"model {model!r} is not in the catalog") from None
-    except (ValueError, BadInput) as exc:  # BadInput: a window too small to compact in
-        raise ApiError(400, "bad_request", str(exc)) from None
+    resolved = models.resolve(model, window, session.model)
+    try:  # replay compacts a whole recorded history at once: the guaranteed window
+        models.resolver.check_window(resolved, smallest_summary_tokens(guaranteed=True))
+    except WindowTooSmallError as exc:
+        raise ApiError(400, "bad_request", exc.explain("context_window"),
+                       smallest_window=exc.smallest) from None
+    capacity, budget = resolved.capacity, resolved.budget
     try:
         fixed = replay_overhead(session, capacity, budget, overhead, "overhead")
     except ValueError as exc:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..core.tree import Branch
 from .auth import tenant
 from .errors import ApiError, not_found
-from .sessions import SessionManager, Settings
+from .sessions import SessionManager, Settings, damage
 from .sse import KEEPALIVE, sse, sse_response
 from .views import projection_json, tree_json
 
@@ -62,9 +62,8 @@ async def create_session(body: CreateSession, who: Tenant, sessions: Manager) ->
     if body.system is not None and len(body.system) > limit:
         raise ApiError(413, "message_too_large", f"the system prompt is longer than {limit} "
                        "characters")
-    settings = Settings(model=body.model or sessions.config.model,
-                        context_window=body.context_window, system=body.system,
-                        base_url=body.base_url)
+    settings = Settings(model=body.model, context_window=body.context_window,
+                        system=body.system, base_url=body.base_url)
     live = await sessions.create(who, settings, body.title)
     return await sessions.session_json(live)
 
@@ -76,13 +75,23 @@ async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
 
     store = sessions.store.for_tenant(who)
     out = []
-    for info in await store.list_sessions(check_damage=False):
-        settings = Settings.from_metadata(info.metadata, sessions.config.model)
+    for info in await store.list_sessions():  # damage found on load counts (SPEC D2)
+        settings = Settings.from_metadata(info.metadata)
         out.append({"session_id": info.id, "title": info.title,
-                    "created_at": iso(info.created_at), "model": settings.model,
+                    "created_at": iso(info.created_at),
+                    "model": settings.model or _written_with(info.metadata),
                     "leaf_id": info.leaf_id, "revision": info.branch_revision,
                     "read_only": info.read_only})
     return {"sessions": out}
+
+
+def _written_with(metadata: dict[str, Any]) -> str | None:
+    """The model a session the CLI, library or proxy wrote says it was written with (the
+    list reads no branches; opening the session resolves its recorded model)."""
+    proxied = metadata.get("proxy")
+    named = metadata.get("model") or (proxied.get("model") if isinstance(proxied, dict)
+                                      else None)
+    return named if isinstance(named, str) else None
 
 
 @router.get("/sessions/{session_id}")
@@ -106,7 +115,11 @@ async def get_tree(session_id: str, who: Tenant, sessions: Manager,
         branch = await store.load_branch_page(session_id, limit=limit)
     shown = branch.nodes if isinstance(branch, Branch) else branch.readable
     leaf = shown[-1].id if shown else None
-    return tree_json(session_id, leaf, nodes, {n.id for n in shown})
+    tree = tree_json(session_id, leaf, nodes, {n.id for n in shown})
+    # SPEC D2: what can be read safely, and that it is only part of it.
+    read_only = live.read_only or not isinstance(branch, Branch)
+    problems = (damage(branch) or await sessions.problems(live)) if read_only else []
+    return {**tree, "read_only": read_only, "problems": problems}
 
 
 @router.get("/sessions/{session_id}/projection")
@@ -114,9 +127,9 @@ async def get_projection(session_id: str, who: Tenant, sessions: Manager) -> dic
     """What the next request holds, its estimate and the safe limit."""
     live = await sessions.get(who, session_id)
     conv = live.conv
-    if conv.read_only:
+    if live.read_only:
         raise ApiError(409, "read_only", "the session's stored history is damaged; it can be "
-                       "read (tree) but not projected")
+                       "read (tree) but not projected", problems=await sessions.problems(live))
     return projection_json(session_id, conv.projection(), conv.estimate(),
                            conv.budget.safe_input_limit, conv.capacity.context_window)
 

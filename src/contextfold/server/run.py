@@ -42,6 +42,33 @@ def check_options(config: ServiceConfig, host: str, workers: int, dialect: str) 
                          "share compaction leases and events")
 
 
+def check_models(config: ServiceConfig) -> None:
+    """Refuse, before binding, a default model or summariser the workers could not use: a
+    default model nobody can size, one outside `--allow-model`, a default window too small to
+    compact in, a `--summarizer-model` that cannot be made (unknown, refused endpoint, no
+    SDK). A missing key for the default model is not refused: the sessions then say so."""
+    from ..core.catalog import CatalogConfigError
+    from .errors import ApiError
+    from .models import ServerModels
+
+    models = ServerModels(config)
+    name = models.default_model
+    try:
+        resolved = models.resolve(None, None)
+        models.check_window(resolved)
+    except ApiError as exc:
+        raise ServeError(f"--model {name!r}: {exc.message}") from None
+    except CatalogConfigError as exc:
+        raise ServeError(f"$CONTEXTFOLD_MODELS: {exc}") from None
+    if not models.allowed(name):
+        raise ServeError(f"--model {name!r} is not allowed by --allow-model "
+                         f"{' '.join(config.allow_models)}: allow it, or pick another default")
+    try:
+        models.summarizer()
+    except (LookupError, ValueError, ImportError) as exc:
+        raise ServeError(f"--summarizer-model {config.summarizer_model!r}: {exc}") from None
+
+
 def config_to_env(config: ServiceConfig) -> str:
     data = {k: v for k, v in asdict(config).items() if k in _PORTABLE}
     return json.dumps(data)
@@ -52,9 +79,10 @@ def app_from_env() -> Any:
     from .app import create_app
 
     raw = json.loads(os.environ.get(ENV_CONFIG) or "{}")
-    for key in ("allow_base_urls", "allowed_hosts"):
-        if key in raw:
-            raw[key] = tuple(raw[key])
+    # JSON has lists; the config holds tuples.
+    for listed in ("allow_base_urls", "allow_models", "allowed_hosts"):
+        if listed in raw:
+            raw[listed] = tuple(raw[listed])
     return create_app(ServiceConfig(**{k: v for k, v in raw.items() if k in _PORTABLE}))
 
 

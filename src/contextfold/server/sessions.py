@@ -15,34 +15,37 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..core.budget import ModelCapacity
 from ..core.messages import text_message
+from ..core.resolver import recorded_model
+from ..core.tree import DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..store.liveness import holder_is_dead
 from .config import ServiceConfig
 from .errors import ApiError
 from .hub import Hub
+from .models import Opened, ServerModels, refuse_unavailable
 from .views import event_json, gauge_json, iso, state_json
 
 META_KEY = "service"
 _MAX_LIVE = 2000  # idle conversations kept open per worker (least recently used go first)
-OFFLINE_WINDOW = 8192
 REMOTE_POLL = 0.25
 
 
 @dataclass(frozen=True)
 class Settings:
-    """How a session talks to its model (server-side values only: no key, ever)."""
+    """How a session talks to its model (server-side values only: no key, ever). `model`
+    None: the model recorded on the branch, else the server's default (a session the CLI,
+    the library or the proxy wrote has no service settings)."""
 
-    model: str
+    model: str | None = None
     context_window: int | None = None
     system: str | None = None
     base_url: str | None = None
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any], default_model: str) -> Settings:
+    def from_metadata(cls, metadata: dict[str, Any]) -> Settings:
         raw = metadata.get(META_KEY) or {}
-        return cls(model=raw.get("model") or default_model,
+        return cls(model=raw.get("model") or None,
                    context_window=raw.get("context_window"), system=raw.get("system"),
                    base_url=raw.get("base_url"))
 
@@ -50,13 +53,13 @@ class Settings:
 class Live:
     """One open session: its conversation, settings and what runs on it here."""
 
-    def __init__(self, tenant: str, conv: Conversation, settings: Settings,
-                 title: str | None, created_at: Any) -> None:
+    def __init__(self, tenant: str, conv: Conversation, settings: Settings, opened: Opened,
+                 info: Any) -> None:
         self.tenant = tenant
         self.conv = conv
         self.settings = settings
-        self.title = title
-        self.created_at = created_at
+        self.opened = opened  # the model, and why this server cannot serve it (if so)
+        self.info = info  # the session row as last read (title, leaf, read-only flag)
         self.turns = 0  # turns running on this worker
         self.keyed: set[str] = set()  # user node ids of the idempotent sends running here
         self.lock = asyncio.Lock()  # serialises refreshes
@@ -64,6 +67,15 @@ class Live:
     @property
     def session_id(self) -> str:
         return self.conv.session_id
+
+    @property
+    def title(self) -> str | None:
+        return self.info.title  # type: ignore[no-any-return]
+
+    @property
+    def read_only(self) -> bool:
+        """Damaged (SPEC D2): in the loaded tail, or in summarised history (the row says)."""
+        return self.conv.read_only or bool(self.info.read_only)
 
     @property
     def active(self) -> bool:
@@ -78,57 +90,39 @@ class SessionManager:
         self.store = store
         self.config = config
         self.hub = hub
+        self.models = ServerModels(config)
         # Built once per worker: the configured object (tests), else --summarizer-model's.
         self.summarizer = config.summarizer if config.summarizer is not None else \
-            config.llm_summarizer()
+            self.models.summarizer()
         self._live: OrderedDict[tuple[str, str], Live] = OrderedDict()
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
         hub.on_cancel = self._cancel_local
 
     # ------------------------------------------------------------------ models
 
-    def model_for(self, settings: Settings) -> tuple[Any, ModelCapacity]:
-        """The chat model and capacity of `settings` (keys come from the server's env)."""
-        name = settings.model
-        if name.startswith("offline/"):
-            from ..providers.offline import OfflineModel
-
-            window = settings.context_window or self.config.context_window or OFFLINE_WINDOW
-            return (OfflineModel(name, delay=self.config.offline_delay),
-                    ModelCapacity(model=name, context_window=window,
-                                  max_output=min(1024, window // 4)))
-        from ..core.catalog import capacity_for
-        from ..providers import UnknownProviderError, make_chat_model
-
-        try:
-            capacity = capacity_for(name, context_window=settings.context_window
-                                    or self.config.context_window)
-        except LookupError:
-            raise ApiError(400, "unknown_model", f"model {name!r} is not in the catalog: give "
-                           "its context_window") from None
-        try:
-            chat = make_chat_model(name, base_url=settings.base_url)
-        except (UnknownProviderError, ImportError, ValueError) as exc:
-            raise ApiError(400, "unknown_model", f"cannot use model {name!r}: "
-                           f"{_no_secrets(str(exc))}") from None
-        return chat, capacity
-
-    def check_settings(self, settings: Settings) -> None:
-        """Refuse a client-chosen base_url the server does not allow (SPEC W2)."""
-        if settings.base_url is not None and not self.config.base_url_allowed(settings.base_url):
-            raise ApiError(400, "base_url_not_allowed",
-                           "base_url is not on this server's allowlist (--allow-base-url): "
-                           "the server's provider keys are only sent to hosts it trusts")
+    def _reopen(self, live: Live) -> None:
+        """Follow the recorded model of a session without a stored one (SPEC B4: explicit,
+        else recorded, else the default), re-checked against this server (Y8)."""
+        settings = live.settings
+        if settings.model is not None or live.conv.branch is None:
+            return
+        recorded = recorded_model(live.conv.branch)
+        if recorded is None or recorded == live.opened.resolved.name:
+            return
+        opened = self.models.open(None, settings.context_window, settings.base_url, recorded)
+        if opened.resolved != live.opened.resolved:
+            live.conv._set_model(opened.chat, opened.resolved.capacity)  # idle: just opened
+            live.opened = opened
 
     # ------------------------------------------------------------------ opening
 
     async def create(self, tenant: str, settings: Settings, title: str | None) -> Live:
-        self.check_settings(settings)
-        chat, capacity = self.model_for(settings)
+        opened = self.models.choose(settings.model, settings.context_window, settings.base_url)
+        settings = replace(settings, model=opened.resolved.name)  # kept if the default moves
         store = self.store.for_tenant(tenant)
         info = await store.create_session(title=title, metadata={META_KEY: _meta(settings)})
-        conv = await self._open_conv(store, info.id, chat, capacity, settings)
-        return self._remember(Live(tenant, conv, settings, info.title, info.created_at))
+        conv = await self._open_conv(store, info.id, opened, settings)
+        return self._remember(Live(tenant, conv, settings, opened, info))
 
     async def get(self, tenant: str, session_id: str) -> Live:
         """The live session, re-read from the store unless something runs on it here.
@@ -142,11 +136,13 @@ class SessionManager:
             if live is None:
                 store = self.store.for_tenant(tenant)
                 info = await store.get_session(session_id)
-                settings = Settings.from_metadata(info.metadata, self.config.model)
-                chat, capacity = self.model_for(settings)
-                conv = await self._open_conv(store, session_id, chat, capacity, settings)
-                return self._remember(Live(tenant, conv, settings, info.title,
-                                           info.created_at))
+                settings = Settings.from_metadata(info.metadata)
+                opened = self.models.open(settings.model, settings.context_window,
+                                          settings.base_url)
+                conv = await self._open_conv(store, session_id, opened, settings)
+                live = Live(tenant, conv, settings, opened, info)
+                self._reopen(live)
+                return self._remember(live)
             self._live.move_to_end(key)
             if not live.active:
                 await self._refresh(live)
@@ -155,18 +151,21 @@ class SessionManager:
     async def _refresh(self, live: Live) -> None:
         """Pick up what other workers wrote: the branch and a model switch."""
         info = await live.conv.store.get_session(live.session_id)
-        settings = Settings.from_metadata(info.metadata, self.config.model)
+        live.info = info
+        settings = Settings.from_metadata(info.metadata)
         if settings != live.settings and not live.active:
-            chat, capacity = self.model_for(settings)
-            live.conv._set_model(chat, capacity)  # idle here: no busy check needed
-            live.settings = settings
+            opened = self.models.open(settings.model, settings.context_window,
+                                      settings.base_url)
+            live.conv._set_model(opened.chat, opened.resolved.capacity)  # idle here
+            live.settings, live.opened = settings, opened
         await live.conv.reload()
+        self._reopen(live)
 
-    async def _open_conv(self, store: Any, session_id: str, chat: Any,
-                         capacity: ModelCapacity, settings: Settings) -> Conversation:
+    async def _open_conv(self, store: Any, session_id: str, opened: Opened,
+                         settings: Settings) -> Conversation:
         conv = await Conversation.open(
-            store, session_id, model=chat, capacity=capacity, system=settings.system,
-            summarizer=self.summarizer,
+            store, session_id, model=opened.chat, capacity=opened.resolved.capacity,
+            system=settings.system, summarizer=self.summarizer,
             summarizer_timeout=self.config.summarizer_timeout)
         conv.subscribe(lambda event: self._on_event(conv, event))
         if self.config.on_conversation is not None:
@@ -203,14 +202,30 @@ class SessionManager:
         return await self.get(live.tenant, forked.session_id)
 
     async def switch_model(self, live: Live, model: str, context_window: int | None) -> None:
-        """Switch the session's model here and in its stored settings (other workers)."""
+        """Switch the session's model here and in its stored settings (other workers); the
+        session's base_url stays, and is checked for the new model's provider (SPEC Y8)."""
+        self.ensure_writable(live, "switch the model")
         settings = replace(live.settings, model=model, context_window=context_window)
-        chat, capacity = self.model_for(settings)
-        live.conv.switch_model(chat, capacity)
+        opened = self.models.choose(model, context_window, settings.base_url)
+        live.conv.switch_model(opened.chat, opened.resolved.capacity)
         await live.conv.store.update_session_metadata(live.session_id,
                                                       {META_KEY: _meta(settings)})
-        live.settings = settings
+        live.settings, live.opened = settings, opened
         self.publish_gauge(live)
+
+    def ensure_writable(self, live: Live, operation: str) -> None:
+        """SPEC D2: 409 `read_only`, with the damage found, for a write to a damaged session."""
+        if live.read_only:
+            problems = damage(live.conv.branch)
+            raise ApiError(409, "read_only", f"cannot {operation}: the session's stored "
+                           "history is damaged, so it is read-only"
+                           + (f" ({'; '.join(problems)})" if problems else ""),
+                           problems=problems)
+
+    def ensure_servable(self, live: Live) -> None:
+        """409 `model_unavailable` before a turn (nothing stored), when this server cannot
+        serve the session's model now."""
+        refuse_unavailable(live.opened)
 
     # ------------------------------------------------------------------ state and events
 
@@ -229,16 +244,30 @@ class SessionManager:
         """The Session object of docs/service.md."""
         conv = live.conv
         branch = conv.branch
+        healthy = branch is not None and not isinstance(branch, DamagedBranch)
+        read_only = live.read_only
         return {
             "session_id": live.session_id, "title": live.title,
-            "created_at": iso(live.created_at), **asdict(live.settings),
+            "created_at": iso(live.info.created_at), **asdict(live.settings),
+            "model": live.opened.resolved.name,
             "context_window": conv.capacity.context_window,
-            "leaf_id": branch.leaf_id if branch is not None else None,
-            "revision": getattr(branch, "revision", 0) if branch is not None else 0,
-            "read_only": conv.read_only,
+            "leaf_id": branch.leaf_id if healthy else live.info.leaf_id,  # type: ignore[union-attr]
+            "revision": branch.revision if healthy else live.info.branch_revision,  # type: ignore[union-attr]
+            "read_only": read_only,
+            "problems": await self.problems(live) if read_only else [],
+            "model_available": live.opened.available,
+            "model_problem": live.opened.problem,
             "state": await self.state(live),
-            "gauge": gauge_json(conv.gauge()) if not conv.read_only else None,
+            "gauge": gauge_json(conv.gauge()) if not read_only else None,
         }
+
+    async def problems(self, live: Live) -> list[str]:
+        """What is damaged in a read-only session (SPEC D2): in the loaded tail, else in the
+        summarised history (read whole: damaged sessions are rare and small to report)."""
+        found = damage(live.conv.branch)
+        if not found:
+            found = damage(await live.conv.store.load_full_branch(live.session_id))
+        return found or ["marked read-only"]
 
     def publish_state(self, live: Live) -> None:
         self.hub.publish(live.session_id, "state",
@@ -311,6 +340,6 @@ def _meta(settings: Settings) -> dict[str, Any]:
     return {k: v for k, v in asdict(settings).items() if v is not None}
 
 
-def _no_secrets(text: str) -> str:
-    """Provider setup errors name variables, never values; keep them to one line."""
-    return text.strip().splitlines()[0] if text.strip() else "unknown error"
+def damage(branch: Any) -> list[str]:
+    """The problems of a damaged branch, as sentences (none for a healthy one)."""
+    return [str(p) for p in branch.problems] if isinstance(branch, DamagedBranch) else []

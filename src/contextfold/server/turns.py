@@ -100,6 +100,7 @@ async def _turn(sessions: SessionManager, who: str, session_id: str, op: Op,
                        "reply")
     if op != "send":
         await sessions.ensure_not_compacting(live, op)
+    sessions.ensure_servable(live)  # a model this server cannot serve: 409, nothing stored
     job = _Job(op, text, key, node_id)
     if not wants_sse(accept):
         task = asyncio.create_task(_run(sessions, live, job))

@@ -139,7 +139,8 @@ export const api = {
   events: (id, signal) =>
     request("GET", `/v1/sessions/${enc(id)}/events`, {accept: "text/event-stream", signal}),
   importFile: (file, format, title) => {
-    const query = new URLSearchParams({format: format || "auto"});
+    // The file's name is the title when neither the form nor the recording gives one.
+    const query = new URLSearchParams({format: format || "auto", filename: file.name || ""});
     if (title) query.set("title", title);
     return request("POST", `/v1/import?${query}`,
       {body: file, contentType: "application/octet-stream"}).then((r) => r.json());

@@ -79,13 +79,16 @@ function updateControls() {
   const compacting = state.phase === "compacting";
   const locked = !open || readOnly || compacting || state.busy || state.phase === "busy";
   const reason = compacting ? LOCK_REASON : state.busy ? "Wait for the reply" : readOnly ? "This session is read-only" : "";
+  // A model this server cannot serve: no turn can go out, compacting and switching still can.
+  const unservable = state.session?.model_available === false;
   for (const id of ["retry", "edit", "compact", "switch-model"]) {
     const button = byId(id);
-    button.disabled = locked || (id === "edit" && Boolean(state.editing));
-    button.title = locked ? reason : "";
+    const noTurn = unservable && (id === "retry" || id === "edit");
+    button.disabled = locked || noTurn || (id === "edit" && Boolean(state.editing));
+    button.title = locked ? reason : noTurn ? "This server cannot send to this model" : "";
   }
   byId("model-input").disabled = locked;
-  byId("send").disabled = !open || readOnly || state.frozen;
+  byId("send").disabled = !open || readOnly || unservable || state.frozen;
   byId("draft").disabled = !open || readOnly;
   for (const button of document.querySelectorAll("#tree button.fork")) {
     button.disabled = locked;
@@ -108,7 +111,18 @@ function render() {
   const s = state.session;
   byId("session-model").textContent = s ? `${s.model}${s.read_only ? " · read-only (damaged history)" : ""}` : "";
   if (s && document.activeElement !== byId("model-input")) byId("model-input").value = s.model;
+  const problem = sessionProblem(s);
+  byId("session-problem").hidden = !problem;
+  byId("session-problem").textContent = problem || "";
   updateControls();
+}
+
+/** What keeps the open session from working as usual: damage, or a model this server cannot serve. */
+function sessionProblem(s) {
+  if (!s) return null;
+  if (s.read_only) return `Read-only: the stored history is damaged; shown is what can be read safely (${(s.problems || []).join("; ")}).`;
+  if (s.model_available === false) return `This server cannot send to ${s.model}: ${s.model_problem}. Switch the model to send; the history can still be read, compacted and replayed.`;
+  return null;
 }
 
 function isLocked() {
@@ -131,7 +145,9 @@ async function refresh() {
   if (!id) return render();
   const generation = state.generation;
   try {
-    const [session, tree, projection] = await Promise.all([api.session(id), api.tree(id), api.projection(id)]);
+    const [session, tree] = await Promise.all([api.session(id), api.tree(id)]);
+    // A damaged session is read-only: its readable part is shown, it has no projection.
+    const projection = session.read_only ? null : await api.projection(id);
     if (generation !== state.generation || id !== state.sessionId) return; // stale answer
     Object.assign(state, {session, tree, projection});
     if (!state.busy) setPhase(session.state?.phase, session.state || {});
