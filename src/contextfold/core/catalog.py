@@ -36,6 +36,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..errors import ContextfoldError
 from .budget import ModelCapacity
 
 FAMILIES = ("claude", "gpt", "gemini", "other")
@@ -91,12 +92,22 @@ _DATE_SUFFIX = re.compile(r"-(?:20\d{2}-?\d{2}-?\d{2}|\d{4})$")
 _OPENAI_NAME = re.compile(r"^(?:gpt|chatgpt|codex|text-embedding|o[1-9](?:$|-))")
 
 
-class UnknownModelError(LookupError):
-    """The catalog does not know the model and no context window was given."""
+class UnknownModelError(ContextfoldError, LookupError):
+    """The catalog does not know the model and no context window was given. `model` is
+    the name asked for: each face says how to give its window in its own terms."""
+
+    kind = "bad_input"
+    code = "unknown_model"
+
+    def __init__(self, message: str, *, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
 
 
-class CatalogConfigError(ValueError):
+class CatalogConfigError(ContextfoldError, ValueError):
     """An overrides file or an override call has content the catalog cannot use."""
+
+    kind = "bad_input"
 
 
 def derived_max_output(context_window: int) -> int:
@@ -399,7 +410,7 @@ class ModelCatalog:
                                      file_tokens=traits.file_tokens,
                                      replays_reasoning=traits.replays_reasoning, family=family)
         else:
-            raise UnknownModelError(self._unknown_message(query))
+            raise UnknownModelError(self._unknown_message(query), model=query)
         update = dict(extra)
         if context_window is not None:
             update["context_window"] = context_window

@@ -20,6 +20,7 @@ from ..core.messages import ToolCallPart, ToolResultPart
 from ..core.recall_text import RECALL_TOOL_NAMES, message_text
 from ..core.resources import clip_middle
 from ..core.text_estimate import Count
+from ..errors import ContextfoldError
 from ..providers.base import ToolSpec
 from ..store.errors import StoreError
 from ..store.values import RecallHit
@@ -77,8 +78,10 @@ def hit_dict(hit: RecallHit, *, in_context: bool | None = None) -> dict[str, Any
     return out
 
 
-class RecallInputError(ValueError):
+class RecallInputError(ContextfoldError, ValueError):
     """A recall tool call with arguments that cannot be used (answered as a tool error)."""
+
+    kind = "bad_input"
 
 
 def _int(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:

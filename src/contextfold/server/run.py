@@ -13,14 +13,17 @@ import os
 from dataclasses import asdict, fields
 from typing import Any
 
+from ..errors import ContextfoldError
 from .config import LOOPBACK_HOSTS, ServiceConfig
 
 ENV_CONFIG = "CONTEXTFOLD_SERVE_CONFIG"
 _PORTABLE = {f.name for f in fields(ServiceConfig)} - {"summarizer", "on_conversation", "extra"}
 
 
-class ServeError(ValueError):
+class ServeError(ContextfoldError, ValueError):
     """A `contextfold serve` option combination that cannot work (the message says why)."""
+
+    kind = "bad_input"
 
 
 def is_loopback(host: str) -> bool:

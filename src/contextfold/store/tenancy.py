@@ -34,6 +34,8 @@ _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 class TokenNotFoundError(StoreError):
     """No token with that id."""
 
+    kind = "not_found"
+
 
 @dataclass(frozen=True)
 class TokenInfo:
