@@ -26,6 +26,7 @@ from starlette.routing import Route
 from ..core.messages import Message
 from ..errors import ContextfoldError
 from ..runtime.mirror import Mirror, Synced
+from ..store.protocol import SessionStore
 from . import wire
 from .config import ProxyConfig
 from .errors import refusal
@@ -45,7 +46,7 @@ SESSION_HEADER = "x-contextfold-session"
 class Proxy:
     """State shared by the requests of one running proxy."""
 
-    def __init__(self, config: ProxyConfig, store: Any, client: Any) -> None:
+    def __init__(self, config: ProxyConfig, store: SessionStore, client: Any) -> None:
         self.config = config
         self.store = store
         self.client = client

@@ -23,6 +23,7 @@ from ..core.text_estimate import Count
 from ..errors import ContextfoldError
 from ..providers.base import ToolSpec
 from ..store.errors import StoreError
+from ..store.protocol import SessionStore
 from ..store.values import RecallHit
 
 HISTORY_SEARCH = "history_search"
@@ -110,13 +111,13 @@ def _str(args: dict[str, Any], name: str, *, required: bool) -> str | None:
 
 @dataclass
 class Recall:
-    """Recall over one session of a store (anything with `search_history`/`expand_history`).
+    """Recall over one session of a store (its `search_history` and `expand_history`).
 
     `expand_tokens` caps what one expansion returns (a call may ask for less, never more);
     `count` measures it (the estimator by default).
     """
 
-    store: Any
+    store: SessionStore
     session_id: str
     expand_tokens: int = DEFAULT_EXPAND_TOKENS
     count: Count = field(default=estimate_text)

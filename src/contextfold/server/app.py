@@ -17,6 +17,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
+from ..store.protocol import SessionStore
 from .auth import tenant
 from .config import ServiceConfig
 from .errors import install_handlers
@@ -33,20 +34,25 @@ class Service:
     """What the routes use: configuration, the (unscoped) store, hub, sessions, limiter."""
 
     config: ServiceConfig
-    store: Any
+    store: SessionStore
     hub: Hub
     sessions: SessionManager
     limiter: RateLimiter
 
 
-def _hub_for(store: Any) -> Hub:
-    if store.dialect != "postgresql":
+def _hub_for(store: SessionStore) -> Hub:
+    """Events and cancel across workers: PostgreSQL's LISTEN/NOTIFY on a PostgreSQL store,
+    else in memory (one worker)."""
+    from ..store import SqlSessionStore
+
+    if not isinstance(store, SqlSessionStore) or store.dialect != "postgresql":
         return Hub()
     url = store.engine.url.set(drivername="postgresql")
     return PgHub(url.render_as_string(hide_password=False))
 
 
-def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> FastAPI:
+def create_app(config: ServiceConfig | None = None, *,
+               store: SessionStore | None = None) -> FastAPI:
     """The ASGI app. `store`: an open store to use (tests); else `config.db` is opened."""
     config = config or ServiceConfig()
 

@@ -24,8 +24,9 @@ _EXPORTS: dict[str, str] = {
     "upgrade": ".migrate",
     "SessionStore": ".protocol",
     "SqlSessionStore": ".sql",
-    **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "RecallHit", "SessionInfo"], ".values"),
-    **dict.fromkeys(["TokenInfo", "TokenNotFoundError", "hash_token"], ".tenancy"),
+    **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "MirrorHit", "MirrorWrite", "RecallHit",
+                     "SessionInfo", "TokenInfo"], ".values"),
+    **dict.fromkeys(["TokenNotFoundError", "hash_token"], ".tenancy"),
 }
 
 

@@ -9,7 +9,6 @@ same transaction, so a crash never leaves a node without its index row or the re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -22,32 +21,9 @@ from .base import StoreBase, as_message
 from .engine import read_connection
 from .errors import InvalidOperationError
 from .schema import mirror_index, sessions
+from .values import MirrorHit, MirrorWrite
 
 _CHUNK = 400  # parameters per IN (...) query: far below SQLite's limit
-
-
-@dataclass(frozen=True)
-class MirrorHit:
-    """The deepest node stored under one prefix hash (a checkpoint after the message wins)."""
-
-    prefix_hash: str
-    tree_id: str
-    node_id: str
-    depth: int
-    message_id: str  # the message node the chain ends at (node_id itself, or the
-    # message a checkpoint follows)
-
-
-@dataclass(frozen=True)
-class MirrorWrite:
-    """What `mirror_extend` did: the nodes it wrote, where the leaf is, and how it moved."""
-
-    nodes: tuple[Node, ...]
-    node_ids: tuple[str, ...]  # the message node of each hash given
-    leaf_id: str | None
-    moved: str | None  # None (leaf unchanged), "append", "branch" or "switch"
-    from_leaf: str | None = None  # the leaf before this call
-    held: bool = False  # `hold_last`: the last message is new and was not written
 
 
 async def _lookup(conn: AsyncConnection, hashes: Sequence[str],
