@@ -2,7 +2,8 @@
 
 An error's `kind` says what its caller can do about it, from a small closed set (`KINDS`);
 its `code` names the condition exactly (a stable word, the service's `type`); `facts()` holds
-the numbers and reasons a face may show. The faces map kinds, never classes: the command line
+the numbers and reasons a face may show; `public_message()` is its sentence for a client on
+another machine. The faces map kinds, never classes: the command line
 to exit codes (`cli/app.py`), the service to HTTP statuses (`http_status`, through
 `server/errors.py`), the proxy to each protocol's own error answer. A new error class needs
 a kind and nothing else: every face already knows how to answer it.
