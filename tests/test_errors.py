@@ -30,14 +30,8 @@ from contextfold.formats import ImportFormatError
 from contextfold.providers.errors import ContextOverflowError, ProviderError, RateLimitError
 from contextfold.providers.factory import MissingExtraError, UnknownProviderError
 from contextfold.proxy.errors import error_type, refusal
-from contextfold.runtime.errors import (
-    BusyError,
-    CompactionFailedError,
-    DraftTooLargeError,
-    RequestTooLargeError,
-    SendAbortedError,
-    ToolWorkflowError,
-)
+from contextfold.runtime import BusyError, CompactionFailedError, DraftTooLargeError
+from contextfold.runtime.errors import RequestTooLargeError, SendAbortedError, ToolWorkflowError
 from contextfold.runtime.recall import RecallInputError
 from contextfold.server.errors import as_api_error
 from contextfold.server.run import ServeError

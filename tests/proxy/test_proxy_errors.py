@@ -6,42 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import anthropic
 import openai
 import pytest
 
-from contextfold.proxy import ProxyConfig
-from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
-from tests.fakeserver import Reply, fake_server
-
-WINDOW = 10_000
-KEY = "sk-proxy-errors-SECRET-77"
+from tests.fakeserver import Reply
+from tests.proxy.test_proxy_openai import KEY, db, proxy, start, upstream  # noqa: F401
 
 
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Path:
-    return tmp_path / "proxy.db"
-
-
-@pytest.fixture
-def proxy(upstream, db: Path) -> Iterator[ProxyThread]:
-    p = ProxyThread(ProxyConfig(upstream=upstream.base_url, windows={"local-model": WINDOW},
-                                db=f"sqlite:///{db}")).start()
-    yield p
-    p.stop()
-
-
-def test_an_unknown_model_is_a_bad_request_naming_the_proxy_flag(proxy, upstream):
+def test_an_unknown_model_is_a_bad_request_naming_the_proxy_flag(proxy, upstream):  # noqa: F811
     oa = openai.OpenAI(base_url=proxy.url + "/v1", api_key=KEY, max_retries=0)
     with pytest.raises(openai.BadRequestError) as err:
         oa.chat.completions.create(model="no-such-model-xyz",
@@ -56,15 +31,15 @@ def test_an_unknown_model_is_a_bad_request_naming_the_proxy_flag(proxy, upstream
     assert upstream.requests == []
 
 
-def _mark_read_only(db: Path) -> None:
+def _mark_read_only(url: str) -> None:
     # What a damaged history makes of a session (SPEC D2), set by hand: the flag the store
     # itself sets when it finds damage.
-    with sqlite3.connect(db) as conn:
+    with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
         conn.execute("UPDATE sessions SET read_only = 1")
 
 
-async def _sessions(db: Path) -> list:
-    store = await open_store(f"sqlite:///{db}")
+async def _sessions(url: str) -> list:
+    store = await open_store(url)
     try:
         return await store.list_sessions(check_damage=False)
     finally:
@@ -72,13 +47,13 @@ async def _sessions(db: Path) -> list:
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
-def test_a_read_only_session_is_a_conflict_in_the_protocols_shape(upstream, db, protocol):  # D2
+def test_a_read_only_session_is_a_conflict_in_the_protocols_shape(upstream, db,  # noqa: F811
+                                                                 protocol):  # D2
     # Before the error vocabulary, a store error the proxy did not list was a plain-text
     # 500; by kind it is the protocol's 409, and the SDK raises its ConflictError.
     upstream.enqueue(Reply(text="first answer"), kind="chat")
     first = [{"role": "user", "content": "remember the number 7"}]
-    p = ProxyThread(ProxyConfig(upstream=upstream.base_url, windows={"local-model": WINDOW},
-                                db=f"sqlite:///{db}")).start()
+    p = start(upstream, db)
     try:
         if protocol == "openai":
             oa = openai.OpenAI(base_url=p.url + "/v1", api_key=KEY, max_retries=0)
@@ -94,8 +69,7 @@ def test_a_read_only_session_is_a_conflict_in_the_protocols_shape(upstream, db, 
     _mark_read_only(db)
     sent = len(upstream.requests)
     follow_up = [*first, answer, {"role": "user", "content": "which number?"}]
-    p = ProxyThread(ProxyConfig(upstream=upstream.base_url, windows={"local-model": WINDOW},
-                                db=f"sqlite:///{db}")).start()
+    p = start(upstream, db)
     try:
         if protocol == "openai":
             with pytest.raises(openai.ConflictError) as err:

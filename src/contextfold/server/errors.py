@@ -83,14 +83,11 @@ def service_message(error: ContextfoldError) -> str:
 def too_large_message(error: RequestTooLargeError) -> str:
     """A request that cannot fit even after compaction (SPEC P3), from its numbers; the
     body carries them too (`overflow_tokens`, `estimated_tokens`, `safe_input_limit`)."""
-    draft = error.code == "draft_too_large"
-    model = error.model or "the model"
-    return (f"{'the message' if draft else 'the next request'} does not fit {model} even "
-            f"after compaction: the request needs about {error.estimated_tokens} tokens, the "
-            f"safe input limit is {error.safe_input_limit}; shorten "
-            f"{'it' if draft else 'the input'} by at least {error.overflow_tokens} tokens or "
-            f"switch the session to a larger-window model (nothing was "
-            f"{'sent or saved' if draft else 'sent'})")
+    unsent = "sent or saved" if error.code == "draft_too_large" else "sent"
+    return (f"about {error.estimated_tokens} tokens do not fit the safe input limit of "
+            f"{error.model or 'the model'} ({error.safe_input_limit}), even after compaction, "
+            f"and nothing was {unsent}: shorten the message by at least {error.overflow_tokens} "
+            "tokens or switch the session to a larger-window model")
 
 
 def error_response(exc: BaseException) -> JSONResponse:
