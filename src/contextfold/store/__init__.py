@@ -22,7 +22,7 @@ _EXPORTS: dict[str, str] = {
                      "SessionBusyError", "SessionNotFoundError", "StaleBranchError",
                      "StoreError"], ".errors"),
     "upgrade": ".migrate",
-    "SessionStore": ".protocol",
+    **dict.fromkeys(["SessionReader", "SessionStore"], ".protocol"),
     "SqlSessionStore": ".sql",
     **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "MirrorHit", "MirrorWrite", "RecallHit",
                      "SessionInfo", "TokenInfo"], ".values"),
