@@ -45,6 +45,9 @@ def not_found(what: str = "session") -> ApiError:
     return ApiError(404, "not_found", f"no such {what}")
 
 
+INTERNAL = "internal error (see the server log)"  # a bug's detail is for the log only
+
+
 def as_api_error(exc: BaseException) -> ApiError:
     """The `ApiError` for a library exception (500 `internal` for anything unexpected).
 
@@ -66,9 +69,6 @@ def as_api_error(exc: BaseException) -> ApiError:
     if exc.kind == "internal":
         return ApiError(500, "internal", INTERNAL)
     return ApiError(http_status(exc.kind), exc.code, service_message(exc), **exc.facts())
-
-
-INTERNAL = "internal error (see the server log)"
 
 
 def service_message(error: ContextfoldError) -> str:
