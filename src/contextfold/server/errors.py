@@ -40,11 +40,6 @@ class ApiError(Exception):
         return {"error": self.message, "type": self.type, **self.extra}
 
 
-def not_found(what: str = "session") -> ApiError:
-    """The one 404 body for a missing id and another tenant's id alike (SPEC W1)."""
-    return ApiError(404, "not_found", f"no such {what}")
-
-
 INTERNAL = "internal error (see the server log)"  # a bug's detail is for the log only
 
 
