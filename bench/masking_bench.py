@@ -34,10 +34,8 @@ from contextfold.core.budget import CompactionSettings, ModelCapacity, derive_bu
 from contextfold.core.estimator import MessageCosts
 from contextfold.core.mask_planner import MASKING_SUMMARIZER
 from contextfold.core.messages import Message, Node
-from contextfold.core.plan import Plan
 from contextfold.formats import import_file
 from contextfold.replay import ReplayReport, active_messages, replay_messages
-from contextfold.summarize.extractive import summarize_extractive
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 RESULTS = Path(__file__).parent / "results" / "masking.json"
@@ -50,10 +48,6 @@ TRANSCRIPTS = [
 ]
 WINDOWS = (32_000, 64_000, 128_000)
 MODES = ("off", "auto", "always")
-
-
-def extractive(plan: Plan) -> tuple[str, str]:
-    return summarize_extractive(plan), "extractive"
 
 
 def user_turns(messages: list[tuple[str, Message]]) -> int:
@@ -73,7 +67,7 @@ def run(messages: list[tuple[str, Message]], window: int, mode: str) -> dict[str
                              family="claude")
     budget = derive_budget(capacity, CompactionSettings(masking=mode))
     start = time.perf_counter()
-    report: ReplayReport = replay_messages(messages, capacity, budget, extractive)
+    report: ReplayReport = replay_messages(messages, capacity, budget)
     seconds = time.perf_counter() - start
     masked = [c for c in report.compactions if c.summarizer == MASKING_SUMMARIZER]
     summaries = [c for c in report.compactions if c.summarizer != MASKING_SUMMARIZER]

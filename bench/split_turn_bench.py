@@ -41,10 +41,8 @@ from contextfold import (
     estimate_message,
     import_file,
     replay_messages,
-    summarize_extractive,
 )
 from contextfold.core.messages import Node
-from contextfold.core.plan import Plan
 from contextfold.replay import ReplayReport, active_messages
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,10 +55,6 @@ TRANSCRIPTS = {
 }
 WINDOWS = (32_000, 64_000, 200_000)
 DEFAULT_MODEL = "claude-sonnet-4-5"
-
-
-def extractive(plan: Plan) -> tuple[str, str]:
-    return summarize_extractive(plan), "extractive"
 
 
 def recorded_model(messages: list[Any]) -> str:
@@ -139,7 +133,7 @@ def run_one(name: str, path: Path, window: int, split: bool) -> dict[str, Any]:
     capacity = capacity_for(recorded_model(messages), context_window=window)
     budget = derive_budget(capacity, CompactionSettings(split_turn=split))
     started = time.perf_counter()
-    report = replay_messages(messages, capacity, budget, extractive)
+    report = replay_messages(messages, capacity, budget)
     seconds = time.perf_counter() - started
     facts = analyse(report, capacity)
     requests = len(report.requests)

@@ -398,7 +398,7 @@ def test_contextfold_row_is_the_cli_replay_engine(tokens):  # P1 P2 A1
 
     msgs = research_session(500)
     adapter = Contextfold(echo_summary)
-    assert adapter.session.counter is None and CAPACITY.family == "gpt"
+    assert adapter.session.costs.counter is None and CAPACITY.family == "gpt"
     sizes: list[int] = []
     original = adapter.session.before_request
 
@@ -411,7 +411,7 @@ def test_contextfold_row_is_the_cli_replay_engine(tokens):  # P1 P2 A1
     replay(adapter, msgs, Recorder(tokens))
     reference = Contextfold(echo_summary)
     report = replay_messages([(f"m{m['i']}", to_message(m)) for m in msgs], CAPACITY, BUDGET,
-                             reference._summarize)
+                             reference.summarizer)
     assert len(report.compactions) == len(adapter.session.compactions) > 0
     assert [r.estimated_tokens for r in report.requests] == sizes
 

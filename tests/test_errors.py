@@ -62,9 +62,13 @@ NOT_IN_THE_VOCABULARY = {
     "contextfold.server.limits.BodyTooLarge": "control flow of the body limit (answered 413)",
     "contextfold.summarize.llm._ChunkFailed": "control flow: the chunk falls back offline",
     "contextfold.server.errors.ApiError": "the service's own answer: status and type chosen",
-    # proxy/wire.py is being rewritten into a `wire/` package (its own branch); a ValueError,
-    # which the proxy answers as bad input until it joins the vocabulary there.
-    "contextfold.proxy.wire.WireError": "owned by the wire rewrite",
+    "contextfold._sync.WouldWait": "control flow: the caller runs the coroutine under asyncio",
+    "contextfold.wire.usage.Unusable": "control flow: a usage report with a bad field is none",
+    "contextfold.wire.reply.MalformedReply": "translated: the SDK adapters raise "
+    "MalformedResponseError (provider), the proxy records no reply",
+    # The wire work's own (`proxy/wire.py`): a ValueError, which the proxy answers as bad
+    # input; it joins the vocabulary when that module next changes.
+    "contextfold.proxy.wire.WireError": "the wire work's: answered as a ValueError",
 }
 
 

@@ -21,14 +21,10 @@ from contextfold.core.validity import (
     tool_pairing_problems,
 )
 from contextfold.replay import ManagedSession, replay_messages
-from contextfold.summarize.extractive import summarize_extractive
 from tests.builders import assistant, tool_call, tool_result, user
 
 CAP = ModelCapacity(model="gpt-4o", context_window=128_000, max_output=16_384, family="gpt")
 
-
-def extractive(plan):
-    return summarize_extractive(plan), "extractive"
 
 
 def _pairs(messages: list[Message]) -> list[tuple[str, Message]]:
@@ -82,25 +78,26 @@ def test_anthropic_shape_groups_results_and_hoists_the_system():
 
 
 def test_dropped_messages_counts_a_message_neither_summarised_nor_projected():  # K5
-    session = ManagedSession(CAP, derive_budget(CAP), extractive)
+    session = ManagedSession(CAP, derive_budget(CAP))
     for i, m in enumerate([user("a"), assistant("b"), user("c"), assistant("d")]):
         session.append(m, f"m{i}")
     assert session.dropped_messages() == 0
-    session.load_from = 2  # the loaded part skips two messages no checkpoint covers
+    # The loaded part skips two messages no checkpoint covers (a store that loses them).
+    session.store._sessions[session.session_id].load_from = 2
+    session.fit.branch = session.store._branch(session.store._sessions[session.session_id], 2)
     assert session.dropped_messages() == 2
 
 
 def test_replay_reports_dropped_messages_from_the_session(monkeypatch):  # K5
     monkeypatch.setattr(ManagedSession, "dropped_messages", lambda self: 7)
-    report = replay_messages(_pairs([user("q"), assistant("a")]), CAP, derive_budget(CAP),
-                             extractive)
+    report = replay_messages(_pairs([user("q"), assistant("a")]), CAP, derive_budget(CAP))
     assert report.to_json()["dropped_messages"] == 7
 
 
 def test_invalid_tool_sequences_counts_what_the_oracles_find(monkeypatch):  # K1
     orphan = Message(role="tool", parts=(ToolResultPart(call_id="gone", output="x"),))
     history = _pairs([user("q"), orphan, assistant("a")])
-    clean = replay_messages(history, CAP, derive_budget(CAP), extractive)
+    clean = replay_messages(history, CAP, derive_budget(CAP))
     assert clean.invalid_tool_sequences == 0  # the exporter repairs the orphan
 
     def no_repair(projection, *, system=None):  # an exporter that forgets to repair
@@ -116,23 +113,26 @@ def test_invalid_tool_sequences_counts_what_the_oracles_find(monkeypatch):  # K1
         return ExportResult(messages=out, repairs=())
 
     monkeypatch.setattr(replay_module, "to_openai", no_repair)
-    broken = replay_messages(history, CAP, derive_budget(CAP), extractive)
+    broken = replay_messages(history, CAP, derive_budget(CAP))
     assert broken.invalid_tool_sequences == 1
     assert broken.to_json()["invalid_tool_sequences"] == 1
     assert any("does not follow its call" in p for p in broken.requests[0].problems)
 
 
-def test_over_limit_requests_counts_a_request_nothing_can_shrink():  # P3 B1
+def test_over_limit_requests_counts_a_request_sent_over_the_limit(monkeypatch):  # P3 B1
     small = ModelCapacity(model="tiny", context_window=4_000, max_output=1_000, family="gpt")
     history = _pairs([user("q"), tool_call("t1"), tool_result("t1", "word " * 6_000),
                       assistant("a")])
 
-    def bloated(plan):  # a summariser that answers with more than it was asked to fold
-        return "summary " * 6_000, "bloated"
+    def unfitted(self):  # an engine that sends the request without making it fit
+        projection = self.projection()
+        return projection, self.estimate(projection=projection).tokens
 
-    report = replay_messages(history, small, derive_budget(small), bloated)
+    with monkeypatch.context() as patched:
+        patched.setattr(ManagedSession, "before_request", unfitted)
+        report = replay_messages(history, small, derive_budget(small))
     assert report.to_json()["over_limit_requests"] == 1
     assert report.requests[-1].over_limit
     assert report.max_projected_tokens > report.safe_input_limit
-    fits = replay_messages(history, small, derive_budget(small), extractive)
+    fits = replay_messages(history, small, derive_budget(small))
     assert fits.to_json()["over_limit_requests"] == 0

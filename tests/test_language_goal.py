@@ -17,7 +17,7 @@ from contextfold.core.tree import Branch
 from contextfold.demo_session import build_research_session
 from contextfold.providers.base import ChatRequest, ChatResponse
 from contextfold.replay import replay_messages
-from contextfold.runtime.compaction import extractive_summarize
+from contextfold.runtime.summarizers import offline_summarize
 from contextfold.summarize.extractive import summarize_extractive
 from contextfold.summarize.language import text_language, user_language
 from contextfold.summarize.llm import LlmSummarizer
@@ -121,7 +121,7 @@ async def test_extractive_summary_keeps_the_source_text():  # G1
     rule = "引用はAPA形式で書いてください。"
     nodes = chain([user(lines[0]), assistant("了解しました。"), user(rule),
                    assistant("APA形式にします。")])
-    text, _ = await extractive_summarize(make_plan(nodes, profile="research"))
+    text = (await offline_summarize(make_plan(nodes, profile="research"))).text
     sections = parse_sections(text, "research")
     assert lines[0][:40] in sections["Research Goal"]
     assert "(user) 引用はAPA形式で書いてください。" in sections["User Requirements and Constraints"]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
+import anthropic
 import pytest
 
 from contextfold.core.messages import ReasoningPart, TextPart, ToolCallPart, text_message
@@ -13,7 +12,7 @@ from contextfold.providers import (
     RetryPolicy,
     simple_request,
 )
-from contextfold.providers.anthropic_messages import _parts_of, normalize_usage
+from contextfold.wire.anthropic_messages import read_reply, usage_of
 from tests.builders import tool_call, tool_result, user
 from tests.fakeserver import Reply, server_fixture
 
@@ -73,16 +72,25 @@ async def test_consecutive_user_messages_are_merged_for_the_api(fake):  # K1
 
 
 def test_thinking_and_tool_blocks_are_parsed():  # R2
-    blocks = [SimpleNamespace(type="thinking", thinking="hmm", signature="sig"),
-              SimpleNamespace(type="text", text="Answer"),
-              SimpleNamespace(type="tool_use", id="toolu_1", name="ls", input={"d": "."}),
-              SimpleNamespace(type="redacted_thinking", data="xxx")]
-    parts = _parts_of(blocks)
-    assert parts == [ReasoningPart(text="hmm", signature="sig"), TextPart(text="Answer"),
-                     ToolCallPart(id="toolu_1", name="ls", input={"d": "."})]
+    # The SDK's own objects, read by the one Messages reader the proxy and importers use: a
+    # redacted thinking block is kept as reasoning with its data (as they always kept it).
+    reply = anthropic.types.Message.model_validate({
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-test",
+        "stop_reason": "tool_use", "usage": {"input_tokens": 3, "output_tokens": 4},
+        "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"},
+                    {"type": "text", "text": "Answer"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"d": "."}},
+                    {"type": "redacted_thinking", "data": "xxx"}]})
+    read = read_reply(reply, "fallback")
+    assert read.message.parts == (
+        ReasoningPart(text="hmm", signature="sig"), TextPart(text="Answer"),
+        ToolCallPart(id="toolu_1", name="ls", input={"d": "."}),
+        ReasoningPart(text="", signature="xxx"))
+    assert (read.stop_reason, read.request_id, read.message.model) == (
+        "tool_use", "msg_1", "claude-test")
 
 
 def test_usage_with_missing_cache_fields():  # E1
-    usage = normalize_usage(SimpleNamespace(input_tokens=10, output_tokens=2,
-                                            cache_read_input_tokens=None), "m")
+    usage = usage_of(anthropic.types.Usage(input_tokens=10, output_tokens=2,
+                                           cache_read_input_tokens=None), "m")
     assert (usage.input, usage.output, usage.cache_read, usage.cache_write) == (10, 2, 0, 0)

@@ -3,6 +3,7 @@ local servers' quirks, over real HTTP with the real `openai` SDK."""
 
 from __future__ import annotations
 
+import openai
 import pytest
 
 from contextfold.core.messages import text_message
@@ -13,7 +14,7 @@ from contextfold.providers import (
     make_chat_model,
     simple_request,
 )
-from contextfold.providers.openai_compat import normalize_usage, stop_reason_of
+from contextfold.wire.openai_chat import stop_reason_of, usage_of
 from tests.fakeserver import Reply, ToolCallSpec, server_fixture
 
 fake = server_fixture()
@@ -108,14 +109,12 @@ async def test_tool_calls_with_stop_finish_reason_count_as_tool_use(fake):  # K1
 
 
 def test_usage_normalisation_without_details():  # E1
-    class U:
-        prompt_tokens = 100
-        completion_tokens = 7
-        prompt_tokens_details = None
-
-    usage = normalize_usage(U(), "m")
-    assert (usage.input, usage.cache_read, usage.output) == (100, 0, 7)
-    assert normalize_usage(None, "m") is None
+    sdk = openai.types.CompletionUsage(prompt_tokens=100, completion_tokens=7,
+                                       total_tokens=107, prompt_tokens_details=None)
+    for raw in (sdk, sdk.model_dump()):  # the SDK's object or the JSON: one rule
+        usage = usage_of(raw, "m")
+        assert (usage.input, usage.cache_read, usage.output) == (100, 0, 7)
+    assert usage_of(None, "m") is None
 
 
 @pytest.mark.parametrize("finish,calls,expected", [

@@ -17,7 +17,6 @@ from contextfold.core.tree import Branch
 from contextfold.demo_session import build_research_session
 from contextfold.formats import import_file
 from contextfold.replay import active_messages, replay_messages
-from contextfold.summarize.extractive import summarize_extractive
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REAL_SESSIONS = [
@@ -29,9 +28,6 @@ REAL_SESSIONS = [
 ]
 
 
-def extractive(plan):
-    return summarize_extractive(plan), "extractive"
-
 
 @pytest.mark.parametrize("name", REAL_SESSIONS)
 @pytest.mark.parametrize("window", [200_000, 64_000])
@@ -40,7 +36,7 @@ def test_real_sessions_replay_cleanly(name, window):  # P1 P2 P3 A1 A4 K3 T4
     messages = active_messages(result.nodes, result.leaf_id)
     cap = ModelCapacity(model=f"replay-{window}", context_window=window, max_output=32_000)
     budget = derive_budget(cap)
-    report = replay_messages(messages, cap, budget, extractive)
+    report = replay_messages(messages, cap, budget)
     assert report.requests, "a real session has model requests"
     assert report.invalid_tool_sequences == 0
     assert report.dropped_messages == 0
@@ -53,8 +49,7 @@ def test_demo_session_compacts_and_keeps_identifiers():  # A1 P2 T4
     messages = build_research_session()
     cap = ModelCapacity(model="demo-16k", context_window=16_384, max_output=4_096)
     budget = derive_budget(cap)
-    report = replay_messages([(f"d{i}", m) for i, m in enumerate(messages)], cap, budget,
-                             extractive)
+    report = replay_messages([(f"d{i}", m) for i, m in enumerate(messages)], cap, budget)
     assert len(report.compactions) >= 3
     assert report.invalid_tool_sequences == 0 and report.dropped_messages == 0
     assert report.max_projected_tokens <= budget.safe_input_limit
@@ -73,7 +68,7 @@ def test_recorded_usage_is_not_a_baseline_in_replay():  # E1
     result = import_file(FIXTURES / "claude-code/short.jsonl")
     messages = active_messages(result.nodes, result.leaf_id)
     cap = ModelCapacity(model="m", context_window=200_000, max_output=32_000)
-    report = replay_messages(messages, cap, derive_budget(cap), extractive)
+    report = replay_messages(messages, cap, derive_budget(cap))
     assert all(n.message is None or n.message.usage is None for n in report.chain)
     recorded = [r.recorded_tokens for r in report.requests if r.recorded_tokens]
     assert recorded, "the recorded usage is kept aside for comparison"

@@ -9,6 +9,7 @@ from contextfold.core.plan import Plan
 from contextfold.runtime import Conversation, GuardedSummarizer
 from contextfold.runtime.summarizers import as_summarize
 from contextfold.summarize.llm import FALLBACK, LlmSummarizer, SummaryOutcome
+from contextfold.summarize.summary import Summary
 from contextfold.summarize.validate import validate_summary
 from tests.fakeserver import RESEARCH_SECTIONS, Reply
 from tests.test_runtime_support import (
@@ -127,4 +128,16 @@ async def test_as_summarize_passes_an_llm_fallback_through():  # S5
                                   problems=("answer rejected",))
 
     summarize, _ = as_summarize(FellBack())
-    assert await summarize(None) == ("offline text", FALLBACK)
+    summary = await summarize(None)
+    assert (summary.text, summary.summarizer) == ("offline text", FALLBACK)
+    assert summary.fell_back and summary.fallback_reason == "answer rejected"
+
+
+@pytest.mark.parametrize("answer", [("text", "mine"), "text", Summary("text", "mine")])
+async def test_every_summariser_shape_becomes_one_summary(answer):  # S5
+    # A user's own summariser may answer (text, name), a string or a Summary; every face
+    # gets one `Summary` from it.
+    summarize, name = as_summarize(lambda plan: answer)
+    summary = await summarize(None)
+    assert isinstance(summary, Summary) and summary.text == "text"
+    assert summary.summarizer == ("mine" if not isinstance(answer, str) else name)

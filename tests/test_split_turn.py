@@ -32,9 +32,6 @@ BIG = ModelCapacity(model="claude-test", context_window=200_000, max_output=32_0
 REQUEST = "Fix the flaky test in tests/test_io.py and make sure `make check` passes. 修正して"
 
 
-def extractive(plan: Plan) -> tuple[str, str]:
-    return summarize_extractive(plan), "extractive"
-
 
 def length_cost(node: Node) -> int:
     msg = node.message
@@ -84,7 +81,7 @@ def assert_valid(projection, system: str | None = None) -> None:
 
 
 def test_300_round_single_turn_compacted_repeatedly():  # K6 K4 P2 A4
-    session = ManagedSession(CAP, derive_budget(CAP), extractive)
+    session = ManagedSession(CAP, derive_budget(CAP))
     previous_start: int | None = None
     seen = 0
     for i, msg in enumerate(long_turn(300)):
@@ -131,7 +128,7 @@ def test_300_round_single_turn_compacted_repeatedly():  # K6 K4 P2 A4
 
 def test_no_compaction_loop_in_a_long_turn():  # K6 thrash guard
     report = replay_messages([(f"m{i}", m) for i, m in enumerate(long_turn(300))],
-                             CAP, derive_budget(CAP), extractive)
+                             CAP, derive_budget(CAP))
     # One preflight per overflow, never two before the same request.
     befores = [c.before_request for c in report.compactions]
     assert len(befores) == len(set(befores))
@@ -146,7 +143,7 @@ def test_no_compaction_loop_in_a_long_turn():  # K6 thrash guard
 def test_split_turn_can_be_turned_off():  # K6 is a setting; off = K1-K3 only
     off = derive_budget(CAP, CompactionSettings(split_turn=False))
     report = replay_messages([(f"m{i}", m) for i, m in enumerate(long_turn(120))],
-                             CAP, off, extractive)
+                             CAP, off)
     assert report.compactions
     assert all(c.kept_messages == 0 and not c.split_turn for c in report.compactions)
 
@@ -276,14 +273,13 @@ def test_round_that_cannot_fit_even_clipped_keeps_nothing():  # K6 K3
 
 def test_switch_to_a_smaller_model_mid_turn():  # K6 K4 P2 B2
     msgs = long_turn(140, size=8_000)
-    big = ManagedSession(BIG, derive_budget(BIG), extractive)
+    big = ManagedSession(BIG, derive_budget(BIG))
     for i, m in enumerate(msgs[:201]):  # ends with a tool result: the next request
         big.step(f"m{i}", m)
     first = big.compactions[-1] if big.compactions else None
     assert first is not None and first.split_turn
     # Same history, now on a 32k model: the next request must be made to fit it.
-    small = ManagedSession(CAP, derive_budget(CAP), extractive, chain=list(big.chain),
-                           load_from=big.load_from)
+    small = ManagedSession(CAP, derive_budget(CAP), nodes=big.chain)
     start_before = [n.id for n in small.chain].index(first.first_kept_id)
     projection, tokens = small.before_request()
     assert tokens <= small.budget.safe_input_limit

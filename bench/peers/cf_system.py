@@ -20,7 +20,6 @@ budget by priority (the run counts fitted answers and fallbacks).
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -40,6 +39,7 @@ from contextfold.core.projection import Projection
 from contextfold.providers.base import ChatRequest, ChatResponse, StreamDone, StreamEvent
 from contextfold.replay import ManagedSession
 from contextfold.summarize.llm import LlmSummarizer
+from contextfold.summarize.summary import Summary
 
 from .common import CONTEXT_WINDOW, MAX_OUTPUT, SAFE_LIMIT, TAIL_TOKENS, TRIGGER_TOKENS, Neutral
 
@@ -122,6 +122,23 @@ class EchoChatModel:
         yield StreamDone(await self.complete(request))
 
 
+class _Counting:
+    """The system's LLM summariser, counting its fallbacks and fitted answers."""
+
+    def __init__(self, system: Contextfold) -> None:
+        self.system = system
+
+    @property
+    def name(self) -> str:
+        return self.system.summarizer.name
+
+    async def summarize(self, plan: Plan) -> Summary:
+        outcome = await self.system.summarizer.summarize(plan)
+        self.system.fallbacks += outcome.fell_back
+        self.system.fitted += any("fitted" in p for p in outcome.problems)
+        return outcome
+
+
 class Contextfold:
     """contextfold's replay engine, trigger and tail set to the shared values."""
 
@@ -129,19 +146,14 @@ class Contextfold:
 
     def __init__(self, summarize: Callable[[str], str]) -> None:
         self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY)
-        self.loop = asyncio.new_event_loop()
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
-        self.session = ManagedSession(CAPACITY, BUDGET, self._summarize)
+        # The summariser answers in-process, so the engine's steps finish without waiting.
+        self.session = ManagedSession(CAPACITY, BUDGET, _Counting(self))
         self.pending: list[tuple[int, Message]] = []
         self.repairs = 0
         self.fallbacks = 0
         self.fitted = 0  # answers over budget, trimmed by priority (summarize.llm)
 
-    def _summarize(self, plan: Plan) -> tuple[str, str]:
-        outcome = self.loop.run_until_complete(self.summarizer.summarize(plan))
-        self.fallbacks += outcome.fell_back
-        self.fitted += any("fitted" in p for p in outcome.problems)
-        return outcome.text, outcome.summarizer
 
     def ingest(self, new: Sequence[Neutral]) -> None:
         # Converted here, untimed, as every peer converts to its framework's messages in

@@ -1,8 +1,9 @@
 """Replay a recorded session as if contextfold had managed its context.
 
-The recorded messages are fed, in order, into an in-memory session run by the pure core:
-before each user message a preflight (SPEC P1-P3), before each model request a check that
-the request fits (between rounds, never inside one: A4), after each completed turn the auto
+The recorded messages are fed, in order, into an in-memory session run by the engine every
+face runs (the sizing driver and the one compaction path, over `store.memory`): before each
+user message a preflight (SPEC P1-P3, P5), before each model request a check that the
+request fits (between rounds, never inside one: A4), after each completed turn the auto
 check (A1-A3). Every request the model would have received is exported and checked with the
 independent provider-validity oracles, so the report proves rather than assumes that no
 request was invalid, none exceeded the safe limit, and no message was dropped.
@@ -13,25 +14,27 @@ original agent's context, not the one contextfold would have sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+import contextlib
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
+from ._sync import WouldWait, run_now
 from .core.budget import Budget, ModelCapacity
 from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accuracy
 from .core.export import to_anthropic, to_openai
-from .core.mask_planner import MASKING_SUMMARIZER
 from .core.messages import Message, Node
-from .core.plan import NoOp, Plan, Trigger
-from .core.planner import build_checkpoint, plan_compaction
+from .core.plan import NoOp, Trigger
 from .core.projection import Projection, project
-from .core.text_estimate import Count
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
-from .ids import new_id
-from .summarize.extractive import summarize_extractive
+from .runtime.errors import RequestTooLargeError
+from .runtime.fitting import SessionFit, fit_request
+from .runtime.sizing import Sizer
+from .runtime.summarizers import guarded
+from .store.memory import MemoryStore
 
-Summarizer = Callable[[Plan], tuple[str, str]]  # plan -> (summary text, summariser name)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -73,119 +76,98 @@ class CompactionRecord:
         }
 
 
-@dataclass
 class ManagedSession:
-    """An in-memory, linear session driven by the pure core (replay and demo engine)."""
+    """A recorded session fed into contextfold's own engine (replay, the demo, benchmarks).
 
-    capacity: ModelCapacity
-    budget: Budget
-    summarizer: Summarizer
-    system: str | None = None
-    chain: list[Node] = field(default_factory=list)
-    compactions: list[CompactionRecord] = field(default_factory=list)
-    summarized_ids: set[str] = field(default_factory=set)
-    requests_sent: int = 0
-    blocked_drafts: int = 0
-    costs: MessageCosts | None = None
-    # An exact tokenizer for the model, when there is one (SPEC E5); else the estimate.
-    counter: Count | None = None
-    # Where the part the model needs begins: the latest checkpoint's first kept node (or the
-    # checkpoint itself when nothing was kept raw), as the store's O(tail) load does.
-    load_from: int = 0
+    The engine is the one every face runs: the sizing driver (`runtime.fitting`) and the
+    compaction path (`runtime.compaction`) over an in-memory store (`store.memory`), with
+    the summariser guarded as everywhere (None: the offline one). The session is linear:
+    messages are appended at the leaf, in the order they were recorded. Its methods are
+    synchronous: with a summariser that does not wait (the offline one, or one answering
+    in-process) every step finishes at once; one that waits for a network raises.
 
-    def __post_init__(self) -> None:
-        # Stored nodes never change: estimate each once, whatever the number of requests.
-        self.costs = self.costs or MessageCosts(self.capacity, counter=self.counter)
+    `nodes`: a chain to start from (oldest first, checkpoints included), e.g. the history
+    of another `ManagedSession` replayed on a smaller model.
+    """
+
+    def __init__(self, capacity: ModelCapacity, budget: Budget, summarizer: Any = None, *,
+                 system: str | None = None, nodes: Sequence[Node] = ()) -> None:
+        self.capacity = capacity
+        self.budget = budget
+        self.system = system
+        self.store = MemoryStore()
+        if nodes:
+            info = _now(self.store.import_tree(nodes, nodes[-1].id, title="replay"))
+        else:
+            info = _now(self.store.create_session(title="replay"))
+        self.session_id = info.id
+        self.sizer = Sizer(capacity, budget, system, ())
+        self.fit = SessionFit(self.store, self.session_id, self.sizer,
+                              guarded(summarizer, timeout=None),
+                              _now(self.store.load_branch(self.session_id)))
+        self.compactions: list[CompactionRecord] = []
+        self.summarized_ids: set[str] = set()
+        self.requests_sent = 0
+        self.blocked_drafts = 0
+        self._recorded = 0  # outcomes of `fit` already turned into records
+
+    @property
+    def costs(self) -> MessageCosts:
+        """The one memo of message estimates for this model."""
+        return self.sizer.costs
+
+    @property
+    def chain(self) -> list[Node]:
+        """Every node of the session, oldest first (checkpoints included)."""
+        return list(_now(self.store.load_full_branch(self.session_id)).nodes)
 
     def branch(self) -> Branch:
-        """The part of the chain the model needs, oldest first: O(tail), not O(history).
-
-        The chain is built here by appending at the leaf only, so it is valid by
-        construction and needs no re-walk of parent links.
-        """
-        return Branch(nodes=tuple(self.chain[self.load_from:]), complete=self.load_from == 0,
-                      revision=len(self.chain))
+        """The part of the chain the model needs, oldest first: O(tail), not O(history)."""
+        return self.fit.branch
 
     def projection(self) -> Projection:
-        return project(self.branch())
+        return self.fit.projection()
 
     def append(self, message: Message, node_id: str) -> Node:
-        parent = self.chain[-1].id if self.chain else None
-        node = Node(id=node_id, parent_id=parent, payload=message)
-        self.chain.append(node)
+        node = _now(self.store.append(self.session_id, message, node_id=node_id))
+        _now(self.fit.reload())
         return node
 
     def estimate(self, pending: Sequence[Message] = (),
                  projection: Projection | None = None) -> Estimate:
         """The next request's estimate; `projection` when the caller has it already."""
-        return estimate_request(projection or self.projection(), self.capacity,
-                                system=self.system, pending=pending, costs=self.costs,
-                                counter=self.counter)
+        return self.sizer.estimate(projection or self.projection(), pending)
 
     def compact(self, trigger: Trigger, pending: Sequence[Message] = (),
                 instructions: str | None = None) -> CompactionRecord | NoOp:
-        if not self.chain:
+        """One compaction through the one path (a no-op says why)."""
+        if not self.fit.branch.nodes:
             return NoOp("the session is empty", trigger, "empty")
-        result = plan_compaction(self.branch(), self.budget, trigger, capacity=self.capacity,
-                                 pending=pending, system=self.system, instructions=instructions,
-                                 costs=self.costs, estimate=self.estimate(pending))
-        if isinstance(result, NoOp):
-            return result
-        # A masking step (SPEC V2) needs no summariser: it keeps the previous summary.
-        text, name = ("", MASKING_SUMMARIZER) if result.action == "mask" else \
-            self.summarizer(result)
-        checkpoint = build_checkpoint(result, text, summarizer=name, model=self.capacity.model)
-        # Application-generated like every stored id, so a replayed tree can be saved
-        # (and saved again) without colliding with an earlier one.
-        node_id = new_id()
-        self.chain.append(Node(id=node_id, parent_id=result.session_leaf_id, payload=checkpoint))
-        self.load_from = self._position(result.first_kept_id) if result.first_kept_id else (
-            len(self.chain) - 1)
-        self.summarized_ids.update(n.id for n in result.newly_old)
-        after = self.estimate(pending).tokens
-        record = CompactionRecord(
-            before_request=self.requests_sent,
-            trigger=trigger,
-            checkpoint_id=node_id,
-            first_kept_id=result.first_kept_id,
-            tokens_before=result.tokens_before,
-            tokens_after=after,
-            summarized_messages=len(result.newly_old),
-            kept_messages=len(result.kept),
-            summarizer=name,
-            kept_tokens=result.kept_tokens,
-            folded_tokens=result.newly_old_tokens,
-            tail_budget=result.tail_budget,
-            split_turn=checkpoint.turn is not None and bool(result.kept),
-            clipped_results=len(result.tail_clips),
-        )
-        self.compactions.append(record)
-        return record
-
-    def _position(self, node_id: str) -> int:
-        for i in range(len(self.chain) - 1, self.load_from - 1, -1):
-            if self.chain[i].id == node_id:
-                return i
-        raise ValueError(f"node {node_id!r} is not in the loaded part of the chain")
+        outcome = _now(self.fit.compact(trigger, pending, instructions=instructions))
+        records = self._record()
+        if records:
+            return records[-1]
+        return NoOp(outcome.reason or outcome.status, trigger, outcome.code or outcome.status)
 
     def before_user_message(self, message: Message) -> bool:
-        """A1 for the finished turn, then P1-P2 for the draft; False if it still won't fit."""
-        if self.chain:
-            self.compact("auto")
-        self.compact("preflight", pending=[message])
-        return self.estimate([message]).tokens <= self.budget.safe_input_limit
+        """A1 for the finished turn, then P1-P3 for the draft; False if it cannot fit."""
+        try:
+            if self.fit.branch.nodes:
+                _now(self.fit.auto())
+            _now(fit_request(self.fit, (message,), draft=message))
+            return True
+        except RequestTooLargeError:
+            return False
+        finally:
+            self._record()
 
     def before_request(self) -> tuple[Projection, int]:
         """Make the next request fit (compacting between rounds if needed); return it."""
-        # One projection and one estimate when nothing changes (the common case): this
-        # runs before every model call.
+        with contextlib.suppress(RequestTooLargeError):  # recorded as over the limit
+            _now(fit_request(self.fit))
+        self._record()
         projection = self.projection()
-        tokens = self.estimate(projection=projection).tokens
-        if tokens > self.budget.safe_input_limit:
-            self.compact("preflight")
-            projection = self.projection()
-            tokens = self.estimate(projection=projection).tokens
-        return projection, tokens
+        return projection, self.estimate(projection=projection).tokens
 
     def step(self, node_id: str, message: Message) -> RequestRecord | None:
         """Feed one recorded message; for a reply, return the request that produced it."""
@@ -213,6 +195,36 @@ class ManagedSession:
         return sum(1 for n in self.chain
                    if n.message is not None and n.id not in projected
                    and n.id not in self.summarized_ids)
+
+    def _record(self) -> list[CompactionRecord]:
+        """The compactions the engine committed since the last call, as records."""
+        new = self.fit.outcomes[self._recorded:]
+        self._recorded = len(self.fit.outcomes)
+        records = []
+        for o in new:
+            if o.status != "compacted" or o.checkpoint_id is None:
+                continue
+            self.summarized_ids.update(o.folded_ids)
+            records.append(CompactionRecord(
+                before_request=self.requests_sent, trigger=o.trigger or "manual",
+                checkpoint_id=o.checkpoint_id, first_kept_id=o.first_kept_id,
+                tokens_before=o.tokens_before or 0, tokens_after=o.tokens_after or 0,
+                summarized_messages=o.summarized_messages, kept_messages=o.kept_messages,
+                summarizer=o.summarizer or "", kept_tokens=o.kept_tokens,
+                folded_tokens=o.folded_tokens, tail_budget=o.tail_budget,
+                split_turn=o.split_turn, clipped_results=o.clipped_results))
+        self.compactions += records
+        return records
+
+
+def _now(work: Awaitable[T]) -> T:
+    """Run one engine step over the in-memory store (see `ManagedSession`)."""
+    try:
+        return run_now(work)
+    except WouldWait as exc:
+        raise RuntimeError(
+            "a replay runs synchronously, and its summariser waited for something "
+            f"({exc}): use the offline summariser or one that answers in-process") from None
 
 
 @dataclass
@@ -275,7 +287,7 @@ def replay_messages(
     messages: Sequence[tuple[str, Message]],
     capacity: ModelCapacity,
     budget: Budget,
-    summarizer: Summarizer,
+    summarizer: Any = None,
     *,
     system: str | None = None,
     start: Node | None = None,
@@ -291,9 +303,9 @@ def replay_messages(
     called as the messages are fed.
     """
     session = ManagedSession(capacity, budget_after_overhead(budget, overhead), summarizer,
-                             system=system)
-    if start is not None:
-        session.chain.append(start.model_copy(update={"parent_id": None}))
+                             system=system,
+                             nodes=() if start is None else
+                             (start.model_copy(update={"parent_id": None}),))
     requests: list[RequestRecord] = []
     total = len(messages)
     for done, (node_id, recorded) in enumerate(messages, 1):
@@ -306,7 +318,7 @@ def replay_messages(
             recorded_tokens = recorded.usage.prompt if recorded.usage else None
             requests.append(replace(record, recorded_tokens=recorded_tokens,
                                     estimated_tokens=record.estimated_tokens + overhead))
-    if session.chain:
+    if session.fit.branch.nodes:
         session.compact("auto")
     return ReplayReport(
         model=capacity.model,
@@ -355,11 +367,6 @@ def active_messages(nodes: Sequence[Node], leaf_id: str) -> list[tuple[str, Mess
     branch = build_branch(nodes, leaf_id)
     chain = branch.nodes if isinstance(branch, Branch) else branch.readable
     return [(n.id, n.payload) for n in chain if isinstance(n.payload, Message)]
-
-
-def extractive(plan: Plan) -> tuple[str, str]:
-    """The offline summariser a replay runs with (no model call, the same on every machine)."""
-    return summarize_extractive(plan), "extractive"
 
 
 @dataclass(frozen=True)
@@ -417,7 +424,7 @@ def replay_recorded(session: RecordedSession, capacity: ModelCapacity, budget: B
     replay` and `POST /v1/replay`: `overhead` is `replay_overhead`'s (tokens, source), and
     the report also checks the estimator against the recorded usage."""
     fixed, source = overhead
-    report = replay_messages(session.messages, capacity, budget, extractive,
+    report = replay_messages(session.messages, capacity, budget, None,
                              start=session.start, overhead=fixed, progress=progress)
     report.overhead_source = source
     report.estimate = usage_accuracy([m for _, m in session.messages], capacity)

@@ -157,6 +157,8 @@ def render_compaction(payload: dict[str, Any]) -> None:
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']})")
         if payload.get("why_none_kept"):
             say(("nothing stayed raw", "yellow"), ": ", payload["why_none_kept"])
+        if payload.get("note"):
+            say(("note", "yellow"), ": ", payload["note"])
 
 
 def render_projection(payload: dict[str, Any]) -> None:

@@ -182,7 +182,7 @@ def demo_command(
         from ..core.budget import derive_budget
         from ..demo_session import build_research_session
         from ..ids import new_id
-        from ..replay import extractive, replay_messages
+        from ..replay import replay_messages
         from ..store import open_store
 
         capacity = demo_capacity()
@@ -190,7 +190,7 @@ def demo_command(
         budget = derive_budget(capacity)
         # Fresh ids every run: the demo can be run again against the same database.
         pairs = [(new_id(), m) for m in messages]
-        report = replay_messages(pairs, capacity, budget, extractive)
+        report = replay_messages(pairs, capacity, budget)
         async with await open_store(db) as store:
             info = await store.import_tree(report.chain, report.chain[-1].id,
                                            title="contextfold demo: Sherlock Holmes review",

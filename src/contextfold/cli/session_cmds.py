@@ -297,7 +297,8 @@ def compact_command(
     fallbacks: list[str] = []
 
     async def compact(store: SessionStore, branch: Branch) -> dict[str, Any]:
-        from ..runtime.compaction import compact_session, extractive_summarize
+        from ..runtime.compaction import compact_session
+        from ..runtime.summarizers import offline_summarize
 
         chosen: list[Any] = []
         fitted: list[tuple[ModelCapacity, Budget]] = []
@@ -314,8 +315,8 @@ def compact_command(
                                                 fallback_reasons=fallbacks))
             return capacity, budget
 
-        async def summarize(plan: Any) -> tuple[str, str]:
-            return await (chosen[0] if chosen else extractive_summarize)(plan)
+        async def summarize(plan: Any) -> Any:
+            return await (chosen[0] if chosen else offline_summarize)(plan)
 
         outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
                                         instructions=instructions, progress=stderr_progress(),

@@ -350,6 +350,23 @@ def estimate_request(
     )
 
 
+def request_floor(
+    projection: Projection,
+    capacity: ModelCapacity,
+    *,
+    system: str | None = None,
+    tools: Sequence[Mapping[str, Any]] | None = None,
+    pending: Sequence[Message] = (),
+    costs: MessageCosts | None = None,
+) -> int:
+    """The part of the next request no compaction can shrink: system prompt, tools, the
+    projection's pins (SPEC N1) and the drafts. Measured whole, whatever baseline the
+    request's own estimate has (a usage baseline already holds the system prompt)."""
+    bare = Projection(checkpoint=None, messages=(), pins=projection.pins)
+    return estimate_request(bare, capacity, system=system, tools=tools, pending=pending,
+                            costs=costs).tokens
+
+
 # --------------------------------------------------------------------------- calibration
 
 

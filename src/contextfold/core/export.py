@@ -10,11 +10,16 @@ after trimming. Here the export itself guarantees validity, whatever the history
 * the first message is a user message (a marked placeholder is added if needed).
 
 Every repair is reported, so a replay can count them instead of hiding them.
+
+`render_openai` / `render_anthropic` write one message the same way without settling it, for
+a face that forwards a client's own list and replaces only some of its messages (the proxy).
+This module is the one writer of request messages; `contextfold.wire` reads them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -25,11 +30,12 @@ from .projection import Projection, checkpoint_text
 from .resources import render_resource
 
 CONTINUATION_PLACEHOLDER = "[contextfold] (conversation continues from earlier context)"
+Side = Literal["user", "assistant", "tools"]
 
 
 @dataclass
 class _Group:
-    side: Literal["user", "assistant", "tools"]
+    side: Side
     texts: list[str] = field(default_factory=list)
     calls: list[ToolCallPart] = field(default_factory=list)
     results: list[tuple[ToolResultPart, list[str]]] = field(default_factory=list)
@@ -47,24 +53,27 @@ def _file_text(part: FilePart) -> str:
     return f"[attached file: {part.name} ({part.media_type}{size})]"
 
 
+class _Groups(list[_Group]):
+    """Groups in order; `side` gives the last one when it is of that side, else a new one."""
+
+    def side(self, side: Side) -> _Group:
+        if not self or self[-1].side != side:
+            self.append(_Group(side))
+        return self[-1]
+
+
 def _build_groups(projection: Projection) -> list[_Group]:
-    groups: list[_Group] = []
-
-    def group(side: Literal["user", "assistant", "tools"]) -> _Group:
-        if not groups or groups[-1].side != side:
-            groups.append(_Group(side))
-        return groups[-1]
-
+    groups = _Groups()
     if projection.summary is not None:
-        group("user").texts.append(checkpoint_text(projection.summary))
+        groups.side("user").texts.append(checkpoint_text(projection.summary))
     if projection.pins:
-        group("user").texts.append(pins_text(projection.pins))  # SPEC N1: after the summary
+        groups.side("user").texts.append(pins_text(projection.pins))  # SPEC N1: after summary
     for node in projection.messages:
-        _add_message(projection.message_of(node), group)
+        _add_message(projection.message_of(node), groups.side)
     return groups
 
 
-def _add_message(msg: Message, group: Any) -> None:
+def _add_message(msg: Message, group: Callable[[Side], _Group]) -> None:
     extras: list[str] = []
     for part in msg.parts:
         if isinstance(part, _RESOURCES):
@@ -149,9 +158,33 @@ def _arguments_json(value: Any) -> str:
 def to_openai(projection: Projection, system: str | None = None) -> ExportResult:
     """Chat-completions `messages` (system first when given)."""
     groups, repairs = _settle(_build_groups(projection))
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    out += _openai_messages(groups)
+    return ExportResult(messages=out, system=system, repairs=tuple(repairs))
+
+
+def render_openai(msg: Message) -> list[dict[str, Any]]:
+    """One message as chat-completions messages, exactly as `to_openai` writes it (a tool
+    message gives one `tool` message per result), but unsettled: for a face that forwards a
+    client's own list and replaces only some of its messages (the proxy's checkpoint prefix
+    and masked or clipped copies), whose tool pairs the client's list already holds."""
+    return _openai_messages(_message_groups(msg))
+
+
+def render_anthropic(msg: Message) -> list[dict[str, Any]]:
+    """One message as Messages API messages, exactly as `to_anthropic` writes it (a tool
+    message with text is one user turn), unsettled like `render_openai`."""
+    return _anthropic_messages(_message_groups(msg))
+
+
+def _message_groups(msg: Message) -> list[_Group]:
+    groups = _Groups()
+    _add_message(msg, groups.side)
+    return groups
+
+
+def _openai_messages(groups: list[_Group]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    if system:
-        out.append({"role": "system", "content": system})
     for g in groups:
         if g.side == "user":
             out.append({"role": "user", "content": "\n\n".join(g.texts)})
@@ -172,12 +205,17 @@ def to_openai(projection: Projection, system: str | None = None) -> ExportResult
                 {"role": "tool", "tool_call_id": r.call_id, "content": _result_text(r, ex)}
                 for r, ex in g.results
             )
-    return ExportResult(messages=out, system=system, repairs=tuple(repairs))
+    return out
 
 
 def to_anthropic(projection: Projection, system: str | None = None) -> ExportResult:
     """Messages API `messages`; the system prompt is returned separately, as the API wants."""
     groups, repairs = _settle(_build_groups(projection))
+    return ExportResult(messages=_anthropic_messages(groups), system=system,
+                        repairs=tuple(repairs))
+
+
+def _anthropic_messages(groups: list[_Group]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for g in groups:
         if g.side == "assistant":
@@ -205,7 +243,7 @@ def to_anthropic(projection: Projection, system: str | None = None) -> ExportRes
             out[-1]["content"].extend(blocks)
         else:
             out.append({"role": "user", "content": blocks})
-    return ExportResult(messages=out, system=system, repairs=tuple(repairs))
+    return out
 
 
 def _tool_input(value: Any) -> dict[str, Any]:

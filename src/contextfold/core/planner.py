@@ -6,8 +6,9 @@ differ only in when they act and what they must achieve:
 * manual (M1-M5): ignores the threshold; compacts whatever it sensibly can;
 * auto (A1-A3): only above the threshold, only when stable, only if the boundary advances
   and the compaction frees a real share of the context (the thrash guard);
-* preflight (P1-P2): only when the next request, with the drafts, would not fit; the tail
-  budget shrinks so that summary + tail + drafts fit the safe limit.
+* preflight (P1-P2, P5): only when the next request, with the drafts, would not fit; the
+  tail budget shrinks so that summary + tail + drafts (+ system prompt, tools, pins) fit
+  the safe limit, and when no tail is left the summary budget shrinks too (`core.fit`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from typing import Any
 
 from .boundary import Boundary, choose_boundary, latest_turn_boundary, turn_starts
 from .budget import Budget, ModelCapacity
-from .estimator import Estimate, MessageCosts, estimate_request, estimate_text, model_text_counter
+from .estimator import (
+    Estimate,
+    MessageCosts,
+    estimate_request,
+    estimate_text,
+    model_text_counter,
+    request_floor,
+)
+from .fit import fit_budget
 from .identifiers import combine_identifiers, identifiers_by_message
 from .ledger import evicted_since, ledger_tokens, merge_ledger, plan_ledger
 from .mask_planner import (
@@ -33,7 +42,7 @@ from .pins import pins_text
 from .plan import NoOp, Plan, Profile, Trigger
 from .projection import Projection, checkpoint_text, project, raw_start
 from .serialize import SerializeLimits, split_into_chunks
-from .split_turn import split_turn_context
+from .split_turn import split_turn_context, turn_context_tokens
 from .tree import Branch, check_stability
 
 # Upper bound on what the summary prompt template adds around the conversation text; the
@@ -77,6 +86,7 @@ def plan_compaction(
     profile: Profile | None = None,
     estimate: Estimate | None = None,
     costs: MessageCosts | None = None,
+    smallest_summary: int = 0,
 ) -> Plan | NoOp:
     """Decide on a compaction of `branch` for the model described by `budget`/`capacity`.
 
@@ -84,6 +94,9 @@ def plan_compaction(
     passed when the caller already measured the request; otherwise it is computed here.
     `costs` memoises message estimates across calls (see `MessageCosts`); without one, a
     memo for this call is made, so the estimate and the boundary share each message's cost.
+    `smallest_summary`: tokens of the shortest summary text the summariser may have to
+    write; when given, the ledger never takes that room from the summary, and a preflight
+    may shrink the summary budget down to the smallest checkpoint (SPEC P5).
     """
     leaf = branch.leaf
     if leaf is None:
@@ -128,9 +141,13 @@ def plan_compaction(
 
     previous = branch.latest_checkpoint
     previous_cp = previous.checkpoint if previous is not None else None
-    fixed = _fixed_overhead(estimate)
-
-    tail_budget = _tail_budget(trigger, budget, fixed)
+    if trigger == "preflight":
+        # P2, P5: the checkpoint and the tail share what the request's fixed part leaves:
+        # the tail gives way first, then the summary shrinks to the room that is left.
+        fixed = request_floor(projection, capacity, system=system, tools=tools,
+                              pending=pending, costs=costs)
+        budget = fit_budget(budget, fixed, smallest_summary)
+    tail_budget = budget.tail_budget
     boundary = _choose(trigger, region, budget, cost, tail_budget, costs)
     if trigger == "manual" and previous_cp is None and len(turn_starts(region)) <= 1 \
             and not boundary.split:
@@ -140,11 +157,15 @@ def plan_compaction(
         and region[-1].message.role == "tool"
     turn = split_turn_context(region, boundary, previous_cp, budget, in_tool_loop=in_tool_loop)
     moved = boundary.moved
+    prev_summary_tokens = 0 if previous_cp is None else estimate_text(checkpoint_text(previous_cp))
     if not moved:
-        if trigger == "manual" and previous_cp is not None and after:
-            # M4: nothing can leave the tail, but the summary can still catch up.
-            # The unmoved boundary is the region start: the previous first_kept_id, or the
-            # first node after a checkpoint that kept nothing raw.
+        refit = trigger == "preflight" and previous_cp is not None and \
+            prev_summary_tokens > budget.summary_budget
+        if (trigger == "manual" and previous_cp is not None and after) or refit:
+            # M4: nothing can leave the tail, but the summary can still catch up; P5: the
+            # summary must shrink to make room for the drafts. The unmoved boundary is the
+            # region start: the previous first_kept_id, or the first node after a
+            # checkpoint that kept nothing raw.
             boundary = Boundary(boundary.first_kept_id, tuple(after), boundary.kept,
                                 sum(cost(n) for n in after), boundary.kept_tokens,
                                 boundary.split, boundary.clips)
@@ -155,7 +176,6 @@ def plan_compaction(
             return NoOp("the keep boundary would not advance, so nothing would be freed",
                         trigger, "boundary_fixed")
 
-    prev_summary_tokens = 0 if previous_cp is None else estimate_text(checkpoint_text(previous_cp))
     if trigger == "auto":
         guard = _thrash_guard(projected_boundary(boundary, projection, costs),
                               prev_summary_tokens, budget, tokens_before)
@@ -168,6 +188,14 @@ def plan_compaction(
     chunks = split_into_chunks(boundary.newly_old, chunk_limit, limits, sizes=sizes)
     # One extraction per message: the ledger here and the summariser's facts (Plan) share it.
     extracted = identifiers_by_message(boundary.newly_old)
+    mask_before_id = carried_mask(previous_cp, boundary.kept)
+    ledger_cap = budget.ledger_budget
+    if smallest_summary:
+        # The ledger takes what it needs, but never the room of the shortest summary.
+        reserve = turn_context_tokens(turn) + smallest_summary
+        ledger_cap = max(1, min(ledger_cap, budget.summary_budget - reserve))
+        if ledger_cap != budget.ledger_budget:
+            budget = budget.model_copy(update={"ledger_budget": ledger_cap})
     return Plan(
         trigger=trigger,
         session_leaf_id=leaf.id,
@@ -191,29 +219,15 @@ def plan_compaction(
         boundary_moved=moved,
         # The ledger is fitted to its cap by this model's own token count.
         ledger=merge_ledger(previous_cp.ledger if previous_cp is not None else Ledger(),
-                            combine_identifiers(extracted.values()), budget.ledger_budget,
+                            combine_identifiers(extracted.values()), ledger_cap,
                             model_text_counter(capacity)),
         extracted=extracted,
         tail_budget=tail_budget,
         turn_context=turn,
         tail_clips=dict(boundary.clips),
-        mask_before_id=carried_mask(previous_cp, boundary.kept),
+        mask_before_id=mask_before_id,
         pins=projection.pins,
     )
-
-
-def _fixed_overhead(estimate: Estimate) -> int:
-    """System prompt, tools and drafts: what stays in the request whatever is compacted."""
-    b = estimate.breakdown
-    return int(b.get("system", 0)) + int(b.get("tools", 0)) + int(b.get("pending", 0))
-
-
-def _tail_budget(trigger: Trigger, budget: Budget, fixed: int) -> int:
-    if trigger != "preflight":
-        return budget.tail_budget
-    # P2: summary + tail + drafts (+ system, tools) must fit, so the tail may shrink.
-    room = budget.safe_input_limit - budget.summary_budget - fixed
-    return max(0, min(budget.tail_budget, room))
 
 
 def _choose(
@@ -325,9 +339,14 @@ def build_checkpoint(
     return checkpoint.model_copy(update={"tokens_after_estimate": after})
 
 
-def projection_after(plan: Plan, checkpoint: Checkpoint) -> Projection:
-    """What the model will see once `checkpoint` is committed for `plan` (no I/O)."""
-    node = Node(id="(pending-checkpoint)", parent_id=plan.session_leaf_id, payload=checkpoint)
+def projection_after(plan: Plan, checkpoint: Checkpoint,
+                     node_id: str = "(pending-checkpoint)") -> Projection:
+    """What the model will see once `checkpoint` is committed for `plan` (no I/O).
+
+    `node_id` names the checkpoint's node: give each candidate its own when estimates are
+    memoised by node id (`MessageCosts`), so one candidate's size is never another's.
+    """
+    node = Node(id=node_id, parent_id=plan.session_leaf_id, payload=checkpoint)
     kept = apply_mask(plan.kept, checkpoint.masked_before_id)
     return Projection(checkpoint=node, messages=kept, after_checkpoint=len(kept), pins=plan.pins,
                       clips=checkpoint.tail_clips)

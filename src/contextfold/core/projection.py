@@ -243,13 +243,26 @@ def render_turn_context(turn: TurnContext) -> str:
 def checkpoint_text(cp: Checkpoint) -> str:
     """The summary message body exactly as the model sees it."""
     summary = cp.summary.strip()
-    parts = [SUMMARY_HEADER, "", summary] if summary else [MASK_ONLY_HEADER]
-    if cp.turn is not None:
-        parts += ["", render_turn_context(cp.turn)]
-    ledger = render_ledger(cp.ledger)
-    if ledger:
-        parts += ["", ledger]
-    parts += ["", render_recall(cp.ledger)]
-    if cp.masked_before_id is not None:
+    head = [SUMMARY_HEADER, "", summary] if summary else [MASK_ONLY_HEADER]
+    return "\n".join(head + _frame(cp.ledger, cp.turn, cp.masked_before_id))
+
+
+def checkpoint_frame(ledger: Ledger, turn: TurnContext | None = None,
+                     masked_before_id: str | None = None) -> str:
+    """Everything a checkpoint message holds besides its summary text: the header, the
+    split turn's context, the ledger, the recall note and the masking note (sizing counts
+    it beside the summary, `core.fit.frame_reserve`)."""
+    return "\n".join([SUMMARY_HEADER, "", *_frame(ledger, turn, masked_before_id)])
+
+
+def _frame(ledger: Ledger, turn: TurnContext | None, masked_before_id: str | None) -> list[str]:
+    parts: list[str] = []
+    if turn is not None:
+        parts += ["", render_turn_context(turn)]
+    rendered = render_ledger(ledger)
+    if rendered:
+        parts += ["", rendered]
+    parts += ["", render_recall(ledger)]
+    if masked_before_id is not None:
         parts += ["", MASKING_NOTE]
-    return "\n".join(parts)
+    return parts

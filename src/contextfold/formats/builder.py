@@ -11,7 +11,7 @@ ever created with a dangling parent.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -28,6 +28,7 @@ from contextfold.core.messages import (
     ToolResultPart,
     Usage,
 )
+from contextfold.wire.parts import text_of
 
 from .errors import ImportFormatError
 from .reader import BadLine
@@ -274,55 +275,9 @@ def parse_timestamp(value: Any) -> datetime | None:
     return None
 
 
-def count(value: Any) -> int | None:
-    """A token count from a provider payload: a non-negative int, else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int) and value >= 0:
-        return value
-    if isinstance(value, float) and value >= 0 and value.is_integer():
-        return int(value)
-    return None
-
-
-def make_usage(fields: dict[str, Any], model: str | None) -> Usage | None:
-    """Build `Usage` from already-mapped fields; None if any present value is unusable."""
-    values: dict[str, int] = {}
-    for key, raw in fields.items():
-        if raw is None:
-            continue
-        n = count(raw)
-        if n is None:
-            return None
-        values[key] = n
-    if not values:
-        return None
-    return Usage(model=model, **values)
-
-
-# Our usage field -> the source's field name, per wire format.
-ANTHROPIC_USAGE = {"input": "input_tokens", "output": "output_tokens",
-                   "cache_read": "cache_read_input_tokens",
-                   "cache_write": "cache_creation_input_tokens"}
-OPENAI_USAGE = {"input": "prompt_tokens", "output": "completion_tokens"}
-PI_USAGE = {"input": "input", "output": "output", "cache_read": "cacheRead",
-            "cache_write": "cacheWrite"}
-
-
-def usage_from(raw: Any, keys: Mapping[str, str], model: str | None) -> Usage | None:
-    """`Usage` from a recorded usage object whose field names `keys` gives (ours -> theirs)."""
-    if not isinstance(raw, dict):
-        return None
-    return make_usage({ours: raw.get(theirs) for ours, theirs in keys.items()}, model)
-
-
 def note_model(models: dict[str, None], value: Any) -> str | None:
     """The model name of a recorded reply, remembered (in order) in `models`."""
     model = text_of(value)
     if model:
         models[model] = None
     return model
-
-
-def text_of(value: Any) -> str | None:
-    return value if isinstance(value, str) else None

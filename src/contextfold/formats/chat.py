@@ -22,33 +22,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.messages import (
-    Part,
-    ReasoningPart,
-    Role,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from contextfold.core.messages import Message
+from contextfold.wire import anthropic_messages, openai_chat
+from contextfold.wire.parts import Unknown, system_text
 
-from .builder import (
-    ANTHROPIC_USAGE,
-    ENTRY_ERRORS,
-    OPENAI_USAGE,
-    Draft,
-    TreeBuilder,
-    describe,
-    note_model,
-    text_of,
-    usage_from,
-)
+from .builder import ENTRY_ERRORS, Draft, TreeBuilder, describe, note_model
 from .errors import ImportFormatError
-from .parts import anthropic_parts, nonempty, openai_parts, tool_input
 from .reader import parse_json_document, parse_jsonl, read_bytes, require_readable, source_name
 from .result import ImportResult
 
@@ -170,7 +153,7 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
     importer = _OpenAI(b) if fmt == "openai" else _Anthropic(b)
     systems: list[str] = []
     if system is not None:
-        text = _system_text(system)
+        text = system_text(system)
         if text:
             systems.append(text)
     parent: str | None = None
@@ -183,7 +166,7 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
                 raise TypeError("message is not an object")
             role = message.get("role")
             if fmt == "openai" and role in ("system", "developer") and parent is None:
-                text = _system_text(message.get("content"))
+                text = system_text(message.get("content"))
                 if text:
                     systems.append(text)
                 b.skipped["system_prompt"] += 1
@@ -203,95 +186,43 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
     return b.finish(fmt, parent, metadata)
 
 
-def _system_text(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n\n".join(
-            t for t in (text_of(v.get("text")) if isinstance(v, dict) else text_of(v)
-                        for v in value) if t)
-    return ""
-
-
 class _Converter:
+    """Reads one message at a time with the protocol's own reader (`contextfold.wire`)."""
+
     def __init__(self, b: TreeBuilder) -> None:
         self.b = b
         self.models: dict[str, None] = {}
         self.call_names: dict[str, str] = {}
 
-    def unknown(self, node_id: str) -> Callable[[str], None]:
+    def unknown(self, node_id: str) -> Unknown:
         def report(what: str) -> None:
             self.b.skipped["unknown_block"] += 1
             self.b.warn(None, f"{node_id}: {what} left out")
         return report
 
-    def draft(self, node_id: str, parent: str | None, created: datetime, role: Role,
-              parts: list[Part], **kw: Any) -> Draft | None:
-        if not parts:
+    def draft(self, node_id: str, parent: str | None, created: datetime,
+              msg: Message) -> Draft | None:
+        note_model(self.models, msg.model)
+        if not msg.parts:
             return None  # nothing a model could see: counted as an empty message
-        return Draft(id=node_id, parent_id=parent, created_at=created, role=role,
-                     parts=parts, **kw)
+        return Draft(id=node_id, parent_id=parent, created_at=created, role=msg.role,
+                     parts=list(msg.parts), usage=msg.usage, model=msg.model)
 
 
 class _OpenAI(_Converter):
     def convert(self, m: dict[str, Any], node_id: str, parent: str | None,
                 created: datetime) -> Draft | None:
-        role = m.get("role")
-        unknown = self.unknown(node_id)
-        if role in ("user", "system", "developer"):
-            parts = openai_parts(m.get("content"), unknown)
-            return self.draft(node_id, parent, created, "user" if role == "user" else "system",
-                              parts)
-        if role == "assistant":
-            parts: list[Part] = []
-            reasoning = nonempty(m.get("reasoning_content")) or nonempty(m.get("reasoning"))
-            if reasoning:
-                parts.append(ReasoningPart(text=reasoning))
-            parts += openai_parts(m.get("content"), unknown)
-            if nonempty(m.get("refusal")):
-                parts.append(TextPart(text=m["refusal"]))
-            for call in m.get("tool_calls") or []:
-                fn = call["function"]
-                self.call_names[call["id"]] = fn["name"]
-                parts.append(ToolCallPart(id=call["id"], name=fn["name"],
-                                          input=tool_input(fn.get("arguments"))))
-            legacy = m.get("function_call")
-            if isinstance(legacy, dict) and nonempty(legacy.get("name")):
-                call_id = f"{node_id}-call"
-                self.call_names[call_id] = legacy["name"]
-                parts.append(ToolCallPart(id=call_id, name=legacy["name"],
-                                          input=tool_input(legacy.get("arguments"))))
-            model = note_model(self.models, m.get("model"))
-            usage = usage_from(m.get("usage"), OPENAI_USAGE, model)
-            return self.draft(node_id, parent, created, "assistant", parts, usage=usage,
-                              model=model)
-        if role in ("tool", "function"):
-            call_id = m.get("tool_call_id")
-            if role == "function":  # legacy: answers the latest call of that function
-                call_id = next((cid for cid, n in reversed(self.call_names.items())
-                                if n == m.get("name")), None)
-            if not nonempty(call_id):
-                raise ValueError(f"{role} message without a tool_call_id")
-            parts = openai_parts(m.get("content"), unknown)
-            output = "\n".join(p.text for p in parts if isinstance(p, TextPart))
-            files = [p for p in parts if not isinstance(p, TextPart)]
-            name = text_of(m.get("name")) or self.call_names.get(call_id)
-            result = ToolResultPart(call_id=call_id, name=name, output=output)
-            return self.draft(node_id, parent, created, "tool", [result, *files])
-        raise ValueError(f"unknown role {role!r}")
+        msg = openai_chat.read_message(m, call_names=self.call_names,
+                                       on_unknown=self.unknown(node_id),
+                                       legacy_call_id=f"{node_id}-call")
+        return self.draft(node_id, parent, created, msg)
 
 
 class _Anthropic(_Converter):
     def convert(self, m: dict[str, Any], node_id: str, parent: str | None,
                 created: datetime) -> Draft | None:
-        role = m.get("role")
-        if role not in ("user", "assistant"):
-            raise ValueError(f"role {role!r} is not 'user' or 'assistant'")
-        converted = anthropic_parts(m.get("content"), self.unknown(node_id), self.call_names)
-        if role == "assistant":
-            model = note_model(self.models, m.get("model"))
-            usage = usage_from(m.get("usage"), ANTHROPIC_USAGE, model)
-            return self.draft(node_id, parent, created, "assistant", converted.parts,
-                              usage=usage, model=model)
-        role_out: Role = "tool" if converted.has_results else "user"
-        return self.draft(node_id, parent, created, role_out, converted.parts)
+        if m.get("role") == "system":  # the wire's system entries are not in a recorded list
+            raise ValueError("role 'system' is not 'user' or 'assistant'")
+        msg = anthropic_messages.read_message(m, call_names=self.call_names,
+                                              on_unknown=self.unknown(node_id))
+        return self.draft(node_id, parent, created, msg)

@@ -31,18 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from contextfold.core.messages import Checkpoint, MessageStatus, ToolResultPart
+from contextfold.wire.anthropic_messages import read_content, usage_of
+from contextfold.wire.parts import text_of
 
-from .builder import (
-    ANTHROPIC_USAGE,
-    Draft,
-    Linked,
-    TreeBuilder,
-    note_model,
-    text_of,
-    usage_from,
-    walk,
-)
-from .parts import anthropic_parts
+from .builder import Draft, Linked, TreeBuilder, note_model, walk
 from .reader import BadLine, JsonLine, parse_jsonl, read_lines, require_readable, source_name
 from .result import ImportResult
 
@@ -198,12 +190,11 @@ class _Importer:
         msg = obj["message"]
         if not isinstance(msg, dict):
             raise TypeError("'message' is not an object")
-        converted = anthropic_parts(msg.get("content"), self._unknown(item.line),
-                                    self.call_names)
+        converted = read_content(msg.get("content"), self._unknown(item.line), self.call_names)
         model = text_of(msg.get("model"))
         real = model if model and not model.startswith("<") else None  # not "<synthetic>"
         real_model = note_model(self.models, real)
-        usage = usage_from(msg.get("usage"), ANTHROPIC_USAGE, real_model)
+        usage = usage_of(msg.get("usage"), real_model)
         status: MessageStatus = "error" if obj.get("isApiErrorMessage") is True else "complete"
         message_id = text_of(msg.get("id"))
         previous = self._same_response(parent, message_id)
@@ -252,7 +243,7 @@ class _Importer:
                 if isinstance(blk, dict) and isinstance(blk.get("text"), str))
             self._compact_summary(item, parent, text)
             return
-        converted = anthropic_parts(content, self._unknown(item.line), self.call_names)
+        converted = read_content(content, self._unknown(item.line), self.call_names)
         if not converted.parts:
             b.skip("empty_user_message", item.id, parent)
             return

@@ -35,11 +35,16 @@ from contextfold.core.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from contextfold.wire.parts import file_part, nonempty, text_of, tool_arguments
+from contextfold.wire.usage import usage_from
 
-from .builder import PI_USAGE, Draft, Linked, TreeBuilder, note_model, text_of, usage_from, walk
-from .parts import file_part, nonempty, tool_input
+from .builder import Draft, Linked, TreeBuilder, note_model, walk
 from .reader import BadLine, JsonLine, parse_jsonl, read_lines, require_readable, source_name
 from .result import ImportResult
+
+# Our usage field -> Pi's.
+PI_USAGE = {"input": "input", "output": "output", "cache_read": "cacheRead",
+            "cache_write": "cacheWrite"}
 
 
 def _block_kind(block: Any) -> str | None:
@@ -316,7 +321,7 @@ class _Importer:
             elif kind == "toolCall":
                 self.call_names[block["id"]] = block["name"]
                 parts.append(ToolCallPart(id=block["id"], name=block["name"],
-                                          input=tool_input(block.get("arguments"))))
+                                          input=tool_arguments(block.get("arguments"))))
             else:
                 self._unknown(item.line, f"assistant block {kind!r}")
         stop = msg.get("stopReason")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 try:
@@ -38,21 +38,19 @@ except ImportError as exc:  # pragma: no cover - depends on the install
 from ..core.budget import CompactionSettings, ModelCapacity, derive_budget
 from ..core.messages import Message, ToolCallPart, Usage
 from ..core.projection import Projection, project
-from ..core.tree import Branch, DamagedBranch
+from ..core.tree import Branch
 from ..providers.base import ToolSpec
-from ..runtime.compaction import CompactionOutcome, compact_session
+from ..runtime.compaction import CompactionOutcome
 from ..runtime.errors import RequestTooLargeError
+from ..runtime.fitting import SessionFit, fit_request, healthy
 from ..runtime.recall import RECALL_TOOLS, Recall
 from ..runtime.sizing import Sizer
-from ..runtime.summarizers import GuardedSummarizer
-from ..store import ReadOnlySessionError
+from ..runtime.summarizers import guarded
 from .responses_items import Item, items_to_messages, message_items, paired, projection_items
 
 __all__ = ["ContextfoldSession"]
 
 log = logging.getLogger("contextfold.openai_agents")
-
-_ATTEMPTS = 3  # preflight compactions per call (a stale commit re-plans)
 
 
 class ContextfoldSession:
@@ -72,7 +70,7 @@ class ContextfoldSession:
         self.capacities = dict(capacities or {})
         self.settings = settings
         self.background = background
-        self._summarize = GuardedSummarizer(summarizer, timeout=summarizer_timeout)
+        self._summarize = guarded(summarizer, timeout=summarizer_timeout)
         self._lock = asyncio.Lock()
         self._auto: asyncio.Task[CompactionOutcome | None] | None = None
         self._sizer: Sizer | None = None
@@ -108,12 +106,9 @@ class ContextfoldSession:
         async with self._lock:
             await self._settle()
             await self._flush_held()
-            sizer = self._current_sizer(self.capacity)
-            branch = await self._branch()
-            if sizer.estimate(project(branch)).tokens > sizer.budget.auto_threshold:
-                await self._compact(sizer, "auto", branch=branch)
-                branch = await self._branch()
-            items, _ = paired(projection_items(project(branch)))
+            fit = self._fit(self._current_sizer(self.capacity), await self._branch())
+            await fit.auto()
+            items, _ = paired(projection_items(fit.projection()))
             if limit is not None:
                 items, _ = paired(items[-limit:] if limit > 0 else [])
             self._read, self._added = len(items), 0
@@ -208,7 +203,9 @@ class ContextfoldSession:
             pending = (*self._held, *items_to_messages(unsaved,
                                                        call_names=_call_names(branch)))
             try:
-                branch = await self._fit(sizer, branch, pending)
+                fit = self._fit(sizer, branch)
+                await fit_request(fit, pending)
+                branch = fit.branch
             except RequestTooLargeError:
                 self._held.clear()  # P3: the input is not saved (the caller still has it)
                 raise
@@ -236,8 +233,8 @@ class ContextfoldSession:
         async with self._lock:
             await self._settle()
             await self._flush_held()
-            sizer = self._current_sizer(self.capacity)
-            return await self._compact(sizer, "manual", instructions=instructions)
+            fit = self._fit(self._current_sizer(self.capacity), await self._branch())
+            return await fit.compact("manual", instructions=instructions)
 
     async def wait_idle(self) -> None:
         """Wait for a background auto compaction to end."""
@@ -287,42 +284,13 @@ class ContextfoldSession:
             await self.store.append_many(self.session_id, held)
 
     async def _branch(self) -> Branch:
-        branch = await self.store.load_branch(self.session_id)
-        if isinstance(branch, DamagedBranch):
-            raise ReadOnlySessionError(self.session_id, branch.problems)
-        return branch
+        return healthy(await self.store.load_branch(self.session_id), self.session_id)
 
-    async def _fit(self, sizer: Sizer, branch: Branch, pending: tuple[Message, ...]) -> Branch:
-        """Compact until the request with `pending` fits the safe limit, or refuse (P3)."""
-        safe = sizer.budget.safe_input_limit
-        for _ in range(_ATTEMPTS):
-            estimate = sizer.estimate(project(branch), pending)
-            if estimate.tokens <= safe or sizer.best_case(estimate, pending) > safe:
-                break
-            outcome = await self._compact(sizer, "preflight", pending=pending, branch=branch)
-            branch = await self._branch()
-            if outcome.status == "noop":
-                break
-        estimate = sizer.estimate(project(branch), pending)
-        if estimate.tokens <= safe:
-            return branch
-        overflow = max(1, min(estimate.tokens, sizer.best_case(estimate, pending)) - safe)
-        raise RequestTooLargeError(
-            f"the next request needs about {estimate.tokens} tokens but the safe input limit "
-            f"of {sizer.capacity.model} is {safe}, even after compaction; nothing was sent. "
-            f"Shorten the input by at least {overflow} tokens or use a larger model.",
-            overflow_tokens=overflow, estimated_tokens=estimate.tokens, safe_input_limit=safe)
-
-    async def _compact(self, sizer: Sizer, trigger: Any, *, pending: Sequence[Message] = (),
-                       instructions: str | None = None,
-                       branch: Branch | None = None) -> CompactionOutcome:
-        outcome = await compact_session(
-            self.store, self.session_id, capacity=sizer.capacity, budget=sizer.budget,
-            trigger=trigger, summarize=self._summarize, instructions=instructions,
-            pending=tuple(pending), system=sizer.system, tools=sizer.tool_json,
-            costs=sizer.costs, branch=branch)
-        self.compactions.append(outcome)
-        return outcome
+    def _fit(self, sizer: Sizer, branch: Branch) -> SessionFit:
+        """This session sized for `sizer`'s model, as the sizing driver's target; every
+        compaction it runs is recorded in `compactions`."""
+        return SessionFit(self.store, self.session_id, sizer, self._summarize, branch,
+                          outcomes=self.compactions)
 
     def _start_auto(self) -> None:
         """A1: compact between turns when the projection is over the auto threshold."""
@@ -331,10 +299,7 @@ class ContextfoldSession:
         sizer = self._current_sizer(self.capacity)
 
         async def check() -> CompactionOutcome | None:
-            branch = await self._branch()
-            if sizer.estimate(project(branch)).tokens <= sizer.budget.auto_threshold:
-                return None
-            return await self._compact(sizer, "auto", branch=branch)
+            return await self._fit(sizer, await self._branch()).auto()
 
         self._auto = asyncio.ensure_future(check())
 

@@ -14,10 +14,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from contextfold.core.messages import Message, Node
 from contextfold.core.projection import Projection
-
-StopReason = Literal[
-    "end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "pause_turn", "other"
-]
+from contextfold.wire.reply import StopReason  # the protocols' common words, read in wire/
 
 # Ids of pending messages only need to be unique inside one request: they never reach the
 # store, which assigns real ids when (and if) the runtime persists the message.

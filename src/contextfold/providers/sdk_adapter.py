@@ -3,9 +3,10 @@
 `SdkAdapter` owns the parts that must not differ between providers: the client (the key
 passed explicitly, the SDK's own retries off), error translation with key hygiene, the
 retrying `complete`, and the streaming loop (text deltas, a break-off that carries the
-partial reply, the final `StreamDone`). A subclass supplies only the protocol: its defaults,
-how to build a body (`build_body`), call the SDK (`_create`), read a whole reply (`_parse`)
-and fold stream events (`_new_stream_state`, a `StreamState`).
+partial reply, the final `StreamDone`). A subclass supplies only its defaults and the SDK
+call (`_create`); the protocol itself is its module in `contextfold.wire`: building a body
+(`build_body`), reading a whole reply (`_read_reply`) and folding stream events
+(`_new_stream_state`, that module's `StreamAssembler`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from types import ModuleType
 from typing import Any, ClassVar, Literal, Protocol
 
+from contextfold.wire.reply import MalformedReply, Reply, ReplyStatus
+
 from .base import ChatRequest, ChatResponse, StreamDone, StreamEvent, TextDelta
-from .errors import ProviderError, StreamInterruptedError, chain_for, translate_sdk_error
+from .errors import (
+    MalformedResponseError,
+    ProviderError,
+    StreamInterruptedError,
+    chain_for,
+    translate_sdk_error,
+)
 from .keys import resolve_api_key
 from .retry import RetryPolicy, call_with_retries
 from .streaming import stream_with_retries
-
-ReplyStatus = Literal["complete", "error"]
 
 
 class _ClassDefault(enum.Enum):
@@ -38,7 +45,8 @@ PROVIDER_ENV_VAR = _ClassDefault.ENV_VAR
 
 
 class StreamState(Protocol):
-    """What has arrived of one streamed reply, folded in event by event."""
+    """What has arrived of one streamed reply, folded in event by event (a wire module's
+    `StreamAssembler`)."""
 
     @property
     def finished(self) -> bool:
@@ -49,10 +57,16 @@ class StreamState(Protocol):
         """Fold one event in; return its text delta (may be empty)."""
         ...
 
-    def response(self, fallback_model: str, status: ReplyStatus,
-                 repairs: tuple[str, ...] = ()) -> ChatResponse:
+    def reply(self, fallback_model: str, status: ReplyStatus = "complete") -> Reply:
         """The reply so far; status "error" marks a partial one."""
         ...
+
+
+def chat_response(reply: Reply, repairs: tuple[str, ...] = ()) -> ChatResponse:
+    """The `ChatResponse` of a reply read from the wire."""
+    return ChatResponse(message=reply.message, stop_reason=reply.stop_reason,
+                        raw_stop_reason=reply.raw_stop_reason, request_id=reply.request_id,
+                        repairs=repairs)
 
 
 class SdkAdapter(ABC):
@@ -132,13 +146,21 @@ class SdkAdapter(ABC):
         """Send `body` through the SDK: the reply, or with `stream` set an event stream."""
 
     @abstractmethod
-    def _parse(self, reply: Any, requested_model: str,
-               repairs: tuple[str, ...]) -> ChatResponse:
-        """A whole (non-streamed) reply as a `ChatResponse`; malformed ones raise."""
+    def _read_reply(self, reply: Any, fallback_model: str) -> Reply:
+        """A whole (non-streamed) reply read by the protocol; `MalformedReply` if it is none."""
 
     @abstractmethod
     def _new_stream_state(self) -> StreamState:
         """An empty state to fold one stream's events into."""
+
+    def _parse(self, reply: Any, requested_model: str,
+               repairs: tuple[str, ...]) -> ChatResponse:
+        """A whole reply as a `ChatResponse`; a malformed one is a `MalformedResponseError`."""
+        try:
+            return chat_response(self._read_reply(reply, requested_model), repairs)
+        except MalformedReply as exc:
+            raise MalformedResponseError(f"{self.label} {exc}.",
+                                         provider=self.provider) from None
 
     def _stream_body(self, request: ChatRequest) -> tuple[dict[str, Any], tuple[str, ...]]:
         """`build_body`, asking for a stream; a protocol may add its own stream options."""
@@ -197,12 +219,13 @@ class SdkAdapter(ABC):
                 # Text already reached the caller: not retryable, and what came is kept.
                 raise StreamInterruptedError(
                     f"The stream from {self.label} broke off: {error}", provider=self.provider,
-                    partial=state.response(body["model"], "error"), status=error.status,
+                    partial=chat_response(state.reply(body["model"], "error")),
+                    status=error.status,
                 ) from exc
             raise error from chain_for(error, exc)
         if not state.finished:
             raise StreamInterruptedError(
                 f"The stream from {self.label} ended before the {self.reply_noun} was "
                 f"finished.", provider=self.provider,
-                partial=state.response(body["model"], "error"))
-        yield StreamDone(state.response(body["model"], "complete", repairs))
+                partial=chat_response(state.reply(body["model"], "error")))
+        yield StreamDone(chat_response(state.reply(body["model"], "complete"), repairs))

@@ -1,9 +1,13 @@
-"""The two wire protocols the proxy speaks: a client request in contextfold terms, the body
-forwarded upstream, the reply read back (plain or streamed) and the context-length error.
+"""The proxy's side of the two wire protocols: a client request in the mirror's terms, the
+body forwarded upstream, the reply read back (plain or streamed) and the error bodies.
 
-`parse` turns the client's JSON into the mirror's inputs (system text, tool JSON, one
-`Message` per wire message); `build` turns the mirror's answer back into the client's own
-protocol, forwarding every kept message as the exact JSON the client sent (SPEC Y2, Y4).
+What a protocol's messages, replies, streams, usage and errors are is `contextfold.wire`
+(`openai_chat`, `anthropic_messages`), which the SDK adapters and the importers read with too;
+this module only applies it to a request passing through. `parse` turns the client's JSON
+into the mirror's inputs (system text, tool JSON, one `Message` per wire message); `build`
+turns the mirror's answer back into the client's own protocol, forwarding every kept message
+as the exact JSON the client sent (SPEC Y2, Y4) and rendering only what the projection
+changed, through `core.export` like every request contextfold writes.
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.messages import Message, TextPart, ToolCallPart, ToolResultPart, Usage
-from ..formats.builder import ANTHROPIC_USAGE, OPENAI_USAGE, usage_from
-from ..formats.parts import anthropic_parts, nonempty, openai_parts, tool_input
+from ..core.messages import Message
 from ..runtime.errors import RequestTooLargeError
-from ..runtime.mirror import Synced
+from ..runtime.mirror import ProjectedItem, Synced
+from ..wire import anthropic_messages, openai_chat
+from ..wire.parts import system_text
+from ..wire.reply import MalformedReply
 
 Protocol = Literal["openai", "anthropic"]
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control blocks per request
@@ -38,18 +43,6 @@ class Parsed:
     messages: list[Message]
     offset: int = 0  # wire index of messages[0] (OpenAI: leading system messages skipped)
     stream: bool = False
-
-
-def _ignore(_what: str) -> None:
-    """Unknown blocks are forwarded as sent; the mirror just does not see them."""
-
-
-def _system_of(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n\n".join(str(b.get("text") or "") for b in value if isinstance(b, dict))
-    return ""
 
 
 def parse(protocol: Protocol, body: Any) -> Parsed:
@@ -73,57 +66,26 @@ def _parse_openai(body: dict[str, Any], model: str) -> Parsed:
     offset = 0
     systems: list[str] = []
     while offset < len(wire) and wire[offset].get("role") in ("system", "developer"):
-        systems.append(_system_of(wire[offset].get("content")))
+        systems.append(system_text(wire[offset].get("content")))
         offset += 1
     names: dict[str, str] = {}
-    msgs: list[Message] = []
-    for m in wire[offset:]:
-        role = m.get("role")
-        if role in ("user", "system", "developer"):
-            msgs.append(Message(role="user" if role == "user" else "system",
-                                parts=tuple(openai_parts(m.get("content"), _ignore))))
-        elif role == "assistant":
-            parts: list[Any] = list(openai_parts(m.get("content"), _ignore))
-            for call in m.get("tool_calls") or []:
-                fn = call["function"]
-                names[call["id"]] = fn["name"]
-                parts.append(ToolCallPart(id=call["id"], name=fn["name"],
-                                          input=tool_input(fn.get("arguments"))))
-            msgs.append(Message(role="assistant", parts=tuple(parts)))
-        elif role == "tool":
-            call_id = m["tool_call_id"]
-            text = "\n".join(p.text for p in openai_parts(m.get("content"), _ignore)
-                             if isinstance(p, TextPart))
-            msgs.append(Message(role="tool", parts=(ToolResultPart(
-                call_id=call_id, name=names.get(call_id), output=text),)))
-        else:
-            raise ValueError(f"unknown role {role!r}")
-    tools = [t.get("function", t) for t in body.get("tools") or [] if isinstance(t, dict)]
-    return Parsed("openai", model, "\n\n".join(systems) or None, tools, msgs, offset,
+    msgs = [openai_chat.read_message(m, call_names=names) for m in wire[offset:]]
+    return Parsed("openai", model, "\n\n".join(s for s in systems if s) or None,
+                  openai_chat.read_tools(body.get("tools")), msgs, offset,
                   bool(body.get("stream")))
 
 
 def _parse_anthropic(body: dict[str, Any], model: str) -> Parsed:
     names: dict[str, str] = {}
-    msgs: list[Message] = []
-    for m in body["messages"]:
-        role = m.get("role")
-        if role == "system":  # Claude Code sends these inside `messages`
-            msgs.append(Message(role="system", parts=(TextPart(text=_system_of(
-                m.get("content"))),)))
-            continue
-        if role not in ("user", "assistant"):
-            raise ValueError(f"unknown role {role!r}")
-        converted = anthropic_parts(m.get("content"), _ignore, names)
-        out_role = "assistant" if role == "assistant" else (
-            "tool" if converted.has_results else "user")
-        msgs.append(Message(role=out_role, parts=tuple(converted.parts)))
-    tools = [t for t in body.get("tools") or [] if isinstance(t, dict)]
-    return Parsed("anthropic", model, _system_of(body.get("system")) or None, tools, msgs, 0,
+    msgs = [anthropic_messages.read_message(m, call_names=names) for m in body["messages"]]
+    return Parsed("anthropic", model, system_text(body.get("system")) or None,
+                  anthropic_messages.read_tools(body.get("tools")), msgs, 0,
                   bool(body.get("stream")))
 
 
 # --------------------------------------------------------------------------- forwarding
+
+_WIRE = {"openai": openai_chat, "anthropic": anthropic_messages}
 
 
 def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any]:
@@ -132,6 +94,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
     out = dict(body)
     wire = body["messages"]
     items = synced.items()
+    render = _WIRE[parsed.protocol].render_message
     messages: list[Any] = list(wire[:parsed.offset])
     anthropic = parsed.protocol == "anthropic"
     breakpoints = _count_breakpoints(body) if anthropic else 0
@@ -140,27 +103,25 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         if skip:
             skip = False
             continue
-        if item.index is None:
-            block: dict[str, Any] = {"type": "text", "text": synced.prefix_text or ""}
-            if anthropic and breakpoints < MAX_BREAKPOINTS:
-                block["cache_control"] = {"type": "ephemeral"}  # SPEC Y4: stable prefix
+        if item.verbatim and item.index is not None:
+            messages.append(wire[parsed.offset + item.index])  # the client's own JSON (Y2, Y4)
+            continue
+        rendered = render(item.message)
+        if anthropic and rendered and n == 0 and item.index is None:
+            # The checkpoint prefix (SPEC Y4: a stable prefix, worth a cache breakpoint).
+            prefix = rendered[0]
+            if breakpoints < MAX_BREAKPOINTS:
+                prefix["content"][0]["cache_control"] = {"type": "ephemeral"}
                 breakpoints += 1
-            nxt = items[n + 1] if n + 1 < len(items) else None
-            first = wire[parsed.offset + nxt.index] if nxt is not None and \
-                nxt.index is not None and nxt.verbatim else None
-            if anthropic and first is not None and nxt is not None and \
-                    nxt.message.role == "user" and first.get("role") == "user":
+            first = _verbatim_user(parsed, wire, items[n + 1] if n + 1 < len(items) else None)
+            if first is not None and len(rendered) == 1:
                 # Roles alternate in Messages: the summary joins the first kept user turn.
                 merged = copy.deepcopy(first)
-                merged["content"] = [block, *_blocks(merged.get("content"))]
+                merged["content"] = [*prefix["content"], *_blocks(merged.get("content"))]
                 messages.append(merged)
                 skip = True
                 continue
-            messages.append({"role": "user", "content": [block] if anthropic else block["text"]})
-        elif item.verbatim:
-            messages.append(wire[parsed.offset + item.index])
-        else:
-            messages.append(_render(parsed.protocol, item.message))
+        messages.extend(rendered)
     out["messages"] = messages
     window = synced.budget.context_window
     room = max(1, window - synced.estimate.tokens)
@@ -174,6 +135,15 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
     return out
 
 
+def _verbatim_user(parsed: Parsed, wire: list[Any],
+                   item: ProjectedItem | None) -> dict[str, Any] | None:
+    """The client's own JSON of `item` when it is a user message forwarded as sent."""
+    if item is None or item.index is None or not item.verbatim or item.message.role != "user":
+        return None
+    first = wire[parsed.offset + item.index]
+    return first if isinstance(first, dict) and first.get("role") == "user" else None
+
+
 def _blocks(content: Any) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content.strip() else []
@@ -185,54 +155,32 @@ def _count_breakpoints(body: dict[str, Any]) -> int:
     return text.count('"cache_control"')
 
 
-def _render(protocol: Protocol, msg: Message) -> dict[str, Any]:
-    """A message the projection changed (a masked or clipped tool result, SPEC V1/K6)."""
-    results = [p for p in msg.parts if isinstance(p, ToolResultPart)]
-    text = "\n".join(p.text for p in msg.parts if isinstance(p, TextPart))
-    if protocol == "openai":
-        if results:
-            return {"role": "tool", "tool_call_id": results[0].call_id,
-                    "content": results[0].output}
-        return {"role": msg.role if msg.role != "tool" else "user", "content": text}
-    if results:
-        return {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": r.call_id, "content": r.output,
-             **({"is_error": True} if r.is_error else {})} for r in results]}
-    return {"role": "assistant" if msg.role == "assistant" else "user",
-            "content": [{"type": "text", "text": text or "(empty)"}]}
-
-
 # --------------------------------------------------------------------------- replies
 
 
-def reply_of(protocol: Protocol, data: dict[str, Any], model: str) -> Message | None:
-    """The assistant message of a non-streamed answer, with its usage (SPEC E1)."""
-    if protocol == "openai":
-        choices = data.get("choices") or []
-        if not choices:
-            return None
-        m = choices[0].get("message") or {}
-        parsed = _parse_openai({"messages": [m]}, model).messages[0]
-        usage = usage_from(data.get("usage"), OPENAI_USAGE, data.get("model") or model)
-        return parsed.model_copy(update={"usage": usage, "model": data.get("model") or model})
-    converted = anthropic_parts(data.get("content") or [], _ignore, {})
-    usage = usage_from(data.get("usage"), ANTHROPIC_USAGE, data.get("model") or model)
-    return Message(role="assistant", parts=tuple(converted.parts), usage=usage,
-                   model=data.get("model") or model)
+def reply_of(protocol: Protocol, data: Any, model: str) -> Message | None:
+    """The assistant message of a non-streamed answer, with its usage (SPEC E1); None when
+    the answer holds none."""
+    try:
+        return _WIRE[protocol].read_reply(data, model).message
+    except MalformedReply:
+        return None
 
 
 @dataclass
 class StreamReader:
-    """Reads a server-sent event stream as it passes through, and rebuilds the reply."""
+    """Reads a server-sent event stream as it passes through, and rebuilds the reply with the
+    protocol's `StreamAssembler`."""
 
     protocol: Protocol
     model: str
     buffer: bytes = b""
-    text: list[str] = field(default_factory=list)
-    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
-    blocks: dict[int, dict[str, Any]] = field(default_factory=dict)
-    usage: dict[str, Any] = field(default_factory=dict)
-    done: bool = False
+    done: bool = False  # the stream's end arrived (OpenAI's [DONE], Anthropic's message_stop)
+    assembler: openai_chat.StreamAssembler | anthropic_messages.StreamAssembler = field(
+        init=False)
+
+    def __post_init__(self) -> None:
+        self.assembler = _WIRE[self.protocol].StreamAssembler()
 
     def feed(self, chunk: bytes) -> None:
         self.buffer += chunk
@@ -250,64 +198,13 @@ class StreamReader:
             except ValueError:
                 continue
             if isinstance(event, dict):
-                self._event(event)
-
-    def _event(self, ev: dict[str, Any]) -> None:
-        if self.protocol == "openai":
-            if isinstance(ev.get("usage"), dict):
-                self.usage = ev["usage"]
-            for choice in ev.get("choices") or []:
-                delta = choice.get("delta") or {}
-                if delta.get("content"):
-                    self.text.append(delta["content"])
-                for call in delta.get("tool_calls") or []:
-                    slot = self.calls.setdefault(call.get("index", 0),
-                                                 {"id": None, "name": "", "args": ""})
-                    slot["id"] = call.get("id") or slot["id"]
-                    fn = call.get("function") or {}
-                    slot["name"] += fn.get("name") or ""
-                    slot["args"] += fn.get("arguments") or ""
-            return
-        kind = ev.get("type")
-        if kind == "message_start":
-            self.usage.update((ev.get("message") or {}).get("usage") or {})
-        elif kind == "content_block_start":
-            self.blocks[ev.get("index", 0)] = dict(ev.get("content_block") or {}, _json="")
-        elif kind == "content_block_delta":
-            block = self.blocks.setdefault(ev.get("index", 0), {"type": "text", "_json": ""})
-            delta = ev.get("delta") or {}
-            if delta.get("type") == "text_delta":
-                block["text"] = block.get("text", "") + delta.get("text", "")
-            elif delta.get("type") == "input_json_delta":
-                block["_json"] += delta.get("partial_json", "")
-            elif delta.get("type") == "thinking_delta":
-                block["thinking"] = block.get("thinking", "") + delta.get("thinking", "")
-        elif kind == "message_delta":
-            self.usage.update({k: v for k, v in (ev.get("usage") or {}).items()
-                               if v is not None})
-        elif kind == "message_stop":
-            self.done = True
+                self.assembler.add(event)
 
     def reply(self) -> Message | None:
-        """The streamed reply (None when the stream did not finish)."""
-        if not self.done and not self.usage:
+        """The streamed reply (None when the stream neither finished nor reported usage)."""
+        if not (self.done or self.assembler.finished or self.assembler.usage_seen):
             return None
-        if self.protocol == "openai":
-            m: dict[str, Any] = {"role": "assistant", "content": "".join(self.text)}
-            calls = [c for _, c in sorted(self.calls.items()) if c["id"] and c["name"]]
-            if calls:
-                m["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
-                    "name": c["name"], "arguments": c["args"] or "{}"}} for c in calls]
-            return reply_of("openai", {"choices": [{"message": m}], "usage": self.usage or None},
-                            self.model)
-        content = []
-        for _, block in sorted(self.blocks.items()):
-            raw = block.pop("_json", "")
-            if block.get("type") == "tool_use" and raw:
-                block["input"] = tool_input(raw)
-            content.append(block)
-        return reply_of("anthropic", {"content": content, "usage": self.usage or None},
-                        self.model)
+        return self.assembler.reply(self.model).message
 
 
 # --------------------------------------------------------------------------- errors
@@ -315,31 +212,15 @@ class StreamReader:
 
 def too_large(protocol: Protocol, err: RequestTooLargeError) -> tuple[int, dict[str, Any]]:
     """The protocol's own context-length error for a request that cannot fit (SPEC Y3)."""
-    if protocol == "openai":
-        return 400, {"error": {
-            "message": f"This model's maximum context length is {err.safe_input_limit} "
-                       f"tokens. However, your messages resulted in {err.estimated_tokens} "
-                       f"tokens. Please reduce the length of the messages. (contextfold "
-                       f"proxy: {err})",
-            "type": "invalid_request_error", "param": "messages",
-            "code": "context_length_exceeded"}}
-    return 400, {"type": "error", "error": {
-        "type": "invalid_request_error",
-        "message": f"prompt is too long: {err.estimated_tokens} tokens > "
-                   f"{err.safe_input_limit} maximum (contextfold proxy: {err})"}}
+    wire = _WIRE[protocol]
+    return wire.CONTEXT_LENGTH_STATUS, wire.context_length_error(
+        err.estimated_tokens, err.safe_input_limit, f"contextfold proxy: {err}")
 
 
 def bad_request(protocol: Protocol, message: str) -> dict[str, Any]:
     """The protocol's invalid-request error body."""
-    if protocol == "openai":
-        return {"error": {"message": message, "type": "invalid_request_error",
-                          "param": None, "code": None}}
-    return {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    return _WIRE[protocol].invalid_request_error(message)
 
 
-def usage_tokens(usage: Usage | None) -> int | None:
-    return None if usage is None else usage.prompt
-
-
-__all__ = ["Parsed", "Protocol", "StreamReader", "WireError", "bad_request", "build", "nonempty",
-           "parse", "reply_of", "too_large"]
+__all__ = ["Parsed", "Protocol", "StreamReader", "WireError", "bad_request", "build", "parse",
+           "reply_of", "too_large"]

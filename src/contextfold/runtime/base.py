@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
+from ..core.fit import over_auto_threshold
 from ..core.messages import Message, Node, ToolCallPart
 from ..core.plan import Trigger
 from ..core.projection import Projection, project
@@ -26,7 +27,7 @@ from .events import ConversationState, Event, EventBus, EventKind, EventStream
 from .recall import DEFAULT_EXPAND_TOKENS, RECALL_TOOL_NAMES, RECALL_TOOLS, Recall
 from .runner import CompactionRunner, Finished
 from .sizing import Gauge, Sizer
-from .summarizers import FallbackNote, GuardedSummarizer
+from .summarizers import FallbackNote, guarded
 from .turns import RunTools, open_tool_calls
 
 OverflowPolicy = Literal["surface", "compact_and_retry_once"]
@@ -64,8 +65,8 @@ class ConversationBase:
                 raise ValueError(f"tool name(s) {', '.join(clash)} are the runtime's recall "
                                  "tools: rename yours or open the conversation with recall=False")
         self._summarizer = summarizer
-        self._summarize = GuardedSummarizer(summarizer, timeout=summarizer_timeout,
-                                            on_fallback=self._fallback_used)
+        self._summarize = guarded(summarizer, timeout=summarizer_timeout,
+                                  on_fallback=self._fallback_used)
         self._bus = EventBus()
         self._runner = CompactionRunner(session_id, self._bus, self.reload)
         self._turn_lock = asyncio.Lock()
@@ -88,6 +89,11 @@ class ConversationBase:
     @property
     def budget(self) -> Budget:
         return self._sizer.budget
+
+    @property
+    def sizer(self) -> Sizer:
+        """Estimates and the sizing policy for the model in use (`runtime.sizing`)."""
+        return self._sizer
 
     @property
     def system(self) -> str | None:
@@ -200,7 +206,7 @@ class ConversationBase:
         """After a completed turn: compact in the background if above the threshold (A1)."""
         if self._branch is None or self._runner.running:
             return
-        if self.estimate().tokens <= self.budget.auto_threshold:
+        if not over_auto_threshold(self.estimate().tokens, self.budget):
             return
         capacity, budget = self._capacity, self.budget
 
@@ -225,7 +231,7 @@ class ConversationBase:
         raise SendAbortedError(draft, finished.status, detail)
 
     def _summarizer_budget(self) -> Budget | None:
-        capacity = getattr(self._summarizer, "capacity", None)
+        capacity = getattr(self._summarize.summarizer, "capacity", None)
         if isinstance(capacity, ModelCapacity):
             return derive_budget(capacity, self.settings)
         return None

@@ -1,43 +1,58 @@
 """Prepare → summarise → conditional commit against a store: one compaction, end to end.
 
-Both the command line and `Conversation` compact through `compact_session` (or its fuller
-form `compact_session_with`), so there is one place where a plan meets a summariser and the
-store's conditional commit (SPEC C1-C3).
+Every face compacts through `compact_session`: `Conversation`, the mirror (proxy, LangChain,
+pydantic-ai), the Agents SDK session, the command line and replay (over an in-memory
+store). So there is one place where a plan meets a summariser and the store's conditional
+commit (SPEC C1-C3), and one place that checks what the checkpoint will cost before it is
+committed:
+
+* a preflight checkpoint that still measures over the safe limit (an estimate of a text
+  and of the request it sits in differ a little) is fitted again to a tighter summary
+  budget before it is committed, never committed over the limit when a smaller one can be
+  written (SPEC P5);
+* an automatic compaction that would not make the request smaller is not committed; a
+  manual one is, and its outcome says so (`note`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
 from ..core.estimator import MessageCosts, estimate_request
+from ..core.fit import tighter_budget
 from ..core.mask_planner import MASKING_SUMMARIZER
-from ..core.messages import Message
+from ..core.messages import Checkpoint, Message
 from ..core.plan import NoOp, Plan, Trigger
-from ..core.planner import build_checkpoint, plan_compaction
+from ..core.planner import build_checkpoint, plan_compaction, projection_after
 from ..core.projection import project
 from ..core.tree import Branch, DamagedBranch
+from ..ids import new_id
 from ..store import ReadOnlySessionError
-from ..summarize.extractive import summarize_extractive
+from ..summarize.extractive import fit_summary, smallest_summary_tokens, summary_token_budget
+from ..summarize.extractive_fit import SummaryBudgetTooSmall
+from ..summarize.summary import Summary
+from .summarizers import Summarize, offline_summarize
 
-# A summariser turns a plan into (summary text, name of what produced it).
-Summarize = Callable[[Plan], Awaitable[tuple[str, str]]]
 # Picks the model for a session once its branch is loaded (the CLI's "recorded model").
 ResolveModel = Callable[[Branch], tuple[ModelCapacity, Budget]]
 # Receives one line per step of a long compaction (the CLI prints them on stderr).
 Progress = Callable[[str], None]
-
-
-async def extractive_summarize(plan: Plan) -> tuple[str, str]:
-    """The offline summariser as an async `Summarize` (no model, no network)."""
-    return summarize_extractive(plan), "extractive"
+# How many times a checkpoint that measured over the limit is fitted again (SPEC P5).
+_CORRECTIONS = 2
 
 
 @dataclass(frozen=True)
 class CompactionOutcome:
-    """What one compaction did; `to_json` is the `contextfold compact --json` contract."""
+    """What one compaction did; `to_json` is the `contextfold compact --json` contract.
+
+    `tokens_before` / `tokens_after`: the whole next request (system prompt, tools, pins,
+    drafts included) before the compaction and as measured with the checkpoint it wrote,
+    so they compare with the context gauge. `note`: a manual compaction committed although
+    the request did not get smaller (the checkpoint outweighs what it folded).
+    """
 
     status: Literal["compacted", "noop", "stale"]
     reason: str | None = None
@@ -50,15 +65,40 @@ class CompactionOutcome:
     kept_messages: int = 0
     kept_tokens: int = 0  # raw tokens still projected after it (SPEC K6: a split turn's rounds)
     summarizer: str | None = None
+    trigger: Trigger | None = None
+    fallback_reason: str | None = None  # why the offline summary stands in, when it does
+    note: str | None = None
+    # What the plan decided, for replay's compaction log (not in the JSON contract):
+    folded_tokens: int = 0  # raw tokens folded into the summary
+    tail_budget: int = 0  # the tail budget the boundary was chosen for
+    split_turn: bool = False  # K6: the boundary is a tool round inside the current turn
+    clipped_results: int = 0  # K6: kept messages whose tool results are clipped
+    folded_ids: tuple[str, ...] = ()  # the messages it folded into the summary (K5)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
-        data.pop("code")
+        for internal in ("code", "trigger", "folded_tokens", "tail_budget", "split_turn",
+                         "clipped_results", "folded_ids"):
+            data.pop(internal)
+        for optional in ("fallback_reason", "note"):
+            if data[optional] is None:
+                data.pop(optional)
         return data
 
 
 def noop_outcome(noop: NoOp) -> CompactionOutcome:
-    return CompactionOutcome(status="noop", reason=noop.reason, code=noop.code)
+    return CompactionOutcome(status="noop", reason=noop.reason, code=noop.code,
+                             trigger=noop.trigger)
+
+
+@dataclass(frozen=True)
+class _Written:
+    """A checkpoint ready to commit, and the request it leaves."""
+
+    plan: Plan
+    checkpoint: Checkpoint
+    summary: Summary
+    tokens_after: int
 
 
 async def compact_session(
@@ -69,7 +109,7 @@ async def compact_session(
     budget: Budget | None = None,
     resolve: ResolveModel | None = None,
     trigger: Trigger = "manual",
-    summarize: Summarize = extractive_summarize,
+    summarize: Summarize = offline_summarize,
     instructions: str | None = None,
     pending: Sequence[Message] = (),
     system: str | None = None,
@@ -118,33 +158,94 @@ async def compact_session(
             measured = estimate_request(project(branch), capacity, system=system, tools=tools,
                                         pending=pending, costs=costs)
             estimate = replace(measured, tokens=max(measured.tokens, estimate_tokens))
-        plan = plan_compaction(branch, budget, trigger, capacity=capacity,
-                               instructions=instructions, pending=pending, system=system,
-                               tools=tools, summarizer_budget=summarizer_budget,
-                               estimate=estimate, costs=costs)
-        del branch  # the plan holds what it needs; let the rest go before summarising
+        smallest = smallest_summary_tokens()
+
+        def planned(for_budget: Budget) -> Plan | NoOp:
+            return plan_compaction(branch, for_budget, trigger, capacity=capacity,
+                                   instructions=instructions, pending=pending, system=system,
+                                   tools=tools, summarizer_budget=summarizer_budget,
+                                   estimate=estimate, costs=costs, smallest_summary=smallest)
+
+        def measured(plan: Plan, summary: Summary) -> _Written:
+            checkpoint = build_checkpoint(plan, summary.text, summarizer=summary.summarizer,
+                                          model=capacity.model)
+            candidate = projection_after(plan, checkpoint, node_id=f"(candidate {new_id()})")
+            after = estimate_request(candidate, capacity, system=system, tools=tools,
+                                     pending=pending, costs=costs).tokens
+            # Stored as the whole next request, like `tokens_before`: the two compare.
+            checkpoint = checkpoint.model_copy(update={"tokens_after_estimate": after})
+            return _Written(plan, checkpoint, summary, after)
+
+        plan = planned(budget)
         if isinstance(plan, NoOp):
             return noop_outcome(plan)
         if plan.action == "mask":  # SPEC V2: no summariser; the previous summary stays
             say("masking old tool output")
-            text, name = "", MASKING_SUMMARIZER
+            summary = Summary("", MASKING_SUMMARIZER)
         else:
             say(f"summarising {len(plan.newly_old):,} messages in {len(plan.chunks)} chunk(s)")
-            text, name = await summarize(plan)
-        checkpoint = build_checkpoint(plan, text, summarizer=name, model=capacity.model)
+            summary = await summarize(plan)
+        written = measured(plan, summary)
+        if trigger == "preflight":
+            written = _fit_tighter(written, planned, measured, smallest)
+        if trigger == "auto" and written.tokens_after >= written.plan.tokens_before:
+            return CompactionOutcome(
+                status="noop", code="not_smaller", trigger=trigger,
+                reason=f"the checkpoint would not make the request smaller "
+                       f"({written.plan.tokens_before:,} → {written.tokens_after:,} tokens); "
+                       "nothing was committed")
         say("committing the checkpoint")
-        result = await store.commit_checkpoint(plan, checkpoint, session_id=session_id)
+        plan = written.plan
+        result = await store.commit_checkpoint(plan, written.checkpoint, session_id=session_id)
     if result.status != "committed":
         return CompactionOutcome(status="stale", reason=result.reason, code="stale",
-                                 tokens_before=plan.tokens_before)
+                                 tokens_before=plan.tokens_before, trigger=trigger)
+    grew = written.tokens_after >= plan.tokens_before
     return CompactionOutcome(
         status="compacted",
         checkpoint_id=result.checkpoint.id if result.checkpoint else None,
         first_kept_id=plan.first_kept_id,
         tokens_before=plan.tokens_before,
-        tokens_after=checkpoint.tokens_after_estimate,
+        tokens_after=written.tokens_after,
         summarized_messages=len(plan.newly_old),
         kept_messages=len(plan.kept),
         kept_tokens=plan.kept_tokens,
-        summarizer=name,
+        summarizer=written.summary.summarizer,
+        trigger=trigger,
+        fallback_reason=written.summary.fallback_reason,
+        note=(f"the request did not get smaller ({plan.tokens_before:,} → "
+              f"{written.tokens_after:,} tokens): the checkpoint outweighs what it folded"
+              if grew else None),
+        folded_tokens=plan.newly_old_tokens,
+        tail_budget=plan.tail_budget,
+        split_turn=written.checkpoint.turn is not None and bool(plan.kept),
+        clipped_results=len(plan.tail_clips),
+        folded_ids=tuple(n.id for n in plan.newly_old),
     )
+
+
+def _fit_tighter(written: _Written, planned: Callable[[Budget], Plan | NoOp],
+                 measured: Callable[[Plan, Summary], _Written], smallest: int) -> _Written:
+    """SPEC P5: a preflight checkpoint that measures over the safe limit is fitted again,
+    by the offline summariser's priority rules (no second model call), to a summary budget
+    smaller by what it was over; the smallest request written is kept."""
+    best = written
+    for _ in range(_CORRECTIONS):
+        limit = best.plan.budget.safe_input_limit
+        if best.tokens_after <= limit or best.plan.action == "mask":
+            break
+        tighter = tighter_budget(best.plan.budget, best.tokens_after - limit, smallest)
+        if tighter is None:
+            break
+        plan = planned(tighter)
+        if isinstance(plan, NoOp) or plan.newly_old != best.plan.newly_old:
+            break  # the tighter plan folds something else: its text would not cover it
+        try:
+            text = fit_summary(best.summary.text, plan.profile, summary_token_budget(plan))
+        except SummaryBudgetTooSmall:
+            break
+        candidate = measured(plan, replace(best.summary, text=text))
+        if candidate.tokens_after >= best.tokens_after:
+            break
+        best = candidate
+    return best

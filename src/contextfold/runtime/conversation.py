@@ -15,14 +15,14 @@ a second compaction raise `BusyError` and a send waits for it (U1-U4).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any, NoReturn
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from ..core.budget import ModelCapacity, derive_budget
-from ..core.estimator import Estimate
+from ..core.fit import Blocked
 from ..core.messages import Message, Node, ToolCallPart, ToolResultPart
-from ..core.projection import project
-from ..core.tree import Branch, DamagedBranch
+from ..core.projection import Projection, project
+from ..core.tree import Branch
 from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError
@@ -31,13 +31,13 @@ from .compaction import CompactionOutcome
 from .errors import (
     BusyError,
     CompactionFailedError,
-    DraftTooLargeError,
     RequestTooLargeError,
     SendAbortedError,
     ToolWorkflowError,
 )
+from .fitting import fit_request, healthy, too_large
 from .pinning import PinOperations
-from .sizing import Gauge
+from .sizing import Gauge, Sizer
 from .turns import (
     OnText,
     RunTools,
@@ -49,9 +49,6 @@ from .turns import (
 )
 
 __all__ = ["Conversation", "OverflowPolicy"]
-
-_PREFLIGHT_ATTEMPTS = 3  # a stale commit re-plans; bounded so a busy branch cannot loop us
-
 
 class Conversation(PinOperations):
     """One session driven live: send, tool turns, compaction, retry/edit/fork, pins, events."""
@@ -346,46 +343,15 @@ class Conversation(PinOperations):
 
     async def _preflight(self, pending: tuple[Message, ...],
                          draft: Message | None) -> list[CompactionOutcome]:
-        """Make the next request fit the safe limit, compacting if needed (P1-P3)."""
-        outcomes: list[CompactionOutcome] = []
-        safe = self.budget.safe_input_limit
-        for _ in range(_PREFLIGHT_ATTEMPTS):
-            estimate = self.estimate(pending)
-            if estimate.tokens <= safe:
-                return outcomes
-            best = self._sizer.best_case(estimate, pending)
-            if best > safe:
-                break  # no compaction can make this fit: do not spend a summary on it
-            finished = await self._compact("preflight", pending=pending)
-            if finished.status == "cancelled":
-                raise SendAbortedError(draft, "cancelled")
-            if finished.status == "failed":
-                raise SendAbortedError(draft, "failed", str(finished.error)) from finished.error
-            assert finished.outcome is not None
-            outcomes.append(finished.outcome)
-            if finished.status == "noop":
-                break
-        estimate = self.estimate(pending)
-        if estimate.tokens <= safe:
-            return outcomes
-        self._blocked(estimate, pending, draft)
-
-    def _blocked(self, estimate: Estimate, pending: tuple[Message, ...],
-                 draft: Message | None) -> NoReturn:
-        safe = self.budget.safe_input_limit
-        smallest = min(estimate.tokens, self._sizer.best_case(estimate, pending))
-        overflow = max(1, smallest - safe)
-        self._publish("preflight_blocked", tokens=estimate.tokens, limit=safe,
-                      reason=f"the next request needs about {estimate.tokens} tokens; "
-                             f"shorten it by at least {overflow}")
-        if draft is not None:
-            raise DraftTooLargeError(draft, overflow_tokens=overflow,
-                                     estimated_tokens=estimate.tokens, safe_input_limit=safe)
-        raise RequestTooLargeError(
-            f"the next request needs about {estimate.tokens} tokens but the safe limit of "
-            f"{self._capacity.model} is {safe}, even after compaction; nothing was sent. "
-            "Switch to a larger-window model or fork from an earlier reply.",
-            overflow_tokens=overflow, estimated_tokens=estimate.tokens, safe_input_limit=safe)
+        """Make the next request fit the safe limit, compacting if needed (P1-P3, P5)."""
+        try:
+            return await fit_request(_Fit(self, draft), pending, draft=draft)
+        except RequestTooLargeError as exc:
+            self._publish("preflight_blocked", tokens=exc.estimated_tokens,
+                          limit=exc.safe_input_limit,
+                          reason=f"the next request needs about {exc.estimated_tokens} tokens; "
+                                 f"shorten it by at least {exc.overflow_tokens}")
+            raise
 
     async def _check_edit_fits(self, draft: Message) -> None:
         """Refuse an edit that no compaction could fit, before it is written (O2, P3).
@@ -398,10 +364,9 @@ class Conversation(PinOperations):
         before = await self._before_last_user_message()
         if before is None:
             return  # the store's edit names the problem
-        estimate = self._sizer.estimate(project(before), (draft,))
-        if estimate.tokens > self.budget.safe_input_limit and \
-                self._sizer.best_case(estimate, (draft,)) > self.budget.safe_input_limit:
-            self._blocked(estimate, (draft,), draft)
+        decision = self._sizer.decide(project(before), (draft,))
+        if isinstance(decision, Blocked):
+            raise too_large(decision, self._capacity.model, draft)
 
     async def _before_last_user_message(self) -> Branch | None:
         """The branch ending just before the last user message (None: there is none)."""
@@ -416,8 +381,8 @@ class Conversation(PinOperations):
             parent = loaded.nodes[0].parent_id if loaded.nodes else None
             if loaded.complete or parent is None:
                 return None
-            loaded = _healthy(await self.store.load_branch_at(self.session_id, parent),
-                              self.session_id)
+            loaded = healthy(await self.store.load_branch_at(self.session_id, parent),
+                             self.session_id)
         cut = users[-1]
         checkpoint = loaded.latest_checkpoint_index
         after_checkpoint = checkpoint is not None and checkpoint < cut
@@ -427,11 +392,32 @@ class Conversation(PinOperations):
         parent = loaded.nodes[cut].parent_id
         if parent is None:
             return Branch(nodes=(), revision=loaded.revision)
-        return _healthy(await self.store.load_branch_at(self.session_id, parent),
-                        self.session_id)
+        return healthy(await self.store.load_branch_at(self.session_id, parent),
+                       self.session_id)
 
 
-def _healthy(branch: Branch | DamagedBranch, session_id: str) -> Branch:
-    if isinstance(branch, DamagedBranch):
-        raise ReadOnlySessionError(session_id, branch.problems)
-    return branch
+class _Fit:
+    """The conversation as the sizing driver's target: its compactions run in its
+    cancellable runner (events, U1-U4), and a cancelled or failed one aborts the send with
+    the draft kept (U3)."""
+
+    def __init__(self, conv: Conversation, draft: Message | None) -> None:
+        self._conv = conv
+        self._draft = draft
+
+    @property
+    def sizer(self) -> Sizer:
+        return self._conv.sizer
+
+    def projection(self) -> Projection:
+        return self._conv.projection()
+
+    async def compact_to_fit(self, pending: Sequence[Message]) -> CompactionOutcome:
+        finished = await self._conv._compact("preflight", pending=pending)
+        if finished.status == "cancelled":
+            raise SendAbortedError(self._draft, "cancelled")
+        if finished.status == "failed":
+            raise SendAbortedError(self._draft, "failed", str(finished.error)) \
+                from finished.error
+        assert finished.outcome is not None
+        return finished.outcome

@@ -41,18 +41,16 @@ from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
 from ..core.pins import pins_text
 from ..core.projection import Projection, checkpoint_text, project
-from ..core.tree import Branch, DamagedBranch
+from ..core.tree import Branch
 from ..providers.base import ToolSpec
-from ..store import ReadOnlySessionError
-from .compaction import CompactionOutcome, compact_session
+from .compaction import CompactionOutcome
 from .content_chain import ChainMemo, next_hash
-from .errors import RequestTooLargeError
+from .fitting import SessionFit, fit_request, healthy
 from .sizing import Sizer
-from .summarizers import GuardedSummarizer
+from .summarizers import guarded
 
 log = logging.getLogger("contextfold.mirror")
 
-_ATTEMPTS = 3  # preflight compactions per sync (a stale commit re-plans)
 Tools = Sequence[ToolSpec | Mapping[str, Any]]
 
 
@@ -154,7 +152,7 @@ class Mirror:
         self.store = store
         self.settings = settings
         self.background = background
-        self._summarize = GuardedSummarizer(summarizer, timeout=summarizer_timeout)
+        self._summarize = guarded(summarizer, timeout=summarizer_timeout)
         self._locks: dict[str, asyncio.Lock] = {}
         self._auto: dict[str, asyncio.Task[CompactionOutcome | None]] = {}
         self._sizers: dict[str, Sizer] = {}
@@ -215,8 +213,9 @@ class Mirror:
                 branch = await self._grown(session_id, cached, first.nodes)
             else:
                 branch = await self._branch(session_id)
-            compactions, branch = await self._fit(session_id, sizer,
-                                                  msgs[-1:] if first.held else (), branch)
+            fit = self._session_fit(session_id, sizer, branch)
+            compactions = await fit_request(fit, msgs[-1:] if first.held else ())
+            branch = fit.branch
             write = first
             if first.held:
                 write = await self.store.mirror_extend(session_id, hashes, msgs,
@@ -298,13 +297,8 @@ class Mirror:
         async with self._lock(session_id):
             await self._settle_auto(session_id)
             sizer = self._sizer(session_id, capacity, system, tools)
-            branch = await self._branch(session_id)
-            outcome = await compact_session(
-                self.store, session_id, capacity=capacity, budget=sizer.budget,
-                trigger="manual", summarize=self._summarize, instructions=instructions,
-                system=system, tools=sizer.tool_json, costs=sizer.costs, branch=branch)
-            await self._index_checkpoint(session_id, outcome, branch)
-            return outcome
+            fit = self._session_fit(session_id, sizer, await self._branch(session_id))
+            return await fit.compact("manual", instructions=instructions)
 
     async def wait_idle(self, session_id: str | None = None) -> None:
         """Wait for background auto compactions (of one session, or all) to end."""
@@ -396,43 +390,14 @@ class Mirror:
         return info.id, True
 
     async def _branch(self, session_id: str) -> Branch:
-        branch = await self.store.load_branch(session_id)
-        if isinstance(branch, DamagedBranch):
-            raise ReadOnlySessionError(session_id, branch.problems)
-        return branch
+        return healthy(await self.store.load_branch(session_id), session_id)
 
-    async def _fit(self, session_id: str, sizer: Sizer, pending: tuple[Message, ...],
-                   branch: Branch) -> tuple[list[CompactionOutcome], Branch]:
-        """SPEC P1-P3: compact until the request with `pending` fits, or refuse."""
-        outcomes: list[CompactionOutcome] = []
-        safe = sizer.budget.safe_input_limit
-        for attempt in range(_ATTEMPTS):
-            if attempt:
-                branch = await self._branch(session_id)
-            estimate = sizer.estimate(project(branch), pending)
-            if estimate.tokens <= safe:
-                return outcomes, branch
-            if sizer.best_case(estimate, pending) > safe:
-                break  # no compaction can make this fit: do not spend a summary on it
-            outcome = await compact_session(
-                self.store, session_id, capacity=sizer.capacity, budget=sizer.budget,
-                trigger="preflight", summarize=self._summarize, pending=pending,
-                system=sizer.system, tools=sizer.tool_json, costs=sizer.costs, branch=branch)
-            outcomes.append(outcome)
-            await self._index_checkpoint(session_id, outcome, branch)
-            if outcome.status == "noop":
-                break
-        branch = await self._branch(session_id)
-        estimate = sizer.estimate(project(branch), pending)
-        if estimate.tokens <= safe:
-            return outcomes, branch
-        smallest = min(estimate.tokens, sizer.best_case(estimate, pending))
-        overflow = max(1, smallest - safe)
-        raise RequestTooLargeError(
-            f"the request needs about {estimate.tokens} tokens but the safe input limit of "
-            f"{sizer.capacity.model} is {safe}, even after compaction; shorten the latest "
-            f"message by at least {overflow} tokens", overflow_tokens=overflow,
-            estimated_tokens=estimate.tokens, safe_input_limit=safe)
+    def _session_fit(self, session_id: str, sizer: Sizer, branch: Branch) -> SessionFit:
+        async def index(outcome: CompactionOutcome, planned_on: Branch) -> None:
+            await self._index_checkpoint(session_id, outcome, planned_on)
+
+        return SessionFit(self.store, session_id, sizer, self._summarize, branch,
+                          on_compacted=index)
 
     async def _index_checkpoint(self, session_id: str, outcome: CompactionOutcome,
                                 branch: Branch) -> None:
@@ -454,16 +419,17 @@ class Mirror:
         try:
             if branch is None:
                 branch = await self._branch(session_id)
-            if sizer.estimate(project(branch)).tokens <= sizer.budget.auto_threshold:
-                return None
-            outcome = await compact_session(
-                self.store, session_id, capacity=sizer.capacity, budget=sizer.budget,
-                trigger="auto", summarize=self._summarize, system=sizer.system,
-                tools=sizer.tool_json, costs=sizer.costs, branch=branch)
-            if outcome.status == "compacted" and outcome.checkpoint_id is not None:
-                await self.store.mirror_index_node(session_id, reply_hash,
-                                                   outcome.checkpoint_id, reply_id)
-            self.auto_outcomes.append(outcome)
+
+            async def index(outcome: CompactionOutcome, _planned_on: Branch) -> None:
+                if outcome.status == "compacted" and outcome.checkpoint_id is not None:
+                    await self.store.mirror_index_node(session_id, reply_hash,
+                                                       outcome.checkpoint_id, reply_id)
+
+            fit = SessionFit(self.store, session_id, sizer, self._summarize, branch,
+                             on_compacted=index)
+            outcome = await fit.auto()
+            if outcome is not None:
+                self.auto_outcomes.append(outcome)
             return outcome
         except Exception:  # a failed background check must never break the next request
             log.exception("auto compaction of session %s failed", session_id)

@@ -1,23 +1,24 @@
-"""Sizing the next request: estimates, the context gauge, and "can this ever fit?".
+"""Sizing the next request: estimates, the context gauge, and the sizing policy's question.
 
-Thin glue over `core.estimator` so the conversation asks one question everywhere ("does
-the next request fit the safe limit?", SPEC P1) with the same system prompt, tools and
-pending messages the request will really carry.
+Thin glue over `core.estimator` and `core.fit` so every face asks one question ("does the
+next request fit the safe limit, and if not, can a compaction make it fit?", SPEC P1-P3,
+P5) with the same system prompt, tools, pins and pending messages the request will really
+carry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.estimator import Estimate, MessageCosts, estimate_request
+from ..core.estimator import Estimate, MessageCosts, estimate_request, request_floor
+from ..core.fit import Decision, Fits, decide, smallest_checkpoint
 from ..core.messages import Message
 from ..core.projection import Projection
 from ..providers.base import ToolSpec
-
-_EMPTY = Projection(checkpoint=None, messages=())
 
 
 def tool_dicts(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -73,17 +74,27 @@ class Sizer:
         return estimate_request(projection, self.capacity, system=self.system,
                                 tools=self.tool_json, pending=tuple(pending), costs=self.costs)
 
-    def floor(self, pending: Sequence[Message] = ()) -> int:
-        """The request with no history at all: what no compaction can shrink."""
-        return self.estimate(_EMPTY, pending).tokens
+    def floor(self, projection: Projection, pending: Sequence[Message] = ()) -> int:
+        """What no compaction can shrink: system prompt, tools, pins and `pending`."""
+        return request_floor(projection, self.capacity, system=self.system,
+                             tools=self.tool_json, pending=tuple(pending), costs=self.costs)
 
-    def best_case(self, estimate: Estimate, pending: Sequence[Message] = ()) -> int:
-        """The request after folding all history into a full-size summary (nothing kept
-        raw): if even this is over the safe limit, compacting cannot make the request fit,
-        so it is refused without spending a summarisation on it."""
-        floor = self.floor(pending)
-        history = max(0, estimate.tokens - floor)
-        return floor + min(history, self.budget.summary_budget)
+    @cached_property
+    def smallest_checkpoint(self) -> int:
+        """Tokens of the smallest checkpoint a summariser can be held to (SPEC P5)."""
+        # Imported here: commands that only show a request never load the summariser.
+        from ..summarize.extractive import smallest_summary_tokens
+
+        return smallest_checkpoint(smallest_summary_tokens())
+
+    def decide(self, projection: Projection, pending: Sequence[Message] = ()) -> Decision:
+        """The sizing policy for the next request (`core.fit.decide`): it fits, a
+        compaction can make it fit, or nothing can (refuse it, P3)."""
+        tokens = self.estimate(projection, pending).tokens
+        limit = self.budget.safe_input_limit
+        if tokens <= limit:  # the common case needs no floor (this runs before every call)
+            return Fits(tokens)
+        return decide(tokens, limit, self.floor(projection, pending), self.smallest_checkpoint)
 
     def gauge(self, estimate: Estimate) -> Gauge:
         return Gauge(tokens=estimate.tokens, safe_input_limit=self.budget.safe_input_limit,

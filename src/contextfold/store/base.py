@@ -15,7 +15,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from contextfold.core.messages import Checkpoint, Message, Node, parse_payload, utc_now
+from contextfold.core.messages import Node, utc_now
 from contextfold.core.tree import Branch, DamagedBranch
 from contextfold.ids import new_id
 
@@ -23,7 +23,6 @@ from . import queries
 from .engine import LeafConflict, retry_transient, write_connection
 from .errors import (
     InvalidOperationError,
-    InvalidPayloadError,
     ReadOnlySessionError,
     SessionNotFoundError,
 )
@@ -237,26 +236,6 @@ class StoreBase:
 
 
 # ---------------------------------------------------------------------- helpers
-
-
-def as_message(value: Any) -> Message:
-    """The ordinary write path takes messages only; checkpoints are refused (SPEC C6)."""
-    if isinstance(value, Checkpoint):
-        raise InvalidOperationError(
-            "append/edit cannot write a checkpoint (SPEC C6); checkpoints are written only by "
-            "commit_checkpoint(plan, checkpoint)")
-    if isinstance(value, Message):
-        return value
-    if isinstance(value, Node):
-        raise InvalidOperationError("pass the message (node.payload), not a Node: the store "
-                                    "assigns the id and parent")
-    if isinstance(value, Mapping):
-        try:
-            payload = parse_payload(dict(value))
-        except ValueError as exc:
-            raise InvalidPayloadError(f"invalid message payload: {exc}") from exc
-        return as_message(payload)
-    raise InvalidOperationError(f"expected a Message, got {type(value).__name__}")
 
 
 def metadata_json(metadata: Mapping[str, Any] | None) -> str:

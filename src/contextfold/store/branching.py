@@ -17,8 +17,9 @@ from contextfold.core.tree import DamagedBranch, check_stability
 from contextfold.ids import new_id
 
 from . import queries
-from .base import StoreBase, as_message
+from .base import StoreBase
 from .errors import InvalidOperationError, NodeNotFoundError, ReadOnlySessionError
+from .inputs import as_message
 from .values import SessionInfo
 
 

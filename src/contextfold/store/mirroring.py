@@ -17,9 +17,10 @@ from contextfold.core.messages import Message, Node, utc_now
 from contextfold.ids import new_id
 
 from . import queries
-from .base import StoreBase, as_message
+from .base import StoreBase
 from .engine import read_connection
 from .errors import InvalidOperationError
+from .inputs import as_message
 from .schema import mirror_index, sessions
 from .values import MirrorHit, MirrorWrite
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from contextfold.core.messages import Node
 from contextfold.core.tree import Branch, DamagedBranch
 
+from .._sync import WouldWait, run_now
 from . import loading
 from .head import shipped_head
 from .location import ENV_VAR, default_sqlite_path
@@ -273,18 +273,9 @@ def read_only_store(url: str | None, reads: Callable[[SessionReader], Awaitable[
 
 def _to_the_end(reads: Awaitable[T]) -> T:
     # The snapshot's calls are `async` only to share the store's API and `loading` with
-    # the full store: sqlite3 never waits, so the coroutine finishes in its first step and
-    # no event loop (nor the import of asyncio, a tenth of a bare CLI's start) is needed.
-    # Reads that wait for anything else give way to the full store, which runs them again
-    # under asyncio: a bare yield suspends them here, and an asyncio call that needs a
-    # running loop (a timed sleep, `to_thread`, ...) raises RuntimeError in this first step.
-    step = reads.__await__()
+    # the full store: reads that wait for anything else give way to the full store, which
+    # runs them again under asyncio (`_sync.run_now`).
     try:
-        step.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    except RuntimeError as exc:
-        raise SnapshotUnusable(f"the reads need an event loop: {exc}") from None
-    with suppress(RuntimeError):  # a coroutine that awaits again while being closed
-        step.close()
-    raise SnapshotUnusable("the reads awaited something besides the snapshot")
+        return run_now(reads)
+    except WouldWait as exc:
+        raise SnapshotUnusable(f"the reads wait for more than the snapshot: {exc}") from None

@@ -23,7 +23,7 @@ from contextfold.core.tree import Branch, DamagedBranch, build_branch, check_sta
 from contextfold.ids import new_id
 
 from . import queries
-from .base import as_message, metadata_json
+from .base import metadata_json
 from .branching import BranchingOps
 from .engine import read_connection
 from .errors import (
@@ -32,6 +32,7 @@ from .errors import (
     NodeNotFoundError,
     StaleBranchError,
 )
+from .inputs import as_message
 from .lease import LeaseMixin
 from .loading import readable_nodes, with_forks
 from .mirroring import MirrorOps

@@ -57,6 +57,17 @@ def summary_token_budget(plan: Plan) -> int:
             - turn_context_tokens(plan.turn_context))
 
 
+def _smallest_summaries(guaranteed: bool) -> list[str]:
+    texts = []
+    for profile in ("research", "coding"):
+        ordered, sections = empty_sections(profile)
+        if guaranteed:
+            for section in sections.values():
+                section.omitted = 9999
+        texts.append(render_sections(ordered))
+    return texts
+
+
 def smallest_summary_tokens(count: Count = estimate_text, *, guaranteed: bool = True) -> int:
     """Tokens of the shortest summary the offline summariser may have to write.
 
@@ -65,14 +76,7 @@ def smallest_summary_tokens(count: Count = estimate_text, *, guaranteed: bool = 
     checkpoint, whatever the history. Otherwise every heading with an empty list: a budget
     below that can never hold one.
     """
-    needed = 0
-    for profile in ("research", "coding"):
-        ordered, sections = empty_sections(profile)
-        if guaranteed:
-            for section in sections.values():
-                section.omitted = 9999
-        needed = max(needed, count(render_sections(ordered)))
-    return needed
+    return max(count(text) for text in _smallest_summaries(guaranteed))
 
 
 def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from ..core.budget import ModelCapacity
 from ..core.estimator import estimate_text
@@ -37,9 +36,9 @@ from .extractive import (
 )
 from .language import user_language
 from .prompts import PROMPT_OVERHEAD_TOKENS, build_summary_request
+from .summary import FALLBACK, Summary
 from .validate import SummaryInvalid, ensure_valid, validate_summary
 
-FALLBACK = "extractive-fallback"
 # Below this many tokens for the serialised chunk a summary request is pointless; the chunk
 # is then clipped to it anyway (serialize_chunk never drops a message) and the provider
 # decides. Plans made by the planner never get here: it sizes chunks to the window.
@@ -52,24 +51,8 @@ FIT_SLACK = 0.10
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*)\n\s*```\s*$", re.S)
 
 
-@dataclass(frozen=True)
-class SummaryOutcome:
-    """The summary of a plan, and how it was obtained.
-
-    text        a valid checkpoint summary
-    summarizer  "llm:<model>" or "extractive-fallback"
-    attempts    summarisation requests sent to the model (strict retries included)
-    problems    why answers were rejected or calls failed, in order ("" when none)
-    """
-
-    text: str
-    summarizer: str
-    attempts: int
-    problems: tuple[str, ...] = ()
-
-    @property
-    def fell_back(self) -> bool:
-        return self.summarizer == FALLBACK
+# The LLM summariser's outcome is the one `Summary` value; the old name stays importable.
+SummaryOutcome = Summary
 
 
 class _ChunkFailed(Exception):
@@ -123,7 +106,7 @@ class LlmSummarizer:
 
     # ------------------------------------------------------------------ summarising
 
-    async def summarize(self, plan: Plan) -> SummaryOutcome:
+    async def summarize(self, plan: Plan) -> Summary:
         """A valid summary of `plan`: from the model if it can, else the offline one."""
         problems: list[str] = []
         attempts = 0
@@ -145,7 +128,7 @@ class LlmSummarizer:
         if running is None or not chunks:
             problems.append("nothing to summarise with the model")
             return self._fallback(plan, attempts, problems)
-        return SummaryOutcome(text=running, summarizer=self.name, attempts=attempts,
+        return Summary(text=running, summarizer=self.name, attempts=attempts,
                               problems=tuple(problems))
 
     async def _chunk(self, plan: Plan, chunk: Sequence[Node], running: str | None,
@@ -197,13 +180,13 @@ class LlmSummarizer:
             return None
         return text if not validate_summary(text, plan.profile, budget, self.count) else None
 
-    def _fallback(self, plan: Plan, attempts: int, problems: list[str]) -> SummaryOutcome:
+    def _fallback(self, plan: Plan, attempts: int, problems: list[str]) -> Summary:
         text = summarize_extractive(plan, self.count)
         try:
             ensure_valid(text, plan.profile, summary_token_budget(plan), self.count)
         except SummaryInvalid as exc:  # pragma: no cover - the extractive summariser's contract
             raise SummaryInvalid([*problems, *exc.problems]) from exc
-        return SummaryOutcome(text=text, summarizer=FALLBACK, attempts=attempts,
+        return Summary(text=text, summarizer=FALLBACK, attempts=attempts,
                               problems=tuple(problems))
 
 

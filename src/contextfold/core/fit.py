@@ -1,0 +1,155 @@
+"""The one sizing policy: does the next request fit, what may a compaction spend, and when
+is a request refused (SPEC P1-P3, P5, A1).
+
+Every face asks these questions through the runtime's driver (`runtime.fitting`); none
+keeps its own copy. All of it is arithmetic over token counts the estimator measured:
+
+* `decide(tokens, limit, floor, smallest_checkpoint)` -> `Fits`, `Compact` or `Blocked`.
+  A request is refused without compacting only when even the best case cannot fit: what
+  no compaction can shrink (system prompt, tools, pins, the drafts) plus the smallest
+  checkpoint a summariser can write (P5).
+* `fit_budget(budget, fixed, smallest_checkpoint)`: the budget a preflight compaction plans
+  with. The history may take what the fixed part leaves; the raw tail gives way first (down
+  to nothing kept raw), then the summary shrinks to the room that is left (P2, P5).
+* `tighter_budget(budget, overshoot, smallest_checkpoint)`: when a written checkpoint still
+  measures over the limit (estimates of a text and of the request it sits in differ a
+  little), the next, smaller summary budget; None when no smaller one can be written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .budget import Budget
+from .estimator import MESSAGE_OVERHEAD, estimate_text
+from .messages import Ledger, LedgerEntry
+from .projection import checkpoint_frame
+
+# The summary budget a correction takes off beyond the measured overshoot: rounding of
+# the estimator over a re-fitted text, so one correction is enough in practice.
+CORRECTION_SLACK = 16
+
+
+@dataclass(frozen=True)
+class Fits:
+    """The request fits the safe input limit as it stands."""
+
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Compact:
+    """Over the limit, and a compaction can make it fit: compact, then check again."""
+
+    tokens: int
+    best_case: int
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """No compaction can make the request fit: refuse it (SPEC P3), nothing is sent.
+
+    `best_case` is the smallest request that was tried or that any compaction could reach;
+    shortening the request by `overflow_tokens` makes that best case fit.
+    """
+
+    tokens: int
+    best_case: int
+    safe_input_limit: int
+
+    @property
+    def overflow_tokens(self) -> int:
+        return max(1, self.best_case - self.safe_input_limit)
+
+
+Decision = Fits | Compact | Blocked
+
+
+def best_case(tokens: int, floor: int, smallest_checkpoint: int) -> int:
+    """The smallest request any compaction can build: the part nothing shrinks (`floor`:
+    system prompt, tools, pins, drafts) plus the history folded into the smallest
+    checkpoint a summariser can write, or the history as it is when that is smaller."""
+    history = max(0, tokens - floor)
+    return floor + min(history, smallest_checkpoint)
+
+
+def decide(tokens: int, limit: int, floor: int, smallest_checkpoint: int) -> Decision:
+    """What to do with a request of `tokens` against the safe input `limit` (P1-P3, P5)."""
+    if tokens <= limit:
+        return Fits(tokens)
+    best = best_case(tokens, floor, smallest_checkpoint)
+    if best > limit:
+        return Blocked(tokens, best, limit)
+    return Compact(tokens, best)
+
+
+def after_compaction(tokens: int, limit: int, tried: int) -> Decision:
+    """The decision once compaction has done what it could: `tried` is the smallest
+    request it reached (the request as it stands, when nothing could be committed)."""
+    if tokens <= limit:
+        return Fits(tokens)
+    return Blocked(tokens, min(tokens, tried), limit)
+
+
+def over_auto_threshold(tokens: int, budget: Budget) -> bool:
+    """SPEC A1: after a completed turn, compact in the background above this."""
+    return tokens > budget.auto_threshold
+
+
+def fit_budget(budget: Budget, fixed: int, smallest_summary: int) -> Budget:
+    """The budget a preflight compaction plans with when `fixed` tokens (system prompt,
+    tools, pins, drafts) sit beside the history in every request (SPEC P2, P5).
+
+    The checkpoint and the raw tail together get what the fixed part leaves of the safe
+    limit: the tail gives way first (to nothing kept raw), then the summary budget shrinks
+    to that room, never below `smallest_summary` (a shorter summary cannot be written;
+    `decide` refuses such requests before any compaction). The ledger's cap shrinks with
+    the summary budget.
+    """
+    room = budget.safe_input_limit - fixed - frame_reserve()
+    summary = max(1, min(budget.summary_budget, max(smallest_summary, room)))
+    tail = max(0, min(budget.tail_budget, room - summary))
+    if summary == budget.summary_budget and tail == budget.tail_budget:
+        return budget
+    return with_summary_budget(budget, summary).model_copy(update={"tail_budget": tail})
+
+
+def tighter_budget(budget: Budget, overshoot: int, smallest_summary: int) -> Budget | None:
+    """A summary budget `overshoot` (plus a little slack) smaller, for a checkpoint that
+    measured over the limit; None when it cannot shrink below `smallest_summary`."""
+    if overshoot <= 0 or budget.summary_budget <= smallest_summary:
+        return None
+    summary = max(smallest_summary, budget.summary_budget - overshoot - CORRECTION_SLACK)
+    return with_summary_budget(budget, summary)
+
+
+def with_summary_budget(budget: Budget, summary: int) -> Budget:
+    """`budget` with another summary budget; the ledger keeps its share of it."""
+    share = budget.ledger_budget / budget.summary_budget if budget.summary_budget else 0.0
+    ledger = max(1, min(budget.ledger_budget, int(summary * share)))
+    return budget.model_copy(update={"summary_budget": summary, "ledger_budget": ledger})
+
+
+# The most a recall note ever lists of what the ledger evicted (core.projection bounds the
+# list by characters): DOI-like text, which costs the estimator the most per character.
+_WORST_EVICTED = Ledger(evicted=tuple(
+    LedgerEntry(kind="doi", value=f"10.{1000 + i}/x{i:04d}.{i}") for i in range(40)))
+
+
+def frame_reserve(count: Callable[[str], int] = estimate_text) -> int:
+    """Tokens a checkpoint message takes beyond its summary budget (which holds the
+    summary text, the ledger and a split turn's context), at most: the message itself, the
+    header, the recall note naming as many evicted identifiers as it ever lists (SPEC L3)
+    and the masking note. Sizing counts it beside every checkpoint."""
+    frame = checkpoint_frame(_WORST_EVICTED, masked_before_id="(masked)")
+    return MESSAGE_OVERHEAD + count(frame) + 1
+
+
+def smallest_checkpoint(smallest_summary: int,
+                        count: Callable[[str], int] = estimate_text) -> int:
+    """Tokens of the smallest checkpoint message a summariser can be held to (SPEC P5):
+    `smallest_summary` (the shortest summary text it may have to write), no ledger entry,
+    and the largest frame. A request that does not fit beside it cannot be made to fit by
+    compacting."""
+    return frame_reserve(count) + smallest_summary

@@ -1,0 +1,158 @@
+"""The one driver of the sizing policy: make the next request fit, or refuse it.
+
+Every face runs this before a model request (SPEC P1-P3, P5): `Conversation` (the library,
+the chat, the service), the mirror (the proxy, LangChain, pydantic-ai), the Agents SDK
+session and replay. The decision is `core.fit`'s (asked through `Sizer.decide`); this module
+only loops it over the one compaction path:
+
+    decide → Fits: send  |  Compact: compact (preflight), check again  |  Blocked: refuse
+
+A stale commit (another writer moved the branch) re-plans on the branch as it is now, a
+bounded number of times; a compaction that could not commit anything ends the loop. A
+refusal is `RequestTooLargeError` (or `DraftTooLargeError` for a user's draft), worded once,
+here, from the numbers of the best case that was tried.
+
+`SessionFit` is the shape of a session most faces hold: a store, a session id, the sizer
+of the model in use and the branch as last loaded. `Conversation` brings its own target
+(its compactions run in its cancellable runner, with events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..core.fit import Blocked, Compact, Fits, after_compaction, over_auto_threshold
+from ..core.messages import Message
+from ..core.plan import Trigger
+from ..core.projection import Projection, project
+from ..core.tree import Branch, DamagedBranch
+from ..store import ReadOnlySessionError
+from .compaction import CompactionOutcome, compact_session
+from .errors import DraftTooLargeError, RequestTooLargeError
+from .sizing import Sizer
+from .summarizers import Summarize
+
+ATTEMPTS = 3  # preflight compactions per request: a stale commit re-plans, never forever
+
+
+class FitTarget(Protocol):
+    """What the driver needs of a session: its sizer, what it projects now, and a way to
+    run one preflight compaction (after which `projection()` shows the branch as it is)."""
+
+    @property
+    def sizer(self) -> Sizer: ...
+
+    def projection(self) -> Projection: ...
+
+    async def compact_to_fit(self, pending: Sequence[Message]) -> CompactionOutcome: ...
+
+
+async def fit_request(target: FitTarget, pending: Sequence[Message] = (), *,
+                      draft: Message | None = None,
+                      attempts: int = ATTEMPTS) -> list[CompactionOutcome]:
+    """Compact until the next request (with `pending`, not yet stored) fits the safe
+    input limit, and return the compactions run; refuse with `RequestTooLargeError`
+    (`DraftTooLargeError` when `draft` is given) when no compaction can make it fit.
+    Nothing is sent or stored by a refusal (SPEC P3)."""
+    pending = tuple(pending)
+    outcomes: list[CompactionOutcome] = []
+    for _ in range(attempts):
+        decision = target.sizer.decide(target.projection(), pending)
+        if isinstance(decision, Fits):
+            return outcomes
+        if isinstance(decision, Blocked):
+            raise too_large(decision, target.sizer.capacity.model, draft)
+        assert isinstance(decision, Compact)
+        outcome = await target.compact_to_fit(pending)
+        outcomes.append(outcome)
+        if outcome.status == "noop":
+            break
+    tokens = target.sizer.estimate(target.projection(), pending).tokens
+    tried = min((o.tokens_after for o in outcomes if o.tokens_after is not None),
+                default=tokens)
+    final = after_compaction(tokens, target.sizer.budget.safe_input_limit, tried)
+    if isinstance(final, Blocked):
+        raise too_large(final, target.sizer.capacity.model, draft)
+    return outcomes
+
+
+def too_large(blocked: Blocked, model: str, draft: Message | None = None
+              ) -> RequestTooLargeError:
+    """The refusal for `blocked`, worded once for every face (SPEC P3, P5)."""
+    if draft is not None:
+        return DraftTooLargeError(draft, overflow_tokens=blocked.overflow_tokens,
+                                  estimated_tokens=blocked.tokens,
+                                  safe_input_limit=blocked.safe_input_limit)
+    return RequestTooLargeError(
+        f"the next request needs about {blocked.tokens:,} tokens but the safe input limit of "
+        f"{model} is {blocked.safe_input_limit:,}, even after compaction; nothing was sent. "
+        f"Shorten the latest input by at least {blocked.overflow_tokens:,} tokens, or use a "
+        "larger-window model.",
+        overflow_tokens=blocked.overflow_tokens, estimated_tokens=blocked.tokens,
+        safe_input_limit=blocked.safe_input_limit)
+
+
+def healthy(branch: Branch | DamagedBranch, session_id: str) -> Branch:
+    """`branch`, or `ReadOnlySessionError` naming its damage (SPEC D2)."""
+    if isinstance(branch, DamagedBranch):
+        raise ReadOnlySessionError(session_id, branch.problems)
+    return branch
+
+
+# Called after a compaction with its outcome and the branch it was planned on (the mirror
+# indexes a committed checkpoint under the client's message there).
+OnCompacted = Callable[[CompactionOutcome, Branch], Awaitable[None]]
+
+
+@dataclass
+class SessionFit:
+    """A session in a store, sized for one model: the `FitTarget` of the mirror, the
+    Agents SDK session and replay, and their compactions (preflight, auto, manual)."""
+
+    store: Any
+    session_id: str
+    sizer: Sizer
+    summarize: Summarize
+    branch: Branch
+    on_compacted: OnCompacted | None = None
+    outcomes: list[CompactionOutcome] = field(default_factory=list)
+    _projected: tuple[Branch | None, Projection | None] = (None, None)
+
+    def projection(self) -> Projection:
+        """What the model sees next on the branch as last loaded."""
+        if self._projected[0] is not self.branch or self._projected[1] is None:
+            self._projected = (self.branch, project(self.branch))
+        assert self._projected[1] is not None
+        return self._projected[1]
+
+    async def reload(self) -> Branch:
+        self.branch = healthy(await self.store.load_branch(self.session_id), self.session_id)
+        return self.branch
+
+    async def compact(self, trigger: Trigger, pending: Sequence[Message] = (), *,
+                      instructions: str | None = None) -> CompactionOutcome:
+        """One compaction through the one path; the branch is read again after it."""
+        planned_on = self.branch
+        outcome = await compact_session(
+            self.store, self.session_id, capacity=self.sizer.capacity,
+            budget=self.sizer.budget, trigger=trigger, summarize=self.summarize,
+            instructions=instructions, pending=tuple(pending), system=self.sizer.system,
+            tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on)
+        self.outcomes.append(outcome)
+        if self.on_compacted is not None:
+            await self.on_compacted(outcome, planned_on)
+        if outcome.status != "noop":
+            await self.reload()
+        return outcome
+
+    async def compact_to_fit(self, pending: Sequence[Message]) -> CompactionOutcome:
+        return await self.compact("preflight", pending)
+
+    async def auto(self) -> CompactionOutcome | None:
+        """SPEC A1-A3 after a turn: compact between turns when over the auto threshold."""
+        if not over_auto_threshold(self.sizer.estimate(self.projection()).tokens,
+                                   self.sizer.budget):
+            return None
+        return await self.compact("auto")

@@ -1,0 +1,175 @@
+"""`MemoryStore`: linear sessions held in memory, for the one compaction path to run over.
+
+Replay (`contextfold replay`, `POST /v1/replay`, the benchmarks) feeds a recorded session into
+contextfold's own engine: the same sizing driver (`runtime.fitting`) and the same compaction
+path (`runtime.compaction.compact_session`: plan → summarise → conditional commit) that
+`Conversation` and the mirror run over the SQL store. This store gives that path what it
+reads and writes, without a database: sessions whose branch only grows at its leaf (no
+retry, edit or fork), nodes that never change, and a conditional commit that re-checks the
+leaf and revision the plan was made for (SPEC C2-C3). Loads are O(tail) like the SQL store's:
+from the latest checkpoint's first kept node (SPEC T2).
+
+Nothing is persisted: `close()` forgets everything. The methods are coroutines only to speak
+the store protocol; none of them ever waits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from ..core.messages import Checkpoint, Message, Node, utc_now
+from ..core.plan import Plan
+from ..core.tree import Branch, check_stability
+from ..ids import new_id
+from .errors import InvalidOperationError, SessionNotFoundError, StaleBranchError
+from .inputs import as_message
+from .values import CommitResult, SessionInfo
+
+
+@dataclass
+class _Session:
+    info: SessionInfo
+    chain: list[Node] = field(default_factory=list)
+    # Index in `chain` where the part the model needs begins (SPEC T2): the latest
+    # checkpoint's first kept node, or the checkpoint itself when it kept nothing raw.
+    load_from: int = 0
+    positions: dict[str, int] = field(default_factory=dict)
+
+
+class MemoryStore:
+    """Linear sessions in memory (see the module docstring)."""
+
+    database = ":memory:"
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, _Session] = {}
+
+    # ------------------------------------------------------------------ sessions
+
+    async def create_session(self, *, title: str | None = None,
+                             metadata: Mapping[str, Any] | None = None) -> SessionInfo:
+        """A new, empty session."""
+        info = SessionInfo(id=new_id(), tree_id=new_id(), leaf_id=None, branch_revision=0,
+                           read_only=False, title=title, created_at=utc_now(),
+                           metadata=dict(metadata or {}))
+        self._sessions[info.id] = _Session(info)
+        return info
+
+    async def import_tree(self, nodes_in: Sequence[Node], leaf_id: str, *,
+                          title: str | None = None,
+                          metadata: Mapping[str, Any] | None = None) -> SessionInfo:
+        """A session holding the chain `nodes_in` (oldest first, each the parent of the
+        next), ending at `leaf_id`; checkpoints among them are kept as recorded."""
+        info = await self.create_session(title=title, metadata=metadata)
+        session = self._sessions[info.id]
+        parent: str | None = None
+        for node in nodes_in:
+            if node.parent_id != parent:
+                raise InvalidOperationError(
+                    f"a memory store holds linear sessions: node {node.id!r} does not follow "
+                    f"{parent!r}")
+            self._push(session, node)
+            parent = node.id
+        if parent != leaf_id:
+            raise InvalidOperationError(f"the chain ends at {parent!r}, not at {leaf_id!r}")
+        return session.info
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        return self._session(session_id).info
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        return [s.info for s in self._sessions.values()]
+
+    async def close(self) -> None:
+        self._sessions.clear()
+
+    # ------------------------------------------------------------------ writing
+
+    async def append(self, session_id: str, message: Message, *,
+                     expected_leaf_id: str | None = None, node_id: str | None = None,
+                     created_at: datetime | None = None) -> Node:
+        """Append one message at the leaf (the ordinary path: never a checkpoint, C6)."""
+        session = self._session(session_id)
+        msg = as_message(message)
+        leaf = session.info.leaf_id
+        if expected_leaf_id is not None and expected_leaf_id != leaf:
+            raise StaleBranchError(session_id, expected_leaf_id, leaf)
+        node = Node(id=node_id or new_id(), parent_id=leaf, created_at=created_at or utc_now(),
+                    payload=msg)
+        self._push(session, node)
+        return node
+
+    async def append_many(self, session_id: str, messages: Sequence[Message]) -> list[Node]:
+        return [await self.append(session_id, m) for m in messages]
+
+    async def commit_checkpoint(self, plan: Plan, checkpoint: Checkpoint, *,
+                                session_id: str) -> CommitResult:
+        """Append `checkpoint` at the leaf iff the branch is still the one `plan` was made
+        for (SPEC C2): same leaf and revision, a settled tool workflow, the boundary on it."""
+        session = self._session(session_id)
+        if checkpoint.first_kept_id != plan.first_kept_id:
+            raise InvalidOperationError(
+                f"checkpoint keeps raw history from {checkpoint.first_kept_id!r} but the plan's "
+                f"boundary is {plan.first_kept_id!r}; build the checkpoint from the plan")
+        info = session.info
+        reason = None
+        if (info.leaf_id, info.branch_revision) != (plan.session_leaf_id, plan.branch_revision):
+            reason = (f"the branch moved: leaf {info.leaf_id!r} revision {info.branch_revision}, "
+                      f"the plan saw {plan.session_leaf_id!r} revision {plan.branch_revision}")
+        elif plan.first_kept_id is not None and plan.first_kept_id not in session.positions:
+            reason = f"the boundary {plan.first_kept_id!r} is not on the branch"
+        elif not check_stability(self._branch(session, session.load_from)).stable:
+            reason = "the tool workflow at the leaf is not settled"
+        if reason is not None:
+            return CommitResult("stale", None, reason, info)
+        node = Node(id=new_id(), parent_id=info.leaf_id, created_at=utc_now(),
+                    payload=checkpoint)
+        self._push(session, node)
+        return CommitResult("committed", node, None, session.info)
+
+    @contextlib.asynccontextmanager
+    async def compaction_lease(self, session_id: str, ttl: float = 30) -> AsyncIterator[None]:
+        """One process, one writer per session: nothing to lease (the session must exist)."""
+        del ttl
+        self._session(session_id)
+        yield
+
+    # ------------------------------------------------------------------ reading
+
+    async def load_branch(self, session_id: str) -> Branch:
+        """The part of the branch the model needs: O(tail) (SPEC T2)."""
+        session = self._session(session_id)
+        return self._branch(session, session.load_from)
+
+    async def load_full_branch(self, session_id: str) -> Branch:
+        """The whole branch from its root."""
+        return self._branch(self._session(session_id), 0)
+
+    # ------------------------------------------------------------------ internals
+
+    def _session(self, session_id: str) -> _Session:
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionNotFoundError(session_id, self.database)
+        return session
+
+    @staticmethod
+    def _branch(session: _Session, start: int) -> Branch:
+        # Built by appending at the leaf only: valid by construction, no re-walk needed.
+        return Branch(nodes=tuple(session.chain[start:]), complete=start == 0,
+                      revision=session.info.branch_revision)
+
+    @staticmethod
+    def _push(session: _Session, node: Node) -> None:
+        session.positions[node.id] = len(session.chain)
+        session.chain.append(node)
+        cp = node.checkpoint
+        if cp is not None:
+            session.load_from = (session.positions[cp.first_kept_id] if cp.first_kept_id
+                                 else len(session.chain) - 1)
+        session.info = replace(session.info, leaf_id=node.id,
+                               branch_revision=session.info.branch_revision + 1)

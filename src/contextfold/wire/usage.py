@@ -1,0 +1,56 @@
+"""Token counts as a provider reports them -> `core.Usage`, one rule for every reader.
+
+A usage object is read field by field: a missing (or null) field is not reported; a present
+one must be a non-negative whole number, else the whole object is unusable and no usage is
+recorded, because a baseline built from half a damaged report would under-count what the
+request occupied (SPEC E1). An object that reports nothing is no usage at all (None).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..core.messages import Usage
+
+
+def token_count(value: Any) -> int | None:
+    """A token count from a provider payload: a non-negative int, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value >= 0:
+        return value
+    if isinstance(value, float) and value >= 0 and value.is_integer():
+        return int(value)
+    return None
+
+
+class Unusable(ValueError):
+    """A usage field that is present but not a token count."""
+
+
+def read_counts(raw: Any, names: Mapping[str, str]) -> dict[str, int]:
+    """The counts `raw` reports, under our names (`names`: ours -> theirs); missing fields
+    are left out. Raises `Unusable` for a field that is present but not a count."""
+    if not isinstance(raw, dict):
+        return {}
+    counts: dict[str, int] = {}
+    for ours, theirs in names.items():
+        value = raw.get(theirs)
+        if value is None:
+            continue
+        n = token_count(value)
+        if n is None:
+            raise Unusable(f"usage field {theirs!r} is not a token count: {value!r}")
+        counts[ours] = n
+    return counts
+
+
+def usage_from(raw: Any, names: Mapping[str, str], model: str | None) -> Usage | None:
+    """`Usage` from a usage object whose fields map one to one onto ours (`names`: ours ->
+    theirs); None when it reports nothing or a field is unusable."""
+    try:
+        counts = read_counts(raw, names)
+    except Unusable:
+        return None
+    return Usage(model=model, **counts) if counts else None
