@@ -1,6 +1,7 @@
-"""`SessionStore` is the store's whole surface: `SqlSessionStore` implements it (and the CLI's
-snapshot its read-only part, `SessionReader`) signature for signature, and every method of
-it has a caller outside the store or is documented (docs/store.md): no dead surface."""
+"""`SessionStore` is the store's whole surface: `SqlSessionStore` implements it signature for
+signature, the CLI's snapshot its read-only part (`SessionReader`), replay's in-memory store
+what the compaction path needs (`CompactionStore`); every method of it has a caller outside
+the store or is documented (docs/store.md): no dead surface."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ import contextfold
 from contextfold.core.plan import Plan
 from contextfold.core.recall_text import SearchQuery
 from contextfold.store import SessionStore, SqlSessionStore, open_store
-from contextfold.store.protocol import SessionReader
+from contextfold.store.memory import MemoryStore
+from contextfold.store.protocol import BranchReader, CompactionStore, SessionReader
 from contextfold.store.snapshot import SnapshotReader
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 
@@ -128,6 +130,13 @@ def test_the_snapshot_implements_the_read_only_protocol() -> None:
     # `contextfold sessions`, `show` and `project` run their reads on either (store.md).
     assert mismatches(SnapshotReader, SessionReader) == []
     assert set(members(SessionReader)) < set(members(SessionStore))
+
+
+def test_the_memory_store_implements_the_compaction_path() -> None:  # C1-C3
+    # Replay runs the one compaction path over it (runtime.compaction, store/memory.py).
+    assert mismatches(MemoryStore, CompactionStore) == []
+    assert set(members(BranchReader)) < set(members(CompactionStore)) < set(
+        members(SessionStore))
 
 
 async def test_an_open_store_is_a_session_store_and_leases_as_one(db_url) -> None:  # noqa: F811

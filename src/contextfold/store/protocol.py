@@ -28,17 +28,22 @@ if TYPE_CHECKING:
 
 
 @runtime_checkable
-class SessionReader(Protocol):
-    """Reading sessions and their branches: what `sessions`, `show` and `project` need."""
+class BranchReader(Protocol):
+    """One session and the part of its branch the model needs."""
 
     async def get_session(self, session_id: str) -> SessionInfo:
         """One session; `read_only` is True when its stored history is damaged (SPEC D2)."""
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        """Every session (of this store's tenant), oldest first."""
-
     async def load_branch(self, session_id: str) -> Branch | DamagedBranch:
         """What the model needs, read in O(tail): from the latest checkpoint's boundary."""
+
+
+@runtime_checkable
+class SessionReader(BranchReader, Protocol):
+    """Reading sessions and their branches: what `sessions`, `show` and `project` need."""
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Every session (of this store's tenant), oldest first."""
 
     async def load_full_branch(self, session_id: str) -> Branch | DamagedBranch:
         """The whole branch from its root to the leaf."""
@@ -54,7 +59,22 @@ class SessionReader(Protocol):
 
 
 @runtime_checkable
-class SessionStore(SessionReader, Protocol):
+class CompactionStore(BranchReader, Protocol):
+    """What the one compaction path (`runtime.compaction`: plan, summarise, conditional
+    commit) needs: `SqlSessionStore`, and `MemoryStore`, which replay runs it over."""
+
+    def compaction_lease(self, session_id: str,
+                         ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
+        """Hold the session's compaction lease for a block, or raise `SessionBusyError`
+        (SPEC U4 across processes)."""
+
+    async def commit_checkpoint(self, plan: Plan, checkpoint: Checkpoint, *,
+                                session_id: str) -> CommitResult:
+        """The conditional commit (SPEC C1-C3): only if the branch is what the plan saw."""
+
+
+@runtime_checkable
+class SessionStore(SessionReader, CompactionStore, Protocol):
     """The whole store: sessions, history, compaction, recall, mirroring and tenancy."""
 
     async def close(self) -> None:
@@ -106,10 +126,6 @@ class SessionStore(SessionReader, Protocol):
                           metadata: Mapping[str, Any] | None = None) -> SessionInfo:
         """Store a whole pre-built tree as a new tree and session, all or nothing."""
 
-    async def commit_checkpoint(self, plan: Plan, checkpoint: Checkpoint, *,
-                                session_id: str) -> CommitResult:
-        """The conditional commit (SPEC C1-C3): only if the branch is what the plan saw."""
-
     # ------------------------------------------------------------------ branching (SPEC O)
 
     async def retry(self, session_id: str) -> SessionInfo:
@@ -139,12 +155,7 @@ class SessionStore(SessionReader, Protocol):
                              max_nodes: int = 50) -> list[RecallHit]:
         """The original messages around `node_id` (or up to `to_node_id`) on the branch."""
 
-    # ------------------------------------------------------------------ compaction lease
-
-    def compaction_lease(self, session_id: str,
-                         ttl: float = 30.0) -> AbstractAsyncContextManager[None]:
-        """Hold the session's compaction lease for a block, or raise `SessionBusyError`
-        (SPEC U4 across processes)."""
+    # ------------------------------------------------------------------ compaction lease (U4)
 
     async def lease_holder(self, session_id: str) -> str | None:
         """Who holds an unexpired compaction lease on the session (None: nobody)."""
@@ -186,4 +197,4 @@ class SessionStore(SessionReader, Protocol):
         """The tenant an active token belongs to; None for an unknown or revoked one."""
 
 
-__all__ = ["SessionReader", "SessionStore"]
+__all__ = ["BranchReader", "CompactionStore", "SessionReader", "SessionStore"]
