@@ -65,6 +65,8 @@ _EXPORTS: dict[str, str] = {
     # recall (SPEC L)
     **dict.fromkeys(["Recall", "RECALL_TOOLS"], "contextfold.runtime.recall"),
     "RecallHit": "contextfold.store.values",
+    # the one error vocabulary
+    **dict.fromkeys(["ContextfoldError", "KINDS"], "contextfold.errors"),
 }
 
 __all__ = sorted(_EXPORTS)

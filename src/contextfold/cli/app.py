@@ -17,11 +17,16 @@ import os
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.text import Text
+
+from ..errors import ContextfoldError, Kind, kind_of
+
+if TYPE_CHECKING:
+    from ..runtime.errors import RequestTooLargeError
 
 T = TypeVar("T")
 
@@ -57,29 +62,31 @@ def main(db: str | None = typer.Option(
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 0, 1, 2, 3
 
+# The exit code of each kind of error (`contextfold.errors`): the command line's one map.
+# A missing session or node and a damaged (read-only) one are the user's to fix: another
+# id, or a fork of a healthy node.
+EXIT_CODES: dict[Kind, int] = {
+    "bad_input": EXIT_BAD_INPUT, "not_found": EXIT_BAD_INPUT, "read_only": EXIT_BAD_INPUT,
+    "busy": EXIT_BUSY, "conflict": EXIT_FAILED, "too_large": EXIT_FAILED,
+    "provider": EXIT_FAILED, "unavailable": EXIT_FAILED, "internal": EXIT_FAILED,
+}
 
-class BadInput(Exception):
+
+class BadInput(ContextfoldError):
     """Raised by commands for input the user must fix (exit code 2)."""
 
+    kind = "bad_input"
 
-def _bad_input_types() -> tuple[type[BaseException], ...]:
-    """Exception types that mean "your input is wrong", collected from every layer."""
+
+def exit_code(error: BaseException) -> int:
+    """The exit code for an error: by its kind, after the few exceptions of Python and
+    pydantic that, reaching a command, can only mean the user's input is wrong (a file
+    that is missing or a folder, a value that fails validation)."""
     from pydantic import ValidationError
 
-    from ..core.catalog import UnknownModelError
-    from ..formats import ImportFormatError
-    from ..store import (
-        ConfigurationError,
-        InvalidOperationError,
-        NodeNotFoundError,
-        ReadOnlySessionError,
-        SessionNotFoundError,
-    )
-    from ..summarize.extractive_fit import SummaryBudgetTooSmall
-
-    return (BadInput, ValidationError, FileNotFoundError, IsADirectoryError, UnknownModelError,
-            ImportFormatError, SessionNotFoundError, InvalidOperationError, ReadOnlySessionError,
-            NodeNotFoundError, ConfigurationError, SummaryBudgetTooSmall)
+    if isinstance(error, ValidationError | FileNotFoundError | IsADirectoryError):
+        return EXIT_BAD_INPUT
+    return EXIT_CODES[kind_of(error)]
 
 
 @dataclass
@@ -95,8 +102,8 @@ class Output:
     def fail(self, error: BaseException, code: int) -> NoReturn:
         message = cli_message(error)
         if self.as_json:
-            sys.stdout.write(json.dumps({"error": message, "type": type(error).__name__},
-                                        ensure_ascii=False) + "\n")
+            sys.stdout.write(json.dumps({"error": message, "type": type(error).__name__,
+                                         "kind": kind_of(error)}, ensure_ascii=False) + "\n")
         else:
             line = Text("error:", style="bold red")
             line.append(" " + message)  # may quote user input: never parsed as markup
@@ -108,9 +115,23 @@ def cli_message(error: BaseException) -> str:
     """The error's message in the command line's terms (commands, not Python functions)."""
     from ..summarize.extractive_fit import SummaryBudgetTooSmall
 
+    if kind_of(error) == "too_large":
+        return too_large_message(error)  # type: ignore[arg-type]
     if isinstance(error, SummaryBudgetTooSmall):
         return f"{error}; for this history give a larger --context-window (or --max-output)"
     return str(error) or type(error).__name__
+
+
+def too_large_message(error: RequestTooLargeError) -> str:
+    """A request that cannot fit even after compaction (SPEC P3), worded from its numbers."""
+    draft = error.code == "draft_too_large"
+    model = error.model or "the model"
+    return (f"{'the message' if draft else 'the next request'} does not fit {model}: the "
+            f"request needs about {error.estimated_tokens:,} tokens and the safe input limit "
+            f"is {error.safe_input_limit:,}, even after compaction; shorten "
+            f"{'it' if draft else 'the input'} by at least {error.overflow_tokens:,} tokens or "
+            f"choose a model with a larger window (--model, or /model in chat). Nothing was "
+            f"{'sent or saved' if draft else 'sent'}.")
 
 
 def run(out: Output, work: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
@@ -137,4 +158,4 @@ def run(out: Output, work: Callable[[], Awaitable[T]] | Callable[[], T]) -> T:
     except UnicodeError as exc:  # text that is not Unicode reached an encoder
         out.fail(BadInput(f"the input holds text that cannot be encoded: {exc.reason}"), 2)
     except Exception as exc:
-        out.fail(exc, 2 if isinstance(exc, _bad_input_types()) else 1)
+        out.fail(exc, exit_code(exc))

@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 from rich.text import Text
 
 from ..core.export import to_openai
+from ..errors import ContextfoldError
 from ..providers.errors import ContextOverflowError
 from ..runtime import (
     Conversation,
-    ConversationError,
     DraftTooLargeError,
     Event,
     SendAbortedError,
@@ -154,9 +154,9 @@ class ChatSession:
                     self.reply(self.conv.continue_turn())
             except ContextOverflowError as exc:
                 self.overflowed(exc)
-            except (BadInput, ConversationError, ValueError, LookupError) as exc:
+            except (ContextfoldError, ValueError, LookupError) as exc:
                 self.error(cli_message(exc))
-            except Exception as exc:  # provider and store errors: show, keep the session
+            except Exception as exc:  # anything unexpected: show it with its type, keep going
                 self.error(f"{type(exc).__name__}: {cli_message(exc)}")
 
     def error(self, message: str) -> None:
@@ -179,7 +179,7 @@ class ChatSession:
         try:
             self.reply(self.conv.send(text))
         except (DraftTooLargeError, SendAbortedError) as exc:
-            err_console.print(plain(str(exc), "yellow"), soft_wrap=True)
+            err_console.print(plain(cli_message(exc), "yellow"), soft_wrap=True)
             draft = exc.draft.text if exc.draft is not None else text
             self.prefill = draft  # nothing was sent: the draft goes back on the line
             self.show_events()
@@ -301,7 +301,7 @@ class ChatSession:
         try:
             self.reply(self.conv.edit(arg))
         except DraftTooLargeError as exc:
-            err_console.print(plain(str(exc), "yellow"), soft_wrap=True)
+            err_console.print(plain(cli_message(exc), "yellow"), soft_wrap=True)
             self.prefill = f"/edit {arg}"
 
     def fork(self, arg: str) -> None:

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from ..core.budget import Budget, ModelCapacity
     from ..core.resolver import ModelResolver, ResolvedModel
     from ..core.tree import Branch
+    from ..store.protocol import SessionReader, SessionStore
+    from ..store.values import SessionInfo
 
 T = TypeVar("T")
 
@@ -107,7 +109,7 @@ def stderr_progress() -> Callable[[str], None]:
     return say
 
 
-def read_only(db: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
+def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) -> T:
     """Run a read-only command's `reads(store)`: the one place that picks the quick
     `sqlite3` snapshot of an embedded database (no SQLAlchemy or asyncio to import) or,
     whenever it cannot serve them exactly, the full store (docs/store.md). Synchronous:
@@ -117,7 +119,7 @@ def read_only(db: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
     return read_only_store(db, reads)
 
 
-async def _load_healthy(store: Any, session_id: str) -> Branch:
+async def _load_healthy(store: SessionReader, session_id: str) -> Branch:
     from ..core.tree import DamagedBranch
 
     branch = await store.load_branch(session_id)
@@ -172,7 +174,7 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
     out = Output(as_json)
 
     def work() -> None:
-        async def reads(store: Any) -> list[dict[str, Any]]:
+        async def reads(store: SessionReader) -> list[dict[str, Any]]:
             return [await _session_row(store, s) for s in await store.list_sessions()]
 
         rows = read_only(db, reads)
@@ -181,7 +183,7 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
     run(out, work)
 
 
-async def _session_row(store: Any, info: Any) -> dict[str, Any]:
+async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any]:
     """One `sessions` row: the stored fields plus what the branch says."""
     from ..core.tree import Branch
 
@@ -223,7 +225,7 @@ def compact_command(
 
     fallbacks: list[str] = []
 
-    async def compact(store: Any, branch: Branch) -> dict[str, Any]:
+    async def compact(store: SessionStore, branch: Branch) -> dict[str, Any]:
         from ..runtime.compaction import compact_session
         from ..runtime.summarizers import offline_summarize
 
@@ -286,7 +288,8 @@ def _llm_summarize(chat: ResolvedModel, model: str | None, base_url: str | None,
 WAIT_POLL_SECONDS = 0.5
 
 
-async def _compact_once_or_wait(store: Any, session: str, wait: bool, compact: Any) -> Any:
+async def _compact_once_or_wait(store: SessionStore, session: str, wait: bool,
+                                compact: Any) -> Any:
     """Run `compact`; while another process holds the session's compaction lease, report
     `"status": "busy"` or, with --wait, poll until it is free."""
     import asyncio
@@ -371,7 +374,7 @@ def show_command(
     def work() -> None:
         from ..core.tree import Branch, DamagedBranch
 
-        async def reads(store: Any) -> tuple[Any, ...]:
+        async def reads(store: SessionReader) -> tuple[Any, ...]:
             info = await store.get_session(session)
             if page is None:
                 nodes = await store.load_tree(session)

@@ -36,6 +36,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from ..errors import ContextfoldError
 from .budget import ModelCapacity
 
 FAMILIES = ("claude", "gpt", "gemini", "other")
@@ -91,13 +92,16 @@ _DATE_SUFFIX = re.compile(r"-(?:20\d{2}-?\d{2}-?\d{2}|\d{4})$")
 _OPENAI_NAME = re.compile(r"^(?:gpt|chatgpt|codex|text-embedding|o[1-9](?:$|-))")
 
 
-class UnknownModelError(LookupError):
+class UnknownModelError(ContextfoldError, LookupError):
     """The catalog does not know the model and no context window was given.
 
     One error kind for every face: `model` and `close_names` say what was asked and what
     the catalog has near it; `explain(give)` words it with the face's own way of giving a
     window (`--context-window`, `context_window`, `ContextfoldMiddleware(capacity=...)`).
     """
+
+    kind = "bad_input"
+    code = "unknown_model"
 
     def __init__(self, model: str, *, close_names: tuple[str, ...] = (), known: int = 0,
                  give: str | None = None) -> None:
@@ -110,6 +114,10 @@ class UnknownModelError(LookupError):
             f"overrides file with [models.\"{model}\"] context_window = 32768 "
             "(CLI: --context-window)")))
 
+    def public_message(self) -> str:
+        """For the service's client, who gives a session's window as `context_window`."""
+        return self.explain("context_window")
+
     def explain(self, give: str) -> str:
         """The message, ending with `give`: how the face's user gives the window."""
         hint = f" Close names in the catalog: {', '.join(self.close_names)}." \
@@ -119,8 +127,10 @@ class UnknownModelError(LookupError):
                 f"{give}.")
 
 
-class CatalogConfigError(ValueError):
+class CatalogConfigError(ContextfoldError, ValueError):
     """An overrides file or an override call has content the catalog cannot use."""
+
+    kind = "bad_input"
 
 
 def derived_max_output(context_window: int) -> int:

@@ -21,6 +21,8 @@ from typing import Any
 
 from .constraints import constraint_sentences
 from .messages import (
+    USER_CONSTRAINT,
+    USER_WRITTEN,
     AnnotationPart,
     CollectionPart,
     LedgerEntry,
@@ -33,7 +35,6 @@ from .messages import (
     ToolResultPart,
     ZoteroItemPart,
 )
-from .projection import LEDGER_CONSTRAINT
 from .prose_identifiers import ZOTERO_KEY_ALPHABET, prose_identifiers
 from .tree import message_nodes
 
@@ -48,8 +49,6 @@ _MAX_NOTE_CHARS = 120
 # its items are recorded by key, without titles, until the session reads one of them.
 _LISTING_ITEMS = 3
 
-USER_WRITTEN = 1  # LedgerEntry.priority of an identifier the user wrote
-USER_CONSTRAINT = LEDGER_CONSTRAINT  # ... and of one named in a constraint the user stated
 
 # --------------------------------------------------------------------------- patterns
 

@@ -15,6 +15,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Sequence
 
+from .identifiers import extract_identifiers
 from .messages import (
     EpubLocationPart,
     Message,
@@ -75,10 +76,6 @@ def maskable(msg: Message) -> bool:
 
 def mask_node(node: Node, calls: dict[str, ToolCallPart]) -> Node:
     """`node` with its large tool outputs replaced by placeholders (or `node` itself)."""
-    # Imported here: identifiers reads the projection's ledger wording, and the projection
-    # imports this module.
-    from .identifiers import extract_identifiers
-
     msg = node.message
     if msg is None or not maskable(msg):
         return node

@@ -234,16 +234,21 @@ class Message(Value):
 # --------------------------------------------------------------------------- checkpoint
 
 
+# `LedgerEntry.priority`: how long the ledger keeps an identifier under pressure (higher is
+# evicted later). Here, beside the entry, because the extraction (`identifiers`) writes them
+# and the rendering (`projection`) reads them.
+TOOL_TRAFFIC = 0  # seen in tool traffic or the assistant's words
+USER_WRITTEN = 1  # written by the user
+USER_CONSTRAINT = 2  # named in a constraint the user stated ("never overwrite refs/library.bib")
+
+
 class LedgerEntry(Value):
     """One identifier carried forward verbatim across compactions."""
 
     kind: NonEmptyStr  # e.g. zotero_item, doi, url, path, commit, tool_error
     value: NonEmptyStr
     note: str = ""  # e.g. a title; never needed to keep the identifier itself
-    # How long the ledger keeps it under pressure (higher is evicted later): 0 seen in tool
-    # traffic or the assistant's words, 1 written by the user, 2 named in a constraint the
-    # user stated ("never overwrite refs/library.bib").
-    priority: Annotated[int, Field(ge=0, le=2)] = 0
+    priority: Annotated[int, Field(ge=TOOL_TRAFFIC, le=USER_CONSTRAINT)] = TOOL_TRAFFIC
 
 
 class Ledger(Value):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
+from ..errors import ContextfoldError
 from .messages import Node, Pin, PinEvent
 from .text_estimate import estimate_text
 
@@ -23,8 +24,10 @@ PINS_HEADER = (
 )
 
 
-class PinRefusedError(ValueError):
+class PinRefusedError(ContextfoldError, ValueError):
     """A pin that would exceed the pin budget (SPEC N1). Nothing was stored."""
+
+    kind = "bad_input"
 
     def __init__(self, pin_tokens: int, used_tokens: int, budget_tokens: int) -> None:
         self.pin_tokens = pin_tokens

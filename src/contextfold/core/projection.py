@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .masking import MASKING_NOTE, apply_mask
-from .messages import Checkpoint, Ledger, Message, Node, Pin, ToolResultPart, TurnContext
+from .messages import (
+    USER_CONSTRAINT,
+    Checkpoint,
+    Ledger,
+    Message,
+    Node,
+    Pin,
+    ToolResultPart,
+    TurnContext,
+)
 from .pins import active_pins, last_pin_change
 from .resources import clip_middle
 from .tree import Branch
@@ -136,7 +145,6 @@ def clip_tool_results(msg: Message, limit: int) -> Message:
 
 
 LEDGER_NOTE_CHARS = 60
-LEDGER_CONSTRAINT = 2  # LedgerEntry.priority of an identifier named in a user's constraint
 
 
 def render_ledger(ledger: Ledger) -> str:
@@ -154,7 +162,7 @@ def render_ledger(ledger: Ledger) -> str:
     groups: dict[str, list[str]] = {}
     for e in ledger.entries:
         note = " ".join(e.note.split())
-        if e.priority >= LEDGER_CONSTRAINT:
+        if e.priority >= USER_CONSTRAINT:
             if note:
                 rules.setdefault(note, []).append(e.value)
             else:

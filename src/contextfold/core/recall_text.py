@@ -25,6 +25,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from ..errors import ContextfoldError
 from .messages import Message, ToolCallPart, ToolResultPart
 from .serialize import SerializeLimits, serialize_message
 
@@ -139,8 +140,10 @@ class SearchQuery:
 _QUOTED = re.compile(r'"([^"]*)"|(\S+)')
 
 
-class EmptyQueryError(ValueError):
+class EmptyQueryError(ContextfoldError, ValueError):
     """The query has nothing searchable (only punctuation or blanks)."""
+
+    kind = "bad_input"
 
 
 def parse_query(text: str) -> SearchQuery:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Literal
 
+from ..errors import ContextfoldError
 from .budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from .catalog import ModelCatalog, UnknownModelError, default_catalog, derived_max_output
 from .messages import Checkpoint, Message, Node
@@ -61,8 +62,10 @@ __all__ = [
 ]
 
 
-class InvalidWindowError(ValueError):
+class InvalidWindowError(ContextfoldError, ValueError):
     """A context window (or max output) that is not a positive number of tokens."""
+
+    kind = "bad_input"
 
     def __init__(self, what: str, value: int) -> None:
         self.what = what
@@ -73,12 +76,14 @@ class InvalidWindowError(ValueError):
         return f"{option} must be a positive number of tokens, not {self.value}"
 
 
-class WindowTooSmallError(ValueError):
+class WindowTooSmallError(ContextfoldError, ValueError):
     """The window leaves no room for a checkpoint summary (compaction would fail).
 
     `smallest` is the smallest window that works for this model (None when no window can:
     its max output is too small); `explain(...)` words it with the face's option names.
     """
+
+    kind = "bad_input"
 
     def __init__(self, capacity: ModelCapacity, smallest: int | None, summary_tokens: int,
                  room: int) -> None:
@@ -100,6 +105,12 @@ class WindowTooSmallError(ValueError):
                 f"needs at least {self.summary_tokens:,}; the smallest window that works is "
                 f"{self.smallest:,} tokens (a history whose turns are very long may need "
                 f"more; {window_option} sets it)")
+
+    def facts(self) -> dict[str, Any]:
+        return {"smallest_window": self.smallest}
+
+    def public_message(self) -> str:
+        return self.explain("context_window")
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from ..errors import ContextfoldError
 from .estimator import estimate_text
 from .messages import (
     RESOURCE_PART_TYPES,
@@ -106,8 +107,10 @@ def escape_data(text: str) -> str:
     return "".join(out)
 
 
-class ChunkBudgetTooSmall(ValueError):
+class ChunkBudgetTooSmall(ContextfoldError, ValueError):
     """Even the shortest form of every message (its label) does not fit the chunk bound."""
+
+    kind = "bad_input"
 
 
 # --------------------------------------------------------------------------- messages

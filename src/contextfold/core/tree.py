@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from ..errors import ContextfoldError
 from .messages import Checkpoint, Message, Node
 
 
@@ -92,8 +93,10 @@ class DamagedBranch:
         return True
 
 
-class BranchError(ValueError):
+class BranchError(ContextfoldError, ValueError):
     """Raised when an operation needs a healthy branch and got a damaged one."""
+
+    kind = "read_only"  # a damaged branch is read, never written (SPEC D2)
 
 
 def build_branch(

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from ..errors import ContextfoldError
 
-class ImportFormatError(ValueError):
+
+class ImportFormatError(ContextfoldError, ValueError):
     """Fatal import error; the message names the file, the line (when known) and the reason.
 
     Partially readable input is not fatal: the importers skip what they cannot read and report
     it in `ImportResult.warnings`. This error means nothing usable could be recovered, or the
     file is not in a format the importers know.
     """
+
+    kind = "bad_input"
 
     def __init__(self, source: str, reason: str, line: int | None = None) -> None:
         self.source = source

@@ -41,6 +41,7 @@ from ..providers.base import ToolSpec
 from ..runtime.compaction import CompactionOutcome
 from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
+from ..store.protocol import SessionStore
 from .langchain_messages import (
     SUMMARY_ID_PREFIX,
     Converted,
@@ -94,7 +95,7 @@ class ContextfoldMiddleware(AgentMiddleware):
     `recall`: offer `history_search` / `history_expand` as LangChain tools (SPEC L2).
     """
 
-    def __init__(self, store: Any = None, *, session_id: str | None = None,
+    def __init__(self, store: SessionStore | str | None = None, *, session_id: str | None = None,
                  capacity: ModelCapacity | str | None = None, summarizer: Any = None,
                  settings: CompactionSettings | None = None, instructions: str | None = None,
                  recall: bool = True, scope: str = DEFAULT_SCOPE,
@@ -102,7 +103,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         super().__init__()
         self._owned = store is None or isinstance(store, str)
         self._url: str | None = store if isinstance(store, str) else None
-        self._store: Any = None if self._owned else store
+        self._store: SessionStore | None = None if isinstance(store, str) else store
         self._session_id = session_id
         self._capacity = capacity_for(capacity) if isinstance(capacity, str) else capacity
         self._summarizer = summarizer

@@ -63,6 +63,7 @@ from ..core.messages import (
 from ..providers.base import ToolSpec
 from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
+from ..store.protocol import SessionStore
 
 __all__ = ["ContextfoldHistory", "history_processor", "load_message_history", "to_messages"]
 
@@ -271,7 +272,8 @@ def _conversational(part: Any) -> bool:
 class ContextfoldHistory:
     """The history processor (see the module docstring); one per conversation."""
 
-    def __init__(self, store: Any, *, capacity: ModelCapacity, session_id: str | None = None,
+    def __init__(self, store: SessionStore, *, capacity: ModelCapacity,
+                 session_id: str | None = None,
                  capacities: Mapping[str, ModelCapacity] | None = None,
                  summarizer: Any = None, settings: CompactionSettings | None = None,
                  tools: Sequence[ToolSpec] = (), mirror: Mirror | None = None) -> None:
@@ -369,13 +371,14 @@ class _Capability(ProcessHistory[Any]):
         return response
 
 
-def history_processor(store: Any, *, capacity: ModelCapacity, session_id: str | None = None,
+def history_processor(store: SessionStore, *, capacity: ModelCapacity,
+                      session_id: str | None = None,
                       **options: Any) -> ContextfoldHistory:
     """A pydantic-ai history processor over `store` (options: see `ContextfoldHistory`)."""
     return ContextfoldHistory(store, capacity=capacity, session_id=session_id, **options)
 
 
-async def load_message_history(store: Any, session_id: str) -> list[ModelMessage]:
+async def load_message_history(store: SessionStore, session_id: str) -> list[ModelMessage]:
     """The stored branch of `session_id` as pydantic-ai messages (the whole durable
     history, checkpoints left out): `message_history=` for a run that continues it."""
     branch = await store.load_full_branch(session_id)

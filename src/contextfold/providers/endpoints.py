@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..errors import ContextfoldError
 from .base import ChatModel
 from .factory import (
     PROVIDERS,
@@ -40,7 +41,7 @@ COMPATIBLE = "openai-compatible"
 OFFICIAL_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com"}
 
 
-class EndpointRefusedError(ValueError):
+class EndpointRefusedError(ContextfoldError, ValueError):
     """A model and base URL a server must not use with its keys; the message says why.
 
     `reason`: "base_url_not_allowed" (nobody allowed this URL), "keyed_provider" (the URL is
@@ -48,9 +49,12 @@ class EndpointRefusedError(ValueError):
     has no official endpoint and the operator bound none).
     """
 
+    kind = "bad_input"
+
     def __init__(self, message: str, reason: str) -> None:
         super().__init__(message)
         self.reason = reason
+        self.code = reason
 
 
 def same_url(a: str | None, b: str | None) -> bool:

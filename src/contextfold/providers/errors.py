@@ -19,9 +19,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..errors import ContextfoldError
 
-class ProviderError(Exception):
+
+class ProviderError(ContextfoldError):
     """Base of every error a provider adapter raises."""
+
+    kind = "provider"
 
     def __init__(self, message: str, *, provider: str, status: int | None = None,
                  attempts: int = 1) -> None:
@@ -37,6 +41,8 @@ class ProviderError(Exception):
 
 class ContextOverflowError(ProviderError):
     """The request did not fit the model's context window (or window minus max_tokens)."""
+
+    code = "context_overflow"
 
     def __init__(self, message: str, *, provider: str, status: int | None = None,
                  requested_tokens: int | None = None, limit_tokens: int | None = None,

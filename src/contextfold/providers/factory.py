@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, Literal
 
+from ..errors import ContextfoldError
 from .base import ChatModel
 
 Protocol = Literal["openai", "anthropic"]
@@ -70,12 +71,17 @@ _ALIASES = {"llama.cpp": "llamacpp", "llama-cpp": "llamacpp", "lm-studio": "lmst
             "compatible": "openai-compatible"}
 
 
-class UnknownProviderError(ValueError):
+class UnknownProviderError(ContextfoldError, ValueError):
     """The provider could not be determined from the arguments."""
 
+    kind = "bad_input"
+    code = "unknown_model"
 
-class MissingExtraError(ImportError):
+
+class MissingExtraError(ContextfoldError, ImportError):
     """The provider SDK is not installed: the base install has none of them."""
+
+    kind = "unavailable"
 
 
 # protocol -> (adapter module, adapter class, SDK package)

@@ -23,13 +23,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from ..core.catalog import UnknownModelError
 from ..core.messages import Message
+from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
-from ..runtime.errors import RequestTooLargeError
 from ..runtime.mirror import Mirror, Synced
+from ..store.protocol import SessionStore
 from . import wire
 from .config import ProxyConfig
+from .errors import refusal
 from .guards import protect
 from .identity import conversation_scope, salt_for
 from .paths import upstream_url
@@ -49,7 +50,7 @@ _DROP_OUT = {"content-length", "transfer-encoding", "connection", "content-encod
 class Proxy:
     """State shared by the requests of one running proxy."""
 
-    def __init__(self, config: ProxyConfig, store: Any, client: Any) -> None:
+    def __init__(self, config: ProxyConfig, store: SessionStore, client: Any) -> None:
         self.config = config
         self.store = store
         self.client = client
@@ -80,13 +81,9 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         body = loads_bounded(raw)
         parsed = wire.parse(protocol, body)
         capacity = proxy.config.capacity(parsed.model)
-    except UnknownModelError:
-        return JSONResponse(wire.bad_request(protocol, (
-            f"contextfold proxy does not know the context window of model {parsed.model!r}: "
-            f"start it with --model-window {parsed.model}=TOKENS (or '*=TOKENS' for every "
-            "model)")), status_code=400)
-    except ValueError as exc:
-        return JSONResponse(wire.bad_request(protocol, str(exc)), status_code=400)
+    except (ContextfoldError, ValueError) as exc:  # answered by kind (proxy/errors.py)
+        status, error = refusal(protocol, exc)
+        return JSONResponse(error, status_code=status)
     scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     agent = request.headers.get("user-agent", "unknown")
     meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": protocol}}
@@ -94,9 +91,9 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
                                          system=parsed.system, tools=parsed.tools,
                                          metadata=meta, title=f"proxy: {agent}"[:120])
-    except RequestTooLargeError as exc:
-        status, error = wire.too_large(protocol, exc)
-        _log(proxy, None, parsed.model, len(raw), None, "refused (too large)", status,
+    except ContextfoldError as exc:  # Y3 for a request too large; by kind for the rest
+        status, error = refusal(protocol, exc)
+        _log(proxy, None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,
              started)
         return JSONResponse(error, status_code=status)
     forwarded = wire.build(parsed, body, synced)

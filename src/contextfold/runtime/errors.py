@@ -4,14 +4,18 @@ Provider errors (`ContextOverflowError`, rate limits, ...) and store errors
 (`ReadOnlySessionError`, `SessionNotFoundError`, ...) pass through unchanged; the classes here
 are the runtime's own decisions: "busy compacting", "this draft cannot fit", "the compaction
 your send waited for did not succeed", "the tool workflow is not in the state you assumed".
+Each has a kind of the one error vocabulary (`contextfold.errors`), which the faces answer.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.messages import Message
+from ..errors import ContextfoldError, Kind, code_of, kind_of
 
 
-class ConversationError(Exception):
+class ConversationError(ContextfoldError):
     """Base class of every error the runtime raises on purpose."""
 
 
@@ -22,6 +26,8 @@ class BusyError(ConversationError):
     (`await conversation.wait_idle()`) or cancel it (`conversation.cancel_compaction()`).
     """
 
+    kind = "busy"
+
     def __init__(self, operation: str, activity: str = "a compaction") -> None:
         super().__init__(
             f"cannot {operation} while {activity} is running; wait for it to finish or "
@@ -31,21 +37,40 @@ class BusyError(ConversationError):
         )
         self.operation = operation
         self.activity = activity
+        self.code = "compacting" if activity == "a compaction" else "busy"
+
+    def facts(self) -> dict[str, Any]:
+        return {"reason": str(self)}
 
 
 class RequestTooLargeError(ConversationError):
     """The next request cannot fit the model's safe input limit, even after compaction.
 
     Nothing was sent to the provider (SPEC P3). `overflow_tokens` is how many tokens over
-    the limit the smallest request the runtime could build would be.
+    the limit the smallest request the runtime could build would be, `estimated_tokens` what
+    the request needs, `model` the model whose limit it is (when known). The faces word the
+    error from these numbers, each in its own terms; the message is the library's sentence.
     """
 
-    def __init__(self, message: str, *, overflow_tokens: int, estimated_tokens: int,
-                 safe_input_limit: int) -> None:
-        super().__init__(message)
+    kind = "too_large"
+    code = "request_too_large"
+
+    def __init__(self, message: str = "", *, overflow_tokens: int, estimated_tokens: int,
+                 safe_input_limit: int, model: str | None = None) -> None:
+        of_model = f" of {model}" if model else ""
+        super().__init__(message or (
+            f"the next request needs about {estimated_tokens} tokens but the safe input limit"
+            f"{of_model} is {safe_input_limit}, even after compaction; nothing was sent. "
+            f"Shorten it by at least {overflow_tokens} tokens or use a larger-window model."))
         self.overflow_tokens = overflow_tokens
         self.estimated_tokens = estimated_tokens
         self.safe_input_limit = safe_input_limit
+        self.model = model
+
+    def facts(self) -> dict[str, Any]:
+        return {"overflow_tokens": self.overflow_tokens,
+                "estimated_tokens": self.estimated_tokens,
+                "safe_input_limit": self.safe_input_limit}
 
 
 class DraftTooLargeError(RequestTooLargeError):
@@ -55,14 +80,16 @@ class DraftTooLargeError(RequestTooLargeError):
     give back to the user; shorten it by at least `overflow_tokens` tokens.
     """
 
+    code = "draft_too_large"
+
     def __init__(self, draft: Message, *, overflow_tokens: int, estimated_tokens: int,
-                 safe_input_limit: int) -> None:
+                 safe_input_limit: int, model: str | None = None) -> None:
         super().__init__(
             f"the message does not fit the model's context: the request would need about "
             f"{estimated_tokens} tokens, the safe limit is {safe_input_limit}; shorten the "
             f"message by at least {overflow_tokens} tokens (nothing was sent or saved)",
             overflow_tokens=overflow_tokens, estimated_tokens=estimated_tokens,
-            safe_input_limit=safe_input_limit,
+            safe_input_limit=safe_input_limit, model=model,
         )
         self.draft = draft
 
@@ -74,6 +101,9 @@ class SendAbortedError(ConversationError):
     `detail` says what went wrong.
     """
 
+    kind = "conflict"
+    code = "send_aborted"
+
     def __init__(self, draft: Message | None, reason: str, detail: str = "") -> None:
         what = "was cancelled" if reason == "cancelled" else "failed"
         extra = f" ({detail})" if detail else ""
@@ -83,16 +113,29 @@ class SendAbortedError(ConversationError):
         self.reason = reason
         self.detail = detail
 
+    def facts(self) -> dict[str, Any]:
+        return {"reason": self.reason,
+                "draft": self.draft.text if self.draft is not None else None}
+
 
 class ToolWorkflowError(ConversationError):
     """The call does not match the tool workflow at the leaf, e.g. a new user message while
     tool calls wait for results, results for calls that are not open, or `continue_turn`
     with nothing to continue. The message says which ids or state are wrong."""
 
+    kind = "bad_input"
+
 
 class CompactionFailedError(ConversationError):
-    """A compaction raised; `cause` is the original exception (also `__cause__`)."""
+    """A compaction raised; `cause` is the original exception (also `__cause__`).
+
+    Its kind and code are its cause's (a window too small to summarise in is `bad_input`, a
+    failed summariser model `provider`); an unexpected cause leaves it `internal`.
+    """
 
     def __init__(self, detail: str, cause: BaseException | None = None) -> None:
         super().__init__(f"compaction failed: {detail}")
         self.cause = cause
+        if cause is not None:
+            self.kind: Kind = kind_of(cause)
+            self.code = code_of(cause)

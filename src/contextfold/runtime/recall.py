@@ -20,8 +20,10 @@ from ..core.messages import ToolCallPart, ToolResultPart
 from ..core.recall_text import RECALL_TOOL_NAMES, message_text
 from ..core.resources import clip_middle
 from ..core.text_estimate import Count
+from ..errors import ContextfoldError
 from ..providers.base import ToolSpec
 from ..store.errors import StoreError
+from ..store.protocol import SessionStore
 from ..store.values import RecallHit
 
 HISTORY_SEARCH = "history_search"
@@ -77,8 +79,10 @@ def hit_dict(hit: RecallHit, *, in_context: bool | None = None) -> dict[str, Any
     return out
 
 
-class RecallInputError(ValueError):
+class RecallInputError(ContextfoldError, ValueError):
     """A recall tool call with arguments that cannot be used (answered as a tool error)."""
+
+    kind = "bad_input"
 
 
 def _int(args: dict[str, Any], name: str, default: int, low: int, high: int) -> int:
@@ -107,13 +111,13 @@ def _str(args: dict[str, Any], name: str, *, required: bool) -> str | None:
 
 @dataclass
 class Recall:
-    """Recall over one session of a store (anything with `search_history`/`expand_history`).
+    """Recall over one session of a store (its `search_history` and `expand_history`).
 
     `expand_tokens` caps what one expansion returns (a call may ask for less, never more);
     `count` measures it (the estimator by default).
     """
 
-    store: Any
+    store: SessionStore
     session_id: str
     expand_tokens: int = DEFAULT_EXPAND_TOKENS
     count: Count = field(default=estimate_text)

@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from ..guard.bearer import BearerAuth
 from ..guard.rate import RateLimiter
+from ..store.protocol import SessionStore
 from .auth import tenant
 from .config import ServiceConfig
 from .errors import install_handlers
@@ -36,21 +37,26 @@ class Service:
     and the token check (`--auth`)."""
 
     config: ServiceConfig
-    store: Any
+    store: SessionStore
     hub: Hub
     sessions: SessionManager
     limiter: RateLimiter
     bearer: BearerAuth
 
 
-def _hub_for(store: Any) -> Hub:
-    if store.dialect != "postgresql":
+def _hub_for(store: SessionStore) -> Hub:
+    """Events and cancel across workers: PostgreSQL's LISTEN/NOTIFY on a PostgreSQL store,
+    else in memory (one worker)."""
+    from ..store import SqlSessionStore
+
+    if not isinstance(store, SqlSessionStore) or store.dialect != "postgresql":
         return Hub()
     url = store.engine.url.set(drivername="postgresql")
     return PgHub(url.render_as_string(hide_password=False))
 
 
-def create_app(config: ServiceConfig | None = None, *, store: Any = None) -> FastAPI:
+def create_app(config: ServiceConfig | None = None, *,
+               store: SessionStore | None = None) -> FastAPI:
     """The ASGI app. `store`: an open store to use (tests); else `config.db` is opened."""
     config = config or ServiceConfig()
 

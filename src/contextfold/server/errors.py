@@ -1,19 +1,25 @@
 """Every error as `{"error": "...", "type": "..."}` with a fitting status (docs/service.md).
 
-Runtime and store exceptions are mapped here, once, so the routes just raise. Messages
-are the library's own sentences; nothing of a request's headers or the server's keys is
-ever put in them.
+Every library exception is answered here by its kind (`contextfold.errors`), so the routes
+just raise. Messages are the library's sentences for a remote client (`public_message`),
+a request too large is worded from its numbers; nothing of a request's headers or the
+server's keys is ever put in them.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import ContextfoldError, http_status
+
+if TYPE_CHECKING:
+    from ..runtime.errors import RequestTooLargeError
 
 log = logging.getLogger("contextfold.server")
 
@@ -34,34 +40,16 @@ class ApiError(Exception):
         return {"error": self.message, "type": self.type, **self.extra}
 
 
-def not_found(what: str = "session") -> ApiError:
-    """The one 404 body for a missing id and another tenant's id alike (SPEC W1)."""
-    return ApiError(404, "not_found", f"no such {what}")
+INTERNAL = "internal error (see the server log)"  # a bug's detail is for the log only
 
 
 def as_api_error(exc: BaseException) -> ApiError:
-    """The `ApiError` for a library exception (500 `internal` for anything unexpected)."""
-    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
+    """The `ApiError` for a library exception (500 `internal` for anything unexpected).
 
-    from ..core.resolver import UnknownModelError, WindowTooSmallError
-    from ..providers.errors import ContextOverflowError, ProviderError
-    from ..runtime import (
-        BusyError,
-        CompactionFailedError,
-        DraftTooLargeError,
-        RequestTooLargeError,
-        SendAbortedError,
-        ToolWorkflowError,
-    )
-    from ..store import (
-        InvalidOperationError,
-        InvalidPayloadError,
-        NodeNotFoundError,
-        ReadOnlySessionError,
-        SessionBusyError,
-        SessionNotFoundError,
-        StaleBranchError,
-    )
+    By kind (`contextfold.errors.http_status`), never by class: the status is the kind's,
+    the `type` the error's code, the extra fields its facts.
+    """
+    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
     if isinstance(exc, ApiError):
         return exc
@@ -69,51 +57,32 @@ def as_api_error(exc: BaseException) -> ApiError:
         # Every database connection of this worker is busy: a load problem, not a bug.
         return ApiError(503, "overloaded", "the server is overloaded (no database connection "
                         "was free); retry shortly", headers={"Retry-After": "1"})
-    if isinstance(exc, SessionNotFoundError):
-        return not_found()
-    if isinstance(exc, NodeNotFoundError):
-        return not_found("node")
-    if isinstance(exc, BusyError):
-        kind = "compacting" if exc.activity == "a compaction" else "busy"
-        return ApiError(409, kind, str(exc), reason=str(exc))
-    if isinstance(exc, SessionBusyError):
-        return ApiError(409, "compacting", "a compaction of this session is running on "
-                        "another worker; wait for it or cancel it",
-                        reason="compacting on another worker")
-    if isinstance(exc, SendAbortedError):
-        draft = exc.draft.text if exc.draft is not None else None
-        return ApiError(409, "send_aborted", str(exc), reason=exc.reason, draft=draft)
-    if isinstance(exc, DraftTooLargeError | RequestTooLargeError):
-        type_ = "draft_too_large" if isinstance(exc, DraftTooLargeError) else \
-            "request_too_large"
-        return ApiError(413, type_, str(exc), overflow_tokens=exc.overflow_tokens,
-                        estimated_tokens=exc.estimated_tokens,
-                        safe_input_limit=exc.safe_input_limit)
-    if isinstance(exc, ReadOnlySessionError):
-        return ApiError(409, "read_only", str(exc))
-    if isinstance(exc, StaleBranchError):
-        return ApiError(409, "stale", "the session's branch moved while this request ran "
-                        "(another writer); read the session again and retry")
-    if isinstance(exc, UnknownModelError):
-        return ApiError(400, "unknown_model", exc.explain("context_window"))
-    if isinstance(exc, WindowTooSmallError):
-        return ApiError(400, "bad_request", exc.explain("context_window"),
-                        smallest_window=exc.smallest)
-    if isinstance(exc, CompactionFailedError):
-        known = as_api_error(exc.cause) if exc.cause is not None else None
-        if known is not None and known.status in (404, 409, 503):
-            return known  # read-only, busy on another worker, ...: the cause's own answer
-        return ApiError(422, "compaction_failed", f"{exc}; nothing was written (a window "
-                        "too small for this history needs a larger context_window: POST "
-                        "…/model)")
-    if isinstance(exc, ContextOverflowError):
-        return ApiError(502, "context_overflow", str(exc))
-    if isinstance(exc, ProviderError):
-        return ApiError(502, "provider_error", f"the model provider failed: {exc}")
-    if isinstance(exc, InvalidOperationError | InvalidPayloadError | ToolWorkflowError |
-                  ValueError):
-        return ApiError(400, "bad_request", str(exc))
-    return ApiError(500, "internal", "internal error (see the server log)")
+    if not isinstance(exc, ContextfoldError):
+        if isinstance(exc, ValueError):  # another library's verdict on what the client sent
+            return ApiError(400, "bad_request", str(exc))
+        return ApiError(500, "internal", INTERNAL)
+    if exc.kind == "internal":
+        return ApiError(500, "internal", INTERNAL)
+    return ApiError(http_status(exc.kind), exc.code, service_message(exc), **exc.facts())
+
+
+def service_message(error: ContextfoldError) -> str:
+    """The error's sentence for a client of the service."""
+    if error.kind == "too_large":
+        return too_large_message(error)  # type: ignore[arg-type]
+    if error.kind == "provider" and error.code == "provider_error":
+        return f"the model provider failed: {error.public_message()}"
+    return error.public_message()
+
+
+def too_large_message(error: RequestTooLargeError) -> str:
+    """A request that cannot fit even after compaction (SPEC P3), from its numbers; the
+    body carries them too (`overflow_tokens`, `estimated_tokens`, `safe_input_limit`)."""
+    unsent = "sent or saved" if error.code == "draft_too_large" else "sent"
+    return (f"about {error.estimated_tokens} tokens do not fit the safe input limit of "
+            f"{error.model or 'the model'} ({error.safe_input_limit}), even after compaction, "
+            f"and nothing was {unsent}: shorten the message by at least {error.overflow_tokens} "
+            "tokens or switch the session to a larger-window model")
 
 
 def error_response(exc: BaseException) -> JSONResponse:
@@ -144,16 +113,11 @@ def install_handlers(app: FastAPI) -> None:
         return JSONResponse({"error": f"{where}: {first['msg']}", "type": "validation_error",
                              "detail": detail}, status_code=422)
 
-    from ..providers.errors import ProviderError
-    from ..runtime import ConversationError
-    from ..store import StoreError
-
     app.add_exception_handler(StarletteHTTPException, on_http)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, on_validation)  # type: ignore[arg-type]
     # The expected ones by class (answered quietly); anything else is a 500 with a log line.
     from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
-    for known in (ApiError, ConversationError, StoreError, ProviderError, ValueError,
-                  PoolTimeoutError):
+    for known in (ApiError, ContextfoldError, ValueError, PoolTimeoutError):
         app.add_exception_handler(known, on_any)
     app.add_exception_handler(Exception, on_any)

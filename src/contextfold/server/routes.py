@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..core.tree import Branch
 from .auth import tenant
-from .errors import ApiError, not_found
+from .errors import ApiError
 from .sessions import SessionManager, Settings, damage
 from .sse import KEEPALIVE, sse, sse_response
 from .views import projection_json, tree_json
@@ -209,4 +209,4 @@ async def events(session_id: str, who: Tenant, sessions: Manager) -> Any:
     return sse_response(body())
 
 
-__all__ = ["not_found", "router"]
+__all__ = ["router"]

@@ -12,6 +12,7 @@ import os
 from dataclasses import asdict, fields, replace
 from typing import Any
 
+from ..errors import ContextfoldError
 from ..guard.hosts import HostPolicy, is_loopback, with_bind_host
 from .config import ServiceConfig
 
@@ -19,8 +20,10 @@ ENV_CONFIG = "CONTEXTFOLD_SERVE_CONFIG"
 _PORTABLE = {f.name for f in fields(ServiceConfig)} - {"summarizer", "on_conversation", "extra"}
 
 
-class ServeError(ValueError):
+class ServeError(ContextfoldError, ValueError):
     """A `contextfold serve` option combination that cannot work (the message says why)."""
+
+    kind = "bad_input"
 
 
 def check_options(config: ServiceConfig, host: str, workers: int, dialect: str) -> None:

@@ -22,10 +22,12 @@ _EXPORTS: dict[str, str] = {
                      "SessionBusyError", "SessionNotFoundError", "StaleBranchError",
                      "StoreError"], ".errors"),
     "upgrade": ".migrate",
-    "SessionStore": ".protocol",
+    **dict.fromkeys(["BranchReader", "CompactionStore", "SessionReader", "SessionStore"],
+                    ".protocol"),
     "SqlSessionStore": ".sql",
-    **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "RecallHit", "SessionInfo"], ".values"),
-    **dict.fromkeys(["TokenInfo", "TokenNotFoundError", "hash_token"], ".tenancy"),
+    **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "MirrorHit", "MirrorWrite", "RecallHit",
+                     "SessionInfo", "TokenInfo"], ".values"),
+    **dict.fromkeys(["TokenNotFoundError", "hash_token"], ".tenancy"),
 }
 
 

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from contextfold.core.tree import Problem
+from contextfold.errors import ContextfoldError
 
 
-class StoreError(Exception):
+class StoreError(ContextfoldError):
     """Base class of every error the session store raises on purpose."""
 
 
 class SessionNotFoundError(StoreError, LookupError):
     """No session with this id is stored (a typo, or an id from another database)."""
+
+    kind = "not_found"
 
     def __init__(self, session_id: object, database: str | None = None) -> None:
         session_id = session_id if isinstance(session_id, str) else repr(session_id)
@@ -25,13 +29,24 @@ class SessionNotFoundError(StoreError, LookupError):
         self.session_id = session_id
         self.database = database
 
+    def public_message(self) -> str:
+        # The same words for an id of another tenant (SPEC W1); no database, no command.
+        return "no such session"
+
 
 class NodeNotFoundError(StoreError, LookupError):
     """A node id that the operation needs is not stored (in this session's tree)."""
 
+    kind = "not_found"
+
+    def public_message(self) -> str:
+        return "no such node"  # the same for a node of another tenant's tree (W1)
+
 
 class InvalidOperationError(StoreError, ValueError):
     """The request itself is wrong: bad payload, wrong kind of node, nothing to retry, ..."""
+
+    kind = "bad_input"
 
 
 class InvalidPayloadError(InvalidOperationError):
@@ -44,6 +59,8 @@ class DuplicateNodeError(InvalidOperationError):
 
 class ReadOnlySessionError(StoreError):
     """The session's stored history is damaged (SPEC D2): it can be read but never written."""
+
+    kind = "read_only"
 
     def __init__(self, session_id: str, problems: Sequence[Problem] = (), *,
                  reason: str | None = None) -> None:
@@ -60,6 +77,9 @@ class ReadOnlySessionError(StoreError):
 class StaleBranchError(StoreError):
     """`append(expected_leaf_id=...)` found another leaf: someone else moved the branch."""
 
+    kind = "conflict"
+    code = "stale"
+
     def __init__(self, session_id: str, expected: str | None, actual: str | None) -> None:
         super().__init__(
             f"session {session_id!r} leaf is {actual!r}, not the expected {expected!r}; "
@@ -69,9 +89,16 @@ class StaleBranchError(StoreError):
         self.expected_leaf_id = expected
         self.actual_leaf_id = actual
 
+    def public_message(self) -> str:
+        return ("the session's branch moved while this request ran (another writer); read the "
+                "session again and retry")
+
 
 class SessionBusyError(StoreError):
     """Another worker holds this session's compaction lease (SPEC U4)."""
+
+    kind = "busy"
+    code = "compacting"
 
     def __init__(self, session_id: str, holder: str, seconds_left: float) -> None:
         super().__init__(
@@ -82,6 +109,15 @@ class SessionBusyError(StoreError):
         self.holder = holder
         self.seconds_left = max(0.0, seconds_left)
 
+    def public_message(self) -> str:
+        # The holder names a host and a process: for this machine's user only.
+        return "a compaction of this session is running on another worker; wait for it or cancel it"
+
+    def facts(self) -> dict[str, Any]:
+        return {"reason": "compacting on another worker"}
+
 
 class ConfigurationError(StoreError):
     """The database URL or location cannot be used."""
+
+    kind = "bad_input"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -24,34 +23,11 @@ from .engine import read_connection
 from .errors import InvalidOperationError
 from .inputs import as_message
 from .schema import mirror_index, sessions
+from .values import MirrorHit, MirrorWrite
 
 _CHUNK = 400  # parameters per IN (...) query: far below SQLite's limit
 _CHECKS = 8  # index rows tried (and non-message nodes walked) before starting afresh
 log = logging.getLogger("contextfold.store")
-
-
-@dataclass(frozen=True)
-class MirrorHit:
-    """The deepest node stored under one prefix hash (a checkpoint after the message wins)."""
-
-    prefix_hash: str
-    tree_id: str
-    node_id: str
-    depth: int
-    message_id: str  # the message node the chain ends at (node_id itself, or the
-    # message a checkpoint follows)
-
-
-@dataclass(frozen=True)
-class MirrorWrite:
-    """What `mirror_extend` did: the nodes it wrote, where the leaf is, and how it moved."""
-
-    nodes: tuple[Node, ...]
-    node_ids: tuple[str, ...]  # the message node of each hash given
-    leaf_id: str | None
-    moved: str | None  # None (leaf unchanged), "append", "branch" or "switch"
-    from_leaf: str | None = None  # the leaf before this call
-    held: bool = False  # `hold_last`: the last message is new and was not written
 
 
 async def _lookup(conn: AsyncConnection, hashes: Sequence[str],

@@ -24,7 +24,7 @@ import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from contextfold.core.messages import Node
 from contextfold.core.tree import Branch, DamagedBranch
@@ -35,6 +35,9 @@ from .head import shipped_head
 from .location import ENV_VAR, default_sqlite_path
 from .rows import session_info, utc
 from .values import SessionInfo
+
+if TYPE_CHECKING:
+    from .protocol import SessionReader
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -112,9 +115,9 @@ def _dict_row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> Row:
 
 
 class SnapshotReader:
-    """The read-only calls of the store API that the command line's reading commands make,
-    answered from one read transaction (one consistent snapshot) of a SQLite file. Also a
-    `loading.RowSource`."""
+    """The read-only calls of the store API that the command line's reading commands make
+    (`protocol.SessionReader`), answered from one read transaction (one consistent snapshot)
+    of a SQLite file. Also a `loading.RowSource`."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
@@ -239,7 +242,7 @@ class SnapshotReader:
             "ORDER BY depth, created_at, id", (tree_id,)))
 
 
-def read_only_store(url: str | None, reads: Callable[[Any], Awaitable[T]]) -> T:
+def read_only_store(url: str | None, reads: Callable[[SessionReader], Awaitable[T]]) -> T:
     """`reads(store)` (read-only calls of the store API) on a snapshot of the database when
     it can serve them, else on the full store (`open_store`), whose results and errors are
     the reference: the snapshot answers the same or gives way.

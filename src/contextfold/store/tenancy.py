@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
-from dataclasses import dataclass
-from datetime import datetime
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
@@ -26,6 +24,7 @@ from .engine import read_connection
 from .errors import InvalidOperationError, StoreError
 from .rows import utc
 from .schema import api_tokens, tenants
+from .values import TokenInfo
 
 TOKEN_PREFIX = "cf_"
 _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -34,20 +33,7 @@ _TENANT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 class TokenNotFoundError(StoreError):
     """No token with that id."""
 
-
-@dataclass(frozen=True)
-class TokenInfo:
-    """A stored token, without the token itself (only its digest is stored)."""
-
-    id: str
-    tenant_id: str
-    label: str | None
-    created_at: datetime
-    revoked_at: datetime | None
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
+    kind = "not_found"
 
 
 def hash_token(token: str) -> str:

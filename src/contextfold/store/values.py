@@ -1,4 +1,6 @@
-"""Result values the store hands back: session metadata and the outcome of a commit."""
+"""Result values the store hands back: session metadata, the outcome of a commit, recall hits,
+mirror look-ups and writes, tokens. Plain dataclasses, so a `SessionStore` of another kind
+(`protocol.py`) returns the same values without SQL."""
 
 from __future__ import annotations
 
@@ -56,3 +58,42 @@ class RecallHit:
     turn: int
     snippet: str = ""
     score: float = 0.0
+
+
+@dataclass(frozen=True)
+class MirrorHit:
+    """The deepest node stored under one prefix hash (a checkpoint after the message wins)."""
+
+    prefix_hash: str
+    tree_id: str
+    node_id: str
+    depth: int
+    message_id: str  # the message node the chain ends at (node_id itself, or the
+    # message a checkpoint follows)
+
+
+@dataclass(frozen=True)
+class MirrorWrite:
+    """What `mirror_extend` did: the nodes it wrote, where the leaf is, and how it moved."""
+
+    nodes: tuple[Node, ...]
+    node_ids: tuple[str, ...]  # the message node of each hash given
+    leaf_id: str | None
+    moved: str | None  # None (leaf unchanged), "append", "branch" or "switch"
+    from_leaf: str | None = None  # the leaf before this call
+    held: bool = False  # `hold_last`: the last message is new and was not written
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    """A stored token, without the token itself (only its digest is stored)."""
+
+    id: str
+    tenant_id: str
+    label: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from ..core.text_estimate import Count
 from ..core.tool_calls import ITEM_CHARS
+from ..errors import ContextfoldError
 from .extractive_facts import norm_item
 from .extractive_sections import OMITTED_NOTE, Section
 
 
-class SummaryBudgetTooSmall(ValueError):
+class SummaryBudgetTooSmall(ContextfoldError, ValueError):
     """The summary budget cannot hold even the section headings of the profile."""
+
+    kind = "bad_input"  # the window is too small for this history: give a larger one
 
 
 def render_sections(ordered: list[Section]) -> str:

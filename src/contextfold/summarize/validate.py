@@ -13,6 +13,7 @@ import re
 from ..core.estimator import estimate_text
 from ..core.plan import Profile
 from ..core.text_estimate import Count
+from ..errors import ContextfoldError
 from .prompts import canonical_section, iter_headings, parse_sections, sections_for
 
 # Checked only before the first heading (or in a text without headings): a real summary may
@@ -29,8 +30,13 @@ _NOT_A_SUMMARY = re.compile(
 )
 
 
-class SummaryInvalid(ValueError):
+class SummaryInvalid(ContextfoldError, ValueError):
     """A summary failed validation; `problems` lists every reason."""
+
+    # A summariser's answer is checked before anything is committed; one that reaches a face
+    # is a summariser's fault, not the request's.
+    kind = "internal"
+    code = "summary_invalid"
 
     def __init__(self, problems: list[str]) -> None:
         self.problems = list(problems)
