@@ -28,7 +28,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from ..errors import ContextfoldError
 from .budget import Budget, CompactionSettings, ModelCapacity, derive_budget
