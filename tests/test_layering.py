@@ -116,13 +116,7 @@ def _layers() -> list[str]:
     return sorted(names - {"cli", "__main__", "__init__"})
 
 
-@pytest.mark.parametrize("layer", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="server/files.py `_replay` imports cli.app.BadInput and "
-        "cli.session_cmds.resolve_model; the resolver work (branch `resolver`) moves them "
-        "out. Remove this mark when that lands: strict, so it cannot be forgotten."))
-    if name == "server" else name
-    for name in _layers()])
+@pytest.mark.parametrize("layer", _layers())
 def test_nothing_but_the_command_line_imports_it(layer: str) -> None:  # DESIGN: faces
     root = PACKAGE / layer
     paths = sorted(root.rglob("*.py")) if root.is_dir() else [PACKAGE / f"{layer}.py"]

@@ -9,11 +9,14 @@ while it is limited.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .rate import RateLimiter
 
 FAILURES_PER_MINUTE = 20
+
+if TYPE_CHECKING:
+    from ..store.protocol import SessionStore
 
 
 class TokenRefused(Exception):
@@ -43,7 +46,7 @@ def bearer_value(value: str | None, *, scheme_required: bool = True) -> str | No
 class BearerAuth:
     """Tokens of `store` (its `tenant_for_token`), with bad attempts limited per address."""
 
-    def __init__(self, store: Any, *, failures_per_minute: int = FAILURES_PER_MINUTE,
+    def __init__(self, store: SessionStore, *, failures_per_minute: int = FAILURES_PER_MINUTE,
                  hint: str = "Authorization: Bearer <token>") -> None:
         self.store = store
         self.failures = RateLimiter(failures_per_minute, max_keys=10_000)

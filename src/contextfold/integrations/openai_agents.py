@@ -46,6 +46,7 @@ from ..runtime.fitting import SessionFit, fit_request, healthy
 from ..runtime.recall import RECALL_TOOLS, Recall
 from ..runtime.sizing import Sizer
 from ..runtime.summarizers import guarded
+from ..store.protocol import SessionStore
 from .responses_items import Item, items_to_messages, message_items, paired, projection_items
 
 __all__ = ["ContextfoldSession"]
@@ -58,7 +59,7 @@ class ContextfoldSession:
 
     session_settings = None  # the SDK's per-session settings: none (limit is not needed)
 
-    def __init__(self, store: Any, session_id: str, *, capacity: ModelCapacity,
+    def __init__(self, store: SessionStore, session_id: str, *, capacity: ModelCapacity,
                  capacities: Mapping[str, ModelCapacity] | None = None,
                  summarizer: Any = None, settings: CompactionSettings | None = None,
                  background: bool = True, summarizer_timeout: float | None = 300.0) -> None:
@@ -86,8 +87,8 @@ class ContextfoldSession:
         self.recall = Recall(store, session_id)
 
     @classmethod
-    async def open(cls, store: Any, session_id: str | None = None, *, title: str | None = None,
-                   **options: Any) -> ContextfoldSession:
+    async def open(cls, store: SessionStore, session_id: str | None = None, *,
+                   title: str | None = None, **options: Any) -> ContextfoldSession:
         """Open `session_id` of `store`, or a new session when None (options: see class)."""
         if session_id is None:
             session_id = (await store.create_session(title=title)).id

@@ -13,7 +13,10 @@ recording, the background auto compaction), so they act for the same tenant.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..store.protocol import SessionStore
 
 CURRENT_TENANT: ContextVar[str | None] = ContextVar("contextfold_proxy_tenant", default=None)
 
@@ -26,7 +29,7 @@ def current_tenant() -> str | None:
 class TenantRouted:
     """`store` as seen by the current request's tenant (unscoped when there is none)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: SessionStore) -> None:
         self._store = store
         self._scoped: dict[str, Any] = {}
 

@@ -21,6 +21,7 @@ from ..core.projection import Projection, project
 from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ChatModel, ToolSpec
 from ..store import ReadOnlySessionError
+from ..store.protocol import SessionStore
 from .compaction import CompactionOutcome, compact_session
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
@@ -36,7 +37,7 @@ OverflowPolicy = Literal["surface", "compact_and_retry_once"]
 class ConversationBase:
     """State and compaction plumbing of one live session (see `Conversation`)."""
 
-    def __init__(self, store: Any, session_id: str, *, model: ChatModel,
+    def __init__(self, store: SessionStore, session_id: str, *, model: ChatModel,
                  capacity: ModelCapacity, system: str | None = None,
                  tools: Sequence[ToolSpec] | None = None, summarizer: Any = None,
                  overflow_policy: OverflowPolicy = "surface",

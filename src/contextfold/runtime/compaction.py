@@ -31,6 +31,7 @@ from ..core.projection import project
 from ..core.tree import Branch, DamagedBranch
 from ..ids import new_id
 from ..store import ReadOnlySessionError
+from ..store.protocol import CompactionStore
 from ..summarize.extractive import fit_summary, smallest_summary_tokens, summary_token_budget
 from ..summarize.extractive_fit import SummaryBudgetTooSmall
 from ..summarize.summary import Summary
@@ -102,7 +103,7 @@ class _Written:
 
 
 async def compact_session(
-    store: Any,
+    store: CompactionStore,
     session_id: str,
     *,
     capacity: ModelCapacity | None = None,

@@ -26,6 +26,7 @@ from ..core.tree import Branch
 from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError
+from ..store.protocol import SessionStore
 from .base import OverflowPolicy
 from .compaction import CompactionOutcome
 from .errors import (
@@ -56,7 +57,7 @@ class Conversation(PinOperations):
     # ------------------------------------------------------------------ opening
 
     @classmethod
-    async def open(cls, store: Any, session_id: str | None = None, *, model: ChatModel,
+    async def open(cls, store: SessionStore, session_id: str | None = None, *, model: ChatModel,
                    capacity: ModelCapacity, title: str | None = None,
                    **options: Any) -> Conversation:
         """Open `session_id` (or create a new session) in `store`.

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..core.fit import Blocked, Compact, Fits, after_compaction, over_auto_threshold
 from ..core.messages import Message
@@ -29,6 +29,7 @@ from ..core.plan import Trigger
 from ..core.projection import Projection, project
 from ..core.tree import Branch, DamagedBranch
 from ..store import ReadOnlySessionError
+from ..store.protocol import CompactionStore
 from .compaction import CompactionOutcome, compact_session
 from .errors import DraftTooLargeError, RequestTooLargeError
 from .sizing import Sizer
@@ -111,7 +112,7 @@ class SessionFit:
     """A session in a store, sized for one model: the `FitTarget` of the mirror, the
     Agents SDK session and replay, and their compactions (preflight, auto, manual)."""
 
-    store: Any
+    store: CompactionStore
     session_id: str
     sizer: Sizer
     summarize: Summarize

@@ -43,6 +43,7 @@ from ..core.pins import pins_text
 from ..core.projection import Projection, checkpoint_text, project
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
+from ..store.protocol import SessionStore
 from .compaction import CompactionOutcome
 from .content_chain import ChainMemo, next_hash
 from .fitting import SessionFit, fit_request, healthy
@@ -146,7 +147,7 @@ def _known(stored: _Stored | None, session_id: str, hashes: Sequence[str]) -> tu
 class Mirror:
     """Mirrors client-held conversations into a store (SPEC Y1) and sizes what to send."""
 
-    def __init__(self, store: Any, *, summarizer: Any = None,
+    def __init__(self, store: SessionStore, *, summarizer: Any = None,
                  settings: CompactionSettings | None = None, background: bool = True,
                  summarizer_timeout: float | None = 300.0) -> None:
         self.store = store

@@ -20,6 +20,7 @@ from ..core.resolver import recorded_model
 from ..core.tree import DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..store.liveness import holder_is_dead
+from ..store.protocol import SessionStore
 from .config import ServiceConfig
 from .errors import ApiError
 from .hub import Hub
@@ -86,7 +87,7 @@ class Live:
 class SessionManager:
     """Opens, caches and refreshes the live sessions of one worker."""
 
-    def __init__(self, store: Any, config: ServiceConfig, hub: Hub) -> None:
+    def __init__(self, store: SessionStore, config: ServiceConfig, hub: Hub) -> None:
         self.store = store
         self.config = config
         self.hub = hub
@@ -161,7 +162,7 @@ class SessionManager:
         await live.conv.reload()
         self._reopen(live)
 
-    async def _open_conv(self, store: Any, session_id: str, opened: Opened,
+    async def _open_conv(self, store: SessionStore, session_id: str, opened: Opened,
                          settings: Settings) -> Conversation:
         conv = await Conversation.open(
             store, session_id, model=opened.chat, capacity=opened.resolved.capacity,
