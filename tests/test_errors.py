@@ -21,12 +21,15 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 import contextfold
 from contextfold.cli.app import EXIT_CODES, BadInput, cli_message, exit_code
+from contextfold.core.budget import ModelCapacity
 from contextfold.core.catalog import CatalogConfigError, UnknownModelError
 from contextfold.core.messages import text_message
 from contextfold.core.pins import PinRefusedError
 from contextfold.core.recall_text import EmptyQueryError
+from contextfold.core.resolver import WindowTooSmallError
 from contextfold.errors import DEFAULT_CODES, HTTP_STATUSES, KINDS, ContextfoldError, kind_of
 from contextfold.formats import ImportFormatError
+from contextfold.providers.endpoints import EndpointRefusedError
 from contextfold.providers.errors import ContextOverflowError, ProviderError, RateLimitError
 from contextfold.providers.factory import MissingExtraError, UnknownProviderError
 from contextfold.proxy.errors import error_type, refusal
@@ -59,16 +62,14 @@ FIXTURES = Path(__file__).parent / "fixtures"
 NOT_IN_THE_VOCABULARY = {
     "contextfold.store.snapshot.SnapshotUnusable": "control flow: the full store runs the reads",
     "contextfold.store.engine.LeafConflict": "control flow: the write is retried",
-    "contextfold.server.limits.BodyTooLarge": "control flow of the body limit (answered 413)",
+    "contextfold.guard.body.BodyTooLarge": "control flow of the body limit (answered 413)",
+    "contextfold.guard.bearer.TokenRefused": "the auth guard's own answer (401 or 429, chosen)",
     "contextfold.summarize.llm._ChunkFailed": "control flow: the chunk falls back offline",
     "contextfold.server.errors.ApiError": "the service's own answer: status and type chosen",
     "contextfold._sync.WouldWait": "control flow: the caller runs the coroutine under asyncio",
     "contextfold.wire.usage.Unusable": "control flow: a usage report with a bad field is none",
     "contextfold.wire.reply.MalformedReply": "translated: the SDK adapters raise "
     "MalformedResponseError (provider), the proxy records no reply",
-    # The wire work's own (`proxy/wire.py`): a ValueError, which the proxy answers as bad
-    # input; it joins the vocabulary when that module next changes.
-    "contextfold.proxy.wire.WireError": "the wire work's: answered as a ValueError",
 }
 
 
@@ -139,6 +140,11 @@ def test_every_face_answers_every_kind() -> None:
 DRAFT = text_message("user", "a very long paste")
 
 
+def _too_small() -> WindowTooSmallError:
+    capacity = ModelCapacity(model="m", context_window=1_000, max_output=250)
+    return WindowTooSmallError(capacity, 6_000, 400, 120)
+
+
 def _facts() -> dict[str, Any]:
     return dict(overflow_tokens=1_234, estimated_tokens=13_234, safe_input_limit=12_000,
                 model="small-model")
@@ -188,8 +194,10 @@ TABLE: list[tuple[str, BaseException, int, str, int]] = [
     ("context overflow", ContextOverflowError("too long", provider="openai"), 502,
      "context_overflow", 1),
     ("provider", RateLimitError("slow down", provider="openai"), 502, "provider_error", 1),
-    ("unknown model (was 500)", UnknownModelError("unknown model 'x'", model="x"), 400,
-     "unknown_model", 2),
+    ("unknown model (was 500)", UnknownModelError("x"), 400, "unknown_model", 2),
+    ("window too small (was 500)", _too_small(), 400, "bad_request", 2),
+    ("endpoint refused", EndpointRefusedError("no key there", "keyed_provider"), 400,
+     "keyed_provider", 2),
     ("unknown provider (was exit 1)", UnknownProviderError("which provider?"), 400,
      "unknown_model", 2),
     ("missing extra (was 500)", MissingExtraError("pip install 'contextfold[providers]'"),
@@ -300,7 +308,7 @@ def test_a_broken_models_file_is_the_users_input_exit_2(tmp_path: Path) -> None:
            "CONTEXTFOLD_MODELS": str(tmp_path / "missing-models.toml")}
     code, error = _cli("replay", str(FIXTURES / "claude-code" / "short.jsonl"), env=env)
     assert code == 2, error
-    assert error["type"] == "CatalogConfigError" and error["kind"] == "bad_input"
+    assert error["kind"] == "bad_input"  # the CLI words it as its own bad input
     assert "missing-models.toml" in error["error"]
     code, error = _cli("show", "no-such-session", env=env)
     assert code == 2 and error["kind"] == "not_found"

@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import ContextfoldError
 from .asgi import ASGIApp, Message, Receive, Scope, Send, send_json
 
 MAX_JSON_DEPTH = 128  # agents' tool schemas nest a few tens of levels at most
@@ -27,8 +28,10 @@ class BodyTooLarge(Exception):
     """Raised into the app when its body crosses the limit (the 413 is already sent)."""
 
 
-class JsonTooDeepError(ValueError):
+class JsonTooDeepError(ContextfoldError, ValueError):
     """A JSON body nested deeper than the limit."""
+
+    kind = "bad_input"
 
 
 class BodyLimit:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..core.messages import Message
+from ..errors import ContextfoldError
 from ..runtime.errors import RequestTooLargeError
 from ..runtime.mirror import ProjectedItem, Synced
 from ..wire import anthropic_messages, openai_chat
@@ -28,8 +29,10 @@ Protocol = Literal["openai", "anthropic"]
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control blocks per request
 
 
-class WireError(ValueError):
+class WireError(ContextfoldError, ValueError):
     """The client's request is not one the protocol accepts (answered with a 400)."""
+
+    kind = "bad_input"
 
 
 @dataclass
