@@ -236,7 +236,7 @@ async def test_a_window_too_small_to_compact_in_is_refused_naming_the_smallest(
         assert r.status_code == 400 and r.json()["smallest_window"] == smallest
 
 
-async def test_a_stored_window_too_small_compacts_to_a_422_not_a_500(
+async def test_a_stored_window_too_small_compacts_to_a_400_not_a_500(
         service_factory) -> None:  # noqa: F811  # B1-B3
     """A session stored before windows were checked: its compaction fails (no room for a
     summary), answered with what is wrong; nothing is written."""
@@ -248,7 +248,10 @@ async def test_a_stored_window_too_small_compacts_to_a_422_not_a_500(
             sid, {"service": {"model": "offline/echo", "context_window": 1024}})
         before = (await c.get(f"/v1/sessions/{sid}/tree")).json()
         r = await c.post(f"/v1/sessions/{sid}/compact", json={})
-        assert r.status_code == 422 and r.json()["type"] == "compaction_failed", r.text
+        # The compaction failed for the session's own window: bad input (the error's kind is
+        # its cause's), with the numbers, never a 500.
+        assert r.status_code == 400 and r.json()["type"] == "bad_request", r.text
+        assert "summary budget" in r.json()["error"]
         assert (await c.get(f"/v1/sessions/{sid}/tree")).json() == before
 
 
