@@ -13,7 +13,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 
@@ -29,13 +29,18 @@ class RecordingUpstream:
     """Start with `start()`; `url` is its base; `seen` what reached it."""
 
     seen: list[Seen] = field(default_factory=list)
+    # When set, every chat answer is these bytes instead of the short reply (a hostile or
+    # broken upstream).
+    reply_bytes: bytes | None = None
 
     def __post_init__(self) -> None:
-        async def any_path(request: Request) -> JSONResponse:
+        async def any_path(request: Request) -> Response:
             raw = request.scope.get("raw_path") or request.url.path.encode()
             self.seen.append(Seen(request.method, raw.decode("latin-1"),
                                   dict(request.headers)))
             await request.body()
+            if self.reply_bytes is not None:
+                return Response(self.reply_bytes, media_type="application/json")
             if request.url.path.endswith("/messages"):
                 return JSONResponse(_anthropic_reply())
             if request.url.path.endswith("/chat/completions"):

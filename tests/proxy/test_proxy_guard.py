@@ -144,6 +144,18 @@ def test_y8_a_deeply_nested_body_answers_400_not_500(make_proxy, upstream) -> No
     assert upstream.seen == []
 
 
+def test_y8_a_deeply_nested_reply_is_relayed_not_a_500(make_proxy, upstream) -> None:
+    # The upstream is not the client: a reply too deep to parse is passed on as it came,
+    # and nothing is recorded from it (no RecursionError on the proxy).
+    deep = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    upstream.reply_bytes = deep
+    try:
+        r = httpx.post(make_proxy().url + "/v1/chat/completions", json=CHAT, timeout=60)
+    finally:
+        upstream.reply_bytes = None
+    assert r.status_code == 200 and r.content == deep
+
+
 def _raw_get(port: int, path: str) -> tuple[int, str]:
     """GET with the path exactly as written (httpx would normalise dot segments itself)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)

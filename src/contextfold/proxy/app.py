@@ -10,7 +10,6 @@ arrives, is recorded with its usage (E1) after the client has it. Other paths
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -118,7 +117,7 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         task = BackgroundTask(_after, proxy, synced, None, stats)
         if reply.status_code == 200:
             try:
-                message = wire.reply_of(protocol, json.loads(content), parsed.model)
+                message = wire.reply_of(protocol, loads_bounded(content), parsed.model)
             except ValueError:
                 message = None
             task = BackgroundTask(_after, proxy, synced, message, stats)

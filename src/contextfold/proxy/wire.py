@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from ..core.messages import Message
 from ..errors import ContextfoldError
+from ..guard.body import loads_bounded
 from ..runtime.errors import RequestTooLargeError
 from ..runtime.mirror import ProjectedItem, Synced
 from ..wire import anthropic_messages, openai_chat
@@ -197,7 +198,7 @@ class StreamReader:
                 self.done = True
                 continue
             try:
-                event = json.loads(payload)
+                event = loads_bounded(payload)
             except ValueError:
                 continue
             if isinstance(event, dict):
