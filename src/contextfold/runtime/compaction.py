@@ -174,7 +174,11 @@ async def compact_session(
             after = estimate_request(candidate, capacity, system=system, tools=tools,
                                      pending=pending, costs=costs).tokens
             # Stored as the whole next request, like `tokens_before`: the two compare.
-            checkpoint = checkpoint.model_copy(update={"tokens_after_estimate": after})
+            update: dict[str, Any] = {"tokens_after_estimate": after}
+            if summary.usage is not None:  # SPEC Q4: what summarising cost, with the node
+                update["details"] = {**checkpoint.details,
+                                     "summarizer_usage": summary.usage.model_dump()}
+            checkpoint = checkpoint.model_copy(update=update)
             return _Written(plan, checkpoint, summary, after)
 
         plan = planned(budget)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from ..core.budget import ModelCapacity
 from ..core.estimator import estimate_text
-from ..core.messages import Node, text_message
+from ..core.messages import Node, Usage, summed_usage, text_message
 from ..core.plan import Plan
 from ..core.serialize import SerializeLimits, serialize_chunk
 from ..core.text_estimate import Count
@@ -110,6 +110,7 @@ class LlmSummarizer:
         """A valid summary of `plan`: from the model if it can, else the offline one."""
         problems: list[str] = []
         attempts = 0
+        used: list[Usage] = []  # SPEC Q4: every summarising request's usage
         running = plan.previous_summary
         chunks = plan.chunks or ((plan.newly_old,) if plan.newly_old else ())
         # SPEC G1: the summary's content follows the language the user writes in lately.
@@ -119,22 +120,22 @@ class LlmSummarizer:
                 label = f"chunk {index}/{len(chunks)}"
                 # K6: the last chunk ends inside the unfinished turn whose rounds stay raw.
                 split = plan.turn_context is not None and index == len(chunks)
-                running, used = await self._chunk(plan, chunk, running, label, problems,
-                                                  language, split_turn=split)
-                attempts += used
+                running, tries = await self._chunk(plan, chunk, running, label, problems,
+                                                   language, split_turn=split, used=used)
+                attempts += tries
         except _ChunkFailed as failed:
             attempts += failed.args[0]
-            return self._fallback(plan, attempts, problems)
+            return self._fallback(plan, attempts, problems, used)
         if running is None or not chunks:
             problems.append("nothing to summarise with the model")
-            return self._fallback(plan, attempts, problems)
+            return self._fallback(plan, attempts, problems, used)
         return Summary(text=running, summarizer=self.name, attempts=attempts,
-                              problems=tuple(problems))
+                       problems=tuple(problems), usage=summed_usage(used))
 
     async def _chunk(self, plan: Plan, chunk: Sequence[Node], running: str | None,
                      label: str, problems: list[str],
-                     language: str | None = None, *, split_turn: bool = False
-                     ) -> tuple[str, int]:
+                     language: str | None = None, *, split_turn: bool = False,
+                     used: list[Usage] | None = None) -> tuple[str, int]:
         """Summarise one chunk onto `running`; at most two requests (normal, strict)."""
         limit = self.chunk_tokens(plan, running)
         text = serialize_chunk(chunk, limit, SerializeLimits.for_budget(limit), self.count)
@@ -150,6 +151,8 @@ class LlmSummarizer:
                                   max_tokens=budget)
             try:
                 reply = await self.model.complete(request)
+                if reply.message.usage is not None and used is not None:
+                    used.append(reply.message.usage)
             except ProviderError as exc:
                 problems.append(f"{label}: the model failed: {exc}")
                 raise _ChunkFailed(attempt) from exc
@@ -180,14 +183,15 @@ class LlmSummarizer:
             return None
         return text if not validate_summary(text, plan.profile, budget, self.count) else None
 
-    def _fallback(self, plan: Plan, attempts: int, problems: list[str]) -> Summary:
+    def _fallback(self, plan: Plan, attempts: int, problems: list[str],
+                  used: Sequence[Usage] = ()) -> Summary:
         text = summarize_extractive(plan, self.count)
         try:
             ensure_valid(text, plan.profile, summary_token_budget(plan), self.count)
         except SummaryInvalid as exc:  # pragma: no cover - the extractive summariser's contract
             raise SummaryInvalid([*problems, *exc.problems]) from exc
         return Summary(text=text, summarizer=FALLBACK, attempts=attempts,
-                              problems=tuple(problems))
+                       problems=tuple(problems), usage=summed_usage(used))
 
 
 def make_llm_summarizer(model: str, capacity: ModelCapacity, *, provider: str | None = None,
