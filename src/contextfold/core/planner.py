@@ -115,7 +115,10 @@ def plan_compaction(
                                     pending=pending, costs=costs)
     tokens_before = estimate.tokens
 
-    if trigger == "auto" and tokens_before <= budget.auto_threshold:
+    # SPEC Q2: with the cost trigger the check after the turn (`core.cost_trigger`) chose to
+    # compact below the threshold; the thrash guard below still applies.
+    if trigger == "auto" and budget.trigger == "size" and \
+            tokens_before <= budget.auto_threshold:
         return NoOp(f"{tokens_before} tokens is below the auto threshold "
                     f"{budget.auto_threshold}", trigger, "below_threshold")
     if trigger == "preflight" and tokens_before <= budget.safe_input_limit:
