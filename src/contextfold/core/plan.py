@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from .budget import Budget
 from .identifiers import combine_identifiers, identifiers_by_message
 from .messages import Ledger, LedgerEntry, Node, Pin, TurnContext
+from .projection import Projection
 
 Trigger = Literal["manual", "auto", "preflight"]
 Action = Literal["summarize", "mask"]
@@ -32,6 +33,16 @@ class NoOp:
     @property
     def is_noop(self) -> bool:
         return True
+
+
+@dataclass(frozen=True)
+class RequestPrefix:
+    """What the session's next request holds before any draft: the projection the plan was
+    made from, the system prompt and the tools (as request JSON)."""
+
+    projection: Projection
+    system: str | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,9 @@ class Plan:
     # (None: extracted on first use). Not part of the plan's identity.
     extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(
         default=None, compare=False, repr=False)
+    # SPEC Q3: the request the plan was made from, for a summariser that is the session's
+    # own model (its request then starts with exactly this prefix). Not part of the identity.
+    request: RequestPrefix | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def message_identifiers(self) -> Mapping[str, tuple[LedgerEntry, ...]]:

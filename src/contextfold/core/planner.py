@@ -38,7 +38,7 @@ from .masking import apply_mask
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .pins import pins_text
-from .plan import NoOp, Plan, Profile, Trigger
+from .plan import NoOp, Plan, Profile, RequestPrefix, Trigger
 from .projection import Projection, checkpoint_text, fixed_part, project, raw_start
 from .serialize import SerializeLimits, split_into_chunks
 from .split_turn import split_turn_context, turn_context_tokens
@@ -229,6 +229,7 @@ def plan_compaction(
         tail_clips=dict(boundary.clips),
         mask_before_id=mask_before_id,
         pins=projection.pins,
+        request=RequestPrefix(projection, system, tuple(tools or ())),
     )
 
 
