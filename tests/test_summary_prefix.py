@@ -68,3 +68,16 @@ async def test_q3_another_model_gets_the_serialised_history(fake, store):
     assert SYSTEM not in json.dumps(body)  # the summariser's own system prompt, not the session's
     assert "<conversation>" in json.dumps(body)
     await conv.close()
+
+
+def test_q3_the_factory_marks_the_chat_models_own_summariser(monkeypatch):
+    from contextfold.core.resolver import ModelResolver
+    from contextfold.summarize.factory import summarizer_for
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    resolver = ModelResolver()
+    chat = resolver.resolve("gpt-4o")
+    same = summarizer_for("gpt-4o", resolver, chat=chat)
+    other = summarizer_for("gpt-4o-mini", resolver, chat=chat)
+    assert same is not None and same.session_prefix
+    assert other is not None and not other.session_prefix
