@@ -18,11 +18,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .mask_planner import MASKING_SUMMARIZER
+from .masking import MaskedNode
 from .messages import Checkpoint, Message, Node, Usage
 from .prices import (
     Block,
@@ -34,6 +35,7 @@ from .prices import (
     request_cost,
     total,
 )
+from .projection import Projection
 
 
 @dataclass(frozen=True)
@@ -179,3 +181,42 @@ class _FullHistory:
 
     def cost(self) -> Cost:
         return total(self._costs)
+
+
+# ------------------------------------------------------------------ requests not yet billed
+
+
+def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
+                      fixed: int = 0, pins_tokens: int = 0) -> list[Block]:
+    """A request built from `projection` as prompt-cache blocks (SPEC Q1, Q3): the fixed part
+    (system prompt and tools, `fixed` tokens), the checkpoint, the pins, then each message,
+    with cache marks where the library puts them (the fixed part, the checkpoint, the end)."""
+    blocks: list[Block] = []
+    if fixed:
+        blocks.append(Block("fixed", fixed, breakpoint=True))
+    if projection.checkpoint is not None:
+        cp = projection.checkpoint
+        blocks.append(Block(f"checkpoint:{cp.id}", cost(cp), breakpoint=True))
+    if projection.pins and pins_tokens:
+        blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.pins),
+                            pins_tokens))
+    for node in projection.messages:
+        # A masked copy shares its node's id but not its bytes (SPEC V1).
+        key = ("masked:" if isinstance(node, MaskedNode) else "") + node.id
+        blocks.append(Block(key, cost(node)))
+    if blocks and not blocks[-1].breakpoint:
+        blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
+    return blocks
+
+
+def modelled_cost(requests: Iterable[tuple[Sequence[Block], int, float]],
+                  price: ModelPrice | None, model: str) -> Cost:
+    """The bill of requests no provider has answered: each `(blocks, output_tokens, at)`
+    goes through the provider's modelled prompt cache in order (`at`: seconds)."""
+    rules = price.rules if price is not None else cache_rules(None, model)
+    cache = PromptCache(rules)
+    out: list[Cost] = []
+    for blocks, output, at in requests:
+        usage, cache = cache.charge(blocks, output, at)
+        out.append(request_cost(price.prices if price is not None else None, usage, rules))
+    return total(out)

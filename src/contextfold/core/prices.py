@@ -222,13 +222,14 @@ class PromptCache:
     """The prefixes a provider's cache holds for one session, with when each was last used.
 
     Immutable: `charge` returns the split of one request and the cache after it. A prefix is
-    named by the tuple of its block keys; an entry records its token count and last use.
+    named by a chained hash of its block keys (so a lookup costs one step per block, not a
+    slice); an entry records its token count and last use.
     """
 
     rules: CacheRules
-    entries: Mapping[tuple[str, ...], tuple[int, float]] = field(default_factory=dict)
+    entries: Mapping[int, tuple[int, float]] = field(default_factory=dict)
 
-    def live(self, now: float) -> dict[tuple[str, ...], tuple[int, float]]:
+    def live(self, now: float) -> dict[int, tuple[int, float]]:
         return {k: v for k, v in self.entries.items() if now - v[1] <= self.rules.ttl_seconds}
 
     def charge(self, blocks: Sequence[Block], output_tokens: int, now: float
@@ -239,31 +240,31 @@ class PromptCache:
         if not self.rules.caches:
             return Usage(input=prompt, output=output_tokens), self
         live = self.live(now)
-        keys = tuple(b.key for b in blocks)
+        names = _prefix_names(blocks)
         cumulative = _cumulative(blocks)
         if self.rules.kind == "explicit":
-            return self._explicit(blocks, keys, cumulative, prompt, output_tokens, live, now)
-        return self._automatic(keys, cumulative, prompt, output_tokens, live, now)
+            return self._explicit(blocks, names, cumulative, prompt, output_tokens, live, now)
+        return self._automatic(names, cumulative, prompt, output_tokens, live, now)
 
-    def _automatic(self, keys: tuple[str, ...], cumulative: list[int], prompt: int,
-                   output: int, live: dict[tuple[str, ...], tuple[int, float]], now: float
+    def _automatic(self, names: list[int], cumulative: list[int], prompt: int,
+                   output: int, live: dict[int, tuple[int, float]], now: float
                    ) -> tuple[Usage, PromptCache]:
         # The longest cached prefix of this prompt, counted down to the provider's step.
         hit = 0
-        for n in range(len(keys), 0, -1):
-            if keys[:n] in live:
+        for n in range(len(names) - 1, 0, -1):
+            if names[n] in live:
                 hit = cumulative[n]
-                live[keys[:n]] = (cumulative[n], now)
+                live[names[n]] = (cumulative[n], now)
                 break
         read = (hit // self.rules.step) * self.rules.step if hit >= self.rules.min_tokens \
             else 0
         if prompt >= self.rules.min_tokens:
-            live[keys] = (prompt, now)  # the whole prompt is cached, at no charge
+            live[names[-1]] = (prompt, now)  # the whole prompt is cached, at no charge
         usage = Usage(input=prompt - read, cache_read=read, output=output)
         return usage, PromptCache(self.rules, live)
 
-    def _explicit(self, blocks: Sequence[Block], keys: tuple[str, ...], cumulative: list[int],
-                  prompt: int, output: int, live: dict[tuple[str, ...], tuple[int, float]],
+    def _explicit(self, blocks: Sequence[Block], names: list[int], cumulative: list[int],
+                  prompt: int, output: int, live: dict[int, tuple[int, float]],
                   now: float) -> tuple[Usage, PromptCache]:
         marks = [i + 1 for i, b in enumerate(blocks) if b.breakpoint]
         if self.rules.max_breakpoints is not None and len(marks) > self.rules.max_breakpoints:
@@ -276,20 +277,28 @@ class PromptCache:
         # provider looks back from each breakpoint for an earlier entry).
         read_at = 0
         for n in range(last, 0, -1):
-            if keys[:n] in live:
+            if names[n] in live:
                 read_at = n
-                live[keys[:n]] = (cumulative[n], now)
+                live[names[n]] = (cumulative[n], now)
                 break
         read = cumulative[read_at]
         write = 0
         for n in marks:
             if n > read_at and cumulative[n] >= self.rules.min_tokens:
-                live[keys[:n]] = (cumulative[n], now)
+                live[names[n]] = (cumulative[n], now)
         if cumulative[last] >= self.rules.min_tokens and last > read_at:
             write = cumulative[last] - read
         usage = Usage(input=prompt - read - write, cache_read=read, cache_write=write,
                       output=output)
         return usage, PromptCache(self.rules, live)
+
+
+def _prefix_names(blocks: Sequence[Block]) -> list[int]:
+    """`names[n]`: a name for the prefix of the first n blocks (equal prefixes, equal names)."""
+    out = [0]
+    for b in blocks:
+        out.append(hash((out[-1], b.key)))
+    return out
 
 
 def _cumulative(blocks: Sequence[Block]) -> list[int]:
