@@ -104,3 +104,18 @@ async def test_export_and_settings(service_factory, monkeypatch) -> None:  # noq
         assert {"provider": "groq", "label": "Groq", "env_var": "GROQ_API_KEY"} in \
             body["provider_keys"]
         assert "gsk-secret-value" not in r.text
+
+
+async def test_a_re_import_names_the_session_holding_it(service_factory) -> None:  # noqa: F811
+    from pathlib import Path
+
+    data = (Path(__file__).parent / "fixtures" / "claude-code" / "short.jsonl").read_bytes()
+    async with service_factory() as svc, svc.client() as c:
+        first = await c.post("/v1/import", params={"title": "first import"}, content=data)
+        assert first.status_code == 201, first.text
+        held = first.json()["session_id"]
+        again = await c.post("/v1/import", content=data)
+        assert again.status_code == 409, again.text
+        body = again.json()
+        assert body["type"] == "already_imported" and body["session_id"] == held
+        assert body["session_title"] == "first import" and "first import" in body["error"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .estimator import MessageCosts
+from .messages import Node
 from .pins import pins_text
 from .projection import Projection
 
@@ -90,5 +91,13 @@ def context_breakdown(projection: Projection, costs: MessageCosts, *, system: st
     return ContextBreakdown(scale_parts(parts, used), max(0, used), limit, scaled)
 
 
+def full_history_tokens(nodes: Sequence[Node], costs: MessageCosts, *, system: str | None,
+                        tools: Sequence[Mapping[str, Any]] | None) -> int:
+    """What the next request would hold without compaction: every message of the branch
+    verbatim, the system prompt and the tools (what "tokens saved" is measured against)."""
+    body = sum(costs(n) for n in nodes if n.message is not None)
+    return body + costs.system_tokens(system) + costs.tools_tokens(tools)
+
+
 __all__ = ["CATEGORIES", "ContextBreakdown", "context_breakdown", "estimated_parts",
-           "scale_parts"]
+           "full_history_tokens", "scale_parts"]

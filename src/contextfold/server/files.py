@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ..replay import replay_series
+from ..store import DuplicateNodeError
 from .errors import ApiError
 from .models import ServerModels
 from .routes import Manager, Tenant
@@ -95,10 +96,21 @@ async def import_session(request: Request, who: Tenant, sessions: Manager,
     recorded = recorded_model(build_branch(result.nodes, result.leaf_id))
     model = sessions.models.resolve(None, None, recorded).name
     store = sessions.store.for_tenant(who)
-    info = await store.import_tree(result.nodes, result.leaf_id,
-                                   title=title or result.title or filename,
-                                   metadata={"imported_format": result.format,
-                                             META_KEY: {"model": model}})
+    try:
+        info = await store.import_tree(result.nodes, result.leaf_id,
+                                       title=title or result.title or filename,
+                                       metadata={"imported_format": result.format,
+                                                 META_KEY: {"model": model}})
+    except DuplicateNodeError as exc:
+        from .routes_page import holder_of
+
+        held = await holder_of(store, [n.id for n in result.nodes])
+        if held is None:
+            raise
+        raise ApiError(409, "already_imported", f"this history is already stored in the "
+                       f"session {held.title or held.id!r} ({held.id}); open that session "
+                       "instead of importing it again", session_id=held.id,
+                       session_title=held.title) from exc
     return {"session_id": info.id, "format": result.format, "nodes": len(result.nodes),
             "messages": result.messages, "leaf_id": info.leaf_id,
             "created_at": iso(info.created_at), "skipped": dict(result.skipped),

@@ -9,6 +9,7 @@ write only session metadata: history is append-only and is never deleted here.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from typing import Annotated, Any, Literal
@@ -69,6 +70,21 @@ async def list_fields(store: Any, info: SessionInfo) -> dict[str, Any]:
     return {"title": shown_title(info), "face": face_of(info.metadata),
             "archived": bool(page_meta(info.metadata).get("archived")),
             "last_message_at": await last_message_at(store, info)}
+
+
+HOLDER_SCAN = 50  # sessions looked at (newest first) to name who holds a re-import
+
+
+async def holder_of(store: Any, node_ids: list[str]) -> SessionInfo | None:
+    """The tenant's session whose tree already holds some of `node_ids` (a refused
+    re-import names it), among its newest sessions, imported ones first; None if not found."""
+    wanted = set(node_ids)
+    listed = list(reversed(await store.list_sessions(check_damage=False)))[:HOLDER_SCAN]
+    listed.sort(key=lambda i: not i.metadata.get("imported_format"))
+    for info in listed:
+        if any(n.id in wanted for n in await store.load_tree(info.id)):
+            return dataclasses.replace(info, title=shown_title(info))
+    return None
 
 
 class SessionPatch(Body):
@@ -151,7 +167,8 @@ async def unpin(session_id: str, pin_id: str, who: Tenant,
 async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """The next request by category (system, tools, checkpoint, pins, messages, tool
     results) and the free space below the safe input limit; adds up to the gauge."""
-    from ..core.breakdown import context_breakdown
+    from ..core.breakdown import context_breakdown, full_history_tokens
+    from ..core.tree import Branch
 
     live = await sessions.get(who, session_id)
     sessions.ensure_writable(live, "show the context")
@@ -161,9 +178,14 @@ async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, 
     out = context_breakdown(conv.projection(), sizer.costs, system=sizer.system,
                             tools=sizer.tool_json, used=estimate.tokens,
                             limit=conv.budget.safe_input_limit)
+    branch = await conv.store.load_full_branch(session_id)
+    nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
+    full = full_history_tokens(nodes, sizer.costs, system=sizer.system, tools=sizer.tool_json)
     return {"session_id": session_id, **out.to_json(), "method": estimate.method,
             "context_window": conv.capacity.context_window,
-            "auto_threshold": conv.budget.auto_threshold}
+            "auto_threshold": conv.budget.auto_threshold,
+            "full_history_tokens": full, "saved_tokens": max(0, full - out.used),
+            "checkpoints": sum(1 for n in nodes if n.checkpoint is not None)}
 
 
 # ------------------------------------------------------------------ export

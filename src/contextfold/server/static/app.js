@@ -1,17 +1,20 @@
 // The page's controller: token, sessions, views, the live events of the open session, and
 // re-rendering the chat, the durable tree and the projection from the API.
 import {api, ApiError, getToken, readEvents, setToken} from "./api.js";
-import {renderChat} from "./chat.js";
+import {highlightMessage, renderChat} from "./chat.js";
 import {openCheckpoint, setupCheckpointDialog} from "./checkpoint.js";
 import {LOCK_REASON, setupComposer} from "./composer.js";
 import {byId, el, formatTime, replaceChildren} from "./dom.js";
 import {renderGauge} from "./gauge.js";
-import {renderProjection} from "./projection.js";
+import {activePins, renderProjection} from "./projection.js";
 import {setupReplay} from "./replay.js";
+import {clearSearch, setupSearch} from "./search.js";
+import {renderSessionList as renderSessionRows} from "./sessions.js";
+import {renderSettings} from "./settings.js";
 import {renderTree, resetBranchChoices} from "./tree.js";
 
 const state = {
-  config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null,
+  config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null, context: null,
   phase: "idle", busy: false, frozen: false, editing: null, events: null, generation: 0,
   loading: Promise.resolve(),
 };
@@ -101,12 +104,18 @@ function updateControls() {
 const handlers = {
   onCheckpoint: (node) => openCheckpoint(node, state.tree),
   onFork: (node) => fork(node),
+  onPin: (node) => changePins(() => api.pin(state.sessionId, {node_id: node.id}), "Pinned: every request now carries this message."),
+  onUnpin: (pinId) => changePins(() => api.unpin(state.sessionId, pinId), "Unpinned (the pin stays in the durable history)."),
+  onPinText: (text) => changePins(() => api.pin(state.sessionId, {text}), "Pinned."),
 };
 
 function render() {
-  renderChat(state.sessionId ? state.tree : null, handlers);
+  const pinsLocked = isLocked() || Boolean(state.session?.read_only);
+  renderChat(state.sessionId ? state.tree : null,
+    {...handlers, pins: activePins(state.projection), locked: pinsLocked});
   renderTree(state.tree, {...handlers, locked: isLocked(), lockReason: LOCK_REASON});
-  renderProjection(state.projection, handlers);
+  renderProjection(state.projection, {...handlers, context: state.context,
+    cost: state.session?.cost || null, locked: pinsLocked});
   renderGauge(state.session?.gauge);
   const s = state.session;
   byId("session-model").textContent = s ? `${s.model}${s.read_only ? " · read-only (damaged history)" : ""}` : "";
@@ -131,11 +140,66 @@ function isLocked() {
 
 function renderSessionList() {
   const select = byId("session-select");
-  const options = state.sessions.map((s) => el("option", {value: s.session_id},
-    `${s.title || "Untitled"} · ${s.model} · ${formatTime(s.created_at)} · ${s.session_id.slice(-6)}`));
+  // Archived sessions stay out of the quick switch (the Sessions view shows them on demand).
+  const options = state.sessions.filter((s) => !s.archived || s.session_id === state.sessionId)
+    .map((s) => el("option", {value: s.session_id},
+      `${s.title || "Untitled"} · ${s.model} · ${formatTime(s.last_message_at || s.created_at)} · ${s.session_id.slice(-6)}`));
   if (!options.length) options.push(el("option", {value: ""}, "no sessions yet"));
   replaceChildren(select, options);
   select.value = state.sessionId || "";
+  renderSessionRows(state.sessions, state.sessionId, sessionHandlers);
+}
+
+const sessionHandlers = {
+  onOpen: async (id) => {
+    showView("chat");
+    if (id !== state.sessionId) await openSession(id);
+    byId("draft").focus();
+  },
+  onRename: (id, title) => patchSession(id, {title}, `Renamed to “${title || "its stored title"}”.`),
+  onArchive: (id, archived) => patchSession(id, {archived},
+    archived ? "Archived: hidden from the list, nothing deleted." : "Unarchived."),
+  onExport: (id) => exportSession(id),
+};
+
+async function patchSession(id, body, message) {
+  try {
+    const changed = await api.patchSession(id, body);
+    const at = state.sessions.findIndex((s) => s.session_id === id);
+    if (at >= 0) state.sessions[at] = {...state.sessions[at], ...changed};
+    if (id === state.sessionId && state.session) state.session.title = changed.title;
+    renderSessionList();
+    byId("sessions-status").textContent = message;
+    const row = byId("session-list").querySelector(`li[data-session-id="${CSS.escape(id)}"] .session-open`);
+    row?.focus();
+  } catch (exc) {
+    byId("sessions-status").textContent = exc.message || String(exc);
+  }
+}
+
+async function exportSession(id) {
+  try {
+    const blob = await api.exportSession(id);
+    const url = URL.createObjectURL(blob);
+    const link = el("a", {href: url, download: `contextfold-session-${id}.json`, hidden: true});
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    byId("sessions-status").textContent = "Exported: the session, its durable branch and the next request, as JSON.";
+  } catch (exc) {
+    byId("sessions-status").textContent = exc.message || String(exc);
+  }
+}
+
+async function changePins(operation, message) {
+  try {
+    await operation();
+    notify(message);
+  } catch (exc) {
+    notify(exc.message || String(exc), true);
+  }
+  await refresh();
 }
 
 // ------------------------------------------------------------------ loading
@@ -147,9 +211,10 @@ async function refresh() {
   try {
     const [session, tree] = await Promise.all([api.session(id), api.tree(id)]);
     // A damaged session is read-only: its readable part is shown, it has no projection.
-    const projection = session.read_only ? null : await api.projection(id);
+    const [projection, context] = session.read_only ? [null, null]
+      : await Promise.all([api.projection(id), api.context(id).catch(() => null)]);
     if (generation !== state.generation || id !== state.sessionId) return; // stale answer
-    Object.assign(state, {session, tree, projection});
+    Object.assign(state, {session, tree, projection, context});
     if (!state.busy) setPhase(session.state?.phase, session.state || {});
   } catch (exc) {
     if (generation !== state.generation) return;
@@ -178,12 +243,13 @@ function handleLoadError(exc) {
 
 function clearSession() {
   stopEvents();
-  Object.assign(state, {sessionId: null, session: null, tree: null, projection: null, phase: "idle"});
+  Object.assign(state, {sessionId: null, session: null, tree: null, projection: null, context: null, phase: "idle"});
   render();
 }
 
 function needToken(text) {
   banner(text);
+  byId("token-form").hidden = false;
   byId("token-form").classList.add("needed");
   byId("token-input").focus();
 }
@@ -192,9 +258,10 @@ async function openSession(id, {updateHash = true} = {}) {
   stopEvents();
   resetBranchChoices();
   state.generation += 1;
-  Object.assign(state, {sessionId: id || null, session: null, tree: null, projection: null, phase: "idle"});
+  Object.assign(state, {sessionId: id || null, session: null, tree: null, projection: null, context: null, phase: "idle"});
   banner(null);
   notify(null);
+  clearSearch();
   composer.loadDraft();
   if (updateHash) history.replaceState(null, "", id ? `#session=${encodeURIComponent(id)}` : "#");
   byId("session-select").value = id || "";
@@ -216,7 +283,7 @@ async function loadEverything() {
   const generation = state.generation;
   stopEvents();
   // Nothing of the previous token's tenant may stay on the page.
-  Object.assign(state, {config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null});
+  Object.assign(state, {config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null, context: null});
   render();
   renderSessionList();
   banner(null);
@@ -234,6 +301,8 @@ async function loadEverything() {
     return;
   }
   byId("token-form").classList.remove("needed");
+  // Without --auth there is no token to give: the field would only cost a row (on a phone).
+  byId("token-form").hidden = !state.config?.auth && !getToken();
   if (state.config?.default_model) {
     replaceChildren(byId("model-list"), el("option", {value: state.config.default_model}));
   }
@@ -319,6 +388,20 @@ function showView(view) {
   for (const tab of document.querySelectorAll(".view-tab")) {
     tab.setAttribute("aria-pressed", String(tab.dataset.view === view));
   }
+  if (view === "settings") loadSettings();
+}
+
+function currentView() {
+  return byId("workspace").dataset.view;
+}
+
+async function loadSettings() {
+  renderSettings(null);
+  try {
+    renderSettings(await api.settings());
+  } catch (exc) {
+    renderSettings(null, exc.message || String(exc));
+  }
 }
 
 // ------------------------------------------------------------------ wiring
@@ -326,12 +409,30 @@ function showView(view) {
 function setup() {
   setupCheckpointDialog();
   setupReplay({
-    onImported: async (result) => {
-      await loadAll();
+    // What the user was looking at when the import started: if they moved on meanwhile
+    // (another view, another session), the import does not pull them away from it.
+    onImportStart: () => ({view: currentView(), sessionId: state.sessionId}),
+    onImported: async (result, before) => {
+      const stayed = currentView() === before.view && state.sessionId === before.sessionId;
+      await state.loading;
+      const listing = await api.sessions().catch(() => null);
+      if (listing) state.sessions = listing.sessions || [];
+      renderSessionList();
+      if (!stayed) return false;
       await openSession(result.session_id);
       showView("chat");
+      return true;
+    },
+    onOpenSession: (id) => sessionHandlers.onOpen(id),
+  });
+  setupSearch({
+    sessionId: () => state.sessionId,
+    onOpen: (hit) => {
+      showView("chat");
+      if (!highlightMessage(hit.node_id)) notify("That message is not on the chat's branch any more.", true);
     },
   });
+  byId("show-archived").addEventListener("change", renderSessionList);
   for (const tab of document.querySelectorAll(".view-tab")) {
     tab.addEventListener("click", () => showView(tab.dataset.view));
   }

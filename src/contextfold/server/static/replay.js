@@ -4,7 +4,7 @@ import {byId, el, formatTokens, replaceChildren} from "./dom.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
-export function setupReplay({onImported}) {
+export function setupReplay({onImportStart, onImported, onOpenSession}) {
   byId("import-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const status = byId("import-result");
@@ -12,43 +12,78 @@ export function setupReplay({onImported}) {
     if (!file) return;
     status.className = "result";
     status.textContent = "Importing…";
+    const before = onImportStart();
     try {
       const result = await api.importFile(file, byId("import-format").value, byId("import-title").value);
       status.textContent = `Imported ${result.nodes} nodes as ${result.format}` +
         (result.warnings?.length ? ` (${result.warnings.length} warnings: ${result.warnings.join("; ")})` : ".");
-      await onImported(result);
+      const opened = await onImported(result, before);
+      if (!opened) {
+        status.append(" ", el("button", {type: "button", class: "link",
+          onclick: () => onOpenSession(result.session_id)}, "Open it"));
+      }
     } catch (exc) {
       status.className = "result error";
-      status.textContent = message(exc);
+      replaceChildren(status, ...importRefusal(exc, onOpenSession));
     }
   });
+  const windowInput = byId("replay-window");
   byId("replay-form").addEventListener("submit", async (event) => {
     event.preventDefault();
     const status = byId("replay-status");
     const file = byId("replay-file").files[0];
     if (!file) return;
+    // A new replay: the previous report goes, so an error is never shown above an old chart.
+    replaceChildren(byId("replay-report"));
     status.className = "result";
-    status.textContent = "Replaying…";
+    replaceChildren(status, "Replaying…");
     const params = {
-      context_window: byId("replay-window").value,
+      context_window: windowInput.value,
       model: byId("replay-model").value.trim(),
       overhead: byId("replay-overhead").value,
     };
     try {
       const report = await (await api.replay(file, params, "json")).json();
-      status.textContent = "";
+      replaceChildren(status);
       let png = null;
       if (!report.series) png = URL.createObjectURL(await (await api.replay(file, params, "png")).blob());
       renderReport(report, png);
     } catch (exc) {
       status.className = "result error";
-      status.textContent = message(exc);
+      replaceChildren(status, sentence(exc));
+      const smallest = exc instanceof ApiError ? exc.body.smallest_window : null;
+      if (smallest) {
+        status.append(" ", el("button", {type: "button", id: "replay-use-smallest", onclick: () => {
+          windowInput.value = String(smallest);
+          byId("replay-submit").click();
+        }}, `Replay at ${formatTokens(smallest)} tokens`));
+      }
     }
   });
 }
 
-function message(exc) {
-  return exc instanceof ApiError ? `${exc.message} (${exc.type})` : String(exc);
+/**
+ * An API error as a sentence for people: no field names, no error codes. The server's
+ * words name the request's fields (`context_window`); the page's labels are words.
+ */
+export function sentence(exc) {
+  if (!(exc instanceof ApiError)) return String(exc?.message || exc);
+  let text = (exc.message || "").trim() || "The server refused this request.";
+  text = text.replace(/\bcontext_window\b/g, "context window").replace(/\bmax_tokens\b/g, "reply size")
+    .replace(/`/g, "").replace(/\s*\((?:bad_request|validation_error|[a-z]+_[a-z_]+)\)\s*$/, "");
+  text = text.replace(/^[a-z_.]+: /, (m) => (m.includes("_") || m.includes(".") ? "" : m));
+  text = text.charAt(0).toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(text) ? text : `${text}.`;
+}
+
+/** A refused import: the sentence, and a link to the session that already holds the history. */
+function importRefusal(exc, onOpenSession) {
+  const held = exc instanceof ApiError ? (exc.body.session_id || exc.body.existing_session_id) : null;
+  if (!held) return [sentence(exc)];
+  const title = exc.body.session_title || exc.body.existing_title || held;
+  return [`This history is already stored in the session “${title}”; importing it again would store it twice. `,
+    el("button", {type: "button", class: "link", id: "import-open-existing", onclick: () => onOpenSession(held)},
+      `Open “${title}”`)];
 }
 
 function renderReport(report, png) {
