@@ -264,7 +264,7 @@ async function openSession(id, {updateHash = true} = {}) {
   clearSearch();
   composer.loadDraft();
   if (updateHash) history.replaceState(null, "", id ? `#session=${encodeURIComponent(id)}` : "#");
-  byId("session-select").value = id || "";
+  renderSessionList();
   render();
   if (!id) return;
   await refresh();

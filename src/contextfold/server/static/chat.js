@@ -87,7 +87,11 @@ export function messageBody(node) {
       out.append(el("p", {class: "muted"}, `(${part.type})`));
     }
   }
-  if (!out.childNodes.length) out.append(el("p", {class: "muted no-text"}, "(no text)"));
+  if (!out.childNodes.length) {
+    // An empty reply (an aborted or failed request, as Pi records them): say so, muted.
+    const status = node.payload?.status && node.payload.status !== "complete" ? ` · ${node.payload.status}` : "";
+    out.append(el("p", {class: "muted no-text"}, `(no text${status})`));
+  }
   return out;
 }
 
