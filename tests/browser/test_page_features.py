@@ -60,10 +60,12 @@ def test_session_list_rename_archive_export(page: Any, stack: Stack) -> None:
 
     # Archive hides it (nothing deleted); "Show archived" brings it back, marked.
     renamed.get_by_role("button", name="Archive Renamed from the page").click()
-    expect(page.locator("#session-list li.session-row", has_text="Renamed from the page")).to_have_count(0)
+    rows = page.locator("#session-list li.session-row", has_text="Renamed from the page")
+    expect(rows).to_have_count(0)
     expect(page.locator("#sessions-status")).to_contain_text("nothing deleted")
     page.check("#show-archived")
-    archived = page.locator("#session-list li.session-row.archived", has_text="Renamed from the page")
+    archived = page.locator("#session-list li.session-row.archived",
+                            has_text="Renamed from the page")
     expect(archived).to_be_visible()
     archived.get_by_role("button", name="Unarchive Renamed from the page").click()
     expect(page.locator("#session-list li.session-row.archived")).to_have_count(0)
@@ -114,7 +116,8 @@ def test_n1_n2_pins_from_the_page(page: Any, stack: Stack) -> None:
     # Unpin from the projection: an unpin event, the pin event stays in the history (N2).
     page.get_by_role("button", name=re.compile(r"^Unpin: never overwrite")).click()
     expect(pins).to_have_text("Pins: 1")
-    expect(page.locator("#messages .msg.user").first.get_by_role("button", name="Pin this message")).to_be_visible()
+    again = page.locator("#messages .msg.user").first
+    expect(again.get_by_role("button", name="Pin this message")).to_be_visible()
     with stack.client() as client:
         kinds = [n["kind"] for n in client.get(f"/v1/sessions/{sid}/tree").json()["nodes"]]
         assert kinds.count("pin") == 3
@@ -122,7 +125,8 @@ def test_n1_n2_pins_from_the_page(page: Any, stack: Stack) -> None:
             ["cite with DOIs"]
 
 
-def test_markdown_code_links_and_collapsed_tool_output(page: Any, stack: Stack, tmp_path: Path) -> None:
+def test_markdown_code_links_and_collapsed_tool_output(page: Any, stack: Stack,
+                                                       tmp_path: Path) -> None:
     stack.fake.enqueue(Reply(text=(
         "Here is **the plan** with `refs/library.bib`:\n\n```python\nprint('<b>hi</b>')\n```\n"
         "- first\n- second\n\n[bad](javascript:alert(1)) and [docs](https://example.org/x)")),
@@ -147,7 +151,8 @@ def test_markdown_code_links_and_collapsed_tool_output(page: Any, stack: Stack, 
         {"role": "user", "content": "list the files"},
         {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
          "function": {"name": "bash", "arguments": "{\"cmd\": \"ls\"}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "\n".join(f"file-{i}.txt" for i in range(60))},
+        {"role": "tool", "tool_call_id": "c1",
+         "content": "\n".join(f"file-{i}.txt" for i in range(60))},
         {"role": "assistant", "content": ""},
     ]}
     path = tmp_path / "run.json"
@@ -221,7 +226,8 @@ def test_settings_view_names_keys_never_values(page: Any, stack: Stack) -> None:
         del os.environ["MISTRAL_API_KEY"]
 
 
-def test_item13_token_field_hidden_without_auth_and_ledger_kind_never_wraps(page: Any, stack: Stack) -> None:
+def test_item13_token_field_hidden_without_auth_and_ledger_kind_never_wraps(
+        page: Any, stack: Stack) -> None:
     with stack.client() as client:
         sid = stack.new_session(client, "nits", TURNS)
         client.post(f"/v1/sessions/{sid}/compact", json={}).raise_for_status()
@@ -304,7 +310,8 @@ def test_import_stays_put_if_the_user_moved_on_and_a_re_import_names_the_holder(
     page.set_input_files("#import-file", short)
     page.fill("#import-title", "")
     page.click("#import-submit")
-    expect(page.locator("#import-result")).to_contain_text("already stored in the session “moved on import”")
+    expect(page.locator("#import-result")).to_contain_text(
+        "already stored in the session “moved on import”")
     page.click("#import-open-existing")
     expect(page.locator("#chat-pane")).to_be_visible()
     expect(page.locator("#session-select option:checked")).to_contain_text("moved on import")
