@@ -315,3 +315,21 @@ def test_import_stays_put_if_the_user_moved_on_and_a_re_import_names_the_holder(
     page.click("#import-open-existing")
     expect(page.locator("#chat-pane")).to_be_visible()
     expect(page.locator("#session-select option:checked")).to_contain_text("moved on import")
+
+
+def test_item7_compact_now_card_and_gauge_agree_and_growth_is_said(page: Any, stack: Stack) -> None:
+    with stack.client() as client:
+        sid = stack.new_session(client, "short compaction", ["hi", "ok"])
+        before = client.get(f"/v1/sessions/{sid}").json()["gauge"]["tokens"]
+    open_session(page, stack, sid)
+    expect(page.locator("#gauge-text")).to_contain_text(f"{before:,} /")
+    # The fake summariser writes a summary longer than two short turns: the request grows.
+    page.click("#compact")
+    note = page.locator("#messages .checkpoint-note")
+    expect(note).to_be_visible()
+    expect(page.locator("#notice")).to_contain_text("did not get smaller")
+    with stack.client() as client:
+        after = client.get(f"/v1/sessions/{sid}").json()["gauge"]["tokens"]
+    # The card and the gauge count one quantity: the whole next request.
+    expect(note).to_contain_text(f"{before:,} → {after:,} tokens")
+    expect(page.locator("#gauge-text")).to_contain_text(f"{after:,} /")

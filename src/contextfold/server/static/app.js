@@ -48,6 +48,7 @@ function banner(text) {
 // ------------------------------------------------------------------ compaction state
 
 function setPhase(phase, detail = {}) {
+  state.phaseChanges = (state.phaseChanges || 0) + 1;
   state.phase = phase || "idle";
   const box = byId("compacting");
   const compacting = state.phase === "compacting";
@@ -69,8 +70,14 @@ function onCompactionEvent(name, data) {
   // A notice already shown (e.g. "nothing was sent, your draft is kept" of a waiting send)
   // says more than the bare event: the two streams deliver it in either order.
   const quiet = !byId("notice").hidden;
+  const outcome = data?.outcome || {};
   if (name === "compaction_started") setPhase("compacting", data);
-  else if (name === "compaction_cancelled" && !quiet) notify("Compaction cancelled: the history is unchanged.");
+  else if (name === "compaction_finished" && outcome.note && !quiet) {
+    // A manual compaction committed although the request did not shrink: say so (item 7).
+    notify(`Compacted, but ${outcome.note}.`, true);
+  } else if (name === "compaction_noop" && data?.trigger === "manual" && !quiet) {
+    notify(`Nothing was compacted: ${outcome.reason || data.reason || "there is nothing to fold yet"}.`);
+  } else if (name === "compaction_cancelled" && !quiet) notify("Compaction cancelled: the history is unchanged.");
   else if (name === "compaction_failed" && !quiet) notify(`Compaction failed: ${data.reason || "unknown reason"}`, true);
   if (name !== "compaction_started") scheduleRefresh();
 }
@@ -208,6 +215,7 @@ async function refresh() {
   const id = state.sessionId;
   if (!id) return render();
   const generation = state.generation;
+  const phaseChanges = state.phaseChanges || 0;
   try {
     const [session, tree] = await Promise.all([api.session(id), api.tree(id)]);
     // A damaged session is read-only: its readable part is shown, it has no projection.
@@ -215,7 +223,8 @@ async function refresh() {
       : await Promise.all([api.projection(id), api.context(id).catch(() => null)]);
     if (generation !== state.generation || id !== state.sessionId) return; // stale answer
     Object.assign(state, {session, tree, projection, context});
-    if (!state.busy) setPhase(session.state?.phase, session.state || {});
+    // A phase set meanwhile (an event, Compact now's answer) is newer than this answer's.
+    if (!state.busy && phaseChanges === (state.phaseChanges || 0)) setPhase(session.state?.phase, session.state || {});
   } catch (exc) {
     if (generation !== state.generation) return;
     handleLoadError(exc);
