@@ -63,6 +63,15 @@ def main(out: Path) -> None:
             client.post(f"/v1/sessions/{sid}/edit",
                         json={"text": "Add a short table of benchmarks and windows."}
                         ).raise_for_status()
+            # More rows for the session list: an import and another chat.
+            client.post("/v1/import", params={"title": "Claude Code: fix the parser"},
+                        content=(ROOT / "tests/fixtures/claude-code/short.jsonl").read_bytes()
+                        ).raise_for_status()
+            other = stack.new_session(client, "Release notes, v0.4")
+            fake.enqueue(Reply(text="Here is a first outline of the notes."), kind="chat")
+            client.post(f"/v1/sessions/{other}/messages",
+                        json={"text": "Outline the release notes."}).raise_for_status()
+            client.patch(f"/v1/sessions/{other}", json={"archived": True}).raise_for_status()
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
                                                  args=CHROMIUM_ARGS)
@@ -80,7 +89,6 @@ def main(out: Path) -> None:
             page.locator("#messages .msg.user", has_text="never overwrite").get_by_role(
                 "button", name="Pin this message").click()
             expect(page.locator("#pin-list li")).to_have_count(1)
-            page.locator("#context-breakdown").scroll_into_view_if_needed()
             page.screenshot(path=out / "page-breakdown.png")
             page.fill("#search-input", "QW7XK2PA")
             page.press("#search-input", "Enter")
@@ -88,7 +96,8 @@ def main(out: Path) -> None:
             page.locator("#search-results .hit-open").first.click()
             page.screenshot(path=out / "page-search.png")
             page.click("#tab-sessions")
-            expect(page.locator("#session-list li.session-row").first).to_be_visible()
+            page.check("#show-archived")
+            expect(page.locator("#session-list li.session-row")).to_have_count(3)
             page.screenshot(path=out / "page-sessions.png")
             page.click("#tab-settings")
             expect(page.locator("#settings-counts")).to_be_visible()

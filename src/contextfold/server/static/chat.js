@@ -58,7 +58,7 @@ function chatItem(node, handlers) {
     item.querySelector(".msg-head").append(pinId
       ? el("button", {type: "button", class: "pin-toggle pinned", disabled: handlers.locked,
         "aria-label": "Unpin this message", title: "Pinned: every request carries it. Press to unpin.",
-        onclick: () => handlers.onUnpin(pinId)}, "📌 Pinned")
+        onclick: () => handlers.onUnpin(pinId)}, "Pinned ✓")
       : el("button", {type: "button", class: "pin-toggle", disabled: handlers.locked,
         "aria-label": "Pin this message", title: "Every request will carry this message verbatim",
         onclick: () => handlers.onPin(node)}, "Pin"));
