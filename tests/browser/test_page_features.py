@@ -333,3 +333,25 @@ def test_item7_compact_now_card_and_gauge_agree_and_growth_is_said(page: Any, st
     # The card and the gauge count one quantity: the whole next request.
     expect(note).to_contain_text(f"{before:,} → {after:,} tokens")
     expect(page.locator("#gauge-text")).to_contain_text(f"{after:,} /")
+
+
+def test_cost_is_rendered_when_the_session_has_one(page: Any, stack: Stack) -> None:
+    """The `cost` object another part of the service adds to a session: shown when present
+    (the page never prices anything itself)."""
+    with stack.client() as client:
+        sid = stack.new_session(client, "cost", ["hello cost"])
+
+    def with_cost(route: Any) -> None:
+        answer = route.fetch()
+        body = answer.json()
+        body["cost"] = {"currency": "USD", "usd": 0.0123, "full_history_usd": 0.05,
+                        "input_tokens": 1200, "cached_tokens": 300, "cache_write_tokens": 0,
+                        "output_tokens": 80, "summarizer_usd": None}
+        route.fulfill(response=answer, json=body)
+
+    page.route(re.compile(rf".*/v1/sessions/{sid}$"), with_cost)
+    open_session(page, stack, sid)
+    cost = page.locator("#context-cost")
+    expect(cost).to_contain_text("Cost so far: $0.0123")
+    expect(cost).to_contain_text("saved $0.0377")
+    expect(cost).to_contain_text("1,200 input tokens (300 cached)")
