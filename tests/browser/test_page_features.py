@@ -268,6 +268,7 @@ def test_replay_errors_defaults_and_compaction_marks(page: Any, stack: Stack) ->
     page.keyboard.press("Enter")
     expect(page.locator("#checkpoint-dialog")).to_be_visible()
     expect(page.locator("#replay-compaction")).to_contain_text("tokens before")
+    expect(page.locator("#replay-summary")).not_to_be_empty()  # the checkpoint it wrote
     page.keyboard.press("Escape")
 
 

@@ -107,7 +107,7 @@ async def import_session(request: Request, who: Tenant, sessions: Manager,
         held = await holder_of(store, [n.id for n in result.nodes])
         if held is None:
             raise
-        raise ApiError(409, "already_imported", f"this history is already stored in the "
+        raise ApiError(400, "bad_request", f"this history is already stored in the "
                        f"session {held.title or held.id!r} ({held.id}); open that session "
                        "instead of importing it again", session_id=held.id,
                        session_title=held.title) from exc
@@ -137,7 +137,21 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
     if chart == "png":
         png = await asyncio.to_thread(_png, report)
         return Response(png, media_type="image/png")
-    return {**report.to_json(), "series": replay_series(report)}
+    return {**report.to_json(), "series": _with_checkpoints(report, replay_series(report))}
+
+
+def _with_checkpoints(report: Any, series: dict[str, Any]) -> dict[str, Any]:
+    """Each compaction of the chart with the checkpoint it wrote (summary, ledger), so a
+    mark on the page's chart opens it; a replay stores nothing, this is the only copy."""
+    from .views import node_json
+
+    written = {n.id: n for n in report.chain if n.checkpoint is not None}
+    for mark, record in zip(series["compactions"], report.compactions, strict=True):
+        node = written.get(record.checkpoint_id)
+        mark.update(trigger=record.trigger, summarized_messages=record.summarized_messages,
+                    kept_messages=record.kept_messages,
+                    checkpoint=node_json(node) if node is not None else None)
+    return series
 
 
 def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,

@@ -2,6 +2,7 @@
 import {api, ApiError} from "./api.js";
 import {openDetail} from "./checkpoint.js";
 import {byId, el, formatTokens, replaceChildren} from "./dom.js";
+import {ledgerTable} from "./projection.js";
 
 const SVG = "http://www.w3.org/2000/svg";
 
@@ -193,13 +194,24 @@ function compactionMark(c, k, at, {top, bottom}) {
 
 function openCompaction(c, k) {
   const row = (label, value) => [el("dt", {}, label), el("dd", {}, value ?? "–")];
-  openDetail(`Replay compaction ${k + 1}`,
+  const p = c.checkpoint?.payload || {};
+  const entries = p.ledger?.entries || [];
+  openDetail(`Replay compaction ${k + 1} (checkpoint)`,
     el("section", {},
       el("dl", {class: "counts", id: "replay-compaction"},
         row("before request", String((c.before_request ?? 0) + 1)),
         row("tokens before", formatTokens(c.tokens_before)),
         row("tokens after (estimated)", formatTokens(c.tokens_after)),
+        row("messages folded", c.summarized_messages === undefined ? "–" : String(c.summarized_messages)),
+        row("messages kept raw", c.kept_messages === undefined ? "–" : String(c.kept_messages)),
         row("raw tail kept (tokens)", formatTokens(c.kept_tokens)),
-        row("tail budget", formatTokens(c.tail_budget)))),
-    el("p", {class: "muted"}, "A replay runs in memory and stores nothing: import the file to keep its checkpoints and read their summaries."));
+        row("tail budget", formatTokens(c.tail_budget)),
+        row("trigger", c.trigger),
+        row("summariser", p.summarizer))),
+    c.checkpoint ? el("section", {"aria-label": "Ledger"},
+      el("h3", {}, `Ledger: ${entries.length} identifiers`), ledgerTable(entries)) : null,
+    c.checkpoint ? el("section", {"aria-label": "Summary"},
+      el("h3", {}, "Summary"),
+      el("div", {class: "summary-box"}, el("pre", {class: "pre", id: "replay-summary"}, p.summary || ""))) : null,
+    el("p", {class: "muted"}, "A replay runs in memory and stores nothing: import the file to keep this history as a session."));
 }
