@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import weakref
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
@@ -162,6 +163,9 @@ async def unpin(session_id: str, pin_id: str, who: Tenant,
 
 # ------------------------------------------------------------------ context breakdown
 
+# conversation -> ((leaf, revision, capacity), whole-history tokens, checkpoints)
+_FULL: weakref.WeakKeyDictionary[Any, tuple[Any, int, int]] = weakref.WeakKeyDictionary()
+
 
 @router.get("/sessions/{session_id}/context")
 async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
@@ -178,14 +182,23 @@ async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, 
     out = context_breakdown(conv.projection(), sizer.costs, system=sizer.system,
                             tools=sizer.tool_json, used=estimate.tokens,
                             limit=conv.budget.safe_input_limit)
-    branch = await conv.store.load_full_branch(session_id)
-    nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
-    full = full_history_tokens(nodes, sizer.costs, system=sizer.system, tools=sizer.tool_json)
+    # The whole branch is read once per leaf and model, not on every refresh of the page.
+    key = (getattr(conv.branch, "leaf_id", None), getattr(conv.branch, "revision", None),
+           conv.capacity)
+    known = _FULL.get(conv)
+    if known is None or known[0] != key:
+        branch = await conv.store.load_full_branch(session_id)
+        nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
+        full = full_history_tokens(nodes, sizer.costs, system=sizer.system,
+                                   tools=sizer.tool_json)
+        known = (key, full, sum(1 for n in nodes if n.checkpoint is not None))
+        _FULL[conv] = known
+    _, full, checkpoints = known
     return {"session_id": session_id, **out.to_json(), "method": estimate.method,
             "context_window": conv.capacity.context_window,
             "auto_threshold": conv.budget.auto_threshold,
             "full_history_tokens": full, "saved_tokens": max(0, full - out.used),
-            "checkpoints": sum(1 for n in nodes if n.checkpoint is not None)}
+            "checkpoints": checkpoints}
 
 
 # ------------------------------------------------------------------ export
