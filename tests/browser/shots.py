@@ -3,8 +3,10 @@
 Runs the same stack as the browser tests (the service, the fake model, a held summariser),
 builds a small research session with a checkpoint and an edited branch, and saves:
 page-desktop.png (1280×800), page-phone-compacting.png (390×844, a compaction running, a
-draft waiting), page-checkpoint.png (a checkpoint's detail) and page-replay.png (a replay
-chart). Not a test: a way to look at the page.
+draft waiting), page-checkpoint.png (a checkpoint's detail), page-replay.png (a replay
+chart), page-breakdown.png, page-search.png, page-sessions.png, page-settings.png and
+their phone views page-phone-breakdown.png, page-phone-sessions.png, page-phone-replay.png.
+Not a test: a way to look at the page.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ CONVERSATION = [
      "The first evaluates at 32k and 128k on agentic coding tasks; the second on 200-turn "
      "research dialogues at 16k. Neither reports cancelled compactions."),
     ("Draft the paragraph on evaluation, at most 120 words, citing both.",
-     "Draft: Prior work evaluates compaction on long-horizon agents at 16k-128k windows "
-     "[10.1145/3600006.3613165; QW7XK2PA] ..."),
+     "**Draft** (at most 120 words):\n\n- Prior work evaluates compaction on long-horizon "
+     "agents at 16k-128k windows [10.1145/3600006.3613165; QW7XK2PA].\n- Neither reports "
+     "cancelled compactions; see `refs/library.bib`."),
 ]
 
 
@@ -60,6 +63,15 @@ def main(out: Path) -> None:
             client.post(f"/v1/sessions/{sid}/edit",
                         json={"text": "Add a short table of benchmarks and windows."}
                         ).raise_for_status()
+            # More rows for the session list: an import and another chat.
+            client.post("/v1/import", params={"title": "Claude Code: fix the parser"},
+                        content=(ROOT / "tests/fixtures/claude-code/short.jsonl").read_bytes()
+                        ).raise_for_status()
+            other = stack.new_session(client, "Release notes, v0.4")
+            fake.enqueue(Reply(text="Here is a first outline of the notes."), kind="chat")
+            client.post(f"/v1/sessions/{other}/messages",
+                        json={"text": "Outline the release notes."}).raise_for_status()
+            client.patch(f"/v1/sessions/{other}", json={"archived": True}).raise_for_status()
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM),
                                                  args=CHROMIUM_ARGS)
@@ -73,6 +85,24 @@ def main(out: Path) -> None:
             page.screenshot(path=out / "page-checkpoint.png")
             page.keyboard.press("Escape")
 
+            # The new views of issue 25: breakdown and pins, search, sessions, settings.
+            page.locator("#messages .msg.user", has_text="never overwrite").get_by_role(
+                "button", name="Pin this message").click()
+            expect(page.locator("#pin-list li")).to_have_count(1)
+            page.screenshot(path=out / "page-breakdown.png")
+            page.fill("#search-input", "QW7XK2PA")
+            page.press("#search-input", "Enter")
+            expect(page.locator("#search-results .search-hit").first).to_be_visible()
+            page.locator("#search-results .hit-open").first.click()
+            page.screenshot(path=out / "page-search.png")
+            page.click("#tab-sessions")
+            page.check("#show-archived")
+            expect(page.locator("#session-list li.session-row")).to_have_count(3)
+            page.screenshot(path=out / "page-sessions.png")
+            page.click("#tab-settings")
+            expect(page.locator("#settings-counts")).to_be_visible()
+            page.screenshot(path=out / "page-settings.png")
+
             page.click("#tab-replay")
             page.set_input_files("#replay-file",
                                  str(ROOT / "tests/fixtures/pi-mono/large-session.jsonl"))
@@ -84,6 +114,22 @@ def main(out: Path) -> None:
 
             phone = browser.new_page(viewport=PHONE)
             phone.goto(f"{stack.url}/#session={sid}")
+            expect(phone.locator("#compact")).to_be_enabled()
+            phone.click("#tab-model")
+            expect(phone.locator("#context-breakdown")).to_be_visible()
+            phone.screenshot(path=out / "page-phone-breakdown.png")
+            phone.click("#tab-sessions")
+            expect(phone.locator("#session-list li.session-row").first).to_be_visible()
+            phone.screenshot(path=out / "page-phone-sessions.png")
+            phone.click("#tab-replay")
+            phone.set_input_files("#replay-file",
+                                  str(ROOT / "tests/fixtures/pi-mono/large-session.jsonl"))
+            phone.fill("#replay-window", "32768")
+            phone.click("#replay-submit")
+            expect(phone.locator("#replay-report svg.chart")).to_be_visible(timeout=120_000)
+            phone.locator("#replay-report svg.chart").scroll_into_view_if_needed()
+            phone.screenshot(path=out / "page-phone-replay.png")
+            phone.click("#tab-chat")
             expect(phone.locator("#compact")).to_be_enabled()
             stack.gate.hold()
             phone.click("#compact")

@@ -36,9 +36,13 @@ class OfflineModel:
         users = [m for m in messages if m.role == "user"]
         said = " ".join(users[-1].text.split()) if users else ""
         if len(said) > 160:
-            said = said[:157] + "..."
-        return (f"(offline model) You said: {said or '(nothing)'}. "
-                f"I see {len(messages)} messages in this request.")
+            said = said[:159] + "…"
+        said = said or "(nothing)"
+        # One full stop, however the quote ends ("sentences.." read as a typo).
+        end = "" if said[-1] in ".!?…" else "."
+        count = len(messages)
+        return (f"(offline model) You said: {said}{end} "
+                f"I see {count} {'message' if count == 1 else 'messages'} in this request.")
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         """The whole reply at once."""

@@ -88,9 +88,10 @@ def create_app(config: ServiceConfig | None = None, *,
                   description="Durable, branchable LLM sessions whose model context always "
                   "fits. Contract: docs/service.md.")
     install_handlers(app)
-    from . import files, routes, turns
+    from . import files, routes, routes_page, turns
 
     app.include_router(routes.router)
+    app.include_router(routes_page.router)
     app.include_router(turns.router)
     app.include_router(files.router)
 

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from ..replay import replay_series
+from ..store import DuplicateNodeError
 from .errors import ApiError
 from .models import ServerModels
 from .routes import Manager, Tenant
@@ -95,10 +96,21 @@ async def import_session(request: Request, who: Tenant, sessions: Manager,
     recorded = recorded_model(build_branch(result.nodes, result.leaf_id))
     model = sessions.models.resolve(None, None, recorded).name
     store = sessions.store.for_tenant(who)
-    info = await store.import_tree(result.nodes, result.leaf_id,
-                                   title=title or result.title or filename,
-                                   metadata={"imported_format": result.format,
-                                             META_KEY: {"model": model}})
+    try:
+        info = await store.import_tree(result.nodes, result.leaf_id,
+                                       title=title or result.title or filename,
+                                       metadata={"imported_format": result.format,
+                                                 META_KEY: {"model": model}})
+    except DuplicateNodeError as exc:
+        from .routes_page import holder_of
+
+        held = await holder_of(store, [n.id for n in result.nodes])
+        if held is None:
+            raise
+        raise ApiError(400, "bad_request", f"this history is already stored in the "
+                       f"session {held.title or held.id!r} ({held.id}); open that session "
+                       "instead of importing it again", session_id=held.id,
+                       session_title=held.title) from exc
     return {"session_id": info.id, "format": result.format, "nodes": len(result.nodes),
             "messages": result.messages, "leaf_id": info.leaf_id,
             "created_at": iso(info.created_at), "skipped": dict(result.skipped),
@@ -125,7 +137,21 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
     if chart == "png":
         png = await asyncio.to_thread(_png, report)
         return Response(png, media_type="image/png")
-    return {**report.to_json(), "series": replay_series(report)}
+    return {**report.to_json(), "series": _with_checkpoints(report, replay_series(report))}
+
+
+def _with_checkpoints(report: Any, series: dict[str, Any]) -> dict[str, Any]:
+    """Each compaction of the chart with the checkpoint it wrote (summary, ledger), so a
+    mark on the page's chart opens it; a replay stores nothing, this is the only copy."""
+    from .views import node_json
+
+    written = {n.id: n for n in report.chain if n.checkpoint is not None}
+    for mark, record in zip(series["compactions"], report.compactions, strict=True):
+        node = written.get(record.checkpoint_id)
+        mark.update(trigger=record.trigger, summarized_messages=record.summarized_messages,
+                    kept_messages=record.kept_messages,
+                    checkpoint=node_json(node) if node is not None else None)
+    return series
 
 
 def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,

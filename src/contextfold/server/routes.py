@@ -71,6 +71,7 @@ async def create_session(body: CreateSession, who: Tenant, sessions: Manager) ->
 @router.get("/sessions")
 async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
     """This tenant's sessions, oldest first (other tenants' are never listed, SPEC W1)."""
+    from .routes_page import list_fields
     from .views import iso
 
     store = sessions.store.for_tenant(who)
@@ -81,7 +82,7 @@ async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
                     "created_at": iso(info.created_at),
                     "model": settings.model or _written_with(info.metadata),
                     "leaf_id": info.leaf_id, "revision": info.branch_revision,
-                    "read_only": info.read_only})
+                    "read_only": info.read_only, **await list_fields(store, info)})
     return {"sessions": out}
 
 

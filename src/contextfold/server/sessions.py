@@ -74,7 +74,9 @@ class Live:
 
     @property
     def title(self) -> str | None:
-        return self.info.title  # type: ignore[no-any-return]
+        page = self.info.metadata.get("page")  # a rename on the page (routes_page)
+        renamed = page.get("title") if isinstance(page, dict) else None
+        return renamed or self.info.title  # type: ignore[no-any-return]
 
     @property
     def read_only(self) -> bool:

@@ -128,6 +128,15 @@ export const api = {
   cancel: (id) => call("POST", `/v1/sessions/${enc(id)}/cancel`, {}),
   fork: (id, nodeId) => call("POST", `/v1/sessions/${enc(id)}/fork`, {node_id: nodeId}),
   switchModel: (id, model) => call("POST", `/v1/sessions/${enc(id)}/model`, {model}),
+  settings: () => call("GET", "/v1/settings"),
+  context: (id) => call("GET", `/v1/sessions/${enc(id)}/context`),
+  search: (id, q) => call("GET", `/v1/sessions/${enc(id)}/search?${new URLSearchParams({q})}`),
+  pin: (id, body) => call("POST", `/v1/sessions/${enc(id)}/pins`, body),
+  unpin: (id, pinId) => call("DELETE", `/v1/sessions/${enc(id)}/pins/${enc(pinId)}`),
+  patchSession: (id, body) => call("PATCH", `/v1/sessions/${enc(id)}`, body),
+  /** The export as a Blob (fetched with the token, so a plain link would not do). */
+  exportSession: (id, format = "openai") =>
+    request("GET", `/v1/sessions/${enc(id)}/export?format=${enc(format)}`).then((r) => r.blob()),
   /**
    * messages / retry / edit as a stream of events (the reply as it is written). `key`: the
    * Idempotency-Key of a send (the same for every attempt of one message).

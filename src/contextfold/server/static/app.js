@@ -1,17 +1,20 @@
 // The page's controller: token, sessions, views, the live events of the open session, and
 // re-rendering the chat, the durable tree and the projection from the API.
 import {api, ApiError, getToken, readEvents, setToken} from "./api.js";
-import {renderChat} from "./chat.js";
+import {highlightMessage, renderChat} from "./chat.js";
 import {openCheckpoint, setupCheckpointDialog} from "./checkpoint.js";
 import {LOCK_REASON, setupComposer} from "./composer.js";
 import {byId, el, formatTime, replaceChildren} from "./dom.js";
 import {renderGauge} from "./gauge.js";
-import {renderProjection} from "./projection.js";
+import {activePins, renderProjection} from "./projection.js";
 import {setupReplay} from "./replay.js";
+import {clearSearch, setupSearch} from "./search.js";
+import {renderSessionList as renderSessionRows} from "./sessions.js";
+import {renderSettings} from "./settings.js";
 import {renderTree, resetBranchChoices} from "./tree.js";
 
 const state = {
-  config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null,
+  config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null, context: null,
   phase: "idle", busy: false, frozen: false, editing: null, events: null, generation: 0,
   loading: Promise.resolve(),
 };
@@ -45,6 +48,7 @@ function banner(text) {
 // ------------------------------------------------------------------ compaction state
 
 function setPhase(phase, detail = {}) {
+  state.phaseChanges = (state.phaseChanges || 0) + 1;
   state.phase = phase || "idle";
   const box = byId("compacting");
   const compacting = state.phase === "compacting";
@@ -66,8 +70,14 @@ function onCompactionEvent(name, data) {
   // A notice already shown (e.g. "nothing was sent, your draft is kept" of a waiting send)
   // says more than the bare event: the two streams deliver it in either order.
   const quiet = !byId("notice").hidden;
+  const outcome = data?.outcome || {};
   if (name === "compaction_started") setPhase("compacting", data);
-  else if (name === "compaction_cancelled" && !quiet) notify("Compaction cancelled: the history is unchanged.");
+  else if (name === "compaction_finished" && outcome.note && !quiet) {
+    // A manual compaction committed although the request did not shrink: say so (item 7).
+    notify(`Compacted, but ${outcome.note}.`, true);
+  } else if (name === "compaction_noop" && data?.trigger === "manual" && !quiet) {
+    notify(`Nothing was compacted: ${outcome.reason || data.reason || "there is nothing to fold yet"}.`);
+  } else if (name === "compaction_cancelled" && !quiet) notify("Compaction cancelled: the history is unchanged.");
   else if (name === "compaction_failed" && !quiet) notify(`Compaction failed: ${data.reason || "unknown reason"}`, true);
   if (name !== "compaction_started") scheduleRefresh();
 }
@@ -101,12 +111,18 @@ function updateControls() {
 const handlers = {
   onCheckpoint: (node) => openCheckpoint(node, state.tree),
   onFork: (node) => fork(node),
+  onPin: (node) => changePins(() => api.pin(state.sessionId, {node_id: node.id}), "Pinned: every request now carries this message."),
+  onUnpin: (pinId) => changePins(() => api.unpin(state.sessionId, pinId), "Unpinned (the pin stays in the durable history)."),
+  onPinText: (text) => changePins(() => api.pin(state.sessionId, {text}), "Pinned."),
 };
 
 function render() {
-  renderChat(state.sessionId ? state.tree : null, handlers);
+  const pinsLocked = isLocked() || Boolean(state.session?.read_only);
+  renderChat(state.sessionId ? state.tree : null,
+    {...handlers, pins: activePins(state.projection), locked: pinsLocked});
   renderTree(state.tree, {...handlers, locked: isLocked(), lockReason: LOCK_REASON});
-  renderProjection(state.projection, handlers);
+  renderProjection(state.projection, {...handlers, context: state.context,
+    cost: state.session?.cost || null, locked: pinsLocked});
   renderGauge(state.session?.gauge);
   const s = state.session;
   byId("session-model").textContent = s ? `${s.model}${s.read_only ? " · read-only (damaged history)" : ""}` : "";
@@ -131,11 +147,66 @@ function isLocked() {
 
 function renderSessionList() {
   const select = byId("session-select");
-  const options = state.sessions.map((s) => el("option", {value: s.session_id},
-    `${s.title || "Untitled"} · ${s.model} · ${formatTime(s.created_at)} · ${s.session_id.slice(-6)}`));
+  // Archived sessions stay out of the quick switch (the Sessions view shows them on demand).
+  const options = state.sessions.filter((s) => !s.archived || s.session_id === state.sessionId)
+    .map((s) => el("option", {value: s.session_id},
+      `${s.title || "Untitled"} · ${s.model} · ${formatTime(s.last_message_at || s.created_at)} · ${s.session_id.slice(-6)}`));
   if (!options.length) options.push(el("option", {value: ""}, "no sessions yet"));
   replaceChildren(select, options);
   select.value = state.sessionId || "";
+  renderSessionRows(state.sessions, state.sessionId, sessionHandlers);
+}
+
+const sessionHandlers = {
+  onOpen: async (id) => {
+    showView("chat");
+    if (id !== state.sessionId) await openSession(id);
+    byId("draft").focus();
+  },
+  onRename: (id, title) => patchSession(id, {title}, `Renamed to “${title || "its stored title"}”.`),
+  onArchive: (id, archived) => patchSession(id, {archived},
+    archived ? "Archived: hidden from the list, nothing deleted." : "Unarchived."),
+  onExport: (id) => exportSession(id),
+};
+
+async function patchSession(id, body, message) {
+  try {
+    const changed = await api.patchSession(id, body);
+    const at = state.sessions.findIndex((s) => s.session_id === id);
+    if (at >= 0) state.sessions[at] = {...state.sessions[at], ...changed};
+    if (id === state.sessionId && state.session) state.session.title = changed.title;
+    renderSessionList();
+    byId("sessions-status").textContent = message;
+    const row = byId("session-list").querySelector(`li[data-session-id="${CSS.escape(id)}"] .session-open`);
+    row?.focus();
+  } catch (exc) {
+    byId("sessions-status").textContent = exc.message || String(exc);
+  }
+}
+
+async function exportSession(id) {
+  try {
+    const blob = await api.exportSession(id);
+    const url = URL.createObjectURL(blob);
+    const link = el("a", {href: url, download: `contextfold-session-${id}.json`, hidden: true});
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    byId("sessions-status").textContent = "Exported: the session, its durable branch and the next request, as JSON.";
+  } catch (exc) {
+    byId("sessions-status").textContent = exc.message || String(exc);
+  }
+}
+
+async function changePins(operation, message) {
+  try {
+    await operation();
+    notify(message);
+  } catch (exc) {
+    notify(exc.message || String(exc), true);
+  }
+  await refresh();
 }
 
 // ------------------------------------------------------------------ loading
@@ -144,13 +215,16 @@ async function refresh() {
   const id = state.sessionId;
   if (!id) return render();
   const generation = state.generation;
+  const phaseChanges = state.phaseChanges || 0;
   try {
     const [session, tree] = await Promise.all([api.session(id), api.tree(id)]);
     // A damaged session is read-only: its readable part is shown, it has no projection.
-    const projection = session.read_only ? null : await api.projection(id);
+    const [projection, context] = session.read_only ? [null, null]
+      : await Promise.all([api.projection(id), api.context(id).catch(() => null)]);
     if (generation !== state.generation || id !== state.sessionId) return; // stale answer
-    Object.assign(state, {session, tree, projection});
-    if (!state.busy) setPhase(session.state?.phase, session.state || {});
+    Object.assign(state, {session, tree, projection, context});
+    // A phase set meanwhile (an event, Compact now's answer) is newer than this answer's.
+    if (!state.busy && phaseChanges === (state.phaseChanges || 0)) setPhase(session.state?.phase, session.state || {});
   } catch (exc) {
     if (generation !== state.generation) return;
     handleLoadError(exc);
@@ -178,12 +252,13 @@ function handleLoadError(exc) {
 
 function clearSession() {
   stopEvents();
-  Object.assign(state, {sessionId: null, session: null, tree: null, projection: null, phase: "idle"});
+  Object.assign(state, {sessionId: null, session: null, tree: null, projection: null, context: null, phase: "idle"});
   render();
 }
 
 function needToken(text) {
   banner(text);
+  byId("token-form").hidden = false;
   byId("token-form").classList.add("needed");
   byId("token-input").focus();
 }
@@ -192,12 +267,13 @@ async function openSession(id, {updateHash = true} = {}) {
   stopEvents();
   resetBranchChoices();
   state.generation += 1;
-  Object.assign(state, {sessionId: id || null, session: null, tree: null, projection: null, phase: "idle"});
+  Object.assign(state, {sessionId: id || null, session: null, tree: null, projection: null, context: null, phase: "idle"});
   banner(null);
   notify(null);
+  clearSearch();
   composer.loadDraft();
   if (updateHash) history.replaceState(null, "", id ? `#session=${encodeURIComponent(id)}` : "#");
-  byId("session-select").value = id || "";
+  renderSessionList();
   render();
   if (!id) return;
   await refresh();
@@ -216,7 +292,7 @@ async function loadEverything() {
   const generation = state.generation;
   stopEvents();
   // Nothing of the previous token's tenant may stay on the page.
-  Object.assign(state, {config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null});
+  Object.assign(state, {config: null, sessions: [], sessionId: null, session: null, tree: null, projection: null, context: null});
   render();
   renderSessionList();
   banner(null);
@@ -234,6 +310,8 @@ async function loadEverything() {
     return;
   }
   byId("token-form").classList.remove("needed");
+  // Without --auth there is no token to give: the field would only cost a row (on a phone).
+  byId("token-form").hidden = !state.config?.auth && !getToken();
   if (state.config?.default_model) {
     replaceChildren(byId("model-list"), el("option", {value: state.config.default_model}));
   }
@@ -319,6 +397,20 @@ function showView(view) {
   for (const tab of document.querySelectorAll(".view-tab")) {
     tab.setAttribute("aria-pressed", String(tab.dataset.view === view));
   }
+  if (view === "settings") loadSettings();
+}
+
+function currentView() {
+  return byId("workspace").dataset.view;
+}
+
+async function loadSettings() {
+  renderSettings(null);
+  try {
+    renderSettings(await api.settings());
+  } catch (exc) {
+    renderSettings(null, exc.message || String(exc));
+  }
 }
 
 // ------------------------------------------------------------------ wiring
@@ -326,12 +418,30 @@ function showView(view) {
 function setup() {
   setupCheckpointDialog();
   setupReplay({
-    onImported: async (result) => {
-      await loadAll();
+    // What the user was looking at when the import started: if they moved on meanwhile
+    // (another view, another session), the import does not pull them away from it.
+    onImportStart: () => ({view: currentView(), sessionId: state.sessionId}),
+    onImported: async (result, before) => {
+      const stayed = currentView() === before.view && state.sessionId === before.sessionId;
+      await state.loading;
+      const listing = await api.sessions().catch(() => null);
+      if (listing) state.sessions = listing.sessions || [];
+      renderSessionList();
+      if (!stayed) return false;
       await openSession(result.session_id);
       showView("chat");
+      return true;
+    },
+    onOpenSession: (id) => sessionHandlers.onOpen(id),
+  });
+  setupSearch({
+    sessionId: () => state.sessionId,
+    onOpen: (hit) => {
+      showView("chat");
+      if (!highlightMessage(hit.node_id)) notify("That message is not on the chat's branch any more.", true);
     },
   });
+  byId("show-archived").addEventListener("change", renderSessionList);
   for (const tab of document.querySelectorAll(".view-tab")) {
     tab.addEventListener("click", () => showView(tab.dataset.view));
   }

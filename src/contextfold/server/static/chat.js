@@ -1,10 +1,20 @@
 // The chat column: the messages of the session's branch, checkpoints shown as notes, and the
-// bubbles of a turn in flight. Every text goes in as text (dom.js), never as HTML.
-import {byId, el, formatTime, formatTokens, replaceChildren} from "./dom.js";
+// bubbles of a turn in flight. Text is rendered as safe Markdown (markdown.js builds DOM
+// nodes, never HTML); long tool outputs are collapsed; every message can be pinned.
+import {byId, el, formatTokens, replaceChildren, timeEl} from "./dom.js";
+import {renderMarkdown} from "./markdown.js";
 import {indexTree, nodeLabel, nodeText, pathTo} from "./nodes.js";
 
-/** Render the branch (root → leaf) of `tree`; `onCheckpoint(node)` opens a checkpoint's detail. */
-export function renderChat(tree, {onCheckpoint}) {
+// A tool output longer than this is collapsed behind its first line.
+const LONG_LINES = 8;
+const LONG_CHARS = 600;
+
+/**
+ * Render the branch (root → leaf) of `tree`. Handlers: onCheckpoint(node) opens a
+ * checkpoint's detail; onPin(node) / onUnpin(pinId) change pins; `pins` are the active pins
+ * (a message pinned from here shows "Pinned").
+ */
+export function renderChat(tree, {onCheckpoint, onPin, onUnpin, pins = [], locked = false}) {
   const list = byId("messages");
   if (!tree) {
     replaceChildren(list, el("li", {class: "empty"}, "No session open. Choose one above or press New."));
@@ -16,38 +26,104 @@ export function renderChat(tree, {onCheckpoint}) {
     replaceChildren(list, el("li", {class: "empty"}, "No messages yet. Write the first one below."));
     return;
   }
-  replaceChildren(list, branch.map((node) => chatItem(node, onCheckpoint)));
-  list.scrollTop = list.scrollHeight;
+  const pinnedBy = new Map(pins.filter((p) => p.source_id).map((p) => [p.source_id, p.pin_id]));
+  const keepScroll = list.scrollHeight - list.scrollTop - list.clientHeight > 40;
+  const top = list.scrollTop;
+  replaceChildren(list, branch.map((node) => chatItem(node, {onCheckpoint, onPin, onUnpin, pinnedBy, locked})));
+  list.scrollTop = keepScroll ? top : list.scrollHeight;
 }
 
-function chatItem(node, onCheckpoint) {
+function chatItem(node, handlers) {
   if (node.kind === "checkpoint") {
     const p = node.payload || {};
     return el("li", {class: "msg checkpoint-note", dataset: {nodeId: node.id}},
       el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, nodeLabel(node)),
-        el("span", {}, formatTime(node.created_at))),
+        timeEl(node.created_at)),
       el("p", {class: "msg-text"},
         `Earlier context compacted: ${formatTokens(p.tokens_before)} → ` +
         `${formatTokens(p.tokens_after_estimate)} tokens (${p.summarizer || "summary"}). ` +
         "The full history stays in the durable tree. "),
-      el("button", {type: "button", class: "link", onclick: () => onCheckpoint(node)},
+      el("button", {type: "button", class: "link", onclick: () => handlers.onCheckpoint(node)},
         "Show what it folded"));
   }
   if (node.kind === "pin") {
     return el("li", {class: "msg system", dataset: {nodeId: node.id}},
-      el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, nodeLabel(node))),
+      el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, nodeLabel(node)), timeEl(node.created_at)),
       el("p", {class: "msg-text"}, nodeText(node)));
   }
-  return messageItem(node.role || "message", nodeText(node), {nodeId: node.id, time: node.created_at});
+  const item = messageItem(node.role || "message", null, {nodeId: node.id, time: node.created_at});
+  replaceChildren(item.querySelector(".msg-text"), messageBody(node));
+  if (handlers.onPin && (node.role === "user" || node.role === "assistant" || node.role === "tool") && hasText(node)) {
+    const pinId = handlers.pinnedBy.get(node.id);
+    item.querySelector(".msg-head").append(pinId
+      ? el("button", {type: "button", class: "pin-toggle pinned", disabled: handlers.locked,
+        "aria-label": "Unpin this message", title: "Pinned: every request carries it. Press to unpin.",
+        onclick: () => handlers.onUnpin(pinId)}, "Pinned ✓")
+      : el("button", {type: "button", class: "pin-toggle", disabled: handlers.locked,
+        "aria-label": "Pin this message", title: "Every request will carry this message verbatim",
+        onclick: () => handlers.onPin(node)}, "Pin"));
+  }
+  return item;
 }
 
-/** One message bubble. */
+function hasText(node) {
+  const parts = node.payload?.parts || [];
+  return Boolean((node.text || "").trim()) || parts.some((p) => p.type === "tool_result" && (p.output || "").trim());
+}
+
+/** What a message shows: its text as Markdown, its tool calls, its tool results (collapsed when long). */
+export function messageBody(node) {
+  const out = document.createDocumentFragment();
+  const parts = node.payload?.parts || [];
+  if ((node.text || "").trim()) out.append(renderMarkdown(node.text));
+  for (const part of parts) {
+    if (part.type === "tool_call") {
+      out.append(el("p", {class: "tool-call"}, el("code", {}, `→ ${part.name}(${shortJson(part.input)})`)));
+    } else if (part.type === "tool_result") {
+      out.append(toolOutput(part));
+    } else if (part.type === "reasoning") {
+      out.append(el("p", {class: "muted"}, "(reasoning)"));
+    } else if (part.type && !["text", "tool_call", "tool_result"].includes(part.type)) {
+      out.append(el("p", {class: "muted"}, `(${part.type})`));
+    }
+  }
+  if (!out.childNodes.length) {
+    // An empty reply (an aborted or failed request, as Pi records them): say so, muted.
+    const status = node.payload?.status && node.payload.status !== "complete" ? ` · ${node.payload.status}` : "";
+    out.append(el("p", {class: "muted no-text"}, `(no text${status})`));
+  }
+  return out;
+}
+
+function toolOutput(part) {
+  const output = part.output || "";
+  const label = `${part.is_error ? "✗" : "←"} ${part.name || "result"}`;
+  const lines = output.split("\n");
+  if (lines.length <= LONG_LINES && output.length <= LONG_CHARS) {
+    return el("div", {class: "tool-result"}, el("span", {class: "tool-label"}, `${label}: `),
+      el("pre", {class: "pre"}, output));
+  }
+  return el("details", {class: "tool-result long"},
+    el("summary", {}, `${label}: ${lines.length} lines, ${formatTokens(output.length)} characters — show`),
+    el("pre", {class: "pre"}, output));
+}
+
+function shortJson(value) {
+  try {
+    const text = JSON.stringify(value ?? {});
+    return text.length > 160 ? `${text.slice(0, 159)}…` : text;
+  } catch {
+    return "…";
+  }
+}
+
+/** One message bubble (`text` null: the caller fills .msg-text). */
 export function messageItem(role, text, {nodeId, time, pending} = {}) {
   const item = el("li", {class: `msg ${role}${pending ? " pending" : ""}`,
     dataset: nodeId ? {nodeId, role} : {role}},
   el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, role),
-    el("span", {class: "msg-status"}, time ? formatTime(time) : "")),
-  el("p", {class: "msg-text"}, text));
+    el("span", {class: "msg-status"}, time ? timeEl(time) : "")),
+  el("div", {class: "msg-text"}, text ?? ""));
   return item;
 }
 
@@ -80,4 +156,16 @@ export function startPendingTurn(userText, status) {
       reply.remove();
     },
   };
+}
+
+/** Scroll to a message of the chat and mark it for a moment (a search result). */
+export function highlightMessage(nodeId) {
+  const item = byId("messages").querySelector(`li[data-node-id="${CSS.escape(nodeId)}"]`);
+  if (!item) return false;
+  item.scrollIntoView({block: "center"});
+  item.classList.add("found");
+  item.setAttribute("tabindex", "-1");
+  item.focus({preventScroll: true});
+  setTimeout(() => item.classList.remove("found"), 2500);
+  return true;
 }

@@ -46,6 +46,15 @@ export function openCheckpoint(node, tree) {
   byId("checkpoint-close").focus();
 }
 
+/** The dialog with another title and body (a replay's compaction). */
+export function openDetail(title, ...body) {
+  const dialog = byId("checkpoint-dialog");
+  byId("checkpoint-title").textContent = title;
+  replaceChildren(byId("checkpoint-body"), ...body);
+  if (!dialog.open) dialog.showModal();
+  byId("checkpoint-close").focus();
+}
+
 export function setupCheckpointDialog() {
   const dialog = byId("checkpoint-dialog");
   byId("checkpoint-close").addEventListener("click", () => dialog.close());

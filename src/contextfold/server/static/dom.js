@@ -49,11 +49,31 @@ export function formatTokens(n) {
   return Number(n).toLocaleString("en-US");
 }
 
-/** A short, readable time for a node's created_at. */
-export function formatTime(iso) {
+/**
+ * A short, readable time with its day for a created_at: "today 14:05", "2 Dec 14:05", or
+ * "2 Dec 2025 14:05" for another year. fullTime() gives the whole date for a tooltip.
+ */
+export function formatTime(iso, now = new Date()) {
   if (!iso) return "";
   const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? "" : date.toLocaleTimeString([], {hour: "2-digit", minute: "2-digit"});
+  if (Number.isNaN(date.getTime())) return "";
+  const time = date.toLocaleTimeString("en-GB", {hour: "2-digit", minute: "2-digit"});
+  if (date.toDateString() === now.toDateString()) return `today ${time}`;
+  const day = date.toLocaleDateString("en-GB", {day: "numeric", month: "short",
+    ...(date.getFullYear() === now.getFullYear() ? {} : {year: "numeric"})});
+  return `${day} ${time}`;
+}
+
+/** The whole date and time (a tooltip on a shortened one). */
+export function fullTime(iso) {
+  const date = iso ? new Date(iso) : null;
+  return date && !Number.isNaN(date.getTime()) ? date.toLocaleString("en-GB", {dateStyle: "full", timeStyle: "short"}) : "";
+}
+
+/** A <time> element: the short form shown, the whole date as its tooltip. */
+export function timeEl(iso, attrs = {}) {
+  if (!iso) return null;
+  return el("time", {datetime: iso, title: fullTime(iso), ...attrs}, formatTime(iso));
 }
 
 /** The first n characters of a text, on one line, for lists. */

@@ -3,7 +3,12 @@
 import {byId, el, formatTokens, replaceChildren} from "./dom.js";
 import {nodeLabel, nodeText} from "./nodes.js";
 
-export function renderProjection(projection, {onCheckpoint}) {
+const CATEGORY_LABELS = [
+  ["system", "System prompt"], ["tools", "Tools"], ["checkpoint", "Checkpoint summary"],
+  ["pins", "Pins"], ["messages", "Tail messages"], ["tool_results", "Tool results"],
+];
+
+export function renderProjection(projection, {onCheckpoint, onUnpin, onPinText, context, cost, locked}) {
   const box = byId("projection");
   const total = byId("projection-total");
   if (!projection) {
@@ -16,12 +21,13 @@ export function renderProjection(projection, {onCheckpoint}) {
   const checkpoint = projection.checkpoint;
   const pins = activePins(projection);
   replaceChildren(box,
+    context ? contextSection(context, cost) : null,
     countsSection(projection),
     checkpoint ? summarySection(checkpoint, onCheckpoint) :
       el("section", {}, el("h3", {}, "Checkpoint summary"),
         el("p", {class: "muted"}, "No checkpoint yet: the model sees the whole branch.")),
     checkpoint ? ledgerSection(checkpoint) : null,
-    pinsSection(pins),
+    pinsSection(pins, {onUnpin, onPinText, locked}),
     tailSection(projection.messages || []));
 }
 
@@ -58,7 +64,7 @@ function summarySection(node, onCheckpoint) {
 
 export function ledgerTable(entries) {
   if (!entries.length) return el("p", {class: "muted"}, "empty");
-  return el("table", {},
+  return el("table", {class: "ledger"},
     el("thead", {}, el("tr", {}, el("th", {}, "kind"), el("th", {}, "identifier"), el("th", {}, "note"))),
     el("tbody", {}, entries.map((e) => el("tr", {},
       el("td", {}, e.kind || ""), el("td", {}, e.value || ""), el("td", {}, e.note || "")))));
@@ -74,17 +80,79 @@ function ledgerSection(node) {
     ledgerTable(entries));
 }
 
-function activePins(projection) {
+export function activePins(projection) {
   // The projection lists the active pins (the checkpoint's, then later pin events).
-  if (Array.isArray(projection.pins)) return projection.pins.map((p) => p.text || "");
-  return (projection.checkpoint?.payload?.pins || []).map((p) => p.text || "");
+  if (Array.isArray(projection?.pins)) return projection.pins;
+  return projection?.checkpoint?.payload?.pins || [];
 }
 
-function pinsSection(pins) {
+function pinsSection(pins, {onUnpin, onPinText, locked}) {
+  const input = el("input", {type: "text", id: "pin-text", maxlength: 2000, spellcheck: "false",
+    placeholder: "e.g. never overwrite refs/library.bib", disabled: locked});
+  const form = el("form", {class: "pin-form", id: "pin-form"},
+    el("label", {for: "pin-text"}, "Pin a short text"), input,
+    el("button", {type: "submit", disabled: locked, title: locked ? "Wait for the compaction or the reply" : ""}, "Pin"));
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    if (input.value.trim()) onPinText?.(input.value.trim());
+  });
   return el("section", {"aria-label": "Pins"},
     el("h3", {}, `Pins: ${pins.length}`),
-    pins.length ? el("ul", {}, pins.map((t) => el("li", {}, el("span", {class: "pre"}, t))))
-      : el("p", {class: "muted"}, "none"));
+    el("p", {class: "muted"}, "Every request carries the pins verbatim, after any compaction. Pin a message with its Pin button in the chat."),
+    pins.length ? el("ul", {class: "pins", id: "pin-list"}, pins.map((p) => el("li", {},
+      el("span", {class: "pre"}, p.text || ""),
+      el("button", {type: "button", class: "unpin", disabled: locked, "aria-label": `Unpin: ${(p.text || "").slice(0, 40)}`,
+        onclick: () => onUnpin?.(p.pin_id)}, "Unpin"))))
+      : el("p", {class: "muted", id: "pin-list"}, "none"),
+    form);
+}
+
+/** Where the next request's tokens go (GET /context, SPEC E9): a stacked bar and a table. */
+function contextSection(context, cost) {
+  const limit = context.limit || 1;
+  const parts = context.parts || {};
+  const bar = el("div", {class: "breakdown-bar", role: "img",
+    "aria-label": `${formatTokens(context.used)} of ${formatTokens(context.limit)} tokens used, ${formatTokens(context.free)} free`});
+  for (const [key] of CATEGORY_LABELS) {
+    const share = (100 * (parts[key] || 0)) / Math.max(limit, context.used);
+    if (share <= 0) continue;
+    const seg = el("span", {class: `seg seg-${key}`, title: key});
+    seg.style.width = `${share}%`; // CSSOM, not a style attribute: the CSP allows only this
+    bar.append(seg);
+  }
+  const pct = (n) => `${Math.round((100 * n) / limit)}%`;
+  const rows = CATEGORY_LABELS.map(([key, label]) => el("tr", {dataset: {category: key}},
+    el("th", {scope: "row"}, el("span", {class: `swatch-box seg-${key}`}), label),
+    el("td", {}, formatTokens(parts[key] || 0)), el("td", {}, pct(parts[key] || 0))));
+  rows.push(el("tr", {dataset: {category: "free"}, class: "free-row"},
+    el("th", {scope: "row"}, el("span", {class: "swatch-box seg-free"}), "Free"),
+    el("td", {}, formatTokens(context.free)), el("td", {}, pct(context.free))));
+  const saved = context.saved_tokens || 0;
+  return el("section", {"aria-label": "Context breakdown", id: "context-breakdown"},
+    el("h3", {}, "Context breakdown"),
+    bar,
+    el("table", {class: "breakdown"},
+      el("thead", {}, el("tr", {}, el("th", {}, "category"), el("th", {}, "tokens"), el("th", {}, "of limit"))),
+      el("tbody", {}, rows)),
+    el("p", {class: "muted"}, `Of the safe input limit of ${formatTokens(context.limit)} tokens ` +
+      `(window ${formatTokens(context.context_window)}).` +
+      (context.scaled ? " Parts are estimated and scaled to the measured total." : "")),
+    el("p", {class: "savings", id: "context-savings"},
+      context.checkpoints
+        ? `Saved: ${formatTokens(saved)} tokens per request — the whole history is ${formatTokens(context.full_history_tokens)} ` +
+          `tokens, the next request ${formatTokens(context.used)} (${context.checkpoints} ${context.checkpoints === 1 ? "compaction" : "compactions"}).`
+        : `Nothing saved yet: no compaction so far (the whole history is ${formatTokens(context.full_history_tokens)} tokens).`),
+    cost ? costLine(cost) : null);
+}
+
+function costLine(cost) {
+  const money = (v) => (v === null || v === undefined ? "–" : `$${Number(v).toFixed(4)}`);
+  const saved = cost.full_history_usd !== null && cost.full_history_usd !== undefined && cost.usd !== null && cost.usd !== undefined
+    ? ` — saved ${money(cost.full_history_usd - cost.usd)} against sending the full history (${money(cost.full_history_usd)})` : "";
+  return el("p", {class: "savings", id: "context-cost"},
+    `Cost so far: ${money(cost.usd)}${saved}. ${formatTokens(cost.input_tokens)} input tokens ` +
+    `(${formatTokens(cost.cached_tokens)} cached), ${formatTokens(cost.output_tokens)} output` +
+    (cost.summarizer_usd ? `; summaries ${money(cost.summarizer_usd)}` : "") + ".");
 }
 
 function tailSection(messages) {

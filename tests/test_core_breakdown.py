@@ -1,0 +1,54 @@
+"""The context breakdown (core/breakdown.py): its parts add up to the gauge's number (E9)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextfold.core.breakdown import CATEGORIES, context_breakdown, scale_parts
+from contextfold.core.budget import ModelCapacity
+from contextfold.core.estimator import MessageCosts
+from contextfold.core.projection import project
+from tests.builders import assistant, branch_of, chain, tool_call, tool_result, user
+
+parts_st = st.fixed_dictionaries({c: st.integers(0, 200_000) for c in CATEGORIES})
+
+
+@given(parts_st, st.integers(-10, 400_000))
+def test_e9_scaled_parts_add_up_exactly(parts: dict[str, int], total: int) -> None:
+    # E9: whatever the estimates, the parts shown add up to the measured total.
+    scaled = scale_parts(parts, total)
+    assert set(scaled) == set(parts)
+    assert sum(scaled.values()) == max(0, total)
+    assert all(v >= 0 for v in scaled.values())
+    if sum(parts.values()) == max(0, total):
+        assert scaled == parts  # nothing to scale: the estimates themselves
+
+
+@given(parts_st, st.integers(1, 400_000))
+def test_e9_scaling_keeps_the_order_of_the_parts(parts: dict[str, int], total: int) -> None:
+    scaled = scale_parts(parts, total)
+    for a in CATEGORIES:
+        for b in CATEGORIES:
+            if parts[a] > parts[b]:
+                assert scaled[a] >= scaled[b]
+
+
+def test_e9_an_estimated_breakdown_is_the_estimate_itself() -> None:
+    from contextfold.core.estimator import estimate_request
+
+    nodes = chain([user("find refs/library.bib"), tool_call("c1"),
+                   tool_result("c1", "refs/library.bib: 40 entries " * 20),
+                   assistant("found it"), user("thanks")])
+    branch = branch_of(nodes)
+    capacity = ModelCapacity(model="offline/echo", context_window=8192, max_output=1024)
+    costs = MessageCosts(capacity)
+    projection = project(branch)
+    estimate = estimate_request(projection, capacity, system="be brief", costs=costs)
+    out = context_breakdown(projection, costs, system="be brief", tools=None,
+                            used=estimate.tokens, limit=6000)
+    assert not out.scaled and out.used == estimate.tokens
+    assert out.parts["system"] > 0 and out.parts["messages"] > 0
+    assert out.parts["tool_results"] > out.parts["messages"] / 2  # the long result
+    assert out.parts["tools"] == out.parts["checkpoint"] == out.parts["pins"] == 0
+    assert out.free == 6000 - estimate.tokens
