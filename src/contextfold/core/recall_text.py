@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import ContextfoldError
@@ -56,6 +57,21 @@ def message_text(msg: Message) -> str:
 # The runtime's recall tools (SPEC L2). Their calls and results are not indexed: a result
 # quotes other messages, and indexing it would make every later search find the search.
 RECALL_TOOL_NAMES = frozenset({"history_search", "history_expand"})
+
+
+def client_recall_tools(names: Iterable[str]) -> tuple[str, str] | None:
+    """The recall tools a client offers its model under names of its own, as (search,
+    expand): an MCP client names the tools of `contextfold mcp` after the server
+    (`mcp__contextfold__history_search` in Claude Code and Codex, `contextfold_history_search`
+    in OpenCode). Both must be there with one prefix; None otherwise, and None for the bare
+    names (the runtime's own tools, which the default recall note already names)."""
+    names = [n for n in names if isinstance(n, str)]
+    for name in names:
+        if name.endswith("history_search") and name != "history_search":
+            prefix = name[: -len("history_search")]
+            if prefix + "history_expand" in names:
+                return name, prefix + "history_expand"
+    return None
 
 
 def indexed_text(msg: Message) -> str:

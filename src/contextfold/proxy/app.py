@@ -31,7 +31,7 @@ from . import wire
 from .config import ProxyConfig
 from .errors import refusal
 from .guards import protect
-from .identity import conversation_scope, salt_for
+from .identity import conversation_scope, salt_for, session_meta
 from .paths import upstream_url
 from .stats import SessionStats, encode
 from .tenancy import TenantRouted
@@ -85,7 +85,7 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         return JSONResponse(error, status_code=status)
     scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     agent = request.headers.get("user-agent", "unknown")
-    meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": protocol}}
+    meta = {"proxy": session_meta(agent, parsed, protocol, request.headers)}
     try:
         synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
                                          system=parsed.system, tools=parsed.tools,
