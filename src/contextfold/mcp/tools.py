@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.catalog import tokenizer_family
 from ..core.messages import ToolCallPart
-from ..core.resolver import ModelResolver, recorded_model
+from ..core.resolver import ModelResolver, UnknownModelError, recorded_model
 from ..ids import new_id
 from ..runtime.pinning import pin_stored, stored_pins
 from ..runtime.recall import DEFAULT_EXPAND_TOKENS, HISTORY_EXPAND, HISTORY_SEARCH, Recall
@@ -104,7 +104,11 @@ class RecallTools:
         model = proxy.get("model") if isinstance(proxy, dict) else None
         if not isinstance(model, str) or not model:
             model = recorded_model(await self.store.load_branch(session_id))
-        resolved = ModelResolver(windows=dict(self.windows)).resolve(model or None)
+        resolver = ModelResolver(windows=dict(self.windows))
+        try:
+            resolved = resolver.resolve(model or None)
+        except UnknownModelError:  # a local model with no window given: the default's
+            resolved = resolver.resolve(recorded=model)
         family = resolved.capacity.family or tokenizer_family(resolved.name)
         return resolved.budget.pin_budget, family
 
