@@ -21,14 +21,14 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import ClientSession  # noqa: E402
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
-from contextfold.proxy import ProxyConfig  # noqa: E402
-from contextfold.proxy.serve import ProxyThread  # noqa: E402
-from contextfold.store import open_store  # noqa: E402
-from tests.fakeserver import Reply, ToolCallSpec, fake_server  # noqa: E402
+from contextfold.proxy import ProxyConfig
+from contextfold.proxy.serve import ProxyThread
+from contextfold.store import open_store
+from tests.fakeserver import Reply, ToolCallSpec, fake_server
 
 WINDOW = 10_000
 KEY = "sk-ant-mcp-test"
@@ -256,7 +256,8 @@ def http_server(db: str, proxy: ProxyThread, tmp_path: Path) -> Iterator[str]:
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "no start")
+                why = proc.stderr.read().decode() if proc.stderr else "no start"
+                raise RuntimeError(why) from None
             time.sleep(0.1)
     try:
         yield f"http://127.0.0.1:{port}/mcp"
