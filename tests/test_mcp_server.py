@@ -145,7 +145,7 @@ def test_stdio_lists_the_tools_and_search_finds_a_folded_fact_of_this_conversati
             assert {t.name for t in tools.tools} == EXPECTED_TOOLS
             found = result(await session.call_tool("history_search",
                                                    {"query": "KESTREL-7731"}))
-            # L4: this directory's conversation, found by the directory the agent stated.
+            # L7: this directory's conversation, found by the directory the agent stated.
             assert found["found_by"].startswith("working directory")
             assert [m["role"] for m in found["matches"]] == ["user"]
             hit = found["matches"][0]
@@ -202,7 +202,7 @@ async def _sessions(db: str) -> list[str]:
         await store.close()
 
 
-def test_which_conversation_id_label_then_client_l4(proxy, upstream, db, tmp_path):
+def test_which_conversation_id_label_then_client_l7(proxy, upstream, db, tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
