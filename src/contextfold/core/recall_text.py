@@ -62,8 +62,8 @@ RECALL_TOOL_NAMES = frozenset({"history_search", "history_expand"})
 def client_recall_tools(names: Iterable[str]) -> tuple[str, str] | None:
     """The recall tools a client offers its model under names of its own, as (search,
     expand): an MCP client names the tools of `contextfold mcp` after the server
-    (`mcp__contextfold__history_search` in Claude Code and Codex, `contextfold_history_search`
-    in OpenCode). Both must be there with one prefix; None otherwise, and None for the bare
+    (`mcp__contextfold__history_search` in Claude Code, `contextfold_history_search` in
+    OpenCode). Both must be there with one prefix; None otherwise, and None for the bare
     names (the runtime's own tools, which the default recall note already names)."""
     names = [n for n in names if isinstance(n, str)]
     for name in names:

@@ -1,8 +1,8 @@
 """The MCP server: four tools over the store, on stdio or streamable HTTP (the `mcp` SDK).
 
 `history_search` / `history_expand` are the runtime's recall tools (SPEC L2) and keep their
-names, so an MCP client calls them `mcp__contextfold__history_search` (Claude Code, Codex)
-or `contextfold_history_search` (OpenCode): the names the proxy recognises in a request to
+names, so an MCP client calls them `mcp__contextfold__history_search` (Claude Code) or
+`contextfold_history_search` (OpenCode): the names the proxy recognises in a request to
 name them in the checkpoint's recall note (L6). `pins_list` / `pin_add` are the pins of
 N1-N2. Every tool takes an optional `session_id`; without it the conversation is found as
 `which.py` says. Over HTTP the host and origin policy of the other faces applies (Y8) and
