@@ -119,6 +119,19 @@ def result(call: Any) -> dict[str, Any]:
     return json.loads(call.content[0].text)
 
 
+async def node_with(db: str, text: str) -> str:
+    """The id of the stored message that holds `text` (in whichever session)."""
+    store = await open_store(db)
+    try:
+        for info in await store.list_sessions():
+            for node in await store.load_tree(info.id):
+                if node.message is not None and text in node.message.text:
+                    return node.id
+        raise AssertionError(f"no message holds {text!r}")
+    finally:
+        await store.close()
+
+
 async def folded_position(db: str, session_id: str) -> int:
     """Position of the latest checkpoint on the session's full branch."""
     store = await open_store(db)
@@ -157,9 +170,12 @@ def test_stdio_lists_the_tools_and_search_finds_a_folded_fact_of_this_conversati
                 "history_expand", {"node_id": hit["node_id"], "after": 2, "max_tokens": 300}))
             assert FACT in expanded["messages"][0]["text"]
             assert expanded["budget_tokens"] == 300 and expanded["truncated"]
-            # A node of the other session is not expandable from this one (L4).
-            bad = await session.call_tool("history_expand", {"node_id": "no-such-node"})
-            assert bad.is_error
+            # A node of the other conversation answers like a missing one (L4).
+            other_node = await node_with(db, "OSPREY-1100")
+            bad = await session.call_tool("history_expand", {"node_id": other_node})
+            missing = await session.call_tool("history_expand", {"node_id": "no-such-node"})
+            assert bad.is_error and missing.is_error
+            assert "OSPREY" not in bad.content[0].text
 
     asyncio.run(go())
 
