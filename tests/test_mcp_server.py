@@ -345,3 +345,40 @@ def test_a_missing_sdk_names_the_extra(tmp_path):
                          stdin=subprocess.DEVNULL, timeout=60)
     assert run.returncode != 0
     assert "contextfold[mcp]" in run.stderr
+
+
+async def _tenant_sessions(db: str, workdir: str) -> tuple[str, str]:
+    """The same directory's conversation stored for tenant `default` and tenant `acme`."""
+    from tests.builders import user
+
+    store = await open_store(db)
+    try:
+        ids = []
+        for tenant, fact in (("default", "HARRIER-5"), ("acme", "MERLIN-9")):
+            scoped = store.for_tenant(tenant)
+            info = await scoped.create_session(metadata={"proxy": {
+                "client": CLAUDE_UA, "model": "local-model", "cwd": workdir}})
+            await scoped.append(info.id, user(f"the secret is {fact}"))
+            ids.append(info.id)
+        return ids[0], ids[1]
+    finally:
+        await store.close()
+
+
+def test_tenant_scoping_l4(db, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    default_id, _acme_id = asyncio.run(_tenant_sessions(db, str(project)))
+
+    async def go() -> None:
+        async with over_stdio(db, str(project), "--tenant", "acme") as session:
+            found = result(await session.call_tool("history_search", {"query": "MERLIN-9"}))
+            assert found["matches"] and found["found_by"].startswith("working directory")
+            assert result(await session.call_tool(
+                "history_search", {"query": "HARRIER-5"}))["matches"] == []
+            # Another tenant's session id is no session at all for this server (L4, W1).
+            other = await session.call_tool("history_search",
+                                            {"query": "HARRIER-5", "session_id": default_id})
+            assert other.is_error and "HARRIER" not in other.content[0].text
+
+    asyncio.run(go())
