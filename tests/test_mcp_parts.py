@@ -58,3 +58,24 @@ def test_the_named_note_never_costs_more_than_the_default_l6(prefix):
 def test_roots_are_local_directories():
     assert root_directories(["file:///home/ada/my%20repo", "https://example.com/x"]) == (
         "/home/ada/my repo",)
+
+
+def test_results_of_the_mcp_recall_tools_are_not_indexed_l1():
+    # A recall result quotes other messages: indexed, every later search would find it.
+    from contextfold.core.messages import Message, ToolCallPart, ToolResultPart
+    from contextfold.core.recall_text import indexed_text, is_recall_tool
+
+    for name in ("history_search", "mcp__contextfold__history_search",
+                 "contextfold_history_expand"):
+        assert is_recall_tool(name)
+        quoted = Message(role="user", parts=(ToolResultPart(
+            call_id="c1", name=name, output="the password is KESTREL-7731"),))
+        assert "KESTREL" not in indexed_text(quoted)
+        call = Message(role="assistant", parts=(ToolCallPart(
+            id="c1", name=name, input={"query": "KESTREL-7731"}),))
+        assert "KESTREL" not in indexed_text(call)
+    for name in ("read", "my_history_searcher", "xhistory_search", None):
+        assert not is_recall_tool(name)
+    kept = Message(role="user", parts=(ToolResultPart(call_id="c2", name="read",
+                                                      output="KESTREL-7731 in a file"),))
+    assert "KESTREL" in indexed_text(kept)

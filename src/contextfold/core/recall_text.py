@@ -74,10 +74,26 @@ def client_recall_tools(names: Iterable[str]) -> tuple[str, str] | None:
     return None
 
 
+_TOOL_PREFIX_END = ("_", ".", "-", ":", "/")
+
+
+def is_recall_tool(name: str | None) -> bool:
+    """A recall tool, bare or under a client's prefix (`mcp__contextfold__history_search`,
+    `contextfold_history_expand`): its results quote other messages too."""
+    if not name:
+        return False
+    for bare in RECALL_TOOL_NAMES:
+        if name == bare or (name.endswith(bare) and name[: -len(bare)].endswith(
+                _TOOL_PREFIX_END)):
+            return True
+    return False
+
+
 def indexed_text(msg: Message) -> str:
-    """What the index holds for a message: its text without recall calls and results."""
+    """What the index holds for a message: its text without recall calls and results (the
+    runtime's, and `contextfold mcp`'s under a client's prefix)."""
     parts = tuple(p for p in msg.parts if not (
-        isinstance(p, ToolCallPart | ToolResultPart) and p.name in RECALL_TOOL_NAMES))
+        isinstance(p, ToolCallPart | ToolResultPart) and is_recall_tool(p.name)))
     if len(parts) == len(msg.parts):
         return message_text(msg)
     return message_text(msg.model_copy(update={"parts": parts})) if parts else ""
