@@ -58,7 +58,9 @@ class Found:
 
 async def which_session(store: SessionStore, asked: Asked) -> Found:
     """The session `asked` names (see the module docstring for the order)."""
-    proxied = [s for s in await store.list_sessions() if _proxy(s) is not None]
+    # check_damage=False: the metadata is all this needs (no tail read per session).
+    proxied = [s for s in await store.list_sessions(check_damage=False)
+               if _proxy(s) is not None]
     proxied.sort(key=lambda s: s.created_at, reverse=True)
     if asked.session:
         return await _given(store, asked.session.strip(), proxied)
