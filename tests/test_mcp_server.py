@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -260,9 +260,16 @@ def free_port() -> int:
 
 @pytest.fixture
 def http_server(db: str, proxy: ProxyThread, tmp_path: Path) -> Iterator[str]:
+    with start_http(db) as url:
+        yield url
+
+
+@contextmanager
+def start_http(db: str, *extra: str) -> Iterator[str]:
+    """`contextfold mcp --http` as a process on a free port; its URL."""
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "contextfold", "mcp", "--http", "--port",
-                             str(port), "--db", db], env=env(), cwd=ROOT,
+                             str(port), "--db", db, *extra], env=env(), cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 30
     while True:
@@ -382,3 +389,47 @@ def test_tenant_scoping_l4(db, tmp_path):
             assert other.is_error and "HARRIER" not in other.content[0].text
 
     asyncio.run(go())
+
+
+async def _labelled_for_tenants(db: str) -> str:
+    """A session labelled `task-x` for tenants `default` and `acme`; acme's token."""
+    from tests.builders import user
+
+    store = await open_store(db)
+    try:
+        for tenant, fact in (("default", "HARRIER-5"), ("acme", "MERLIN-9")):
+            scoped = store.for_tenant(tenant)
+            info = await scoped.create_session(metadata={"proxy": {
+                "client": CLAUDE_UA, "model": "local-model", "label": "task-x"}})
+            await scoped.append(info.id, user(f"the secret is {fact}"))
+        _info, token = await store.create_token("acme")
+        return token
+    finally:
+        await store.close()
+
+
+def test_http_auth_each_call_sees_its_tokens_tenant_only_l4_w1(db):
+    import httpx2
+
+    token = asyncio.run(_labelled_for_tenants(db))
+    with start_http(db, "--auth") as url:
+        # No token, or a wrong one: refused before the SDK sees the request.
+        assert httpx.post(url, json={}).status_code == 401
+        assert httpx.post(url, json={}, headers={"x-contextfold-token": "cf_nope"}
+                          ).status_code == 401
+
+        async def go() -> None:
+            headers = {"x-contextfold-token": token, "x-contextfold-session": "task-x"}
+            async with httpx2.AsyncClient(headers=headers, timeout=30) as client, \
+                    streamable_http_client(url, http_client=client) as (read, write), \
+                    ClientSession(read, write) as session:
+                await session.initialize()
+                found = result(await session.call_tool("history_search",
+                                                       {"query": "MERLIN-9"}))
+                assert found["matches"] and found["found_by"] == "session label task-x"
+                # The default tenant's session with the same label is not acme's (L4, W1).
+                none = result(await session.call_tool("history_search",
+                                                      {"query": "HARRIER-5"}))
+                assert none["matches"] == []
+
+        asyncio.run(go())

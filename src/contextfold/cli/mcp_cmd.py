@@ -12,8 +12,11 @@ def mcp_command(
     http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at "
                               "http://HOST:PORT/mcp instead of stdio."),
     port: int = typer.Option(8790, "--port", help="Port for --http."),
-    host: str = typer.Option("127.0.0.1", "--host", help="Address for --http (loopback "
-                             "only)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address for --http "
+                             "(non-loopback needs --auth)."),
+    auth: bool = typer.Option(False, "--auth", help="--http: require a tenant's token "
+                              "(`contextfold token create`) in x-contextfold-token or "
+                              "Authorization: Bearer; each call sees its tenant only."),
     allowed_host: list[str] = typer.Option(
         [], "--allowed-host", help="A host name clients use for --http, NAME or NAME:PORT "
         "(repeatable)."),
@@ -38,9 +41,17 @@ def mcp_command(
     from ..mcp.server import Defaults, MissingMcpExtraError, serve, started_in
     from ..proxy.config import parse_windows
 
-    if http and not is_loopback(host):
-        typer.echo(f"--host {host}: contextfold mcp serves loopback only (it has no "
-                   "tokens): bind 127.0.0.1", err=True)
+    if auth and not http:
+        typer.echo("--auth is for --http (over stdio the server is the agent's own child)",
+                   err=True)
+        raise typer.Exit(2)
+    if auth and tenant:
+        typer.echo("--auth takes the tenant from each request's token: drop --tenant",
+                   err=True)
+        raise typer.Exit(2)
+    if http and not auth and not is_loopback(host):
+        typer.echo(f"--host {host} without --auth would let anyone on the network read "
+                   "the stored conversations: add --auth or bind 127.0.0.1", err=True)
         raise typer.Exit(2)
     try:
         HostPolicy.of(allowed_host)
@@ -52,7 +63,7 @@ def mcp_command(
     try:
         anyio.run(lambda: serve(db, tenant=tenant, defaults=defaults, windows=windows,
                                 http=http, host=host, port=port,
-                                allowed_hosts=tuple(allowed_host)))
+                                allowed_hosts=tuple(allowed_host), auth=auth))
     except MissingMcpExtraError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(EXIT_CODES[exc.kind]) from None

@@ -14,7 +14,7 @@ the body is bounded.
 import contextlib
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 SERVER_NAME = "contextfold"
 SESSION_HEADER = "x-contextfold-session"
+TOKEN_HEADER = "x-contextfold-token"  # `--auth`: a tenant's token, as the proxy takes it
 MAX_BODY_BYTES = 1 << 20  # tool calls are small
 ROOTS_TIMEOUT = 3.0
 INSTRUCTIONS = (
@@ -64,8 +65,12 @@ class Defaults:
     directory: str | None = None
 
 
-def build_server(tools: RecallTools, defaults: Defaults) -> "MCPServer":
-    """The MCP server with the four tools bound to `tools`."""
+ToolsFor = Callable[[Any], Awaitable[RecallTools]]  # the request's context -> its tools
+
+
+def build_server(tools: RecallTools | ToolsFor, defaults: Defaults) -> "MCPServer":
+    """The MCP server with the four tools bound to `tools` (or, under `--auth`, to the
+    tools of the tenant whose token the request carries)."""
     sdk = _sdk()
     from mcp.server.mcpserver import Context
     from mcp.server.mcpserver.exceptions import ToolError
@@ -81,6 +86,14 @@ def build_server(tools: RecallTools, defaults: Defaults) -> "MCPServer":
                      directories=await _directories(ctx, defaults.directory),
                      client=_client_name(ctx))
 
+    async def of(ctx: Any) -> RecallTools:
+        if isinstance(tools, RecallTools):
+            return tools
+        try:
+            return await tools(ctx)
+        except ToolFailed as exc:
+            raise ToolError(str(exc)) from None
+
     async def guarded(coro: Any) -> dict[str, Any]:
         try:
             return await coro
@@ -92,28 +105,30 @@ def build_server(tools: RecallTools, defaults: Defaults) -> "MCPServer":
                              limit: Annotated[int | None, Field(description="Most matches "
                                                                 "(1-20, default 8).")] = None,
                              session_id: SessionArg = None) -> dict[str, Any]:
-        return await guarded(tools.search(await asked(ctx, session_id), query, limit))
+        return await guarded((await of(ctx)).search(await asked(ctx, session_id), query,
+                                                          limit))
 
     @server.tool(name="history_expand", description=EXPAND_TOOL.description)
     async def history_expand(node_id: str, ctx: Context, before: int | None = None,
                              after: int | None = None, to_node_id: str | None = None,
                              max_tokens: int | None = None,
                              session_id: SessionArg = None) -> dict[str, Any]:
-        return await guarded(tools.expand(await asked(ctx, session_id), node_id,
+        return await guarded((await of(ctx)).expand(await asked(ctx, session_id), node_id,
                                           before=before, after=after, to_node_id=to_node_id,
                                           max_tokens=max_tokens))
 
     @server.tool(name="pins_list", description="The pinned facts every request of this "
                  "conversation carries verbatim, oldest first.")
     async def pins_list(ctx: Context, session_id: SessionArg = None) -> dict[str, Any]:
-        return await guarded(tools.pins(await asked(ctx, session_id)))
+        return await guarded((await of(ctx)).pins(await asked(ctx, session_id)))
 
     @server.tool(name="pin_add", description="Pin a short text, or the message node_id of "
                  "this conversation, so every later request carries it verbatim (refused "
                  "when the pins would exceed their budget).")
     async def pin_add(ctx: Context, text: str | None = None, node_id: str | None = None,
                       session_id: SessionArg = None) -> dict[str, Any]:
-        return await guarded(tools.pin(await asked(ctx, session_id), text, node_id))
+        return await guarded((await of(ctx)).pin(await asked(ctx, session_id), text,
+                                                 node_id))
 
     return server
 
@@ -150,13 +165,22 @@ async def _directories(ctx: "Context", started_in: str | None) -> tuple[str, ...
 
 async def serve(db: str | None, *, tenant: str | None, defaults: Defaults,
                 windows: Mapping[str, int], http: bool = False, host: str = "127.0.0.1",
-                port: int = 8790, allowed_hosts: tuple[str, ...] = ()) -> None:
-    """Open the store and serve until the client (stdio) or a signal (HTTP) ends it."""
+                port: int = 8790, allowed_hosts: tuple[str, ...] = (),
+                auth: bool = False) -> None:
+    """Open the store and serve until the client (stdio) or a signal (HTTP) ends it.
+    `auth` (HTTP): every request carries a tenant's token; its tools see that tenant only."""
     from ..store import open_store
 
     _sdk()  # name the missing extra before touching the database
     store = await open_store(db)
     try:
+        if auth:
+            from ..guard.bearer import BearerAuth
+
+            bearer = BearerAuth(store, hint=f"{TOKEN_HEADER}: <token>")
+            server = build_server(tenant_tools(store, bearer, windows), defaults)
+            await _serve_http(server, host, port, allowed_hosts, bearer)
+            return
         scoped = store.for_tenant(tenant) if tenant else store
         server = build_server(RecallTools(scoped, windows=windows), defaults)
         if not http:
@@ -167,8 +191,72 @@ async def serve(db: str | None, *, tenant: str | None, defaults: Defaults,
         await store.close()
 
 
-def http_app(server: "MCPServer", allowed_hosts: tuple[str, ...] = ()) -> Any:
-    """The streamable HTTP app at `/mcp`, behind the host and origin policy (SPEC Y8)."""
+def request_token(headers: Mapping[str, str] | None) -> str | None:
+    """The tenant token of a request: `x-contextfold-token`, else `Authorization: Bearer`."""
+    from ..guard.bearer import bearer_value
+
+    if not headers:
+        return None
+    return bearer_value(headers.get(TOKEN_HEADER), scheme_required=False) or \
+        bearer_value(headers.get("authorization"))
+
+
+def tenant_tools(store: Any, bearer: Any, windows: Mapping[str, int]) -> ToolsFor:
+    """`--auth`: the tools of the tenant whose token the request carries (SPEC W1, L4)."""
+    from ..guard.bearer import TokenRefused
+
+    by_tenant: dict[str, RecallTools] = {}
+
+    async def tools_for(ctx: Any) -> RecallTools:
+        try:
+            tenant = await bearer.tenant(request_token(ctx.headers), None)
+        except TokenRefused as exc:
+            raise ToolFailed(exc.message) from None
+        if tenant not in by_tenant:
+            by_tenant[tenant] = RecallTools(store.for_tenant(tenant), windows=windows)
+        return by_tenant[tenant]
+
+    return tools_for
+
+
+class TokenGate:
+    """`--auth` over HTTP: a request without a valid tenant token gets 401 before the SDK
+    sees it (the tools check the token again, per call, for the tenant they act for)."""
+
+    def __init__(self, app: Any, *, bearer: Any) -> None:
+        self.app = app
+        self.bearer = bearer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        from ..guard.asgi import send_json
+        from ..guard.bearer import TokenRefused
+
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers") or ()}
+        client = scope.get("client")
+        try:
+            await self.bearer.tenant(request_token(headers), client[0] if client else None)
+        except TokenRefused as exc:
+            await send_json(send, exc.status, _error(scope, exc.status, exc.type,
+                                                     exc.message), exc.headers)
+            return
+        await self.app(scope, receive, send)
+
+
+def _error(_scope: Any, status: int, type_: str, message: str) -> dict[str, Any]:
+    """A refusal before the SDK, as a JSON-RPC error body."""
+    return {"jsonrpc": "2.0", "id": None,
+            "error": {"code": -32600, "message": f"contextfold mcp: {message}",
+                      "data": {"status": status, "type": type_}}}
+
+
+def http_app(server: "MCPServer", allowed_hosts: tuple[str, ...] = (),
+             bearer: Any = None) -> Any:
+    """The streamable HTTP app at `/mcp`, behind the host and origin policy (SPEC Y8) and,
+    with `bearer` (`--auth`), the tenant token check."""
     from mcp.server.transport_security import TransportSecuritySettings
 
     from ..guard.hosts import HostPolicy
@@ -179,22 +267,20 @@ def http_app(server: "MCPServer", allowed_hosts: tuple[str, ...] = ()) -> Any:
         # The host and origin checks are WebGuard's, the same as the proxy's and service's.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
 
-    def error(_scope: Any, status: int, type_: str, message: str) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": None,
-                "error": {"code": -32600, "message": f"contextfold mcp: {message}",
-                          "data": {"status": status, "type": type_}}}
-
-    app.add_middleware(WebGuard, policy=HostPolicy.of(allowed_hosts), error=error)
+    if bearer is not None:
+        app.add_middleware(TokenGate, bearer=bearer)
+    # Added last, so it runs first: a foreign host is refused before any token is looked at.
+    app.add_middleware(WebGuard, policy=HostPolicy.of(allowed_hosts), error=_error)
     return app
 
 
 async def _serve_http(server: "MCPServer", host: str, port: int,
-                      allowed_hosts: tuple[str, ...]) -> None:
+                      allowed_hosts: tuple[str, ...], bearer: Any = None) -> None:
     import uvicorn
 
     from ..guard.hosts import with_bind_host
 
-    app = http_app(server, with_bind_host(allowed_hosts, host, port))
+    app = http_app(server, with_bind_host(allowed_hosts, host, port), bearer)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning")
     await uvicorn.Server(config).serve()
 
