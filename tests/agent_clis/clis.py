@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,12 +88,12 @@ def run_pi(openai_base_url: str, prompt: str, scratch: Path) -> AgentRun:
 
 
 def run_claude(anthropic_base_url: str, prompt: str, scratch: Path,
-               tools: str = "Bash") -> AgentRun:
+               tools: str = "Bash", extra: Sequence[str] = ()) -> AgentRun:
     """Claude Code in `-p` mode with ANTHROPIC_BASE_URL at `anthropic_base_url`.
 
     `tools="Bash"` by default: Claude Code's 24 default tool schemas alone are ~19k tokens,
     with its system prompt ~26k, too much for a 32k window whatever the history
-    ("default" runs with all of them).
+    ("default" runs with all of them). `extra`: more arguments (`--mcp-config FILE`).
     """
     home = scratch / "claude-home"
     (home / ".claude").mkdir(parents=True, exist_ok=True)
@@ -108,5 +109,5 @@ def run_claude(anthropic_base_url: str, prompt: str, scratch: Path,
     )
     argv = [str(CLAUDE_BIN), "-p", prompt, "--output-format", "json",
             "--dangerously-skip-permissions", "--model", CLAUDE_MODEL,
-            "--tools", tools]
+            "--tools", tools, *extra]
     return _run("claude", argv, env, scratch)

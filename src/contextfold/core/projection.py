@@ -24,6 +24,7 @@ from .messages import (
 )
 from .pins import active_pins, last_pin_change
 from .resources import clip_middle
+from .text_estimate import text_cost
 from .tree import Branch
 
 SUMMARY_HEADER = (
@@ -195,10 +196,25 @@ RECALL_NOTE = (
 EVICTED_LIST_CHARS = 400
 
 
-def render_recall(ledger: Ledger) -> str:
+def recall_note(tools: tuple[str, str] | None = None) -> str:
+    """The recall note; naming the client's own recall tools (search, expand) when it has
+    them (SPEC L6). The named note is used only when it costs no more than the default one,
+    so a checkpoint sized with the default note never grows when it is sent (P1)."""
+    if tools is None:
+        return RECALL_NOTE
+    search, expand = tools
+    named = (f"[Recall] Earlier messages are all in this session's history: tool {search} "
+             f"finds them by words or identifiers, tool {expand} reads one.")
+    # Both cost components no larger: no larger for every tokenizer family's estimate.
+    (latin, wide), (latin0, wide0) = text_cost(named), text_cost(RECALL_NOTE)
+    return named if latin <= latin0 and wide <= wide0 else RECALL_NOTE
+
+
+def render_recall(ledger: Ledger, tools: tuple[str, str] | None = None) -> str:
     """SPEC L3: recall exists, and what the ledger evicted is "in the history" (most
-    critical first: the ledger evicts the least critical kinds first)."""
-    lines = [RECALL_NOTE]
+    critical first: the ledger evicts the least critical kinds first). `tools`: the
+    client's names of the recall tools (`recall_note`)."""
+    lines = [recall_note(tools)]
     if ledger.evicted:
         listed: list[str] = []
         size = 0
@@ -246,11 +262,12 @@ def render_turn_context(turn: TurnContext) -> str:
     return "\n".join(lines)
 
 
-def checkpoint_text(cp: Checkpoint) -> str:
-    """The summary message body exactly as the model sees it."""
+def checkpoint_text(cp: Checkpoint, recall_tools: tuple[str, str] | None = None) -> str:
+    """The summary message body exactly as the model sees it (`recall_tools`: the client's
+    own names of the recall tools, which the recall note then names, `recall_note`)."""
     summary = cp.summary.strip()
     head = [SUMMARY_HEADER, "", summary] if summary else [MASK_ONLY_HEADER]
-    return "\n".join(head + _frame(cp.ledger, cp.turn, cp.masked_before_id))
+    return "\n".join(head + _frame(cp.ledger, cp.turn, cp.masked_before_id, recall_tools))
 
 
 def checkpoint_frame(ledger: Ledger, turn: TurnContext | None = None,
@@ -261,14 +278,15 @@ def checkpoint_frame(ledger: Ledger, turn: TurnContext | None = None,
     return "\n".join([SUMMARY_HEADER, "", *_frame(ledger, turn, masked_before_id)])
 
 
-def _frame(ledger: Ledger, turn: TurnContext | None, masked_before_id: str | None) -> list[str]:
+def _frame(ledger: Ledger, turn: TurnContext | None, masked_before_id: str | None,
+           recall_tools: tuple[str, str] | None = None) -> list[str]:
     parts: list[str] = []
     if turn is not None:
         parts += ["", render_turn_context(turn)]
     rendered = render_ledger(ledger)
     if rendered:
         parts += ["", rendered]
-    parts += ["", render_recall(ledger)]
+    parts += ["", render_recall(ledger, recall_tools)]
     if masked_before_id is not None:
         parts += ["", MASKING_NOTE]
     return parts

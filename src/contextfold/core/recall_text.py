@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import ContextfoldError
@@ -58,10 +59,41 @@ def message_text(msg: Message) -> str:
 RECALL_TOOL_NAMES = frozenset({"history_search", "history_expand"})
 
 
+def client_recall_tools(names: Iterable[str]) -> tuple[str, str] | None:
+    """The recall tools a client offers its model under names of its own, as (search,
+    expand): an MCP client names the tools of `contextfold mcp` after the server
+    (`mcp__contextfold__history_search` in Claude Code, `contextfold_history_search` in
+    OpenCode). Both must be there with one prefix; None otherwise, and None for the bare
+    names (the runtime's own tools, which the default recall note already names)."""
+    names = [n for n in names if isinstance(n, str)]
+    for name in names:
+        if name.endswith("history_search") and name != "history_search":
+            prefix = name[: -len("history_search")]
+            if prefix + "history_expand" in names:
+                return name, prefix + "history_expand"
+    return None
+
+
+_TOOL_PREFIX_END = ("_", ".", "-", ":", "/")
+
+
+def is_recall_tool(name: str | None) -> bool:
+    """A recall tool, bare or under a client's prefix (`mcp__contextfold__history_search`,
+    `contextfold_history_expand`): its results quote other messages too."""
+    if not name:
+        return False
+    for bare in RECALL_TOOL_NAMES:
+        if name == bare or (name.endswith(bare) and name[: -len(bare)].endswith(
+                _TOOL_PREFIX_END)):
+            return True
+    return False
+
+
 def indexed_text(msg: Message) -> str:
-    """What the index holds for a message: its text without recall calls and results."""
+    """What the index holds for a message: its text without recall calls and results (the
+    runtime's, and `contextfold mcp`'s under a client's prefix)."""
     parts = tuple(p for p in msg.parts if not (
-        isinstance(p, ToolCallPart | ToolResultPart) and p.name in RECALL_TOOL_NAMES))
+        isinstance(p, ToolCallPart | ToolResultPart) and is_recall_tool(p.name)))
     if len(parts) == len(msg.parts):
         return message_text(msg)
     return message_text(msg.model_copy(update={"parts": parts})) if parts else ""

@@ -31,7 +31,8 @@ from . import wire
 from .config import ProxyConfig
 from .errors import refusal
 from .guards import protect
-from .identity import conversation_scope, salt_for
+from .identity import conversation_scope, salt_for, session_meta
+from .learning import learn
 from .paths import upstream_url
 from .stats import SessionStats, encode
 from .tenancy import TenantRouted
@@ -68,7 +69,7 @@ def _out_headers(headers: Any) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in _DROP_OUT}
 
 
-async def _chat(request: Request, protocol: wire.Protocol) -> Response:
+async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = False) -> Response:
     proxy: Proxy = request.app.state.proxy
     if proxy.config.protocol not in (None, protocol):
         return JSONResponse(wire.bad_request(protocol, f"this proxy serves only the "
@@ -85,7 +86,7 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         return JSONResponse(error, status_code=status)
     scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     agent = request.headers.get("user-agent", "unknown")
-    meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": protocol}}
+    meta = {"proxy": session_meta(agent, parsed, protocol, request.headers)}
     try:
         synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
                                          system=parsed.system, tools=parsed.tools,
@@ -114,6 +115,16 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
     if reply.status_code != 200 or not parsed.stream:
         content = await reply.aread()
         await reply.aclose()
+        if reply.status_code != 200 and not retried and learn(
+                proxy.config, parsed.model, reply.status_code, content,
+                capacity.context_window) is not None:
+            # Y9: the upstream named a smaller window; send this request once more, fitted.
+            proxy.mirror.no_reply(synced)
+            _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
+                 started)
+            log.info("learned the window of %s from the upstream: %d tokens", parsed.model,
+                     proxy.config.learned[parsed.model])
+            return await _chat(request, protocol, retried=True)
         task = BackgroundTask(_after, proxy, synced, None, stats)
         if reply.status_code == 200:
             try:

@@ -35,6 +35,8 @@ class ProxyConfig:
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = 64 << 20
     identity_salt: str | None = None
+    # Windows the upstream named in its own context-overflow errors (SPEC Y9, learning.py).
+    learned: dict[str, int] = field(default_factory=dict)
 
     @cached_property
     def resolver(self) -> ModelResolver:
@@ -43,7 +45,7 @@ class ProxyConfig:
 
     def capacity(self, model: str) -> ModelCapacity:
         """The capacity of `model` on this upstream (UnknownModelError if none is known)."""
-        return self.resolver.resolve(model).capacity
+        return self.resolver.resolve(model, learned=self.learned.get(model)).capacity
 
 
 def llm_summarizer(config: ProxyConfig, model: str, *, base_url: str | None = None,

@@ -28,9 +28,14 @@ import secrets
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .config import ProxyConfig
 from .tenancy import current_tenant
+from .workdir import working_directory
+
+if TYPE_CHECKING:
+    from .wire import Parsed
 
 SALT_ENV = "CONTEXTFOLD_PROXY_SALT"
 SESSION_HEADER = "x-contextfold-session"
@@ -66,6 +71,22 @@ def conversation_scope(protocol: str, headers: Mapping[str, str], salt: bytes) -
     if agent or key:  # with neither, the scope is what it was before identities existed
         parts.append(f"client={agent}|{key}")
     return ":".join(parts)
+
+
+def session_meta(agent: str, parsed: Parsed, protocol: str,
+                 headers: Mapping[str, str]) -> dict[str, Any]:
+    """What the proxy keeps on a session it serves (its `proxy` metadata): the client, the
+    model, the protocol, and when the request gives them, the session label
+    (`x-contextfold-session`) and the working directory the agent states (`workdir.py`).
+    `contextfold mcp` finds a client's conversation by these (docs/mcp.md)."""
+    meta: dict[str, Any] = {"client": agent, "model": parsed.model, "protocol": protocol}
+    label = headers.get(SESSION_HEADER, "").strip()
+    if label:
+        meta["label"] = label[:200]
+    cwd = working_directory(parsed.system, parsed.messages)
+    if cwd:
+        meta["cwd"] = cwd
+    return meta
 
 
 def salt_for(config: ProxyConfig) -> bytes:

@@ -41,6 +41,7 @@ from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
 from ..core.pins import pins_text
 from ..core.projection import Projection, checkpoint_text, project
+from ..core.recall_text import client_recall_tools
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
 from ..store.protocol import SessionStore
@@ -86,14 +87,17 @@ class Synced:
     moved: str | None = None  # None, "append", "branch" (a difference) or "switch"
     created: bool = False  # a new session was started for these messages
     source_index: Mapping[str, int] = field(default_factory=dict)  # node id -> index
+    # The client's own recall tools (`contextfold mcp`'s, under its names): the checkpoint's
+    # recall note names them (SPEC L6).
+    recall_tools: tuple[str, str] | None = None
 
     @property
     def prefix_text(self) -> str | None:
         """The checkpoint summary and pins as one text, byte-identical for the same
-        checkpoint and pins (SPEC Y4); None without either."""
+        checkpoint, pins and recall tools (SPEC Y4); None without a checkpoint or pins."""
         blocks = []
         if self.projection.summary is not None:
-            blocks.append(checkpoint_text(self.projection.summary))
+            blocks.append(checkpoint_text(self.projection.summary, self.recall_tools))
         if self.projection.pins:
             blocks.append(pins_text(self.projection.pins))
         return "\n\n".join(blocks) if blocks else None
@@ -238,7 +242,8 @@ class Mirror:
                       estimate=sizer.estimate(projection), budget=sizer.budget,
                       capacity=capacity, compactions=tuple(compactions), appended=len(new_nodes),
                       moved=moved, created=created,
-                      source_index={nid: i for i, nid in enumerate(write.node_ids)})
+                      source_index={nid: i for i, nid in enumerate(write.node_ids)},
+                      recall_tools=client_recall_tools(_tool_names(tools or ())))
 
     def expect_reply(self, synced: Synced) -> None:
         """Say a reply to `synced` is on its way: the next `sync` of the session waits (up
@@ -442,3 +447,16 @@ class Mirror:
             with contextlib.suppress(Exception):
                 await task
 
+
+def _tool_names(tools: Tools) -> list[str]:
+    """The names of a request's tools (ToolSpecs, Anthropic tools, OpenAI functions)."""
+    names = []
+    for tool in tools:
+        if isinstance(tool, ToolSpec):
+            names.append(tool.name)
+        elif isinstance(tool, Mapping):
+            inner = tool.get("function")
+            name = (inner if isinstance(inner, Mapping) else tool).get("name")
+            if isinstance(name, str):
+                names.append(name)
+    return names

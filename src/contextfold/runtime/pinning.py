@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from ..core.catalog import tokenizer_family
 from ..core.messages import Message, Node, Pin, PinEvent
-from ..core.pins import check_pin_fits, pin_event
+from ..core.pins import active_pins, check_pin_fits, pin_event
+from ..core.projection import project
 from ..core.text_estimate import estimate_text
 from ..core.tree import DamagedBranch
 from ..ids import new_id
 from ..store import ReadOnlySessionError
+from ..store.protocol import SessionStore
 from .base import ConversationBase
 from .errors import BusyError
 
@@ -88,3 +90,39 @@ def _visible_text(msg: Message, node_id: str) -> str:
     if not text:
         raise ValueError(f"message {node_id!r} has no text to pin")
     return text
+
+
+async def stored_pins(store: SessionStore, session_id: str) -> tuple[Pin, ...]:
+    """The active pins of a stored session, as its next request shows them (SPEC N1)."""
+    branch = await store.load_branch(session_id)
+    if isinstance(branch, DamagedBranch):
+        raise ReadOnlySessionError(session_id, branch.problems)
+    return project(branch).pins
+
+
+async def pin_stored(store: SessionStore, session_id: str, *, pin_budget: int,
+                     text: str | None = None, node_id: str | None = None,
+                     family: str | None = None) -> Pin:
+    """`Conversation.pin` for a session no conversation holds open (`contextfold mcp`, the
+    proxy's sessions): checked against `pin_budget` first, then appended at the leaf only if
+    the leaf has not moved since it was read (else `StaleBranchError`: read and retry)."""
+    if (text is None) == (node_id is None):
+        raise ValueError("pin takes either a text or a node_id (not both, not neither)")
+    full = await store.load_full_branch(session_id)
+    if isinstance(full, DamagedBranch):
+        raise ReadOnlySessionError(session_id, full.problems)
+    source = None
+    if node_id is not None:
+        node = next((n for n in full.nodes if n.id == node_id), None)
+        if node is None or node.message is None:
+            raise ValueError(f"{node_id!r} is not a message on this session's branch")
+        text, source = _visible_text(node.message, node_id), node_id
+    assert text is not None
+    checkpoint = max((i for i, n in enumerate(full.nodes) if n.checkpoint is not None),
+                     default=None)
+    current = active_pins(full.nodes, checkpoint)
+    check_pin_fits(current, text, pin_budget, lambda t: estimate_text(t, family))
+    event = pin_event(new_id(), text, source)
+    await store.append_pin_event(session_id, event, expected_leaf_id=full.leaf_id,
+                                 node_id=event.pin_id)
+    return Pin(pin_id=event.pin_id, text=event.text, source_id=source)
