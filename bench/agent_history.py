@@ -50,7 +50,9 @@ def history(tokens: int, tag: str, *, chunk: int = 5_200) -> list[dict[str, Any]
         {"role": "user", "content": f"[{tag}] Review the standard library modules one by one "
                                     "and note anything surprising."}]
     total = sum(len(m["content"]) for m in msgs)
-    sources = _sources()
+    # Each file read in successive windows of `chunk` characters: never the same text twice.
+    sources = ((path, text[i:i + chunk]) for path, text in _sources()
+               for i in range(0, len(text) - 200, chunk))
     round_ = 0
     while total < tokens * 4:
         call_id = f"call_{tag}_{round_}"
@@ -58,9 +60,8 @@ def history(tokens: int, tag: str, *, chunk: int = 5_200) -> list[dict[str, Any]
             name, args = "run_tests", {"k": f"mod{round_}"}
             result = _log(round_, 50)
         else:
-            path, text = next(sources)
+            path, result = next(sources)
             name, args = "read_file", {"path": path, "limit": chunk}
-            result = text[:chunk]
         msgs.append({"role": "assistant", "content": None, "tool_calls": [
             {"id": call_id, "type": "function",
              "function": {"name": name, "arguments": json.dumps(args)}}]})
