@@ -44,12 +44,17 @@ async def _upstream_chat(request: Request) -> JSONResponse:
 UPSTREAM = Starlette(routes=[Route("/v1/chat/completions", _upstream_chat, methods=["POST"])])
 
 
-async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | None
-              ) -> dict[str, Any]:
+async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | None,
+              messages: int | None = None) -> dict[str, Any]:
     """Send `requests` requests of a growing `tokens`-token history; the proxy app's CPU
     seconds per request (the reply's background record included)."""
     app = create_app(ProxyConfig(upstream="http://upstream", windows={"*": 1_000_000}, db=db))
-    msgs = history(tokens, "prof")
+    if messages:
+        from .proxy_bench import _n_messages
+
+        msgs = _n_messages(messages, "prof")
+    else:
+        msgs = history(tokens, "prof")
     cpu: list[float] = []
     inside: list[float] = []  # CPU inside the proxy app (the client's own encoding left out)
 
@@ -92,12 +97,13 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=10)
     ap.add_argument("--top", type=int, default=30)
     ap.add_argument("--db", default=None)
+    ap.add_argument("--messages", type=int, default=None, help="N small messages instead")
     ap.add_argument("--sort", default="cumulative")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"sqlite:///{Path(tmp) / 'prof.db'}"
         profile = cProfile.Profile() if args.top else None
-        out = asyncio.run(run(args.tokens, args.requests, db, profile))
+        out = asyncio.run(run(args.tokens, args.requests, db, profile, args.messages))
     print(out)
     if profile is not None:
         pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
