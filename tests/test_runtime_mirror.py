@@ -264,3 +264,30 @@ async def test_the_chain_memo_does_not_change_the_mapping_y1(store):
     assert runs["memo"] == runs["plain"]
     assert mirrors["memo"]._chains.hashed < mirrors["plain"]._chains.hashed
     assert any(step[5] == ["compacted"] for step in runs["memo"])  # a compaction is covered
+
+
+async def test_over_the_auto_threshold_but_fitting_is_not_compacted_on_the_request_path_a1(
+        store):
+    # A1, A4, issue 26: while the request still fits the safe limit, compaction waits for
+    # the background check after the reply; in line only when the request would not fit.
+    from contextfold.core.budget import derive_budget
+
+    msgs = [*long_history(8), user("what next?")]
+    tokens = (await Mirror(store).sync(msgs, capacity=BIG, scope="probe")).estimate.tokens
+    window = next(w for w in range(tokens, 4 * tokens, 50)
+                  if (b := derive_budget(ModelCapacity(model="test-model", context_window=w,
+                                                       max_output=1_000))).auto_threshold
+                  < tokens < b.safe_input_limit)
+    cap = ModelCapacity(model="test-model", context_window=window, max_output=1_000)
+    mirror = Mirror(store, background=True)
+    synced = await mirror.sync(msgs, capacity=cap, scope="fits")
+    assert synced.estimate.tokens > synced.budget.auto_threshold  # over the threshold ...
+    assert not synced.compactions  # ... yet nothing compacted before sending
+    await mirror.record_reply(synced, assistant("ok"))
+    await mirror.wait_idle(synced.session_id)
+    assert [o.status for o in mirror.auto_outcomes] == ["compacted"]  # after the reply
+    # The same history under a window it does not fit: compacted in line, and it fits.
+    tight = ModelCapacity(model="test-model", context_window=tokens - 500, max_output=1_000)
+    inline = await Mirror(store).sync(msgs, capacity=tight, scope="tight")
+    assert [c.status for c in inline.compactions] == ["compacted"]
+    assert inline.estimate.tokens <= inline.budget.safe_input_limit
