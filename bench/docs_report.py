@@ -423,9 +423,10 @@ def proxy_section(data: dict[str, Any] | None) -> list[str]:
              f"(Y11). {data['machine']['note']}; the run took {data.get('seconds', 0):.0f} s.",
              "",
              "| history | messages | direct p50 | bare added p50 / p99 | contextfold added p50 "
-             "/ p99 | contextfold ÷ bare (per round: median, quartiles) | first request through "
-             "contextfold | before (issue 26): bare / LiteLLM / contextfold added p50 |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "/ p99 | added CPU p50: bare / contextfold | contextfold ÷ bare added (per round: "
+             "median, quartiles) | first request through contextfold | before (issue 26): "
+             "bare / LiteLLM / contextfold added p50 |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for size, r in rows.items():
         b, c, q = r["bare"], r["contextfold"], r["ratio_to_bare"]
         old = ISSUE26.get(size)
@@ -434,26 +435,31 @@ def proxy_section(data: dict[str, Any] | None) -> list[str]:
             f"| {_k(r['history_tokens'])} tokens | {r['messages']:,} | "
             f"{r['direct']['p50_ms']:.1f} ms | {b['added_p50_ms']:.1f} / "
             f"{b['added_p99_ms']:.1f} ms | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms "
+            f"| {b['added_cpu_p50_ms']:.1f} / {c['added_cpu_p50_ms']:.1f} ms "
             f"| {q['p50']:.1f}× ({q['p25']:.1f}–{q['p75']:.1f}) | "
             f"{r['first_ms']['contextfold']:,.0f} ms | {before} |")
     lines += ["", "Per-request cost by messages resent (small agent messages, same method, "
               "direct and contextfold interleaved):", "",
-              "| messages resent | contextfold added p50 / p99 | first request |",
-              "| ---: | ---: | ---: |"]
+              "| messages resent | contextfold added p50 / p99 | added CPU p50 | first request |",
+              "| ---: | ---: | ---: | ---: |"]
     for n, r in scaling.items():
         c = r["contextfold"]
         lines.append(f"| {int(n):,} | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms | "
-                     f"{r['first_ms']['contextfold']:,.0f} ms |")
+                     f"{c['added_cpu_p50_ms']:.1f} ms | {r['first_ms']['contextfold']:,.0f} ms |")
     worst = max(r["ratio_to_bare"]["of_p50s"] for r in rows.values())
+    worst_cpu = max(r["ratio_to_bare"]["of_cpu_p50s"] for r in rows.values())
     lines += ["", "Goals (issue 26):", "",
               f"- contextfold's added p50 ≤ 3× the bare pass-through's at every size: "
-              f"{_met(goals['added_p50_le_3x_bare'])} (worst ratio of the p50s "
-              f"{worst:.1f}×). A pass-through never decodes the body; contextfold decodes it, "
-              "checks its depth, encodes each message once to recognise the known prefix "
-              "(Y10), stores what is new and re-encodes the forwarded body, all linear in the "
-              "bytes resent though no longer in Python objects rebuilt.",
+              f"{_met(goals['added_p50_le_3x_bare'])} (worst ratio of the added p50s "
+              f"{worst:.1f}× on wall clock; on CPU {worst_cpu:.1f}×, a bare added CPU below "
+              "0.5 ms counted as 0.5 ms: "
+              f"{_met(goals['added_cpu_p50_le_3x_bare'])}). A pass-through never decodes the "
+              "body; contextfold decodes it, checks its depth, encodes each message once to "
+              "recognise the known prefix (Y10), stores what is new and the reply (two write "
+              "transactions, most of the fixed cost at 2k tokens) and re-encodes the forwarded "
+              "body.",
               f"- per-request cost at {int(list(scaling)[-1]):,} messages ≤ 1.5× at "
-              f"{int(list(scaling)[0]):,}: {_met(goals['cost_5000_le_1_5x_100'])} "
+              f"{int(next(iter(scaling))):,}, on CPU: {_met(goals['cost_5000_le_1_5x_100'])} "
               f"({data['scaling_ratio']:.1f}×; the JSON decode, the depth check and the "
               "per-message byte compare stay linear in what is resent).",
               "- below LiteLLM's added p50 / p99: LiteLLM was not re-run here (see the issue's "
@@ -463,7 +469,7 @@ def proxy_section(data: dict[str, Any] | None) -> list[str]:
         lines += ["", f"Content hashes of a resent {h['messages']:,}-message list (a real "
                   "Claude Code session's messages, two of them new), computed on every "
                   f"request: {h['full_s'] * 1000:,.0f} ms for the whole list, "
-                  f"{h['memo_s'] * 1000:,.0f} ms with the mirror's memo of the previous list "
+                  f"{h['memo_s'] * 1000:,.1f} ms with the mirror's memo of the previous list "
                   "(it compares the messages and hashes the new ones only; `python -m "
                   "bench.proxy_bench --hashing`)."]
     return [*lines, ""]

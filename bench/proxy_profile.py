@@ -65,8 +65,14 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
         finally:
             inside.append(time.process_time() - started)
 
+    statements: list[str] = []
     async with app.router.lifespan_context(app):
         proxy = app.state.proxy
+        from sqlalchemy import event
+
+        store = getattr(proxy.store, "store", proxy.store)
+        event.listen(store.engine.sync_engine, "before_cursor_execute",
+                     lambda _c, _cur, sql, *_a: statements.append(sql.split()[0].upper()))
         await proxy.client.aclose()
         proxy.client = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=UPSTREAM))
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=timed),
@@ -75,19 +81,23 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
                 if profile is not None and i == 1:
                     profile.enable()
                 inside.clear()
+                statements.clear()
                 r = await client.post("/v1/chat/completions", json={
                     "model": "bench-model", "messages": msgs, "tools": TOOLS,
                     "max_tokens": 64}, headers={"authorization": "Bearer sk-prof"})
                 await asyncio.gather(*proxy.tasks)
                 await proxy.mirror.wait_idle()
                 cpu.append(sum(inside))
+                per_request = list(statements)
                 r.raise_for_status()
                 msgs = [*msgs, r.json()["choices"][0]["message"],
                         {"role": "user", "content": f"[prof] and then {i}?"}]
         if profile is not None:
             profile.disable()
     steady = cpu[1:]
+    kinds = {k: per_request.count(k) for k in sorted(set(per_request))}
     return {"messages": len(msgs), "first_cpu_ms": cpu[0] * 1000,
+            "statements_last_request": kinds,
             "steady_cpu_ms": sorted(steady)[len(steady) // 2] * 1000 if steady else None}
 
 
