@@ -269,9 +269,12 @@ def main() -> int:
                              "note": "2 shared cores, other jobs running"},
                  "store": "SQLite file", "hashing": hashing(),
                  "seconds": round(time.perf_counter() - started, 1)})
+    out = RESULTS
+    if "--out" in sys.argv[1:]:  # e.g. a run of an older checkout, kept beside
+        out = Path(sys.argv[sys.argv.index("--out") + 1])
     if "--quick" not in sys.argv[1:]:
-        RESULTS.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {RESULTS}")
+        out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
     return 0
 
 
