@@ -401,8 +401,10 @@ def _met(ok: bool) -> str:
 ISSUE26 = {"2k": (2.4, 51.9, 29.2), "50k": (3.0, 89.5, 47.1), "200k": (5.5, 247.0, 121.0)}
 
 
-def proxy_section(data: dict[str, Any] | None) -> list[str]:
-    """What `contextfold proxy` adds per request, beside a bare pass-through (issue 26)."""
+def proxy_section(data: dict[str, Any] | None,
+                  before: dict[str, Any] | None = None) -> list[str]:
+    """What `contextfold proxy` adds per request, beside a bare pass-through (issue 26);
+    `before`: the same bench run on the code before issue 26's work (`--out`)."""
     head = ["## Proxy (`bench/proxy_bench.py` → `bench/results/proxy.json`)", ""]
     if data is None:
         return [*head, "Not run yet: `python -m bench.proxy_bench`.", ""]
@@ -420,32 +422,49 @@ def proxy_section(data: dict[str, Any] | None) -> list[str]:
              "is a request's latency minus the same round's direct request; the ratio to bare "
              "is per round (median and quartiles). Each session's first request (it stores "
              "the whole history) is shown apart. Every listening socket has TCP_NODELAY "
-             f"(Y11). {data['machine']['note']}; the run took {data.get('seconds', 0):.0f} s.",
+             f"(Y11). *Added CPU* is the process CPU a request cost (client, servers and the "
+             "store's threads, until a short idle pause after the answer) minus the same "
+             "round's direct request: on this shared machine (load ~12 on 2 cores) wall-clock "
+             "differences are mostly other jobs' scheduling, CPU is the steadier figure. "
+             "*Before this work*: the same bench on the code before it (`--out "
+             "bench/results/proxy_before.json`; its proxy socket still without TCP_NODELAY). "
+             f"{data['machine']['note']}; the run took {data.get('seconds', 0):.0f} s.",
              "",
              "| history | messages | direct p50 | bare added p50 / p99 | contextfold added p50 "
              "/ p99 | added CPU p50: bare / contextfold | contextfold ÷ bare added (per round: "
              "median, quartiles) | first request through contextfold | before (issue 26): "
-             "bare / LiteLLM / contextfold added p50 |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "bare / LiteLLM / contextfold added p50 | contextfold before this work: added "
+             "p50 / CPU, first request |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for size, r in rows.items():
         b, c, q = r["bare"], r["contextfold"], r["ratio_to_bare"]
         old = ISSUE26.get(size)
         before = f"{old[0]} / {old[1]} / {old[2]} ms" if old else "-"
+        prev = (before or {}).get("rows", {}).get(size)
+        mine = (f"{prev['contextfold']['added_p50_ms']:.1f} / "
+                f"{prev['contextfold']['added_cpu_p50_ms']:.1f} ms, "
+                f"{prev['first_ms']['contextfold']:,.0f} ms") if prev else "-"
         lines.append(
             f"| {_k(r['history_tokens'])} tokens | {r['messages']:,} | "
             f"{r['direct']['p50_ms']:.1f} ms | {b['added_p50_ms']:.1f} / "
             f"{b['added_p99_ms']:.1f} ms | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms "
             f"| {b['added_cpu_p50_ms']:.1f} / {c['added_cpu_p50_ms']:.1f} ms "
             f"| {q['p50']:.1f}× ({q['p25']:.1f}–{q['p75']:.1f}) | "
-            f"{r['first_ms']['contextfold']:,.0f} ms | {before} |")
+            f"{r['first_ms']['contextfold']:,.0f} ms | {before} | {mine} |")
     lines += ["", "Per-request cost by messages resent (small agent messages, same method, "
               "direct and contextfold interleaved):", "",
-              "| messages resent | contextfold added p50 / p99 | added CPU p50 | first request |",
-              "| ---: | ---: | ---: | ---: |"]
+              "| messages resent | contextfold added p50 / p99 | added CPU p50 | first request | "
+              "before this work: added p50 / CPU, first request |",
+              "| ---: | ---: | ---: | ---: | ---: |"]
     for n, r in scaling.items():
         c = r["contextfold"]
+        prev = (before or {}).get("scaling", {}).get(n)
+        mine = (f"{prev['contextfold']['added_p50_ms']:,.1f} / "
+                f"{prev['contextfold']['added_cpu_p50_ms']:.1f} ms, "
+                f"{prev['first_ms']['contextfold']:,.0f} ms") if prev else "-"
         lines.append(f"| {int(n):,} | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms | "
-                     f"{c['added_cpu_p50_ms']:.1f} ms | {r['first_ms']['contextfold']:,.0f} ms |")
+                     f"{c['added_cpu_p50_ms']:.1f} ms | {r['first_ms']['contextfold']:,.0f} ms | "
+                     f"{mine} |")
     worst = max(r["ratio_to_bare"]["of_p50s"] for r in rows.values())
     worst_cpu = max(r["ratio_to_bare"]["of_cpu_p50s"] for r in rows.values())
     lines += ["", "Goals (issue 26):", "",
@@ -497,7 +516,7 @@ def benchmarks_md() -> str:
     lines += split_turn_section(load("split_turn"))
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
-    lines += proxy_section(load("proxy"))
+    lines += proxy_section(load("proxy"), load("proxy_before"))
     lines += service_section(load("service_load"))
     return "\n".join(lines)
 

@@ -236,3 +236,17 @@ def test_a_resent_list_parses_only_its_new_messages() -> None:
     other = [{"role": "user", "content": "another conversation"}, *history[1:]]
     proxy_wire.parse("openai", {"model": "m", "messages": other}, cache=cache, key="k")
     assert cache.parsed == 502 + 500
+
+
+def test_encode_reuses_the_bytes_the_parse_made() -> None:
+    # Y10, Y4: a kept message is serialised once per request (by the parse), not again
+    from contextfold.proxy.stats import encode
+
+    kept = {"role": "user", "content": "kept as the client sent it"}
+    rendered = {"role": "user", "content": "[contextfold checkpoint] ..."}
+    body = {"model": "m", "max_tokens": 5, "messages": [rendered, kept]}
+    spelled = b'{"role": "user",  "content": "kept as the client sent it"}'  # the parse's bytes
+    data, pieces = encode(body, {id(kept): spelled})
+    assert spelled in data and pieces[-1] == spelled
+    assert json.loads(data) == body
+    assert encode(body)[0] != data and json.loads(encode(body)[0]) == body
