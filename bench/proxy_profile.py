@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
+import os
 import pstats
 import tempfile
 import time
@@ -72,7 +73,7 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
 
         store = getattr(proxy.store, "store", proxy.store)
         event.listen(store.engine.sync_engine, "before_cursor_execute",
-                     lambda _c, _cur, sql, *_a: statements.append(sql.split()[0].upper()))
+                     lambda _c, _cur, sql, *_a: statements.append(sql))
         await proxy.client.aclose()
         proxy.client = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=UPSTREAM))
         async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=timed),
@@ -95,7 +96,11 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
         if profile is not None:
             profile.disable()
     steady = cpu[1:]
-    kinds = {k: per_request.count(k) for k in sorted(set(per_request))}
+    heads = [sql.split()[0].upper() for sql in per_request]
+    kinds = {k: heads.count(k) for k in sorted(set(heads))}
+    if os.environ.get("SHOW_SQL"):
+        for sql in per_request:
+            print(" ".join(sql.split())[:160])
     return {"messages": len(msgs), "first_cpu_ms": cpu[0] * 1000,
             "statements_last_request": kinds,
             "steady_cpu_ms": sorted(steady)[len(steady) // 2] * 1000 if steady else None}
