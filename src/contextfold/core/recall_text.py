@@ -68,6 +68,8 @@ def indexed_text(msg: Message) -> str:
 
 
 def _fold_latin(token: str) -> str:
+    if token.isascii():  # NFKD leaves ASCII as it is and it has no combining marks: O(1)
+        return token  # (a per-character pass over every token of every message, issue 26)
     decomposed = unicodedata.normalize("NFKD", token)
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
