@@ -81,8 +81,13 @@ def fold(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """The search tokens of `text`, in order (see the module docstring)."""
+    if text.isascii():  # NFKC keeps ASCII, casefold is lower(), no CJK: runs as they are
+        return [run[:MAX_TOKEN_CHARS] for run in _RUN.findall(text.lower())]
     out: list[str] = []
     for run in _RUN.findall(fold(text)):
+        if run.isascii():
+            out.append(run[:MAX_TOKEN_CHARS])
+            continue
         pos = 0
         for m in _CJK.finditer(run):
             if m.start() > pos:
