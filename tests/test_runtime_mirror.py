@@ -291,3 +291,29 @@ async def test_over_the_auto_threshold_but_fitting_is_not_compacted_on_the_reque
     inline = await Mirror(store).sync(msgs, capacity=tight, scope="tight")
     assert [c.status for c in inline.compactions] == ["compacted"]
     assert inline.estimate.tokens <= inline.budget.safe_input_limit
+
+
+async def test_a_steady_append_reads_nothing_twice_y1(store):
+    # Y1, issue 26: a resent list with one new message is one write transaction, and the
+    # node rows it needs are read once (the new node's depth is not read back).
+    from sqlalchemy import event
+
+    mirror = Mirror(store, background=False)
+    msgs = [user("hi"), assistant("hello"), user("next")]
+    first = await mirror.sync(msgs, capacity=BIG)
+    await mirror.record_reply(first, assistant("ok"))
+    statements: list[str] = []
+
+    def seen(_conn, _cursor, sql, *_args):
+        statements.append(" ".join(sql.split()))
+
+    engine = store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        await mirror.sync([*msgs, assistant("ok"), user("and then?")], capacity=BIG)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    begins = [s for s in statements if s.upper().startswith("BEGIN")]
+    node_reads = [s for s in statements if s.startswith("SELECT nodes.id, nodes.parent_id")]
+    assert len(begins) <= 1  # one write transaction (PostgreSQL's BEGIN is implicit)
+    assert len(node_reads) <= 1, node_reads
