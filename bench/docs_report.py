@@ -477,8 +477,10 @@ def proxy_section(data: dict[str, Any] | None,
               "body; contextfold decodes it, checks its depth, encodes the list once to "
               "recognise the known prefix (Y10), stores what is new and the reply and builds "
               "the forwarded body. The fixed part, ~25–35 ms of CPU at any size, is mostly the "
-              "store: two write transactions of 28 statements (12 SELECT, 10 INSERT, 2 UPDATE; "
-              "`python -m bench.proxy_profile` counts them), which this work did not change.",
+              "store: two write transactions, 26 statements (10 SELECT, 2 recursive WITH, 10 "
+              "INSERT, 2 UPDATE; `SHOW_SQL=1 python -m bench.proxy_profile` lists them; this "
+              "work removed 2 reads), each needed by the store's checks, the recall index (L1) "
+              "and the leaf move (C1).",
               f"- per-request cost at {int(list(scaling)[-1]):,} messages ≤ 1.5× at "
               f"{int(next(iter(scaling))):,}, on CPU: {_met(goals['cost_5000_le_1_5x_100'])} "
               f"({data['scaling_ratio']:.1f}×{was}; what is still linear in the messages "
