@@ -1,9 +1,9 @@
 """Agent-style OpenAI chat histories for the proxy bench: non-repeating content.
 
 A coding agent's resent list: a user task, then rounds of an assistant tool call (read a file,
-grep, run the tests), its tool result (real Python source from the standard library, a
-generated log) and a short assistant note. Every message differs from every other (each file
-is read once, logs carry their round), so nothing dedupes or compresses away. Sizes are in
+run the tests), its tool result (real Python source from the standard library, a generated
+test log) and a short assistant note. Every message differs from every other (each window of
+each file is read once, logs carry their round), so nothing dedupes or compresses away. Sizes are in
 tokens at 4 characters a token, like the rest of the proxy bench.
 """
 
