@@ -392,35 +392,109 @@ def split_turn_section(data: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def proxy_section(data: dict[str, Any] | None) -> list[str]:
-    """What `contextfold proxy` adds per request over the upstream alone (docs/proxy.md)."""
+def _met(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+# Issue 26's figures from before the prefix cache (same machine, same method), kept beside
+# the new ones; LiteLLM's row was not re-run here (its own venv did not fit the time box).
+ISSUE26 = {"2k": (2.4, 51.9, 29.2), "50k": (3.0, 89.5, 47.1), "200k": (5.5, 247.0, 121.0)}
+
+
+def proxy_section(data: dict[str, Any] | None,
+                  before: dict[str, Any] | None = None) -> list[str]:
+    """What `contextfold proxy` adds per request, beside a bare pass-through (issue 26);
+    `before`: the same bench run on the code before issue 26's work (`--out`)."""
     head = ["## Proxy (`bench/proxy_bench.py` → `bench/results/proxy.json`)", ""]
     if data is None:
         return [*head, "Not run yet: `python -m bench.proxy_bench`.", ""]
+    if "scaling" not in data:  # results from before issue 26
+        return [*head, "Results predate the side-by-side bench: rerun "
+                "`python -m bench.proxy_bench`.", ""]
+    rows, scaling, goals = data["rows"], data["scaling"], data["goals"]
     lines = [*head,
-             "An agent-like client resends its whole history plus one new message per request, "
-             "on loopback, to a minimal OpenAI-compatible upstream (fixed reply), once directly "
-             "and once through `contextfold proxy` (SQLite store, window large enough that "
-             "nothing is compacted: the proxy's own cost). Latency percentiles leave out each "
-             "session's first request (it stores the whole history at once; shown apart). "
-             f"Throughput: {data['rows'][0]['proxy']['concurrent_clients']} clients at once. "
-             f"{data['machine']['note']}.", "",
-             "| history | direct p50 / p99 | proxy p50 / p99 | added p50 / p99 | first request "
-             "through the proxy | throughput direct → proxy |",
-             "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for r in data["rows"]:
-        d, p = r["direct"], r["proxy"]
+             "Agent-style histories that never repeat (`bench/agent_history.py`: tool calls, "
+             "standard-library source, test logs) are resent in full plus one new message per "
+             "request, on loopback, to an instant scripted upstream: directly, through a "
+             "~30-line Starlette + httpx2 pass-through (`bench/bare_proxy.py`, the floor) and "
+             "through `contextfold proxy` (SQLite, a window that needs no compaction). Rounds "
+             "are interleaved (one request to each per round, each its own session); *added* "
+             "is a request's latency minus the same round's direct request; the ratio to bare "
+             "is per round (median and quartiles). Each session's first request (it stores "
+             "the whole history) is shown apart. Every listening socket has TCP_NODELAY "
+             f"(Y11). *Added CPU* is the process CPU a request cost (client, servers and the "
+             "store's threads, until a short idle pause after the answer) minus the same "
+             "round's direct request: on this shared machine (load ~12 on 2 cores) wall-clock "
+             "differences are mostly other jobs' scheduling, CPU is the steadier figure. "
+             "*Before this work*: the same bench on the code before it (`--out "
+             "bench/results/proxy_before.json`; its proxy socket still without TCP_NODELAY). "
+             f"{data['machine']['note']}; the run took {data.get('seconds', 0):.0f} s.",
+             "",
+             "| history | messages | direct p50 | bare added p50 / p99 | contextfold added p50 "
+             "/ p99 | added CPU p50: bare / contextfold | contextfold ÷ bare added (per round: "
+             "median, quartiles) | first request through contextfold | before (issue 26): "
+             "bare / LiteLLM / contextfold added p50 | contextfold before this work: added "
+             "p50 / CPU, first request |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for size, r in rows.items():
+        b, c, q = r["bare"], r["contextfold"], r["ratio_to_bare"]
+        old = ISSUE26.get(size)
+        issue = f"{old[0]} / {old[1]} / {old[2]} ms" if old else "-"
+        prev = (before or {}).get("rows", {}).get(size)
+        mine = (f"{prev['contextfold']['added_p50_ms']:.1f} / "
+                f"{prev['contextfold']['added_cpu_p50_ms']:.1f} ms, "
+                f"{prev['first_ms']['contextfold']:,.0f} ms") if prev else "-"
         lines.append(
-            f"| {_k(r['history_tokens'])} tokens | {d['p50_ms']:.0f} / {d['p99_ms']:.0f} ms | "
-            f"{p['p50_ms']:.0f} / {p['p99_ms']:.0f} ms | {r['added_p50_ms']:.0f} / "
-            f"{r['added_p99_ms']:.0f} ms | {p['first_ms']:.0f} ms | "
-            f"{d['throughput_rps']:.1f} → {p['throughput_rps']:.1f} req/s |")
+            f"| {_k(r['history_tokens'])} tokens | {r['messages']:,} | "
+            f"{r['direct']['p50_ms']:.1f} ms | {b['added_p50_ms']:.1f} / "
+            f"{b['added_p99_ms']:.1f} ms | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms "
+            f"| {b['added_cpu_p50_ms']:.1f} / {c['added_cpu_p50_ms']:.1f} ms "
+            f"| {q['p50']:.1f}× ({q['p25']:.1f}–{q['p75']:.1f}) | "
+            f"{r['first_ms']['contextfold']:,.0f} ms | {issue} | {mine} |")
+    lines += ["", "Per-request cost by messages resent (small agent messages, same method, "
+              "direct and contextfold interleaved):", "",
+              "| messages resent | contextfold added p50 / p99 | added CPU p50 | first request | "
+              "before this work: added p50 / CPU, first request |",
+              "| ---: | ---: | ---: | ---: | ---: |"]
+    for n, r in scaling.items():
+        c = r["contextfold"]
+        prev = (before or {}).get("scaling", {}).get(n)
+        mine = (f"{prev['contextfold']['added_p50_ms']:,.1f} / "
+                f"{prev['contextfold']['added_cpu_p50_ms']:.1f} ms, "
+                f"{prev['first_ms']['contextfold']:,.0f} ms") if prev else "-"
+        lines.append(f"| {int(n):,} | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms | "
+                     f"{c['added_cpu_p50_ms']:.1f} ms | {r['first_ms']['contextfold']:,.0f} ms | "
+                     f"{mine} |")
+    worst = max(r["ratio_to_bare"]["of_p50s"] for r in rows.values())
+    worst_cpu = max(r["ratio_to_bare"]["of_cpu_p50s"] for r in rows.values())
+    was = f", {before['scaling_ratio']:.1f}× before this work" if before else ""
+    lines += ["", "Goals (issue 26):", "",
+              f"- contextfold's added p50 ≤ 3× the bare pass-through's at every size: "
+              f"{_met(goals['added_p50_le_3x_bare'])} (worst ratio of the added p50s "
+              f"{worst:.1f}× on wall clock; on CPU {worst_cpu:.1f}×, a bare added CPU below "
+              "0.5 ms counted as 0.5 ms: "
+              f"{_met(goals['added_cpu_p50_le_3x_bare'])}). A pass-through never decodes the "
+              "body; contextfold decodes it, checks its depth, encodes the list once to "
+              "recognise the known prefix (Y10), stores what is new and the reply and builds "
+              "the forwarded body. The fixed part, ~25–35 ms of CPU at any size, is mostly the "
+              "store: two write transactions, 26 statements (10 SELECT, 2 recursive WITH, 10 "
+              "INSERT, 2 UPDATE; `SHOW_SQL=1 python -m bench.proxy_profile` lists them; this "
+              "work removed 2 reads), each needed by the store's checks, the recall index (L1) "
+              "and the leaf move (C1).",
+              f"- per-request cost at {int(list(scaling)[-1]):,} messages ≤ 1.5× at "
+              f"{int(next(iter(scaling))):,}, on CPU: {_met(goals['cost_5000_le_1_5x_100'])} "
+              f"({data['scaling_ratio']:.1f}×{was}; what is still linear in the messages "
+              "resent runs at C speed or close: the JSON decode, the depth check, one encode "
+              "of the list and a byte compare per known message; the store's fixed cost is "
+              "the rest).",
+              "- below LiteLLM's added p50 / p99: LiteLLM was not re-run here (see the issue's "
+              "figures in the last column)."]
     h = data.get("hashing")
     if h:
         lines += ["", f"Content hashes of a resent {h['messages']:,}-message list (a real "
                   "Claude Code session's messages, two of them new), computed on every "
                   f"request: {h['full_s'] * 1000:,.0f} ms for the whole list, "
-                  f"{h['memo_s'] * 1000:,.0f} ms with the mirror's memo of the previous list "
+                  f"{h['memo_s'] * 1000:,.1f} ms with the mirror's memo of the previous list "
                   "(it compares the messages and hashes the new ones only; `python -m "
                   "bench.proxy_bench --hashing`)."]
     return [*lines, ""]
@@ -448,7 +522,7 @@ def benchmarks_md() -> str:
     lines += split_turn_section(load("split_turn"))
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
-    lines += proxy_section(load("proxy"))
+    lines += proxy_section(load("proxy"), load("proxy_before"))
     lines += service_section(load("service_load"))
     return "\n".join(lines)
 

@@ -1,13 +1,17 @@
-"""What `contextfold proxy` adds per request: latency (p50/p99) and throughput through the proxy
-against the same upstream alone, on loopback, at 2k- and 200k-token histories.
+"""What `contextfold proxy` adds per request, side by side with a bare pass-through (issue 26).
 
-The upstream is a minimal OpenAI-compatible server (a fixed reply, usage from the body size)
-so the figures are the proxy's own cost: parsing, the content-hash lookup, storing the new
-messages and the reply, sizing, building the forwarded body and relaying the answer. Each
-client behaves like an agent: it resends its whole history plus one new message every time.
-The window is large enough that nothing is compacted (compaction cost is measured elsewhere).
+Three systems in interleaved rounds, each round one request to each (its own agent session,
+the same history size): the instant scripted upstream alone ("direct"), a ~30-line Starlette
++ httpx2 pass-through (`bench/bare_proxy.py`, the floor for a Python proxy) and `contextfold
+proxy` with a window that needs no compaction (SQLite store). Histories are agent-style and
+never repeat (`bench/agent_history.py`: tool calls, standard-library source, test logs),
+resent in full plus one new message per request. Added latency is each request's minus the
+same round's direct request; the ratio to bare is per round (median, quartiles). Then the
+per-request cost by messages resent (100, 1,000, 5,000). Every listening socket has
+TCP_NODELAY (the old "direct" 44 ms p50 was Nagle's algorithm on the bench's own socket).
 
-    python -m bench.proxy_bench            # -> bench/results/proxy.json
+    python -m bench.proxy_bench            # -> bench/results/proxy.json (about 3 minutes)
+    python -m bench.proxy_bench --quick    # a few rounds, nothing written
     python -m bench.proxy_bench --hashing  # only its "hashing" row (no servers)
 
 The "hashing" row is the content-hash chain of a long resent list (SPEC Y1, a real Claude Code
@@ -19,13 +23,11 @@ from __future__ import annotations
 
 import json
 import platform
-import socket
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +38,19 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bench.agent_history import TOOLS, history
+from bench.bare_proxy import bare_app
+from contextfold._net import listening_socket
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 
 RESULTS = Path(__file__).resolve().parent / "results" / "proxy.json"
 REPLY = "ok, noted."
-SIZES = {"2k": 2_000, "200k": 200_000}
-REQUESTS = {"2k": 40, "200k": 12}
-CONCURRENT = 4
+SIZES = {"2k": 2_000, "50k": 50_000, "200k": 200_000}
+ROUNDS = {"2k": 30, "50k": 20, "200k": 14}
+SCALING = (100, 1_000, 5_000)  # messages resent per request (the per-request cost row)
+SCALING_ROUNDS = 8
+PAUSE = 0.03  # s idle after each answer: the server's after-answer work lands in its request
 
 
 async def _chat(request: Request) -> JSONResponse:
@@ -58,17 +65,17 @@ async def _chat(request: Request) -> JSONResponse:
                   "total_tokens": prompt + 4}})
 
 
-class Upstream:
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+class Server:
+    """An ASGI app on a loopback port in a daemon thread (its socket with TCP_NODELAY)."""
+
+    def __init__(self, app: Any) -> None:
+        self.sock = listening_socket()  # TCP_NODELAY: else Nagle adds ~40 ms (issue 26)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-        app = Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST"])])
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run,
                                        kwargs={"sockets": [self.sock]}, daemon=True)
 
-    def __enter__(self) -> Upstream:
+    def __enter__(self) -> Server:
         self.thread.start()
         while not self.server.started:
             time.sleep(0.01)
@@ -79,34 +86,38 @@ class Upstream:
         self.thread.join(10)
 
 
-def history(tokens: int, tag: str) -> list[dict[str, Any]]:
-    """A conversation of about `tokens` tokens (4 characters a token), tool-free."""
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
-    turn = 0
-    while sum(len(m["content"]) for m in msgs) < tokens * 4:
-        msgs.append({"role": "user", "content": f"[{tag}] step {turn}: " +
-                     "please look at the module and tell me what it does. " * 30})
-        msgs.append({"role": "assistant", "content": REPLY})
-        turn += 1
-    msgs.append({"role": "user", "content": f"[{tag}] next"})
-    return msgs
+class Upstream(Server):
+    """The instant scripted upstream: a fixed reply, usage from the body size."""
+
+    def __init__(self) -> None:
+        super().__init__(Starlette(routes=[Route("/v1/chat/completions", _chat,
+                                                 methods=["POST"])]))
 
 
-def run_client(base: str, size: str, tag: str, n: int) -> list[float]:
-    """One agent: `n` requests, each its whole history plus a new message; latencies (s)."""
-    msgs = history(SIZES[size], tag)
-    out = []
-    with httpx2.Client(timeout=600) as client:
-        for i in range(n):
-            started = time.perf_counter()
-            r = client.post(f"{base}/v1/chat/completions", headers={
-                "authorization": "Bearer sk-bench"}, json={
-                "model": "bench-model", "messages": msgs, "max_tokens": 64})
-            out.append(time.perf_counter() - started)
-            r.raise_for_status()
-            msgs = [*msgs, {"role": "assistant", "content": r.json()["choices"][0]["message"][
-                "content"]}, {"role": "user", "content": f"[{tag}] and then {i}?"}]
-    return out
+class Agent:
+    """One agent session against one base URL: each `step` resends the whole history plus
+    one new message, and keeps the reply (latency in seconds)."""
+
+    def __init__(self, base: str, msgs: list[dict[str, Any]], tag: str) -> None:
+        self.base, self.msgs, self.tag, self.n = base, msgs, tag, 0
+        self.client = httpx2.Client(timeout=600)
+
+    def step(self) -> tuple[float, float]:
+        """One request: its latency and the process CPU it cost (client, servers and the
+        store's threads; measured until a short idle pause after the answer, so work the
+        server does after answering, like recording the reply, counts too)."""
+        cpu = time.process_time()
+        started = time.perf_counter()
+        r = self.client.post(f"{self.base}/v1/chat/completions", headers={
+            "authorization": "Bearer sk-bench"}, json={
+            "model": "bench-model", "messages": self.msgs, "tools": TOOLS, "max_tokens": 64})
+        took = time.perf_counter() - started
+        r.raise_for_status()
+        self.msgs = [*self.msgs, r.json()["choices"][0]["message"],
+                     {"role": "user", "content": f"[{self.tag}] and then {self.n}?"}]
+        self.n += 1
+        time.sleep(PAUSE)
+        return took, time.process_time() - cpu
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -114,19 +125,96 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def measure(base: str, size: str, label: str) -> dict[str, Any]:
-    n = REQUESTS[size]
-    lat = run_client(base, size, f"{label}-seq", n)
-    steady = lat[1:]  # the first request of a proxied session stores the whole history
-    started = time.perf_counter()
-    with ThreadPoolExecutor(CONCURRENT) as pool:
-        runs = list(pool.map(lambda k: run_client(base, size, f"{label}-c{k}", n // 2),
-                             range(CONCURRENT)))
-    wall = time.perf_counter() - started
-    done = sum(len(r) for r in runs)
-    return {"first_ms": lat[0] * 1000, "p50_ms": statistics.median(steady) * 1000,
-            "p99_ms": _pct(steady, 0.99) * 1000, "requests": n,
-            "throughput_rps": done / wall, "concurrent_clients": CONCURRENT}
+SYSTEMS = ("direct", "bare", "contextfold")
+
+
+def interleaved(bases: dict[str, str], make: Any, rounds: int, label: str) -> dict[str, Any]:
+    """`rounds` rounds, each one request per system (same history size, its own session);
+    latencies, added ms over direct and the ratio of contextfold's added to bare's, per round
+    (the first request of each session, which stores the whole history, apart)."""
+    agents = {name: Agent(base, make(f"{label}-{name}"), f"{label}-{name}")
+              for name, base in bases.items()}
+    first = {name: a.step()[0] * 1000 for name, a in agents.items()}
+    lat: dict[str, list[float]] = {name: [] for name in agents}
+    cpu: dict[str, list[float]] = {name: [] for name in agents}
+    for _ in range(rounds):
+        for name, agent in agents.items():
+            took, used = agent.step()
+            lat[name].append(took * 1000)
+            cpu[name].append(used * 1000)
+    for a in agents.values():
+        a.client.close()
+    out: dict[str, Any] = {"rounds": rounds, "messages": len(agents["direct"].msgs),
+                           "first_ms": first}
+    for name, values in lat.items():
+        out[name] = {"p50_ms": statistics.median(values), "p99_ms": _pct(values, 0.99),
+                     "cpu_p50_ms": statistics.median(cpu[name])}
+    for name in ("bare", "contextfold"):
+        if name in lat:
+            added = [x - d for x, d in zip(lat[name], lat["direct"], strict=True)]
+            out[name]["added_p50_ms"] = statistics.median(added)
+            out[name]["added_p99_ms"] = _pct(added, 0.99)
+            added_cpu = [x - d for x, d in zip(cpu[name], cpu["direct"], strict=True)]
+            out[name]["added_cpu_p50_ms"] = statistics.median(added_cpu)
+    if "bare" in lat:
+        # Per round on wall clock; a bare added below 0.5 ms (scheduling noise on a shared
+        # machine can make it negative) counts as 0.5 ms so one round cannot blow the ratio up.
+        ratios = [(c - d) / max(b - d, 0.5) for c, b, d in
+                  zip(lat["contextfold"], lat["bare"], lat["direct"], strict=True)]
+        out["ratio_to_bare"] = {"p50": statistics.median(ratios), "p25": _pct(ratios, 0.25),
+                                "p75": _pct(ratios, 0.75),
+                                "of_p50s": out["contextfold"]["added_p50_ms"]
+                                / max(out["bare"]["added_p50_ms"], 0.5),
+                                "of_cpu_p50s": out["contextfold"]["added_cpu_p50_ms"]
+                                / max(out["bare"]["added_cpu_p50_ms"], 0.5)}
+    out["per_round_ms"] = {name: [round(x, 2) for x in values] for name, values in lat.items()}
+    out["per_round_cpu_ms"] = {name: [round(x, 2) for x in values]
+                               for name, values in cpu.items()}
+    print(json.dumps({label: out}), flush=True)
+    return out
+
+
+def _n_messages(n: int, tag: str) -> list[dict[str, Any]]:
+    """An agent history of exactly `n` messages after the system prompt, ending on a user
+    message (small tool results, so 5,000 messages stay within the window)."""
+    msgs = history(n * 120, tag, chunk=300)
+    body = msgs[1:n]
+    while body and body[-1]["role"] != "user":
+        body.pop()
+    return [msgs[0], *body]
+
+
+def run_all(quick: bool = False) -> dict[str, Any]:
+    """Every row: the sizes side by side, then the per-request cost by messages resent."""
+    rows: dict[str, Any] = {}
+    scaling: dict[str, Any] = {}
+    with Upstream() as upstream, tempfile.TemporaryDirectory() as tmp, \
+            Server(bare_app(upstream.url)) as bare:
+        proxy = ProxyThread(ProxyConfig(upstream=upstream.url, windows={"*": 2_000_000},
+                                        db=f"sqlite:///{Path(tmp) / 'bench.db'}")).start()
+        try:
+            bases = {"direct": upstream.url, "bare": bare.url, "contextfold": proxy.url}
+            for size, tokens in SIZES.items():
+                rounds = 4 if quick else ROUNDS[size]
+                rows[size] = interleaved(bases, lambda tag, t=tokens: history(t, tag),
+                                         rounds, size)
+                rows[size]["history_tokens"] = tokens
+            for n in SCALING:
+                scaling[str(n)] = interleaved(
+                    {"direct": upstream.url, "contextfold": proxy.url},
+                    lambda tag, n=n: _n_messages(n, tag), 3 if quick else SCALING_ROUNDS,
+                    f"msgs{n}")
+        finally:
+            proxy.stop()
+    base = scaling[str(SCALING[0])]["contextfold"]["added_cpu_p50_ms"]
+    top = scaling[str(SCALING[-1])]["contextfold"]["added_cpu_p50_ms"]
+    return {"rows": rows, "scaling": scaling,
+            "scaling_ratio": top / max(base, 0.01),
+            "goals": {"added_p50_le_3x_bare": all(r["ratio_to_bare"]["of_p50s"] <= 3
+                                                  for r in rows.values()),
+                      "added_cpu_p50_le_3x_bare": all(r["ratio_to_bare"]["of_cpu_p50s"] <= 3
+                                                      for r in rows.values()),
+                      "cost_5000_le_1_5x_100": top / max(base, 0.01) <= 1.5}}
 
 
 HASHED_MESSAGES = 5_100
@@ -175,27 +263,18 @@ def main() -> int:
         RESULTS.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         print(json.dumps(data["hashing"]))
         return 0
-    rows = []
-    with Upstream() as upstream, tempfile.TemporaryDirectory() as tmp:
-        proxy = ProxyThread(ProxyConfig(upstream=upstream.url, windows={"*": 1_000_000},
-                                        db=f"sqlite:///{Path(tmp) / 'bench.db'}")).start()
-        try:
-            for size in SIZES:
-                direct = measure(upstream.url, size, f"direct-{size}")
-                proxied = measure(proxy.url, size, f"proxy-{size}")
-                rows.append({"history": size, "history_tokens": SIZES[size],
-                             "direct": direct, "proxy": proxied,
-                             "added_p50_ms": proxied["p50_ms"] - direct["p50_ms"],
-                             "added_p99_ms": proxied["p99_ms"] - direct["p99_ms"]})
-                print(json.dumps(rows[-1]), flush=True)
-        finally:
-            proxy.stop()
-    RESULTS.write_text(json.dumps({
-        "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                    "note": "2 shared cores, other jobs running"},
-        "store": "SQLite file", "rows": rows, "hashing": hashing()}, indent=2) + "\n",
-        encoding="utf-8")
-    print(f"wrote {RESULTS}")
+    started = time.perf_counter()
+    data = run_all(quick="--quick" in sys.argv[1:])
+    data.update({"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
+                             "note": "2 shared cores, other jobs running"},
+                 "store": "SQLite file", "hashing": hashing(),
+                 "seconds": round(time.perf_counter() - started, 1)})
+    out = RESULTS
+    if "--out" in sys.argv[1:]:  # e.g. a run of an older checkout, kept beside
+        out = Path(sys.argv[sys.argv.index("--out") + 1])
+    if "--quick" not in sys.argv[1:]:
+        out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {out}")
     return 0
 
 

@@ -264,3 +264,56 @@ async def test_the_chain_memo_does_not_change_the_mapping_y1(store):
     assert runs["memo"] == runs["plain"]
     assert mirrors["memo"]._chains.hashed < mirrors["plain"]._chains.hashed
     assert any(step[5] == ["compacted"] for step in runs["memo"])  # a compaction is covered
+
+
+async def test_over_the_auto_threshold_but_fitting_is_not_compacted_on_the_request_path_a1(
+        store):
+    # A1, A4, issue 26: while the request still fits the safe limit, compaction waits for
+    # the background check after the reply; in line only when the request would not fit.
+    from contextfold.core.budget import derive_budget
+
+    msgs = [*long_history(8), user("what next?")]
+    tokens = (await Mirror(store).sync(msgs, capacity=BIG, scope="probe")).estimate.tokens
+    window = next(w for w in range(tokens, 4 * tokens, 50)
+                  if (b := derive_budget(ModelCapacity(model="test-model", context_window=w,
+                                                       max_output=1_000))).auto_threshold
+                  < tokens < b.safe_input_limit)
+    cap = ModelCapacity(model="test-model", context_window=window, max_output=1_000)
+    mirror = Mirror(store, background=True)
+    synced = await mirror.sync(msgs, capacity=cap, scope="fits")
+    assert synced.estimate.tokens > synced.budget.auto_threshold  # over the threshold ...
+    assert not synced.compactions  # ... yet nothing compacted before sending
+    await mirror.record_reply(synced, assistant("ok"))
+    await mirror.wait_idle(synced.session_id)
+    assert [o.status for o in mirror.auto_outcomes] == ["compacted"]  # after the reply
+    # The same history under a window it does not fit: compacted in line, and it fits.
+    tight = ModelCapacity(model="test-model", context_window=tokens - 500, max_output=1_000)
+    inline = await Mirror(store).sync(msgs, capacity=tight, scope="tight")
+    assert [c.status for c in inline.compactions] == ["compacted"]
+    assert inline.estimate.tokens <= inline.budget.safe_input_limit
+
+
+async def test_a_steady_append_reads_nothing_twice_y1(store):
+    # Y1, issue 26: a resent list with one new message is one write transaction, and the
+    # node rows it needs are read once (the new node's depth is not read back).
+    from sqlalchemy import event
+
+    mirror = Mirror(store, background=False)
+    msgs = [user("hi"), assistant("hello"), user("next")]
+    first = await mirror.sync(msgs, capacity=BIG)
+    await mirror.record_reply(first, assistant("ok"))
+    statements: list[str] = []
+
+    def seen(_conn, _cursor, sql, *_args):
+        statements.append(" ".join(sql.split()))
+
+    engine = store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        await mirror.sync([*msgs, assistant("ok"), user("and then?")], capacity=BIG)
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    begins = [s for s in statements if s.upper().startswith("BEGIN")]
+    node_reads = [s for s in statements if s.startswith("SELECT nodes.id, nodes.parent_id")]
+    assert len(begins) <= 1  # one write transaction (PostgreSQL's BEGIN is implicit)
+    assert len(node_reads) <= 1, node_reads

@@ -106,3 +106,30 @@ def test_cli_import_with_surrogates_exits_0_with_warnings_in_json(tmp_path):  # 
     assert out.exit_code == 0, out.output
     payload = json.loads(out.stdout)
     assert len(payload["warnings"]) == 2 and "U+FFFD" in payload["warnings"][0]
+
+
+def test_clean_text_is_never_regex_scanned(monkeypatch):  # issue 26: O(1) on ASCII
+    import contextfold.core.surrogates as surrogates
+
+    class NoScan:
+        def search(self, _text):
+            raise AssertionError("regex scan of text without surrogates")
+
+        subn = search
+
+    monkeypatch.setattr(surrogates, "_LONE", NoScan())
+    for text in ("plain ascii " * 1000, "caf\u00e9 \u6f22\u5b57 \U0001f600"):
+        assert surrogates.replace_surrogates(text) == (text, 0)
+        assert surrogates.without_surrogates(text) is text
+        assert not surrogates.has_surrogates(text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(ANY_CHAR, max_size=30))
+def test_the_fast_path_agrees_with_the_regex(text):  # issue 26
+    import re
+
+    from contextfold.core.surrogates import REPLACEMENT, replace_surrogates
+
+    assert replace_surrogates(text) == re.subn("[\ud800-\udfff]", REPLACEMENT, text)
+    assert has_surrogates(text) == bool(re.search("[\ud800-\udfff]", text))

@@ -100,6 +100,8 @@ def indexed_text(msg: Message) -> str:
 
 
 def _fold_latin(token: str) -> str:
+    if token.isascii():  # NFKD leaves ASCII as it is and it has no combining marks: O(1)
+        return token  # (a per-character pass over every token of every message, issue 26)
     decomposed = unicodedata.normalize("NFKD", token)
     return "".join(c for c in decomposed if not unicodedata.combining(c))
 
@@ -111,8 +113,13 @@ def fold(text: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """The search tokens of `text`, in order (see the module docstring)."""
+    if text.isascii():  # NFKC keeps ASCII, casefold is lower(), no CJK: runs as they are
+        return [run[:MAX_TOKEN_CHARS] for run in _RUN.findall(text.lower())]
     out: list[str] = []
     for run in _RUN.findall(fold(text)):
+        if run.isascii():
+            out.append(run[:MAX_TOKEN_CHARS])
+            continue
         pos = 0
         for m in _CJK.finditer(run):
             if m.start() > pos:

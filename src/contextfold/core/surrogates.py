@@ -20,14 +20,27 @@ REPLACEMENT = "\ufffd"
 _LONE = re.compile("[\ud800-\udfff]")
 
 
+def _clean(text: str) -> bool:
+    """True when `text` holds no surrogate, decided without the regex on the common case:
+    ASCII (a flag CPython keeps, O(1)), else one C-speed UTF-8 encode, which fails exactly
+    on a surrogate (the regex scan cost ~5 µs per KB on every string of every message)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def has_surrogates(text: str) -> bool:
-    return _LONE.search(text) is not None
+    return not _clean(text)
 
 
 def replace_surrogates(value: Any) -> tuple[Any, int]:
     """`value` (a str or JSON-like list / dict) with lone surrogates replaced, and how many."""
     if isinstance(value, str):
-        if _LONE.search(value) is None:
+        if _clean(value):
             return value, 0
         return _LONE.subn(REPLACEMENT, value)
     if isinstance(value, list | tuple):
@@ -52,7 +65,7 @@ def replace_surrogates(value: Any) -> tuple[Any, int]:
 
 def without_surrogates(value: Any) -> Any:
     """`replace_surrogates` without the count (validators, where nothing can be reported)."""
-    if isinstance(value, str) and _LONE.search(value) is None:
+    if isinstance(value, str) and _clean(value):
         return value  # the common case, kept cheap
     return replace_surrogates(value)[0]
 

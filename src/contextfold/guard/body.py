@@ -15,6 +15,7 @@ passes is shallow enough for every later step (copying, hashing, re-encoding).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -91,11 +92,38 @@ def loads_bounded(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     except RecursionError:
         raise JsonTooDeepError(f"the JSON body is nested too deeply (more than {max_depth} "
                                "levels)") from None
-    depth = json_depth(value, stop_after=max_depth)
+    depth = (text_depth(raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw,
+                        stop_after=max_depth)
+             if isinstance(raw, bytes | str) else json_depth(value, stop_after=max_depth))
     if depth > max_depth:
         raise JsonTooDeepError(f"the JSON body is nested too deeply (more than {max_depth} "
                                "levels)")
     return value
+
+
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_INNERMOST = re.compile(rb"\[\]|\{\}")
+_MAX_PASS_BYTES = 262_144  # brackets; a request of 5,000 messages has ~30,000
+
+
+def text_depth(raw: bytes, *, stop_after: int | None = None) -> int:
+    """`json_depth` of the value `raw` (valid JSON text) encodes, from the text with C-speed
+    passes instead of a walk over every decoded value (the walk took ~30 ms on a 200k-token
+    request, issue 26): escapes out, string contents out (what lies between two quotes),
+    then only the brackets kept, and the innermost pairs removed one level per pass."""
+    outside = raw.replace(b"\\\\", b"").replace(b'\\"', b"").split(b'"')[::2]
+    brackets = b"".join(outside).translate(None, _NOT_BRACKETS)
+    if len(brackets) > _MAX_PASS_BYTES:  # each pass rereads them: past this, walk (linear)
+        return json_depth(json.loads(raw), stop_after=stop_after)
+    depth = 0
+    while brackets:
+        brackets, n = _INNERMOST.subn(b"", brackets)
+        if n == 0:  # not valid JSON text: the walk decides
+            return json_depth(json.loads(raw), stop_after=stop_after)
+        depth += 1
+        if stop_after is not None and depth > stop_after:
+            break
+    return depth
 
 
 def json_depth(value: Any, *, stop_after: int | None = None) -> int:

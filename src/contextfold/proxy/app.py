@@ -34,6 +34,7 @@ from .guards import protect
 from .identity import conversation_scope, salt_for, session_meta
 from .learning import learn
 from .paths import upstream_url
+from .prefix_cache import PrefixCache
 from .stats import SessionStats, encode
 from .tenancy import TenantRouted
 
@@ -56,6 +57,7 @@ class Proxy:
         self.client = client
         self.mirror = Mirror(store, summarizer=config.summarizer, settings=config.settings)
         self.stats: dict[str, SessionStats] = {}
+        self.prefixes = PrefixCache()  # each conversation's last list, parsed (issue 26)
         self.tasks: set[asyncio.Task[None]] = set()
 
     def url(self, request: Request) -> str:
@@ -77,14 +79,14 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
                             status_code=404)
     started = time.perf_counter()
     raw = await request.body()
+    scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     try:
         body = loads_bounded(raw)
-        parsed = wire.parse(protocol, body)
+        parsed = wire.parse(protocol, body, cache=proxy.prefixes, key=scope)
         capacity = proxy.config.capacity(parsed.model)
     except (ContextfoldError, ValueError) as exc:  # answered by kind (proxy/errors.py)
         status, error = refusal(protocol, exc)
         return JSONResponse(error, status_code=status)
-    scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     agent = request.headers.get("user-agent", "unknown")
     meta = {"proxy": session_meta(agent, parsed, protocol, request.headers)}
     try:
@@ -98,7 +100,7 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
         return JSONResponse(error, status_code=status)
     forwarded = wire.build(parsed, body, synced)
     stats = proxy.stats.setdefault(synced.session_id, SessionStats())
-    data, pieces = encode(forwarded)
+    data, pieces = encode(forwarded, wire.known_bytes(parsed, body))
     reuse = stats.observe(pieces, synced.estimate.tokens)
     compaction = ",".join(c.status for c in synced.compactions) or "-"
     proxy.mirror.expect_reply(synced)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
+from .._net import listening_socket
 from .config import ProxyConfig
 
 
@@ -17,9 +17,7 @@ class ProxyThread:
 
         from .app import create_app
 
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", port))
+        self._sock = listening_socket("127.0.0.1", port)  # TCP_NODELAY (issue 26)
         self.port: int = self._sock.getsockname()[1]
         self._server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning",
                                                      timeout_graceful_shutdown=5))

@@ -3,19 +3,27 @@ previous request's prefix byte for byte."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .prefix_cache import dumps
 
-def encode(body: dict[str, Any]) -> tuple[bytes, list[str]]:
+
+def encode(body: dict[str, Any], known: Mapping[int, bytes] | None = None
+           ) -> tuple[bytes, list[bytes]]:
     """The request body as sent, and its pieces in prefix order (what a prompt cache keys
-    on: system and tools, then each message), each message encoded once for both."""
-    messages = [json.dumps(m, ensure_ascii=False) for m in body.get("messages") or []]
-    rest = json.dumps({k: v for k, v in body.items() if k != "messages"}, ensure_ascii=False)
-    data = rest[:-1] + ("," if len(rest) > 2 else "") + '"messages":[' + ",".join(messages) + "]}"
-    head = json.dumps([body.get("system"), body.get("tools")], ensure_ascii=False)
-    return data.encode("utf-8"), [head, *messages]
+    on: system and tools, then each message), each message encoded once for both.
+
+    `known`: bytes already made for some message objects (by `id`, the client's own wire
+    messages the parse encoded), so a kept message is not serialised again."""
+    known = known or {}
+    messages = [known.get(id(m)) or dumps(m) for m in body.get("messages") or []]
+    rest = dumps({k: v for k, v in body.items() if k != "messages"})
+    data = rest[:-1] + (b"," if len(rest) > 2 else b"") + b'"messages":[' + \
+        b",".join(messages) + b"]}"
+    head = dumps([body.get("system"), body.get("tools")])
+    return data, [head, *messages]
 
 
 @dataclass
@@ -26,9 +34,9 @@ class SessionStats:
     requests: int = 0
     forwarded_tokens: int = 0
     repeated_tokens: int = 0
-    _previous: list[str] = field(default_factory=list, repr=False)
+    _previous: list[bytes] = field(default_factory=list, repr=False)
 
-    def observe(self, pieces: list[str], tokens: int) -> float | None:
+    def observe(self, pieces: list[bytes], tokens: int) -> float | None:
         """Record one forwarded request (its `encode` pieces); the share of it repeating the
         previous one (None for the first request)."""
         share = None

@@ -25,6 +25,7 @@ from ..runtime.mirror import ProjectedItem, Synced
 from ..wire import anthropic_messages, openai_chat
 from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
+from .prefix_cache import PrefixCache
 
 Protocol = Literal["openai", "anthropic"]
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control blocks per request
@@ -47,10 +48,16 @@ class Parsed:
     messages: list[Message]
     offset: int = 0  # wire index of messages[0] (OpenAI: leading system messages skipped)
     stream: bool = False
+    # Canonical JSON bytes of each wire message from `offset` on (`prefix_cache.dumps`),
+    # what the forwarded body reuses for the messages it keeps verbatim.
+    raw: list[bytes] | None = None
+    reused: int = 0  # leading messages taken from the prefix cache, not parsed again
 
 
-def parse(protocol: Protocol, body: Any) -> Parsed:
-    """The mirror's view of a chat completions / Messages request body."""
+def parse(protocol: Protocol, body: Any, *, cache: PrefixCache | None = None,
+          key: Any = None) -> Parsed:
+    """The mirror's view of a chat completions / Messages request body. With `cache`, the
+    known prefix of the conversation `key` (its last list) is reused, not parsed again."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) \
             or not body["messages"]:
         raise WireError("messages: at least one message is required")
@@ -59,32 +66,42 @@ def parse(protocol: Protocol, body: Any) -> Parsed:
         raise WireError("model: a model name is required")
     try:
         if protocol == "openai":
-            return _parse_openai(body, model)
-        return _parse_anthropic(body, model)
+            return _parse_openai(body, model, cache, (protocol, key))
+        return _parse_anthropic(body, model, cache, (protocol, key))
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise WireError(f"messages: {exc}") from exc
 
 
-def _parse_openai(body: dict[str, Any], model: str) -> Parsed:
+def _read_all(wire: list[Any], reader: Any, cache: PrefixCache | None,
+              key: Any) -> tuple[list[Message], list[bytes] | None, int]:
+    if cache is None:
+        names: dict[str, str] = {}
+        return [reader(m, call_names=names) for m in wire], None, 0
+    got = cache.read(key, wire, lambda m, names: reader(m, call_names=names))
+    return got.messages, got.raw, got.reused
+
+
+def _parse_openai(body: dict[str, Any], model: str, cache: PrefixCache | None = None,
+                  key: Any = None) -> Parsed:
     wire = body["messages"]
     offset = 0
     systems: list[str] = []
     while offset < len(wire) and wire[offset].get("role") in ("system", "developer"):
         systems.append(system_text(wire[offset].get("content")))
         offset += 1
-    names: dict[str, str] = {}
-    msgs = [openai_chat.read_message(m, call_names=names) for m in wire[offset:]]
+    msgs, raw, reused = _read_all(wire[offset:], openai_chat.read_message, cache, key)
     return Parsed("openai", model, "\n\n".join(s for s in systems if s) or None,
                   openai_chat.read_tools(body.get("tools")), msgs, offset,
-                  bool(body.get("stream")))
+                  bool(body.get("stream")), raw, reused)
 
 
-def _parse_anthropic(body: dict[str, Any], model: str) -> Parsed:
-    names: dict[str, str] = {}
-    msgs = [anthropic_messages.read_message(m, call_names=names) for m in body["messages"]]
+def _parse_anthropic(body: dict[str, Any], model: str, cache: PrefixCache | None = None,
+                     key: Any = None) -> Parsed:
+    msgs, raw, reused = _read_all(body["messages"], anthropic_messages.read_message, cache,
+                                  key)
     return Parsed("anthropic", model, system_text(body.get("system")) or None,
                   anthropic_messages.read_tools(body.get("tools")), msgs, 0,
-                  bool(body.get("stream")))
+                  bool(body.get("stream")), raw, reused)
 
 
 # --------------------------------------------------------------------------- forwarding
@@ -137,6 +154,15 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         opts.setdefault("include_usage", True)  # usage is what E1 records
         out["stream_options"] = opts
     return out
+
+
+def known_bytes(parsed: Parsed, body: dict[str, Any]) -> dict[int, bytes]:
+    """The bytes the parse made for each of the client's wire messages, by object id (what
+    `stats.encode` reuses for the messages `build` forwards as they came)."""
+    if parsed.raw is None:
+        return {}
+    wire = body["messages"][parsed.offset:]
+    return {id(m): b for m, b in zip(wire, parsed.raw, strict=True)}
 
 
 def _verbatim_user(parsed: Parsed, wire: list[Any],
@@ -226,5 +252,6 @@ def bad_request(protocol: Protocol, message: str) -> dict[str, Any]:
     return _WIRE[protocol].invalid_request_error(message)
 
 
-__all__ = ["Parsed", "Protocol", "StreamReader", "WireError", "bad_request", "build", "parse",
+__all__ = ["Parsed", "Protocol", "StreamReader", "WireError", "bad_request", "build",
+           "known_bytes", "parse",
            "reply_of", "too_large"]

@@ -95,7 +95,7 @@ class ChainMemo:
         if seen is not None:
             old, old_hashes = seen
             limit = min(len(old), len(msgs))
-            while known < limit and msgs[known] == old[known]:
+            while known < limit and (msgs[known] is old[known] or msgs[known] == old[known]):
                 known += 1
             out = old_hashes[:known]
         previous = out[-1]

@@ -7,11 +7,15 @@ configuration travels in an environment variable (`CONTEXTFOLD_SERVE_CONFIG`, JS
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import json
 import os
+import socket
 from dataclasses import asdict, fields, replace
 from typing import Any
 
+from .._net import nodelay
 from ..errors import ContextfoldError
 from ..guard.hosts import HostPolicy, is_loopback, with_bind_host
 from .config import ServiceConfig
@@ -96,6 +100,25 @@ def serve(config: ServiceConfig, host: str, port: int, workers: int = 1,
 
     config = replace(config, allowed_hosts=with_bind_host(config.allowed_hosts, host, port))
     os.environ[ENV_CONFIG] = config_to_env(config)
-    uvicorn.run("contextfold.server.run:app_from_env", factory=True, host=host, port=port,
-                workers=workers, log_level=log_level, proxy_headers=False,
-                timeout_graceful_shutdown=10)
+    if workers == 1:  # asyncio makes the listener (TCP_NODELAY on every connection)
+        uvicorn.run("contextfold.server.run:app_from_env", factory=True, host=host, port=port,
+                    log_level=log_level, proxy_headers=False, timeout_graceful_shutdown=10)
+        return
+    # Several workers share one socket the supervisor binds: ours, with TCP_NODELAY, since
+    # some uvicorn versions bind it with proto 0 and their connections kept Nagle's
+    # algorithm (~44 ms on every keep-alive response, issue 26).
+    from uvicorn.supervisors import Multiprocess
+
+    cfg = uvicorn.Config("contextfold.server.run:app_from_env", factory=True, host=host,
+                         port=port, workers=workers, log_level=log_level, proxy_headers=False,
+                         timeout_graceful_shutdown=10)
+    sock = worker_socket(cfg)
+    params = inspect.signature(Multiprocess).parameters
+    extra = {"target": uvicorn.Server(cfg).run} if "target" in params else {}
+    with contextlib.suppress(KeyboardInterrupt):
+        Multiprocess(cfg, sockets=[sock], **extra).run()
+
+
+def worker_socket(cfg: Any) -> socket.socket:
+    """The socket uvicorn's supervisor would bind for `cfg`, with TCP_NODELAY set."""
+    return nodelay(cfg.bind_socket())

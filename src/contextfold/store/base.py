@@ -163,8 +163,9 @@ class StoreBase:
             self._sound.popitem(last=False)
 
     async def _insert_chain(self, conn: AsyncConnection, row: RowMapping,
-                            chain: Sequence[Node]) -> None:
-        """Insert linked nodes whose first parent is stored; compute depth and latest checkpoint."""
+                            chain: Sequence[Node]) -> int:
+        """Insert linked nodes whose first parent is stored; compute depth and latest
+        checkpoint. Returns the depth of the first (so a caller need not read it again)."""
         tree_id = row["tree_id"]
         first_parent = chain[0].parent_id
         depth, latest, parent_chain = 0, None, None
@@ -188,6 +189,7 @@ class StoreBase:
 
         await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in zip(chain, rows,
                                                                             strict=True)])
+        return int(rows[0]["depth"])
 
     async def _move_leaf(
         self, conn: AsyncConnection, row: RowMapping, to_leaf: str | None, *, op: str,

@@ -185,9 +185,7 @@ class MirrorOps(StoreBase):
                                   created_at=stamp, payload=msg))
             ids = [*known[:skip], *(found[h].message_id for h in hashes[skip:n])]
             if chain:
-                await self._insert_chain(conn, row, chain)
-                depth0 = 0 if parent is None else (
-                    await queries.node_meta(conn, tree_id, parent))["depth"] + 1  # type: ignore[index]
+                depth0 = await self._insert_chain(conn, row, chain)  # not read again
                 await conn.execute(insert(mirror_index), [
                     dict(tree_id=tree_id, node_id=node.id, prefix_hash=h, depth=depth0 + i,
                          message_id=node.id)

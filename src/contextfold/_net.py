@@ -1,0 +1,32 @@
+"""Listening sockets without Nagle's algorithm (issue 26).
+
+A socket handed to uvicorn (the proxy's thread, `--workers N`, the bench's upstreams) is
+used as it is, and asyncio turns `TCP_NODELAY` on for an accepted connection only when the
+socket says `proto == IPPROTO_TCP`; one made with proto 0 left Nagle on, and a keep-alive
+request then waited ~40 ms for the peer's delayed ACK. Here the listener says its protocol
+and carries `TCP_NODELAY` itself (accepted connections inherit it on Linux), so either way
+every connection sends at once.
+"""
+
+from __future__ import annotations
+
+import socket
+
+
+def nodelay(sock: socket.socket) -> socket.socket:
+    """`sock` (a TCP socket, not yet listening) with `TCP_NODELAY` set; returned for
+    chaining. Other families (a Unix socket) are returned as they are."""
+    if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A TCP socket bound to `host`:`port` (0: a free port), `SO_REUSEADDR` and
+    `TCP_NODELAY` set, its protocol stated, for a server to listen on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    nodelay(sock)
+    sock.bind((host, port))
+    return sock
