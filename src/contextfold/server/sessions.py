@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.messages import text_message
 from ..core.resolver import recorded_model
-from ..core.tree import DamagedBranch
+from ..core.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..store.liveness import holder_is_dead
 from ..store.protocol import SessionStore
@@ -30,6 +30,7 @@ from .views import event_json, gauge_json, iso, state_json
 META_KEY = "service"
 _MAX_LIVE = 2000  # idle conversations kept open per worker (least recently used go first)
 REMOTE_POLL = 0.25
+UNREAD = object()  # no lease holder read for this request: read it from the store
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,14 @@ class Live:
         self.turns = 0  # turns running on this worker
         self.keyed: set[str] = set()  # user node ids of the idempotent sends running here
         self.lock = asyncio.Lock()  # serialises refreshes
+        # The compaction lease holder read with the session row by the latest refresh, for
+        # the request that refreshed to use once instead of reading it again (issue 26).
+        self.lease: str | object | None = UNREAD
+
+    def take_lease(self) -> str | object | None:
+        """The holder the latest refresh read (UNREAD if none since the last take)."""
+        lease, self.lease = self.lease, UNREAD
+        return lease
 
     @property
     def session_id(self) -> str:
@@ -145,13 +154,19 @@ class SessionManager:
                 self._reopen(live)
                 return self._remember(live)
             self._live.move_to_end(key)
+            live.lease = UNREAD
             if not live.active:
                 await self._refresh(live)
             return live
 
     async def _refresh(self, live: Live) -> None:
-        """Pick up what other workers wrote: the branch and a model switch."""
-        info = await live.conv.store.get_session(live.session_id)
+        """Pick up what other workers wrote: the branch and a model switch.
+
+        One read gives the session row and the compaction lease; the branch is re-read
+        only when its leaf or revision moved (every write moves the revision, SPEC C1):
+        an unchanged session costs one statement, however long its tail (issue 26).
+        """
+        info, live.lease = await live.conv.store.session_and_lease(live.session_id)
         live.info = info
         settings = Settings.from_metadata(info.metadata)
         if settings != live.settings and not live.active:
@@ -159,6 +174,10 @@ class SessionManager:
                                       settings.base_url)
             live.conv._set_model(opened.chat, opened.resolved.capacity)  # idle here
             live.settings, live.opened = settings, opened
+        branch = live.conv.branch
+        if isinstance(branch, Branch) and (branch.leaf_id, branch.revision) == \
+                (info.leaf_id, info.branch_revision):
+            return  # what this worker holds is what is stored
         await live.conv.reload()
         self._reopen(live)
 
@@ -233,8 +252,10 @@ class SessionManager:
     async def remote_compaction(self, live: Live) -> bool:
         """Whether another process holds the session's compaction lease (a holder whose
         process is gone on this machine does not count: its lease is void, SPEC C4)."""
-        holder = await live.conv.store.lease_holder(live.session_id)
-        return holder is not None and not holder_is_dead(holder)
+        holder = live.take_lease()
+        if holder is UNREAD:
+            holder = await live.conv.store.lease_holder(live.session_id)
+        return isinstance(holder, str) and not holder_is_dead(holder)
 
     async def state(self, live: Live) -> dict[str, Any]:
         """idle / busy / compacting / failed, compactions on other workers included."""
