@@ -186,7 +186,7 @@ def _new_db(backend: str, tmp: Path, name: str) -> str:
 
 async def main(quick: bool, src: Path, out: Path) -> None:
     rounds = 1 if quick else 2
-    plan = [(1, 20 if quick else 40), (8, 5 if quick else 10)]
+    plan = [(1, 10 if quick else 20), (8, 2 if quick else 4)]
     report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
