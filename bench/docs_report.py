@@ -16,6 +16,7 @@ from typing import Any
 from .recall_report import recall_section
 from .scale_report import scale_section
 from .service_report import service_section
+from .service_turn_report import service_turn_section, varied_fit_section
 from .startup_report import startup_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -450,6 +451,8 @@ def benchmarks_md() -> str:
     lines += peers_section(load("peers"))
     lines += proxy_section(load("proxy"))
     lines += service_section(load("service_load"))
+    lines += service_turn_section(load("service_turn"), load("service_turn_before"))
+    lines += varied_fit_section(load("scale"), load("scale_varied_before"))
     return "\n".join(lines)
 
 

@@ -1,9 +1,10 @@
 """Live sessions of one worker: a `Conversation` per session, opened on the tenant's store.
 
 Each session's settings (model, window, system prompt, base_url) are stored in its
-metadata under "service", so any worker can open it. Before an operation the worker re-reads
-the branch (O(tail)) unless it is itself running something on the session, so writes made by
-other workers are seen. Runtime events go to the hub (SSE on any worker); "compacting" on
+metadata under "service", so any worker can open it. Before an operation the worker reads
+the session row and its compaction lease in one statement, unless it is itself running
+something on the session, and re-reads the branch (O(tail)) only when the row's leaf or
+revision moved, so writes made by other workers are seen. Runtime events go to the hub (SSE on any worker); "compacting" on
 another worker is read from the store's compaction lease (docs/service.md, Several workers).
 """
 
