@@ -109,9 +109,14 @@ def varied_fit_section(data: dict[str, Any] | None,
         "Japanese, tool results of 200–5,000 characters), each in its own process, wall "
         "time. The offline summariser's fit used to re-scan every item on each trim "
         "(quadratic in the distinct facts); it now keeps each list's state as items go "
-        "(same summary: the checkpoints of both runs are identical). The repeated-session "
-        "figures are in the Scale section above. 100,000 messages: not run in this round "
-        "(the import alone takes minutes on this box).", "",
+        "(same summary: the checkpoints of both runs are identical). In a profile of the "
+        "compaction before, `extractive_fit._trim_one` and the per-item list rebuild of "
+        "`Section.add` took most of the time; after, neither is among the top functions "
+        "(those are now the surrogate check, the token estimate and identifier extraction "
+        "over the folded messages). The two runs were not interleaved, on a box with a "
+        "1-minute load average of 10–17: read each ratio within its own run. The "
+        "repeated-session figures are in the Scale section above. 100,000 messages: not run "
+        "in this round (the import alone takes minutes on this box).", "",
         "| code | messages | import | compact | compact ÷ import | goal ≤ 2× | folded |",
         "| --- | ---: | ---: | ---: | ---: | --- | --- |",
         *rows, ""]

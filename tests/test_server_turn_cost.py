@@ -23,7 +23,7 @@ from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 # Every statement the driver executes, BEGIN included (SQLite's BEGIN IMMEDIATE is one).
 # The two appends (user message, reply) are 10 each on SQLite (lock, parent, node, recall
 # index ×4, leaf move, move log, BEGIN); the read before the turn and the lease check after
-# it 2 each (PostgreSQL: no BEGIN statements). It was 30 on SQLite, 24 on PostgreSQL.
+# it 2 each (PostgreSQL: no BEGIN statements). It was 30 on SQLite, 22 on PostgreSQL.
 MAX_STATEMENTS = {"sqlite": 24, "postgresql": 18}
 
 
