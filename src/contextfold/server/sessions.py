@@ -4,8 +4,9 @@ Each session's settings (model, window, system prompt, base_url) are stored in i
 metadata under "service", so any worker can open it. Before an operation the worker reads
 the session row and its compaction lease in one statement, unless it is itself running
 something on the session, and re-reads the branch (O(tail)) only when the row's leaf or
-revision moved, so writes made by other workers are seen. Runtime events go to the hub (SSE on any worker); "compacting" on
-another worker is read from the store's compaction lease (docs/service.md, Several workers).
+revision moved, so writes made by other workers are seen. Runtime events go to the hub
+(SSE on any worker); "compacting" on another worker is read from the store's compaction
+lease (docs/service.md, Several workers).
 """
 
 from __future__ import annotations
