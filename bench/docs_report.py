@@ -16,6 +16,7 @@ from typing import Any
 from .recall_report import recall_section
 from .scale_report import scale_section
 from .service_report import service_section
+from .service_turn_report import service_turn_section, varied_fit_section
 from .startup_report import startup_section
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -525,6 +526,8 @@ def benchmarks_md() -> str:
     lines += proxy_section(load("proxy"), load("proxy_before"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
+    lines += service_turn_section(load("service_turn"), load("service_turn_before"))
+    lines += varied_fit_section(load("scale"), load("scale_varied_before"))
     return "\n".join(lines)
 
 

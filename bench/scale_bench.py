@@ -46,6 +46,7 @@ from contextfold.core.messages import text_message
 from .local_model import LocalModel
 from .scale_data import CAPACITY, write_session
 from .store_bench import drop_pg, pg_url
+from .varied_data import write_varied_session
 
 RESULTS = Path(__file__).parent / "results" / "scale.json"
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,16 +204,20 @@ def measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
             "result": json.loads(text.strip().splitlines()[-1])}
 
 
-def cli_compaction(sizes: list[int], tmp: Path) -> dict[str, Any]:
+def cli_compaction(sizes: list[int], tmp: Path, *, varied: bool = False,
+                   window: int | None = None) -> dict[str, Any]:
+    """`varied`: sessions that do not repeat (`bench/varied_data.py`), compacted for
+    `window` tokens: every fact distinct, so the offline summariser's fit folds them all."""
     out: dict[str, Any] = {}
     for size in sizes:
-        path = tmp / f"cli-{size}.jsonl"
-        written = write_session(path, size)
+        path = tmp / f"cli-{size}{'-varied' if varied else ''}.jsonl"
+        written = write_varied_session(path, size) if varied else write_session(path, size)
         env = {**os.environ, "CONTEXTFOLD_DB": f"sqlite:///{tmp}/cli-{size}.db"}
         cf = [sys.executable, "-m", "contextfold"]
         imp = measured([*cf, "import", str(path), "--json"], env)
         sid = imp["result"]["session_id"]
-        comp = measured([*cf, "compact", sid, "--json"], env)
+        window_args = ["--context-window", str(window)] if window else []
+        comp = measured([*cf, "compact", sid, *window_args, "--json"], env)
         out[str(size)] = {
             "messages": written, "file_mb": round(path.stat().st_size / 2**20, 1),
             "import": {k: imp[k] for k in ("seconds", "peak_rss_mb")},
@@ -346,13 +351,20 @@ async def main(quick: bool, only: set[str], out: Path | None = None) -> None:
             print("import / compact on the command line ...", file=sys.stderr)
             report["cli_compact"] = cli_compaction(cli_sizes, tmp)
             save()
+        if "varied" in only:  # issue 26: non-repeating histories, a 128k window
+            sizes = [2_000] if quick else [20_000]
+            print("import / compact of non-repeating sessions ...", file=sys.stderr)
+            report["cli_compact_varied"] = cli_compaction(sizes, tmp, varied=True,
+                                                          window=128_000)
+            save()
     print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (minutes)")
-    parser.add_argument("--only", default="", help="comma-separated parts: fit,bytes,send,cli")
+    parser.add_argument("--only", default="",
+                        help="comma-separated parts: fit,bytes,send,cli; varied (only when named)")
     parser.add_argument("--out", type=Path, help="results file (default: bench/results/)")
     parser.add_argument("--send-once", metavar="SESSION", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -10,7 +10,6 @@ the sections in the same state.
 from __future__ import annotations
 
 import copy
-import time
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -159,28 +158,3 @@ def test_s4_adding_a_batch_is_adding_one_by_one(held, added, pin):
     new.add(iter(added), pin=pin)  # a generator, as the callers pass
     oracle_add(old, added, pin)
     assert (new.items, new.pinned) == (old.items, old.pinned)
-
-
-def _fit_seconds(n: int) -> float:
-    """Best of three: fitting `n` distinct done items into a budget that keeps ~1/10."""
-    items = [f"(tool) read packages/p{k}/src/module_{k}.ts and found fact {k * 7919}"
-             for k in range(n)]
-    best = float("inf")
-    for _ in range(3):
-        ordered = [Section("## Done", items=list(items), rank=0),
-                   Section("## Goal", items=["(user) the goal"], pinned={"(user) the goal"},
-                           rank=4)]
-        budget = estimate_text(render_sections(ordered)) // 10
-        start = time.perf_counter()
-        fit_sections(ordered, budget, estimate_text)
-        best = min(best, time.perf_counter() - start)
-        assert ordered[0].omitted + len(ordered[0].items) == n  # never silent (L3)
-    return best
-
-
-def test_s4_the_fit_of_many_distinct_items_is_about_linear():
-    """S4: sixteen times the distinct facts cost about sixteen times as much to fit, not
-    256 times (the old fit re-scanned every item on each trim: ~200× here). The bound
-    leaves room for a noisy shared machine."""
-    small, large = _fit_seconds(250), _fit_seconds(4000)
-    assert large / small < 60, (small, large)

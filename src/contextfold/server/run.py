@@ -95,7 +95,11 @@ def app_from_env() -> Any:
 
 def serve(config: ServiceConfig, host: str, port: int, workers: int = 1,
           log_level: str = "info") -> None:
-    """Run uvicorn until interrupted (the bind address, when it is a name, is answered too)."""
+    """Run uvicorn until interrupted (the bind address, when it is a name, is answered too).
+
+    Several workers share a socket bound here (`worker_socket`: `TCP_NODELAY` on
+    every connection); one worker lets asyncio bind, which sets it itself.
+    """
     import uvicorn
 
     config = replace(config, allowed_hosts=with_bind_host(config.allowed_hosts, host, port))

@@ -1,10 +1,12 @@
 """Live sessions of one worker: a `Conversation` per session, opened on the tenant's store.
 
 Each session's settings (model, window, system prompt, base_url) are stored in its
-metadata under "service", so any worker can open it. Before an operation the worker re-reads
-the branch (O(tail)) unless it is itself running something on the session, so writes made by
-other workers are seen. Runtime events go to the hub (SSE on any worker); "compacting" on
-another worker is read from the store's compaction lease (docs/service.md, Several workers).
+metadata under "service", so any worker can open it. Before an operation the worker reads
+the session row and its compaction lease in one statement, unless it is itself running
+something on the session, and re-reads the branch (O(tail)) only when the row's leaf or
+revision moved, so writes made by other workers are seen. Runtime events go to the hub
+(SSE on any worker); "compacting" on another worker is read from the store's compaction
+lease (docs/service.md, Several workers).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .views import event_json, gauge_json, iso, state_json
 META_KEY = "service"
 _MAX_LIVE = 2000  # idle conversations kept open per worker (least recently used go first)
 REMOTE_POLL = 0.25
+UNREAD = object()  # no lease holder read for this request: read it from the store
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,14 @@ class Live:
         self.lock = asyncio.Lock()  # serialises refreshes
         # SPEC Q4: the session's cost, by the (leaf, revision) it was worked out for.
         self.cost: tuple[tuple[str | None, int], dict[str, Any]] | None = None
+        # The compaction lease holder read with the session row by the latest refresh, for
+        # the request that refreshed to use once instead of reading it again (issue 26).
+        self.lease: str | object | None = UNREAD
+
+    def take_lease(self) -> str | object | None:
+        """The holder the latest refresh read (UNREAD if none since the last take)."""
+        lease, self.lease = self.lease, UNREAD
+        return lease
 
     @property
     def session_id(self) -> str:
@@ -150,13 +161,19 @@ class SessionManager:
                 self._reopen(live)
                 return self._remember(live)
             self._live.move_to_end(key)
+            live.lease = UNREAD
             if not live.active:
                 await self._refresh(live)
             return live
 
     async def _refresh(self, live: Live) -> None:
-        """Pick up what other workers wrote: the branch and a model switch."""
-        info = await live.conv.store.get_session(live.session_id)
+        """Pick up what other workers wrote: the branch and a model switch.
+
+        One read gives the session row and the compaction lease; the branch is re-read
+        only when its leaf or revision moved (every write moves the revision, SPEC C1):
+        an unchanged session costs one statement, however long its tail (issue 26).
+        """
+        info, live.lease = await live.conv.store.session_and_lease(live.session_id)
         live.info = info
         settings = Settings.from_metadata(info.metadata)
         if settings != live.settings and not live.active:
@@ -164,6 +181,10 @@ class SessionManager:
                                       settings.base_url)
             live.conv._set_model(opened.chat, opened.resolved.capacity)  # idle here
             live.settings, live.opened = settings, opened
+        branch = live.conv.branch
+        if isinstance(branch, Branch) and (branch.leaf_id, branch.revision) == \
+                (info.leaf_id, info.branch_revision):
+            return  # what this worker holds is what is stored
         await live.conv.reload()
         self._reopen(live)
 
@@ -238,8 +259,10 @@ class SessionManager:
     async def remote_compaction(self, live: Live) -> bool:
         """Whether another process holds the session's compaction lease (a holder whose
         process is gone on this machine does not count: its lease is void, SPEC C4)."""
-        holder = await live.conv.store.lease_holder(live.session_id)
-        return holder is not None and not holder_is_dead(holder)
+        holder = live.take_lease()
+        if holder is UNREAD:
+            holder = await live.conv.store.lease_holder(live.session_id)
+        return isinstance(holder, str) and not holder_is_dead(holder)
 
     async def state(self, live: Live) -> dict[str, Any]:
         """idle / busy / compacting / failed, compactions on other workers included."""

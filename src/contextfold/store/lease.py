@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 
-def _db_now(dialect: str) -> ColumnElement[Any]:
+def db_now(dialect: str) -> ColumnElement[Any]:
     """Seconds since the epoch by the database's clock."""
     if dialect == "postgresql":
         return sqlfunc.extract("epoch", sqlfunc.clock_timestamp())
@@ -75,7 +75,7 @@ class LeaseMixin:
 
     async def lease_holder(self, session_id: str) -> str | None:
         """Who holds an unexpired lease on the session (None if nobody)."""
-        now = _db_now(self.engine.dialect.name)
+        now = db_now(self.engine.dialect.name)
         async with read_connection(self.engine) as conn:
             stmt = select(compaction_leases.c.holder).where(
                 compaction_leases.c.session_id == session_id,
@@ -85,7 +85,7 @@ class LeaseMixin:
 
     async def _claim_lease(self, session_id: str, holder: str, ttl: float) -> None:
         dialect = self.engine.dialect.name
-        now = _db_now(dialect)
+        now = db_now(dialect)
         async with write_connection(self.engine) as conn:
             tree_id = (await conn.execute(self._scoped(
                 select(sessions.c.tree_id).where(sessions.c.id == session_id))
@@ -128,7 +128,7 @@ class LeaseMixin:
         taken): the conditional commit still protects the branch."""
         while True:
             await asyncio.sleep(ttl / 3)
-            now = _db_now(self.engine.dialect.name)
+            now = db_now(self.engine.dialect.name)
             async with write_connection(self.engine) as conn:
                 result = await conn.execute(
                     update(compaction_leases)

@@ -160,6 +160,9 @@ class SessionStore(SessionReader, CompactionStore, Protocol):
     async def lease_holder(self, session_id: str) -> str | None:
         """Who holds an unexpired compaction lease on the session (None: nobody)."""
 
+    async def session_and_lease(self, session_id: str) -> tuple[SessionInfo, str | None]:
+        """`get_session` and `lease_holder` read together, in one snapshot."""
+
     # ------------------------------------------------------------------ mirror (SPEC Y1)
 
     async def mirror_lookup(self, hashes: Sequence[str], *,

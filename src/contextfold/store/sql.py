@@ -30,16 +30,17 @@ from .errors import (
     DuplicateNodeError,
     InvalidOperationError,
     NodeNotFoundError,
+    SessionNotFoundError,
     StaleBranchError,
 )
 from .inputs import as_message
-from .lease import LeaseMixin
+from .lease import LeaseMixin, db_now
 from .loading import readable_nodes, with_forks
 from .mirroring import MirrorOps
 from .pinning import PinOps
 from .recall import RecallOps
 from .rows import node_row, utc
-from .schema import nodes, sessions, trees
+from .schema import compaction_leases, nodes, sessions, trees
 from .tenancy import TenantOps
 from .values import CommitResult, SessionInfo
 
@@ -107,6 +108,23 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         async with read_connection(self.engine) as conn:
             row = await self._session_row(conn, session_id)
             return self._info(row, read_only=await self._is_damaged(conn, row))
+
+    async def session_and_lease(self, session_id: str) -> tuple[SessionInfo, str | None]:
+        """`get_session` and `lease_holder` in one read (one snapshot, one statement): what
+        the service checks before every turn (issue 26)."""
+        holder = select(compaction_leases.c.holder).where(
+            compaction_leases.c.session_id == sessions.c.id,
+            compaction_leases.c.expires_at > db_now(self.engine.dialect.name),
+        ).scalar_subquery().label("lease_holder")
+        if not isinstance(session_id, str) or not session_id:
+            raise SessionNotFoundError(session_id, self.database)
+        async with read_connection(self.engine) as conn:
+            stmt = self._scoped(select(sessions, holder).where(sessions.c.id == session_id))
+            row = (await conn.execute(stmt)).mappings().first()
+            if row is None:
+                raise SessionNotFoundError(session_id, self.database)
+            info = self._info(row, read_only=await self._is_damaged(conn, row))
+            return info, row["lease_holder"]
 
     async def list_sessions(self, *, check_damage: bool = True) -> list[SessionInfo]:
         """Every session, oldest first. `check_damage=False` skips the per-session tail read

@@ -1,0 +1,240 @@
+"""The service's turn against a floor endpoint → bench/results/service_turn.json (issue 26).
+
+Two servers on the same machine and database: `contextfold serve` with the offline model,
+and the floor: a minimal FastAPI app on the same store that appends the user row and the
+reply row in one transaction (`append_many`). Clients over real sockets (httpx, keep-alive),
+1 session, then 8 sessions in parallel, on SQLite and PostgreSQL, rounds interleaved so the
+machine's noise hits both alike; the ratio is per round. Then, in process (ASGI transport),
+the statements per turn (SQLAlchemy `before_cursor_execute`, BEGIN included) and the
+per-turn time at turn 1 vs turn 60 of one session.
+
+Goals: turns/s ≥ 0.5× the floor's; ≤ 8 statements per turn; per-turn cost flat over 60 turns.
+
+Run: `python -m bench.service_turn [--quick]` (needs PostgreSQL at 127.0.0.1:5432, db
+`test`); `--src DIR` serves another source tree (e.g. main's, for the before figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+RESULTS = Path(__file__).parent / "results" / "service_turn.json"
+ROOT = Path(__file__).resolve().parent.parent
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+# ---------------------------------------------------------------------- the floor
+
+
+def floor_app() -> Any:
+    """The floor: create a session; a turn appends the user row and the reply row in one
+    transaction of the same store. No model, no projection, no checks."""
+    from fastapi import Body, FastAPI
+
+    from contextfold.core.messages import text_message
+    from contextfold.store import open_store
+
+    state: dict[str, Any] = {}
+    app = FastAPI()
+
+    @app.on_event("startup")
+    async def start() -> None:
+        state["store"] = await open_store(os.environ["FLOOR_DB"])
+
+    @app.post("/v1/sessions", status_code=201)
+    async def create() -> dict[str, Any]:
+        info = await state["store"].create_session(title=None)
+        return {"session_id": info.id}
+
+    @app.post("/v1/sessions/{sid}/messages")
+    async def turn(sid: str, body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
+        text = body["text"]
+        nodes = await state["store"].append_many(
+            sid, [text_message("user", text), text_message("assistant", f"echo: {text}")])
+        return {"reply": {"node_id": nodes[-1].id, "text": f"echo: {text}"}}
+
+    return app
+
+
+# ---------------------------------------------------------------------- servers
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(kind: str, db: str, src: Path) -> tuple[str, subprocess.Popen[bytes]]:
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{ROOT}", "FLOOR_DB": db}
+    if kind == "contextfold":
+        cmd = [sys.executable, "-m", "contextfold", "serve", "--port", str(port), "--db", db,
+               "--log-level", "warning"]
+    else:
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "bench.service_turn:floor_app",
+               "--port", str(port), "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{kind} exited with {proc.returncode}")
+        try:
+            if httpx.post(url + "/v1/sessions", json={}, timeout=2).status_code == 201:
+                return url, proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise RuntimeError(f"{kind} did not answer within 60 s")
+
+
+async def _client_run(url: str, sessions: int, turns: int) -> dict[str, Any]:
+    """`sessions` clients in parallel, each its own session (created before the clock
+    starts) and connection, `turns` each."""
+    async def one(client: httpx.AsyncClient, sid: str) -> list[float]:
+        times = []
+        for i in range(turns):
+            start = time.perf_counter()
+            r = await client.post(f"/v1/sessions/{sid}/messages",
+                                  json={"text": f"turn {i}: next step for the parser?"})
+            times.append(time.perf_counter() - start)
+            r.raise_for_status()
+        return times
+
+    clients = [httpx.AsyncClient(base_url=url, timeout=120) for _ in range(sessions)]
+    try:
+        sids = [(await c.post("/v1/sessions", json={})).json()["session_id"] for c in clients]
+        start = time.perf_counter()
+        per = await asyncio.gather(*(one(c, sid) for c, sid in zip(clients, sids,
+                                                                   strict=True)))
+        elapsed = time.perf_counter() - start
+    finally:
+        for c in clients:
+            await c.aclose()
+    flat = sorted(t for times in per for t in times)
+    return {"turns_per_second": round(sessions * turns / elapsed, 1),
+            "p50_ms": round(1000 * flat[len(flat) // 2], 1),
+            "p99_ms": round(1000 * flat[min(len(flat) - 1, int(len(flat) * 0.99))], 1)}
+
+
+# ---------------------------------------------------------------------- in process
+
+
+async def in_process(db: str, turns: int) -> dict[str, Any]:
+    """Statements per turn and per-turn ms (turn 1 vs the last) through the ASGI app."""
+    from sqlalchemy import event
+
+    from contextfold.server import ServiceConfig, create_app
+    from contextfold.store import open_store
+
+    store = await open_store(db)
+    app = create_app(ServiceConfig(db=db), store=store)
+    seen: list[str] = []
+
+    def on_execute(_c: Any, _cur: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", on_execute)
+    counts, ms = [], []
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+        sid = (await c.post("/v1/sessions", json={})).json()["session_id"]
+        for i in range(turns):
+            seen.clear()
+            start = time.process_time()
+            r = await c.post(f"/v1/sessions/{sid}/messages", json={"text": f"turn {i}"})
+            ms.append(1000 * (time.process_time() - start))
+            r.raise_for_status()
+            counts.append(len(seen))
+    await store.close()
+    head, tail = ms[1:11], ms[-10:]  # turn 0 warms caches; medians of ten
+    return {"statements_per_turn": statistics.median(counts[1:]),
+            "statements_first_turn": counts[0],
+            "cpu_ms_turns_2_11": round(statistics.median(head), 1),
+            "cpu_ms_last_10": round(statistics.median(tail), 1), "turns": turns}
+
+
+# ---------------------------------------------------------------------- main
+
+
+def _new_db(backend: str, tmp: Path, name: str) -> str:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp / name}.db"
+    import psycopg
+
+    schema = f"bench_{name}_{os.getpid()}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{PG_ADMIN}?options=-csearch_path%3D{schema}"
+
+
+async def main(quick: bool, src: Path, out: Path) -> None:
+    rounds = 1 if quick else 5
+    plan = [(1, 10), (8, 2)]
+    report: dict[str, Any] = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_average_at_start": [round(x, 2) for x in os.getloadavg()]},
+        "src": str(src), "rounds": rounds, "workers": 1, "model": "offline/echo",
+        "goals": {"floor_ratio": 0.5, "statements_per_turn": 8, "flat": 1.2},
+        "backends": {}}
+    with tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        for backend in ("sqlite", "postgresql"):
+            servers = {kind: _start(kind, _new_db(backend, tmp, kind), src)
+                       for kind in ("contextfold", "floor")}
+            try:
+                runs: dict[str, list[dict[str, Any]]] = {}
+                for _ in range(rounds):
+                    for sessions, turns in plan:
+                        for kind in ("floor", "contextfold"):
+                            got = await _client_run(servers[kind][0], sessions, turns)
+                            runs.setdefault(f"{kind}/{sessions}", []).append(got)
+            finally:
+                for _url, proc in servers.values():
+                    proc.terminate()
+                    proc.wait(20)
+            table = {}
+            for sessions, turns in plan:
+                cf, fl = runs[f"contextfold/{sessions}"], runs[f"floor/{sessions}"]
+                ratios = [c["turns_per_second"] / f["turns_per_second"]
+                          for c, f in zip(cf, fl, strict=True)]
+                table[str(sessions)] = {
+                    "turns_each": turns, "contextfold": cf, "floor": fl,
+                    "ratio_median": round(statistics.median(ratios), 3),
+                    "ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]}
+            sys.path.insert(0, str(src))
+            table["in_process"] = await in_process(_new_db(backend, tmp, "inproc"),
+                                                   30 if quick else 60)
+            report["backends"][backend] = table
+            print(backend, json.dumps(table["in_process"]), file=sys.stderr)
+    report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--src", type=Path, default=ROOT / "src")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    asyncio.run(main(args.quick, args.src.resolve(), args.out))
