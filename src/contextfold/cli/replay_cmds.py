@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .app import (
+    DB_OPTION,
+    JSON_OPTION,
+    BadInput,
+    Output,
+    app,
+    command_prefix,
+    console,
+    err_console,
+    run,
+)
 from .render import say, visible
 from .session_cmds import MODEL_OPTION, WINDOW_OPTION, resolve_model
 
@@ -275,5 +285,6 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
     say(f"{data['requests']} requests, largest ~{data['max_projected_tokens']:,} tokens of "
         f"{data['safe_input_limit']:,} safe · invalid tool sequences: "
         f"{data['invalid_tool_sequences']} · dropped messages: {data['dropped_messages']}")
-    say("stored as session ", (session_id, "bold"), f": try `contextfold show {session_id}` or "
-        f"`contextfold project {session_id} --model {DEMO_MODEL} --context-window {DEMO_WINDOW}`")
+    cf = command_prefix()  # `.venv/bin/contextfold` after `make demo`: not on PATH yet
+    say("stored as session ", (session_id, "bold"), f": try `{cf} show {session_id}` or "
+        f"`{cf} project {session_id} --model {DEMO_MODEL} --context-window {DEMO_WINDOW}`")
