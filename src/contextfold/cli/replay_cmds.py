@@ -69,11 +69,8 @@ def replay_command(
         session = recorded_session(result.nodes, result.leaf_id)
         resolved = resolve_model(model, session.model, context_window)
         capacity, budget = resolved.capacity, resolved.budget
-        try:
-            fixed = replay_overhead(session, capacity, budget, overhead, "--overhead")
-        except ValueError as exc:
-            raise BadInput(f"{exc}; give a larger --context-window or a smaller --overhead") \
-                from exc
+        # Too large an overhead is bad input naming the smallest window that works.
+        fixed = replay_overhead(session, capacity, budget, overhead, "--overhead", resolved)
         with _progress(len(session.messages)) as progress:
             report = replay_recorded(session, capacity, budget, fixed, progress=progress)
         if plot is not None:

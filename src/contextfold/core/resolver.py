@@ -33,6 +33,7 @@ from typing import Any, Literal
 from ..errors import ContextfoldError
 from .budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from .catalog import ModelCatalog, UnknownModelError, default_catalog, derived_max_output
+from .fit import leaves_room
 from .messages import Checkpoint, Message, Node
 from .tree import Branch, DamagedBranch
 
@@ -303,10 +304,13 @@ def given_capacity(name: object, capacities: Mapping[str, ModelCapacity],
 
 
 def smallest_window(resolved: ResolvedModel, summary_tokens: int,
-                    settings: CompactionSettings | None = None) -> int | None:
+                    settings: CompactionSettings | None = None, *, fixed: int = 0
+                    ) -> int | None:
     """The smallest context window (for the same model) whose summary budget holds a summary
-    of `summary_tokens` beside the identifier ledger, with a recent tail; None if no window
-    can (the model's max output is too small).
+    of `summary_tokens` beside the identifier ledger, with a recent tail, and whose safe limit
+    leaves the history room beside `fixed` tokens every request carries (`fit.leaves_room`:
+    a replayed agent's system prompt and tools); None if no window can (the model's max
+    output is too small).
 
     `summary_tokens` is the summariser's floor: `smallest_summary_tokens(guaranteed=True)` for
     a command that compacts a whole recorded history at once, `guaranteed=False` for a live
@@ -316,7 +320,7 @@ def smallest_window(resolved: ResolvedModel, summary_tokens: int,
     def fits(window: int) -> bool:
         budget = derive_budget(resolved.at_window(window), settings)
         return budget.summary_budget - budget.ledger_budget >= summary_tokens and \
-            budget.tail_budget > 0
+            budget.tail_budget > 0 and (fixed <= 0 or leaves_room(budget, fixed))
 
     high = 1 << 24
     if not fits(high):

@@ -131,22 +131,22 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
 def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,
             overhead: int | None) -> Any:
     from ..core.resolver import WindowTooSmallError
-    from ..replay import recorded_session, replay_overhead, replay_recorded
+    from ..replay import (OverheadTooLargeError, recorded_session, replay_overhead,
+                          replay_recorded)
     from ..summarize.extractive import smallest_summary_tokens
 
     session = recorded_session(result.nodes, result.leaf_id)
     resolved = models.resolve(model, window, session.model)
     try:  # replay compacts a whole recorded history at once: the guaranteed window
         models.resolver.check_window(resolved, smallest_summary_tokens(guaranteed=True))
-    except WindowTooSmallError as exc:
-        raise ApiError(400, "bad_request", exc.explain("context_window"),
+    except WindowTooSmallError as exc:  # a sentence for a person; the field is in the facts
+        raise ApiError(400, "bad_request", exc.explain("context window"),
                        smallest_window=exc.smallest) from None
     capacity, budget = resolved.capacity, resolved.budget
     try:
-        fixed = replay_overhead(session, capacity, budget, overhead, "overhead")
-    except ValueError as exc:
-        raise ApiError(400, "bad_request", f"{exc}; give a larger context_window or a "
-                       "smaller overhead") from None
+        fixed = replay_overhead(session, capacity, budget, overhead, "overhead", resolved)
+    except OverheadTooLargeError as exc:
+        raise ApiError(400, "bad_request", exc.public_message(), **exc.facts()) from None
     return replay_recorded(session, capacity, budget, fixed)
 
 
