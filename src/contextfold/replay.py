@@ -20,16 +20,16 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._sync import WouldWait, run_now
-from .errors import ContextfoldError
 from .core.budget import Budget, ModelCapacity
 from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accuracy
-from .core.fit import leaves_room
 from .core.export import to_anthropic, to_openai
+from .core.fit import leaves_room
 from .core.messages import Message, Node
 from .core.plan import NoOp, Trigger
 from .core.projection import Projection, project
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
+from .errors import ContextfoldError
 from .runtime.errors import RequestTooLargeError
 from .runtime.fitting import SessionFit, fit_request
 from .runtime.sizing import Sizer

@@ -131,8 +131,7 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
 def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,
             overhead: int | None) -> Any:
     from ..core.resolver import WindowTooSmallError
-    from ..replay import (OverheadTooLargeError, recorded_session, replay_overhead,
-                          replay_recorded)
+    from ..replay import OverheadTooLargeError, recorded_session, replay_overhead, replay_recorded
     from ..summarize.extractive import smallest_summary_tokens
 
     session = recorded_session(result.nodes, result.leaf_id)
