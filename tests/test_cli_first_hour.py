@@ -138,3 +138,47 @@ async def test_the_services_refused_reimport_names_the_session(service_factory):
         async with svc.client("other") as other:
             r = await other.post("/v1/import", content=raw)
             assert r.status_code == 201, r.text
+
+
+# ------------------------------------------------------------------ item 7: compact now
+
+
+async def test_compact_now_reports_the_gauges_own_numbers(service_factory):  # noqa: F811  M1
+    """"compacted: 899 → 775" beside a gauge going 899 → 1,280: before counted the tool
+    definitions and after did not. Both are the whole request, as the gauge is; a manual
+    compaction that made it larger is committed and says so (`note`)."""
+    from tests.server_fixtures import create, say
+
+    async with service_factory() as svc, svc.client() as c:
+        sid = await create(c)
+        for text in ("a short question", "another short one"):
+            await say(c, sid, text)
+        before = (await c.get(f"/v1/sessions/{sid}")).json()["gauge"]["tokens"]
+        r = await c.post(f"/v1/sessions/{sid}/compact", json={})
+        assert r.status_code == 200, r.text
+        outcome = r.json()["outcome"]
+        after = r.json()["session"]["gauge"]["tokens"]
+        assert outcome["status"] == "compacted"
+        assert outcome["tokens_before"] == before
+        assert outcome["tokens_after"] == after
+        if after >= before:
+            assert "did not get smaller" in outcome["note"]
+        else:
+            assert "note" not in outcome
+
+
+def test_compact_now_on_a_short_session_says_the_request_did_not_shrink(cf, tmp_path):
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "and?"}, {"role": "assistant", "content": "done"}]
+    path = tmp_path / "chat.json"
+    path.write_text(json.dumps(chat))
+    sid = as_json(cf("import", str(path), "--json"))["session_id"]
+    before = as_json(cf("project", sid, "--json"))["estimated_tokens"]
+    done = as_json(cf("compact", sid, "--json"))
+    after = as_json(cf("project", sid, "--json"))["estimated_tokens"]
+    assert done["tokens_before"] == before and done["tokens_after"] == after
+    # four one-word messages: the checkpoint's frame outweighs what it folds
+    assert done["status"] == "compacted" and after > before
+    assert "did not get smaller" in done["note"]
+    human = " ".join(cf("compact", sid).stdout.split())
+    assert "note: the request did not get smaller" in human or "nothing to compact" in human
