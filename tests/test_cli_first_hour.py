@@ -143,7 +143,7 @@ async def test_the_services_refused_reimport_names_the_session(service_factory):
 # ------------------------------------------------------------------ item 7: compact now
 
 
-async def test_compact_now_reports_the_gauges_own_numbers(service_factory):  # noqa: F811  M1
+async def test_compact_now_reports_the_gauges_own_numbers(service_factory):  # noqa: F811 (M1)
     """"compacted: 899 → 775" beside a gauge going 899 → 1,280: before counted the tool
     definitions and after did not. Both are the whole request, as the gauge is; a manual
     compaction that made it larger is committed and says so (`note`)."""

@@ -91,48 +91,11 @@ def app_from_env() -> Any:
 
 def serve(config: ServiceConfig, host: str, port: int, workers: int = 1,
           log_level: str = "info") -> None:
-    """Run uvicorn until interrupted (the bind address, when it is a name, is answered too).
-
-    Several workers share a socket bound here (`listen.tcp_listener`: `TCP_NODELAY` on
-    every connection); one worker lets asyncio bind, which sets it itself.
-    """
+    """Run uvicorn until interrupted (the bind address, when it is a name, is answered too)."""
     import uvicorn
 
     config = replace(config, allowed_hosts=with_bind_host(config.allowed_hosts, host, port))
     os.environ[ENV_CONFIG] = config_to_env(config)
-    options: dict[str, Any] = dict(factory=True, host=host, port=port, workers=workers,
-                                   log_level=log_level, proxy_headers=False,
-                                   timeout_graceful_shutdown=10)
-    if workers == 1:
-        uvicorn.run("contextfold.server.run:app_from_env", **options)
-        return
-    _serve_workers(uvicorn.Config("contextfold.server.run:app_from_env", **options))
-
-
-def _serve_workers(uv_config: Any) -> None:
-    """What `uvicorn.run` does for `workers > 1`, on our own socket."""
-    import inspect
-    import logging
-
-    import uvicorn
-    from uvicorn import supervisors
-
-    from .listen import tcp_listener
-
-    try:
-        sock = tcp_listener(uv_config.host, uv_config.port)
-    except OSError as exc:
-        raise ServeError(f"cannot listen on {uv_config.host}:{uv_config.port}: "
-                         f"{exc.strerror or exc}") from None
-    logging.getLogger("uvicorn.error").info(
-        "Uvicorn running on http://%s:%d (Press CTRL+C to quit)", uv_config.host,
-        sock.getsockname()[1])
-    # uvicorn < 0.36 takes the worker's target; later versions build it themselves.
-    wants_target = "target" in inspect.signature(supervisors.Multiprocess).parameters
-    extra = {"target": uvicorn.Server(config=uv_config).run} if wants_target else {}
-    try:
-        supervisors.Multiprocess(uv_config, sockets=[sock], **extra).run()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        sock.close()
+    uvicorn.run("contextfold.server.run:app_from_env", factory=True, host=host, port=port,
+                workers=workers, log_level=log_level, proxy_headers=False,
+                timeout_graceful_shutdown=10)
