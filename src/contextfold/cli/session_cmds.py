@@ -119,6 +119,27 @@ def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) ->
     return read_only_store(db, reads)
 
 
+async def _healthy_and_metadata(store: SessionReader, session_id: str
+                                ) -> tuple[Branch, dict[str, Any]]:
+    """`_load_healthy`'s branch and the session's metadata (what a face recorded of it)."""
+    branch = await _load_healthy(store, session_id)
+    return branch, dict((await store.get_session(session_id)).metadata)
+
+
+def _sized_model(metadata: dict[str, Any]) -> str | None:
+    from ..core.resolver import sized_for
+
+    sized = sized_for(metadata)
+    return sized[0] if sized else None
+
+
+def recorded_resolver(metadata: dict[str, Any]) -> Any:
+    """The model resolver for a stored session: the window a face recorded for it counts."""
+    from ..core.resolver import recorded_resolver as resolver_for
+
+    return resolver_for(metadata)
+
+
 async def _load_healthy(store: SessionReader, session_id: str) -> Branch:
     from ..core.tree import DamagedBranch
 
@@ -232,9 +253,13 @@ def compact_command(
         chosen: list[Any] = []
         fitted: list[tuple[ModelCapacity, Budget]] = []
 
+        metadata = dict((await store.get_session(session)).metadata)
+        resolver = recorded_resolver(metadata)  # a proxied session: the proxy's window
+
         def resolve(loaded: Branch) -> tuple[ModelCapacity, Budget]:
             # The branch is read once, inside the compaction (a long history is big).
-            resolved = resolve_model(model, recorded_model(loaded), context_window)
+            resolved = resolve_model(model, recorded_model(loaded) or _sized_model(metadata),
+                                     context_window, resolver=resolver)
             fitted.append((resolved.capacity, resolved.budget))
             if summarizer == "llm":
                 chosen.append(_llm_summarize(resolved, summarizer_model, base_url, fallbacks))
@@ -247,7 +272,8 @@ def compact_command(
                                         instructions=instructions, progress=stderr_progress(),
                                         branch=branch)
         if not fitted:
-            resolved = resolve_model(model, recorded_model(branch), context_window)
+            resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
+                                     context_window, resolver=resolver)
             fitted.append((resolved.capacity, resolved.budget))
         return compaction_payload(outcome, *fitted[-1])
 
@@ -336,8 +362,11 @@ def project_command(
         from ..core.projection import project
         from ..formats.request import export_session
 
-        branch = read_only(db, lambda store: _load_healthy(store, session))
-        resolved = resolve_model(model, recorded_model(branch), context_window, compacts=False)
+        branch, metadata = read_only(db, lambda store: _healthy_and_metadata(store, session))
+        # A proxied session is sized for the window the proxy used (its --model-window).
+        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
+                                 context_window, compacts=False,
+                                 resolver=recorded_resolver(metadata))
         capacity, budget = resolved.capacity, resolved.budget
         projection = project(branch)
         body = export_session(projection, format=format)

@@ -49,6 +49,7 @@ Source = Literal["explicit", "recorded", "configured", "environment", "default"]
 __all__ = [
     "BUILTIN_DEFAULT_MODEL",
     "OFFLINE_WINDOW",
+    "SIZED_FOR_KEY",
     "InvalidWindowError",
     "ModelProfile",
     "ModelResolver",
@@ -58,6 +59,8 @@ __all__ = [
     "check_window",
     "given_capacity",
     "recorded_model",
+    "recorded_resolver",
+    "sized_for",
     "smallest_window",
     "user_catalog",
 ]
@@ -343,6 +346,36 @@ def check_window(resolved: ResolvedModel, summary_tokens: int,
         have = derive_budget(resolved.capacity, settings)
         raise WindowTooSmallError(resolved.capacity, smallest, summary_tokens,
                                   max(0, have.summary_budget - have.ledger_budget))
+
+
+# Session metadata a face writes when it sized the session for a window of its own (the
+# proxy's `--model-window`): {"model": name, "context_window": tokens}. Read back by
+# `sized_for`, so every face sizes that session as the face that ran it did.
+SIZED_FOR_KEY = "sized_for"
+
+
+def sized_for(metadata: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """The (model, window) a session's metadata says it was sized for, or None."""
+    entry = (metadata or {}).get(SIZED_FOR_KEY)
+    if not isinstance(entry, Mapping):
+        return None
+    name, window = entry.get("model"), entry.get("context_window")
+    if isinstance(name, str) and name and isinstance(window, int) and window > 0:
+        return name, window
+    return None
+
+
+def recorded_resolver(metadata: Mapping[str, Any] | None,
+                      base: ModelResolver | None = None) -> ModelResolver:
+    """`base` (default: a plain `ModelResolver()`) that also knows the window a session was
+    sized for (`sized_for`), unless `base` names a window of its own for that model."""
+    from dataclasses import replace
+
+    base = base or ModelResolver()
+    sized = sized_for(metadata)
+    if sized is None or sized[0] in base.windows:
+        return base
+    return replace(base, windows={**base.windows, sized[0]: sized[1]})
 
 
 def recorded_model(history: Branch | DamagedBranch | Sequence[Node | Message]) -> str | None:

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..core.messages import Message
+from ..core.resolver import SIZED_FOR_KEY
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.mirror import Mirror, Synced
@@ -31,7 +32,7 @@ from . import wire
 from .config import ProxyConfig
 from .errors import refusal
 from .guards import protect
-from .identity import conversation_scope, salt_for
+from .identity import conversation_scope, known_agent, salt_for, session_title
 from .paths import upstream_url
 from .stats import SessionStats, encode
 from .tenancy import TenantRouted
@@ -85,11 +86,15 @@ async def _chat(request: Request, protocol: wire.Protocol) -> Response:
         return JSONResponse(error, status_code=status)
     scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     agent = request.headers.get("user-agent", "unknown")
-    meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": protocol}}
+    meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": protocol,
+                      "agent": known_agent(request.headers, parsed.system)},
+            # the window it sized for: `project` and `compact` size this session alike
+            SIZED_FOR_KEY: {"model": parsed.model, "context_window": capacity.context_window}}
     try:
         synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
                                          system=parsed.system, tools=parsed.tools,
-                                         metadata=meta, title=f"proxy: {agent}"[:120])
+                                         metadata=meta,
+                                         title=session_title(request.headers, parsed.system))
     except ContextfoldError as exc:  # Y3 for a request too large; by kind for the rest
         status, error = refusal(protocol, exc)
         _log(proxy, None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,
