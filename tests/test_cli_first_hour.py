@@ -182,3 +182,50 @@ def test_compact_now_on_a_short_session_says_the_request_did_not_shrink(cf, tmp_
     assert "did not get smaller" in done["note"]
     human = " ".join(cf("compact", sid).stdout.split())
     assert "note: the request did not get smaller" in human or "nothing to compact" in human
+
+
+# ------------------------------------------------------------------ item 10: 80 columns
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_sessions_is_a_table_of_one_line_rows(cf, columns):
+    ids = [as_json(cf("import", str(path), "--json"))["session_id"] for path in (CC_LONG,
+                                                                                  CC_SHORT)]
+    lines = cf("sessions", columns=columns).stdout.splitlines()
+    assert lines[0].split()[:3] == ["session", "last", "message"], lines
+    assert all(len(line) <= columns for line in lines), lines
+    for sid in ids:  # the whole id, on one line with its row's numbers
+        (row,) = [line for line in lines if sid in line]
+        assert row.startswith(sid) and "-" in row.split()[1]  # the date follows it
+    assert len(lines) == 2 + len(ids) + 1  # header, rule, rows, the UTC note
+
+
+def test_a_compaction_does_not_move_the_last_message_time(cf):
+    sid = as_json(cf("import", str(CC_LONG), "--json"))["session_id"]
+    before = as_json(cf("sessions", "--json"))["sessions"][0]["last_message_at"]
+    assert as_json(cf("compact", sid, "--json"))["status"] == "compacted"
+    (row,) = as_json(cf("sessions", "--json"))["sessions"]
+    assert row["last_message_at"] == before and row["checkpoints"] == 2
+
+
+def test_replay_tables_keep_one_line_per_row_at_80_columns(cf):
+    report = as_json(cf("replay", str(CC_LONG), "--context-window", "64000", "--json"))
+    out = cf("replay", str(CC_LONG), "--context-window", "64000", columns=80).stdout
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("requests"))
+    assert lines[header + 2].split()[0] == f"{report['requests']:,}"  # one row, one line
+    rows = [line for line in lines if line.lstrip()[:1].isdigit() and " → " in line]
+    assert len(rows) == report["compactions"]  # each compaction one line
+    table = lines[header:header + 3] + rows
+    assert all(len(line) <= 80 for line in table), table
+
+
+def test_show_of_a_pi_session_fits_80_columns(cf):
+    sid = as_json(cf("import", str(FIXTURES / "pi-mono/large-session.jsonl"), "--json"))[
+        "session_id"]
+    nodes = as_json(cf("show", sid, "--json", "--last", "20"))["nodes"]
+    out = cf("show", sid, "--last", "20", columns=80).stdout
+    assert all(len(line) <= 80 for line in out.splitlines()), out
+    tails = [n["id"].rsplit("-", 1)[1] for n in nodes]
+    for tail in tails:  # each row names its node by a distinct, short label
+        assert f"…-{tail} " in out

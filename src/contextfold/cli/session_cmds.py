@@ -210,13 +210,13 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
 
     branch = await store.load_full_branch(info.id)
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
+    # Messages only: a checkpoint written later is not the session's last message.
+    said = [n.created_at for n in nodes if n.message is not None]
     return {"session_id": info.id, "title": info.title, "leaf_id": info.leaf_id,
             "branch_revision": info.branch_revision, "read_only": info.read_only,
             "created_at": info.created_at.isoformat(),
-            "first_message_at": min((n.created_at for n in nodes), default=info.created_at)
-            .isoformat(),
-            "last_message_at": max((n.created_at for n in nodes), default=info.created_at)
-            .isoformat(),
+            "first_message_at": min(said, default=info.created_at).isoformat(),
+            "last_message_at": max(said, default=info.created_at).isoformat(),
             "messages": sum(1 for n in nodes if n.message is not None),
             "checkpoints": sum(1 for n in nodes if n.checkpoint is not None),
             "model": recorded_model(branch) or info.metadata.get("model")}
