@@ -158,7 +158,7 @@ def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
     title_width = max(5, console.width - sum(c[1] + gap for c in columns))
     table.add_column("title", no_wrap=True, overflow="ellipsis", width=title_width)
     for r in rows:
-        title = plain(r["title"] or "")
+        title = plain((r["title"] or "").replace("\n", " "))  # a cell is one line
         if r["read_only"]:
             title = Text("(read-only) ", style="red").append_text(title)
         table.add_row(*(cell(r) for *_, cell in columns), title)

@@ -112,4 +112,5 @@ def already_imported(taken: Sequence[str], holders: Sequence[tuple[str, str | No
         f" in sessions {named}" if holders else ""
     return DuplicateNodeError(
         f"this history is already stored{where}: {len(taken)} imported nodes have the same "
-        f"id and content (e.g. {', '.join(taken[:5])})", holders)
+        f"id and content (e.g. {', '.join(taken[:5])}); it was imported before"
+        f"{': open that session instead' if holders else ''}", holders)
