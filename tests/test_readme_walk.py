@@ -115,12 +115,17 @@ def first_object(cell: str) -> str:
 
 
 def promised(cell: str) -> list[set[str]]:
-    """The fields (or one of alternative values) a `--json` output cell promises."""
-    text = first_object(cell)
+    """The top-level fields (or one of alternative values, `"a"\\|"b"`) a `--json` output
+    cell promises. Nested ones are left out: a list the table describes may be empty."""
+    text, top, depth = first_object(cell), [], 0
+    for ch in text:
+        depth += {"{": 1, "[": 1, "}": -1, "]": -1}.get(ch, 0)
+        top.append(ch if depth == 1 or ch in "{}" else " ")
+    flat = "".join(top)
     groups = [set(re.findall(r'"(\w+)"', m.group(0)))
-              for m in re.finditer(r'"\w+"(?:\\\|"\w+")+', text)]
+              for m in re.finditer(r'"\w+"(?:\\\|"\w+")+', flat)]
     alternatives = {w for g in groups for w in g}
-    return groups + [{w} for w in re.findall(r'"(\w+)"', text) if w not in alternatives]
+    return groups + [{w} for w in re.findall(r'"(\w+)"', flat) if w not in alternatives]
 
 
 def invocation(template: str, values: dict[str, str]) -> list[str]:
