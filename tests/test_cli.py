@@ -139,5 +139,5 @@ def test_demo_twice_and_reimport_on_one_database(cli):  # T1 D3
     assert first["session_id"] != second["session_id"]
     cli("import", str(CC_SHORT))
     error = cli("import", str(CC_SHORT), expect=2)  # the same history twice: refused, clearly
-    assert "imported before" in error["error"]
+    assert "already stored in session" in error["error"]  # names where it is (issue 25)
     assert len(cli("sessions")["sessions"]) == 3  # nothing half-written by the refusal

@@ -238,8 +238,10 @@ def test_sessions_show_dates_message_counts_and_model(cf):
     assert row["first_message_at"].startswith("2026-") and \
         row["first_message_at"] < row["last_message_at"]
     human = cf("sessions").stdout
-    assert "306 messages" in human and "claude-opus-4-6" in human
-    assert row["last_message_at"][:16].replace("T", " ") in human
+    (line,) = [x for x in human.splitlines() if x.startswith(sid)]
+    assert " 306 " in line and "claude-opus-4-6" in line
+    assert row["first_message_at"][:16].replace("T", " ") in line
+    assert row["last_message_at"][:16].replace("T", " ") in line
 
 
 def test_project_prints_the_whole_checkpoint(cf):

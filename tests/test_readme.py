@@ -8,6 +8,7 @@ options.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -81,3 +82,75 @@ def test_bash_block_commands_exist():
         assert proc.returncode == 0, words
         for option in (w for w in words if w.startswith("--")):
             assert option in proc.stdout, (words, option)
+
+
+def _command_table() -> list[str]:
+    """The first cell of each row of the README's command table (`| \\`contextfold …\\` |`)."""
+    section = README.split("## Command line", 1)[1].split("\n## ", 1)[0]
+    return [re.split(r"(?<!\\)\|", line)[1] for line in section.splitlines()
+            if line.startswith("| `contextfold ")]
+
+
+def test_the_command_table_lists_every_command():  # issue 25 item 4
+    from typer.main import get_command
+
+    from contextfold.cli import app
+
+    group = get_command(app)
+    commands = sorted(group.commands)  # type: ignore[attr-defined]
+    table = " ".join(_command_table())
+    for name in commands:
+        assert re.search(rf"`(contextfold )?{name}[ `]", table), name
+    # an option the command requires is not shown as optional
+    for cell in _command_table():
+        words = cell.strip().strip("`").split()
+        name = words[1]
+        command = group.commands[name]  # type: ignore[attr-defined]
+        if hasattr(command, "commands"):
+            continue
+        required = [o for p in command.params if getattr(p, "required", False)
+                    and p.param_type_name == "option" for o in p.opts if o.startswith("--")]
+        for option in required:
+            assert f"[{option}" not in cell and option in cell, (name, option)
+
+
+def _packages_of(requirement_names: set[str]) -> set[str]:
+    return {n.replace("_", "-").lower() for n in requirement_names}
+
+
+def test_each_framework_example_imports_only_what_its_pip_line_installs():  # item 3
+    """The LangChain example imported `langchain_anthropic`, which `[langchain]` does not
+    install: every import of a framework block comes from the extra or a package its
+    section's `pip install` line names."""
+    import importlib.metadata as md
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    providers = md.packages_distributions()
+    section_re = re.compile(r"^### (.*?)$(.*?)(?=^##)", re.MULTILINE | re.DOTALL)
+    checked = 0
+    for m in section_re.finditer(README):
+        body = m.group(2)
+        install = re.search(r"pip install '(?:contextfold)\[([\w-]+)\]'((?: [\w.-]+)*)",
+                            m.group(1) + body)
+        code = BLOCK.search(body)
+        if install is None or code is None or code.group(2) != "python":
+            continue
+        named = {re.split(r"[<>=~\[ ;]", r)[0].lower() for r in extras[install.group(1)]}
+        named |= {w.lower() for w in install.group(2).split()}
+        named = _packages_of(named)
+        for module in re.findall(r"^(?:from|import) (\w+)", code.group(3), re.MULTILINE):
+            if module in sys.stdlib_module_names or module == "contextfold":
+                continue
+            dists = _packages_of(set(providers.get(module, [module])))
+            # a package the extra's packages depend on counts as installed by it
+            reach = set(named)
+            for dist in list(named):
+                with contextlib.suppress(md.PackageNotFoundError):
+                    reach |= _packages_of({re.split(r"[<>=~\[ ;(]", r)[0]
+                                           for r in (md.requires(dist) or [])
+                                           if "extra ==" not in r})
+            assert dists & reach, (m.group(1), module, install.group(0))
+        checked += 1
+    assert checked >= 3  # LangChain, the OpenAI Agents SDK, pydantic-ai

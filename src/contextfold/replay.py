@@ -18,13 +18,14 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._sync import WouldWait, run_now
 from .core.budget import Budget, ModelCapacity
 from .core.costs import modelled_cost, projection_blocks, session_cost
 from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accuracy
 from .core.export import to_anthropic, to_openai
+from .core.fit import leaves_room
 from .core.messages import Message, Node
 from .core.plan import NoOp, Trigger
 from .core.prices import Block
@@ -32,11 +33,15 @@ from .core.projection import Projection, project
 from .core.resolver import user_prices
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
+from .errors import ContextfoldError
 from .runtime.errors import RequestTooLargeError
 from .runtime.fitting import SessionFit, fit_request
 from .runtime.sizing import Sizer
 from .runtime.summarizers import guarded
 from .store.memory import MemoryStore
+
+if TYPE_CHECKING:
+    from .core.resolver import ResolvedModel
 
 T = TypeVar("T")
 
@@ -375,14 +380,43 @@ def replay_cost(messages: Sequence[tuple[str, Message]],
             "contextfold": ours.to_json()}
 
 
+class OverheadTooLargeError(ContextfoldError, ValueError):
+    """The fixed overhead every replayed request carries leaves the session no room in this
+    window. `smallest` is the smallest window (same model) that works beside it, None when
+    none is known; `explain(...)` words it with the face's option names."""
+
+    kind = "bad_input"
+
+    def __init__(self, overhead: int, safe_input_limit: int, smallest: int | None = None
+                 ) -> None:
+        self.overhead = overhead
+        self.safe_input_limit = safe_input_limit
+        self.smallest = smallest
+        super().__init__(self.explain())
+
+    def explain(self, window: str = "--context-window", overhead: str = "--overhead") -> str:
+        text = (f"a fixed overhead of {self.overhead:,} tokens (the agent's system prompt and "
+                f"tools) leaves no room for the session in a safe input limit of "
+                f"{self.safe_input_limit:,}")
+        if self.smallest is not None:
+            text += f"; the smallest window that works is {self.smallest:,} tokens"
+        return f"{text}: give a larger {window} or a smaller {overhead}"
+
+    def facts(self) -> dict[str, Any]:
+        return {"smallest_window": self.smallest, "overhead_tokens": self.overhead}
+
+    def public_message(self) -> str:
+        return self.explain("context window", "overhead")
+
+
 def budget_after_overhead(budget: Budget, overhead: int) -> Budget:
-    """`budget` for the messages alone when every request also carries `overhead` tokens."""
+    """`budget` for the messages alone when every request also carries `overhead` tokens
+    (`OverheadTooLargeError` when not even a checkpoint summary would fit beside it)."""
     if overhead <= 0:
         return budget
     safe = budget.safe_input_limit - overhead
-    if safe <= budget.summary_budget:  # not even a checkpoint summary would fit
-        raise ValueError(f"a fixed overhead of {overhead:,} tokens leaves no room for the "
-                         f"session in a safe input limit of {budget.safe_input_limit:,}")
+    if not leaves_room(budget, overhead):
+        raise OverheadTooLargeError(overhead, budget.safe_input_limit)
     return budget.model_copy(update={
         "safe_input_limit": safe,
         "auto_threshold": int(budget.auto_threshold * safe / budget.safe_input_limit),
@@ -446,17 +480,31 @@ def overhead_from_usage(messages: Sequence[tuple[str, Message]], start: Node | N
 
 
 def replay_overhead(session: RecordedSession, capacity: ModelCapacity, budget: Budget,
-                    given: int | None, given_as: str) -> tuple[int, str]:
+                    given: int | None, given_as: str, resolved: ResolvedModel | None = None
+                    ) -> tuple[int, str]:
     """The fixed overhead every request carries and where it comes from: `given` (reported
     as `given_as`, the option that set it), else the first recorded usage, else 0 ("none").
 
-    ValueError when it leaves no room for the session in `budget` (checked here, before a
-    long replay starts, so the caller can word the error for its own options)."""
+    `OverheadTooLargeError` (a ValueError) when it leaves no room for the session in
+    `budget` (checked here, before a long replay starts, so the caller can word the error for
+    its own options); given the `resolved` model, it names the smallest window that works:
+    the one whose checkpoint and recent tail fit beside the overhead (core.resolver)."""
     fixed, source = given, given_as
     if fixed is None:
         fixed = overhead_from_usage(session.messages, session.start, capacity)
         source = "first recorded usage" if fixed is not None else "none"
-    budget_after_overhead(budget, fixed or 0)
+    try:
+        budget_after_overhead(budget, fixed or 0)
+    except OverheadTooLargeError as exc:
+        if resolved is not None:
+            from .core.resolver import smallest_window
+            from .summarize.extractive import smallest_summary_tokens
+
+            # A replay compacts a whole recorded history at once: the guaranteed floor.
+            exc.smallest = smallest_window(resolved, smallest_summary_tokens(guaranteed=True),
+                                           fixed=exc.overhead)
+            exc.args = (exc.explain(),)
+        raise
     return fixed or 0, source
 
 

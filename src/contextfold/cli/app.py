@@ -24,18 +24,20 @@ from rich.console import Console
 from rich.text import Text
 
 from ..errors import ContextfoldError, Kind, kind_of
+from .help import CONTEXT, Typer, version_option
 
 if TYPE_CHECKING:
     from ..runtime.errors import RequestTooLargeError
 
 T = TypeVar("T")
 
-app = typer.Typer(
+app = Typer(
     name="contextfold",
     help="Long agent sessions that never overflow: durable history + a projection that fits.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings=CONTEXT,
 )
 
 console = Console()
@@ -52,12 +54,37 @@ JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on std
 @app.callback()
 def main(db: str | None = typer.Option(
     None, "--db", help="Database URL or SQLite file for the command that follows (the same "
-    "as its own --db; default: $CONTEXTFOLD_DB, else the embedded SQLite file).")) -> None:
+    "as its own --db; default: $CONTEXTFOLD_DB, else the embedded SQLite file)."),
+         version: bool = version_option()) -> None:
     """Long agent sessions that never overflow: durable history + a projection that fits."""
     # `--db` before the command, like `git -C`: handed on through the variable every
     # command's own --db reads (a --db after the command still wins).
     if db is not None:
         os.environ[DB_ENV] = db
+
+
+def command_prefix() -> str:
+    """How the user can run `contextfold` again from here, for hints that name a command.
+
+    `contextfold` when that name on PATH is this installation's command; else the command's
+    path (relative to the working directory when under it: `make demo` runs
+    `.venv/bin/contextfold`, which is not on PATH until the venv is activated); else
+    `python -m contextfold` with this interpreter."""
+    import shutil
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / ("contextfold.exe" if os.name == "nt" else
+                                            "contextfold")
+    on_path = shutil.which("contextfold")
+    if on_path and script.exists() and Path(on_path).resolve() == script.resolve():
+        return "contextfold"
+    if script.exists():
+        try:
+            relative = script.absolute().relative_to(Path.cwd())
+            return str(relative) if relative.parent != Path(".") else f"./{relative}"
+        except ValueError:
+            return str(script)
+    return f"{sys.executable} -m contextfold"
 
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUSY = 0, 1, 2, 3

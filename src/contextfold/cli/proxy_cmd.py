@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from .app import DB_OPTION, app, console
+from .app import DB_OPTION, Output, app, console, exit_code
+from .extras import MissingExtra, require_extra
 from .llm_choice import summarizer_options
 
 SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options("the upstream")
@@ -38,8 +39,11 @@ def proxy_command(
 ) -> None:
     """Sit between an agent and its model: point the agent's base URL here.
 
-    Stores every conversation, compacts what does not fit the upstream's window and
-    forwards the rest as sent."""
+    Stores every conversation, compacts what does not fit the upstream's window and forwards the rest as sent. Needs the proxy extra: pip install 'contextfold\\[proxy]'."""  # noqa: E501  (one paragraph: Rich keeps a docstring's line breaks)
+    try:
+        require_extra("proxy", "proxy")
+    except MissingExtra as exc:
+        Output(False).fail(exc, exit_code(exc))
     from ..guard.hosts import HostPolicy, is_loopback
     from ..proxy import ProxyConfig, llm_summarizer, parse_windows
     from ..proxy.serve import serve
@@ -73,9 +77,22 @@ def proxy_command(
         except (LookupError, ValueError, ImportError) as exc:
             console.print(f"--summarizer-model {summarizer_model!r}: {exc}")
             raise typer.Exit(2) from None
-    console.print(f"contextfold proxy on http://{host}:{port} -> {upstream}"
-                  f" (windows: {windows or 'from the catalog'};"
-                  f" summariser: {summarizer_model or 'offline'};"
-                  f" {'tokens (--auth)' if auth else 'no --auth: loopback only'})",
+    console.print(start_line(host, port, upstream, windows, summarizer_model, auth),
                   markup=False, highlight=False)
     serve(config, host=host, port=port)
+
+
+def start_line(host: str, port: int, upstream: str, windows: dict[str, int],
+               summarizer_model: str | None, auth: bool) -> str:
+    """The sentence the proxy prints when it starts (what it listens on and how it sizes)."""
+    shown = f"[{host}]" if ":" in host else host
+    if windows:
+        sizes = ", ".join(f"{'every model' if name == '*' else name} {tokens:,} tokens"
+                          for name, tokens in windows.items())
+        sizing = f"windows: {sizes}"
+    else:
+        sizing = "windows from the model catalog"
+    access = "bearer tokens (--auth)" if auth else "no --auth: loopback only"
+    return (f"contextfold proxy: http://{shown}:{port}/ forwards to {upstream} ({sizing}; "
+            f"summaries {'by ' + summarizer_model if summarizer_model else 'offline'}; "
+            f"{access}).")

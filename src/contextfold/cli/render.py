@@ -118,14 +118,52 @@ def render_import(payload: dict[str, Any], warnings: Sequence[str]) -> None:
 
 
 def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
-    for r in rows:
-        flag = ("  (read-only)", "red") if r["read_only"] else ""
-        say((r["session_id"], "bold"), f"  {_when(r['first_message_at'])} → "
-            f"{_when(r['last_message_at'])}  {_count(r['messages'], 'message')}  "
-            f"{_count(r['checkpoints'], 'checkpoint')}  {r['model'] or 'model unknown'}  ",
-            r["title"] or "", flag)
+    """The sessions as a table, one line per session at any width: the id and the times are
+    never cut (they are what a user copies and compares); the title and the model take what
+    is left, cut with an ellipsis, never wrapped mid-word; on a narrow terminal the first
+    message's time, then the checkpoint count, then the model are left out (`--json` has
+    every field)."""
+    from rich import box
+    from rich.table import Table
+
     if not rows:
         say("no sessions yet: try `contextfold import FILE` or `contextfold demo`")
+        return
+
+    def widest(header: str, cells: Iterable[str]) -> int:
+        return max([len(header), *(len(c) for c in cells)])
+
+    # (header, width, justify, cell) in display order; the optional ones in the order they go.
+    columns: list[tuple[str, int, str, Any]] = [
+        ("session", widest("session", (r["session_id"] for r in rows)), "left",
+         lambda r: Text(r["session_id"], style="bold")),
+        ("first message", 16, "left", lambda r: Text(_when(r["first_message_at"]))),
+        ("last message", 16, "left", lambda r: Text(_when(r["last_message_at"]))),
+        ("msgs", widest("msgs", (f"{r['messages']:,}" for r in rows)), "right",
+         lambda r: Text(f"{r['messages']:,}")),
+        ("ckpts", widest("ckpts", (f"{r['checkpoints']:,}" for r in rows)), "right",
+         lambda r: Text(f"{r['checkpoints']:,}")),
+        ("model", min(28, widest("model", (r["model"] or "unknown" for r in rows))), "left",
+         lambda r: plain(r["model"] or "unknown")),
+    ]
+    gap, least_title = 3, 12  # a space each side of the column rule; the title's minimum
+    for optional in ("first message", "ckpts", "model"):
+        if sum(c[1] + gap for c in columns) + least_title <= console.width:
+            break
+        columns = [c for c in columns if c[0] != optional]
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, padding=(0, 1))
+    for header, width, justify, _ in columns:
+        # An exact width: Rich never wraps a cell or shrinks a column sized here.
+        table.add_column(header, no_wrap=True, justify=justify, width=width)  # type: ignore[arg-type]
+    title_width = max(5, console.width - sum(c[1] + gap for c in columns))
+    table.add_column("title", no_wrap=True, overflow="ellipsis", width=title_width)
+    for r in rows:
+        title = plain((r["title"] or "").replace("\n", " "))  # a cell is one line
+        if r["read_only"]:
+            title = Text("(read-only) ", style="red").append_text(title)
+        table.add_row(*(cell(r) for *_, cell in columns), title)
+    console.print(table)
+    say((f"times are UTC; {_count(len(rows), 'session')}", "dim"))
 
 
 def _count(n: int, noun: str) -> str:
@@ -239,17 +277,22 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
             line.append("(off branch) ", style="dim")
         line.append(short[node.id] + " ", style="dim")
         line.append_text(preview(node))
-        if node.id == info.leaf_id:
-            line.append(" ← leaf", style="bold green")
+        leaf = " ← leaf" if node.id == info.leaf_id else ""
+        # One terminal line per node: the preview gives way, never the id or the leaf mark.
+        line.truncate(max(20, console.width - len(leaf)), overflow="ellipsis")
+        if leaf:
+            line.append(leaf, style="bold green")
         console.print(line, soft_wrap=True, highlight=False)
     console.print()
     _model_view(model_view or branch)
 
 
-def short_ids(ids: Iterable[str], least: int = 8) -> dict[str, str]:
+def short_ids(ids: Iterable[str], least: int = 8, longest: int = 16) -> dict[str, str]:
     """Each id cut to its shortest prefix (at least `least` characters) that no other id in
-    `ids` shares, like git's short hashes: ids imported from Pi share a long common head
-    (`<session uuid>-<n>`), so a fixed 8-character cut would print the same id on every row."""
+    `ids` shares, like git's short hashes. Ids imported from Pi share a long common head
+    (`<session uuid>-<n>`): where the unique prefix would be longer than `longest`, the id is
+    shown as its first `least` characters, `…` and the shortest tail no other id ends with
+    (`d703a1a9…-1014`), so a row stays one line on an 80-column terminal."""
     ordered = sorted(set(ids))
     out: dict[str, str] = {}
     for i, node_id in enumerate(ordered):
@@ -257,11 +300,33 @@ def short_ids(ids: Iterable[str], least: int = 8) -> dict[str, str]:
         for other in (ordered[i - 1] if i else None,
                       ordered[i + 1] if i + 1 < len(ordered) else None):
             if other is not None:
-                common = next((k for k, (a, b) in enumerate(zip(node_id, other, strict=False))
-                               if a != b), min(len(node_id), len(other)))
-                need = max(need, common + 1)
+                need = max(need, _common(node_id, other) + 1)
         out[node_id] = node_id[:need]
+    long = [n for n in ordered if len(out[n]) > longest]
+    if long:
+        # The shortest tail each long id alone ends with (compared with every id).
+        reversed_ids = sorted((n[::-1], n) for n in ordered)
+        for k, (rev, node_id) in enumerate(reversed_ids):
+            if len(out[node_id]) <= longest:
+                continue
+            need = 2
+            for j in (k - 1, k + 1):
+                if 0 <= j < len(reversed_ids):
+                    need = max(need, _common(rev, reversed_ids[j][0]) + 1)
+            # Start the tail at a separator close by (`-944`, not `44`): it reads as a part.
+            near = node_id[-need - 3:-need].rfind("-")
+            if near >= 0:
+                need += len(node_id[-need - 3:-need]) - near
+            tail = node_id[-need:]
+            if least + 1 + len(tail) < len(node_id):
+                out[node_id] = f"{node_id[:least]}…{tail}"
     return out
+
+
+def _common(a: str, b: str) -> int:
+    """The length of the common prefix of `a` and `b`."""
+    return next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
 
 
 def _model_view(branch: Branch | DamagedBranch, last: int = 25) -> None:
@@ -281,6 +346,8 @@ def _model_view(branch: Branch | DamagedBranch, last: int = 25) -> None:
     if len(p.messages) > last:
         say((f"… {len(p.messages) - last} earlier raw messages", "dim"))
     for node in p.messages[-last:]:
-        console.print(preview(node), soft_wrap=True, highlight=False)
+        line = preview(node)
+        line.truncate(max(20, console.width), overflow="ellipsis")
+        console.print(line, soft_wrap=True, highlight=False)
     if p.summary is None and not p.messages:
         say("(empty)")

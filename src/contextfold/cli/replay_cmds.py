@@ -7,7 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .app import (
+    DB_OPTION,
+    JSON_OPTION,
+    BadInput,
+    Output,
+    app,
+    command_prefix,
+    console,
+    err_console,
+    run,
+)
 from .render import say, visible
 from .session_cmds import MODEL_OPTION, WINDOW_OPTION, resolve_model
 
@@ -59,11 +69,8 @@ def replay_command(
         session = recorded_session(result.nodes, result.leaf_id)
         resolved = resolve_model(model, session.model, context_window)
         capacity, budget = resolved.capacity, resolved.budget
-        try:
-            fixed = replay_overhead(session, capacity, budget, overhead, "--overhead")
-        except ValueError as exc:
-            raise BadInput(f"{exc}; give a larger --context-window or a smaller --overhead") \
-                from exc
+        # Too large an overhead is bad input naming the smallest window that works.
+        fixed = replay_overhead(session, capacity, budget, overhead, "--overhead", resolved)
         with _progress(len(session.messages)) as progress:
             report = replay_recorded(session, capacity, budget, fixed, progress=progress)
         if plot is not None:
@@ -115,16 +122,21 @@ class _progress:
 
 
 def _render_replay(payload: dict[str, Any]) -> None:
-    from rich.table import Table
 
-    table = Table(title=f"replay on {payload['model']} (safe limit "
-                        f"{payload['safe_input_limit']:,} tokens)")
-    cols = ("requests", "compactions", "max_projected_tokens", "invalid_tool_sequences",
-            "dropped_messages", "over_limit_requests")
-    for col in cols:
-        table.add_column(col.replace("_", " "))
+    # Short headers and unwrapped cells: one line per row at 80 columns (the JSON names
+    # the fields in full).
+    table = one_line_table(f"replay on {payload['model']} (safe limit "
+                           f"{payload['safe_input_limit']:,} tokens)")
+    cols = {"requests": "requests", "compactions": "compactions",
+            "max_projected_tokens": "max tokens", "invalid_tool_sequences": "invalid",
+            "dropped_messages": "dropped", "over_limit_requests": "over limit"}
+    for header in cols.values():
+        table.add_column(header, justify="right", no_wrap=True)
     table.add_row(*(f"{payload[c]:,}" for c in cols))
     console.print(table)
+    say(("(max tokens: the largest request, fixed overhead included; invalid: tool "
+         "sequences a provider would reject; dropped: messages neither folded nor sent; over "
+         "limit: requests over the safe limit)", "dim"))
     if payload["started_from_checkpoint"]:
         say("the file begins after a recorded compaction: its summary is the starting "
             "checkpoint")
@@ -155,24 +167,34 @@ def _compactions_table(log: list[dict[str, Any]], overhead: int = 0) -> Table:
 
     Its token figures count the messages only; with a fixed overhead the title says so
     (the headline's "max projected tokens" includes it, these do not)."""
-    from rich.table import Table
 
     title = "compactions: what stayed raw"
     if overhead:
         title += f" (message tokens, without the {overhead:,}-token overhead)"
-    table = Table(title=title)
-    for col in ("before request", "trigger", "tokens before → after", "folded",
-                "raw messages kept", "raw tokens kept / tail budget", "split turn"):
-        table.add_column(col)
+    table = one_line_table(title)
+    for col, justify in (("req", "right"), ("trigger", "left"), ("tokens → after", "right"),
+                         ("folded", "right"), ("kept", "right"),
+                         ("kept tokens/tail", "right"), ("split turn", "left")):
+        table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
     for c in log:
-        share = f" ({c['kept_tokens'] / c['tail_budget']:.0%})" if c["tail_budget"] else ""
-        split = ("yes" + (f", {c['clipped_results']} clipped" if c["clipped_results"] else "")
+        share = f" {c['kept_tokens'] / c['tail_budget']:.0%}" if c["tail_budget"] else ""
+        split = ("yes" + (f", {c['clipped_results']} clip" if c["clipped_results"] else "")
                  if c["split_turn"] else "")
         table.add_row(str(c["before_request"]), c["trigger"],
                       f"{c['tokens_before']:,} → {c['tokens_after']:,}",
                       str(c["summarized_messages"]), str(c["kept_messages"]),
-                      f"{c['kept_tokens']:,} / {c['tail_budget']:,}{share}", split)
+                      f"{c['kept_tokens']:,}/{c['tail_budget']:,}{share}", split)
     return table
+
+
+def one_line_table(title: str) -> Table:
+    """A table whose rows stay one line each on an 80-column terminal: a rule under the
+    header, no side borders, one space between columns (cells are added `no_wrap`)."""
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False,
+                 padding=(0, 0, 0, 1), title_justify="left")
 
 
 @app.command("demo")
@@ -238,7 +260,6 @@ def _abbreviated(summary: str, per_section: int = 4) -> Text:
 
 def _render_demo(session_id: str, report: ReplayReport) -> None:
     from rich.panel import Panel
-    from rich.table import Table
     from rich.text import Text
 
     from ..core.projection import project, render_ledger
@@ -253,9 +274,9 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
         f"[bold]{report.context_window:,}[/]-token window. The durable history keeps every "
         "message; the model sees the latest checkpoint summary plus the recent turns.",
         title="contextfold demo"))
-    table = Table(title="automatic compactions")
+    table = one_line_table("automatic compactions")
     for col in ("before request", "trigger", "tokens before → after", "folded", "kept raw"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=True)
     for c in report.compactions:
         table.add_row(str(c.before_request), c.trigger, f"{c.tokens_before:,} → {c.tokens_after:,}",
                       str(c.summarized_messages), str(c.kept_messages))
@@ -275,5 +296,6 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
     say(f"{data['requests']} requests, largest ~{data['max_projected_tokens']:,} tokens of "
         f"{data['safe_input_limit']:,} safe · invalid tool sequences: "
         f"{data['invalid_tool_sequences']} · dropped messages: {data['dropped_messages']}")
-    say("stored as session ", (session_id, "bold"), f": try `contextfold show {session_id}` or "
-        f"`contextfold project {session_id} --model {DEMO_MODEL} --context-window {DEMO_WINDOW}`")
+    cf = command_prefix()  # `.venv/bin/contextfold` after `make demo`: not on PATH yet
+    say("stored as session ", (session_id, "bold"), f": try `{cf} show {session_id}` or "
+        f"`{cf} project {session_id} --model {DEMO_MODEL} --context-window {DEMO_WINDOW}`")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import typer
 
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, run
+from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, exit_code, run
+from .extras import MissingExtra, require_extra
+from .help import Typer
 from .llm_choice import summarizer_options
 
 SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options(
     "its provider's API")
-token_app = typer.Typer(help="Bearer tokens of the service's tenants (stored hashed).",
+token_app = Typer(help="Bearer tokens of the service's tenants (stored hashed).",
                         no_args_is_help=True)
 app.add_typer(token_app, name="token")
 
@@ -53,8 +55,14 @@ def serve_command(
     summarizer_provider: str | None = SUMMARIZER_PROVIDER,
     log_level: str = typer.Option("info", "--log-level"),
 ) -> None:
-    """Serve sessions over HTTP (and the page at /): docs/service.md."""
+    """Serve sessions over HTTP (and the page at /): docs/service.md.
+
+    Needs the server extra: pip install 'contextfold\\[server]'."""
     out = Output(False)
+    try:
+        require_extra("serve", "server")
+    except MissingExtra as exc:
+        out.fail(exc, exit_code(exc))
     from ..providers.endpoints import parse_bindings
     from ..server.config import ServiceConfig
     from ..server.run import ServeError, check_models, check_options, serve

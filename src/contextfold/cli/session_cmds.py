@@ -119,6 +119,27 @@ def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) ->
     return read_only_store(db, reads)
 
 
+async def _healthy_and_metadata(store: SessionReader, session_id: str
+                                ) -> tuple[Branch, dict[str, Any]]:
+    """`_load_healthy`'s branch and the session's metadata (what a face recorded of it)."""
+    branch = await _load_healthy(store, session_id)
+    return branch, dict((await store.get_session(session_id)).metadata)
+
+
+def _sized_model(metadata: dict[str, Any]) -> str | None:
+    from ..core.resolver import sized_for
+
+    sized = sized_for(metadata)
+    return sized[0] if sized else None
+
+
+def recorded_resolver(metadata: dict[str, Any]) -> Any:
+    """The model resolver for a stored session: the window a face recorded for it counts."""
+    from ..core.resolver import recorded_resolver as resolver_for
+
+    return resolver_for(metadata)
+
+
 async def _load_healthy(store: SessionReader, session_id: str) -> Branch:
     from ..core.tree import DamagedBranch
 
@@ -189,13 +210,13 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
 
     branch = await store.load_full_branch(info.id)
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
+    # Messages only: a checkpoint written later is not the session's last message.
+    said = [n.created_at for n in nodes if n.message is not None]
     return {"session_id": info.id, "title": info.title, "leaf_id": info.leaf_id,
             "branch_revision": info.branch_revision, "read_only": info.read_only,
             "created_at": info.created_at.isoformat(),
-            "first_message_at": min((n.created_at for n in nodes), default=info.created_at)
-            .isoformat(),
-            "last_message_at": max((n.created_at for n in nodes), default=info.created_at)
-            .isoformat(),
+            "first_message_at": min(said, default=info.created_at).isoformat(),
+            "last_message_at": max(said, default=info.created_at).isoformat(),
             "messages": sum(1 for n in nodes if n.message is not None),
             "checkpoints": sum(1 for n in nodes if n.checkpoint is not None),
             "model": recorded_model(branch) or info.metadata.get("model")}
@@ -232,9 +253,13 @@ def compact_command(
         chosen: list[Any] = []
         fitted: list[tuple[ModelCapacity, Budget]] = []
 
+        metadata = dict((await store.get_session(session)).metadata)
+        resolver = recorded_resolver(metadata)  # a proxied session: the proxy's window
+
         def resolve(loaded: Branch) -> tuple[ModelCapacity, Budget]:
             # The branch is read once, inside the compaction (a long history is big).
-            resolved = resolve_model(model, recorded_model(loaded), context_window)
+            resolved = resolve_model(model, recorded_model(loaded) or _sized_model(metadata),
+                                     context_window, resolver=resolver)
             fitted.append((resolved.capacity, resolved.budget))
             if summarizer == "llm":
                 chosen.append(_llm_summarize(resolved, summarizer_model, base_url, fallbacks))
@@ -247,7 +272,8 @@ def compact_command(
                                         instructions=instructions, progress=stderr_progress(),
                                         branch=branch)
         if not fitted:
-            resolved = resolve_model(model, recorded_model(branch), context_window)
+            resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
+                                     context_window, resolver=resolver)
             fitted.append((resolved.capacity, resolved.budget))
         return compaction_payload(outcome, *fitted[-1])
 
@@ -336,8 +362,11 @@ def project_command(
         from ..core.projection import project
         from ..formats.request import export_session
 
-        branch = read_only(db, lambda store: _load_healthy(store, session))
-        resolved = resolve_model(model, recorded_model(branch), context_window, compacts=False)
+        branch, metadata = read_only(db, lambda store: _healthy_and_metadata(store, session))
+        # A proxied session is sized for the window the proxy used (its --model-window).
+        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
+                                 context_window, compacts=False,
+                                 resolver=recorded_resolver(metadata))
         capacity, budget = resolved.capacity, resolved.budget
         projection = project(branch)
         body = export_session(projection, format=format)

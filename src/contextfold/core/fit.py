@@ -93,6 +93,13 @@ def after_compaction(tokens: int, limit: int, tried: int) -> Decision:
     return Blocked(tokens, min(tokens, tried), limit)
 
 
+def leaves_room(budget: Budget, fixed: int) -> bool:
+    """Whether a history has room beside `fixed` tokens every request carries (an agent's
+    system prompt and tools): more than a whole checkpoint summary must remain of the safe
+    limit, or no compaction could bring a request under it (P5)."""
+    return budget.safe_input_limit - fixed > budget.summary_budget
+
+
 def over_auto_threshold(tokens: int, budget: Budget) -> bool:
     """SPEC A1: after a completed turn, compact in the background above this."""
     return tokens > budget.auto_threshold

@@ -33,6 +33,7 @@ from typing import Any, Literal
 from ..errors import ContextfoldError
 from .budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from .catalog import ModelCatalog, UnknownModelError, default_catalog, derived_max_output
+from .fit import leaves_room
 from .messages import Checkpoint, Message, Node
 from .prices import PriceBook
 from .tree import Branch, DamagedBranch
@@ -49,6 +50,7 @@ Source = Literal["explicit", "recorded", "configured", "environment", "default"]
 __all__ = [
     "BUILTIN_DEFAULT_MODEL",
     "OFFLINE_WINDOW",
+    "SIZED_FOR_KEY",
     "InvalidWindowError",
     "ModelProfile",
     "ModelResolver",
@@ -58,6 +60,8 @@ __all__ = [
     "check_window",
     "given_capacity",
     "recorded_model",
+    "recorded_resolver",
+    "sized_for",
     "smallest_window",
     "user_catalog",
 ]
@@ -324,10 +328,13 @@ def given_capacity(name: object, capacities: Mapping[str, ModelCapacity],
 
 
 def smallest_window(resolved: ResolvedModel, summary_tokens: int,
-                    settings: CompactionSettings | None = None) -> int | None:
+                    settings: CompactionSettings | None = None, *, fixed: int = 0
+                    ) -> int | None:
     """The smallest context window (for the same model) whose summary budget holds a summary
-    of `summary_tokens` beside the identifier ledger, with a recent tail; None if no window
-    can (the model's max output is too small).
+    of `summary_tokens` beside the identifier ledger, with a recent tail, and whose safe limit
+    leaves the history room beside `fixed` tokens every request carries (`fit.leaves_room`:
+    a replayed agent's system prompt and tools); None if no window can (the model's max
+    output is too small).
 
     `summary_tokens` is the summariser's floor: `smallest_summary_tokens(guaranteed=True)` for
     a command that compacts a whole recorded history at once, `guaranteed=False` for a live
@@ -337,7 +344,7 @@ def smallest_window(resolved: ResolvedModel, summary_tokens: int,
     def fits(window: int) -> bool:
         budget = derive_budget(resolved.at_window(window), settings)
         return budget.summary_budget - budget.ledger_budget >= summary_tokens and \
-            budget.tail_budget > 0
+            budget.tail_budget > 0 and (fixed <= 0 or leaves_room(budget, fixed))
 
     high = 1 << 24
     if not fits(high):
@@ -360,6 +367,36 @@ def check_window(resolved: ResolvedModel, summary_tokens: int,
         have = derive_budget(resolved.capacity, settings)
         raise WindowTooSmallError(resolved.capacity, smallest, summary_tokens,
                                   max(0, have.summary_budget - have.ledger_budget))
+
+
+# Session metadata a face writes when it sized the session for a window of its own (the
+# proxy's `--model-window`): {"model": name, "context_window": tokens}. Read back by
+# `sized_for`, so every face sizes that session as the face that ran it did.
+SIZED_FOR_KEY = "sized_for"
+
+
+def sized_for(metadata: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """The (model, window) a session's metadata says it was sized for, or None."""
+    entry = (metadata or {}).get(SIZED_FOR_KEY)
+    if not isinstance(entry, Mapping):
+        return None
+    name, window = entry.get("model"), entry.get("context_window")
+    if isinstance(name, str) and name and isinstance(window, int) and window > 0:
+        return name, window
+    return None
+
+
+def recorded_resolver(metadata: Mapping[str, Any] | None,
+                      base: ModelResolver | None = None) -> ModelResolver:
+    """`base` (default: a plain `ModelResolver()`) that also knows the window a session was
+    sized for (`sized_for`), unless `base` names a window of its own for that model."""
+    from dataclasses import replace
+
+    base = base or ModelResolver()
+    sized = sized_for(metadata)
+    if sized is None or sized[0] in base.windows:
+        return base
+    return replace(base, windows={**base.windows, sized[0]: sized[1]})
 
 
 def recorded_model(history: Branch | DamagedBranch | Sequence[Node | Message]) -> str | None:

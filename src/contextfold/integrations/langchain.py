@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
@@ -117,6 +118,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._last: dict[str, Synced] = {}  # session id -> what the model was last shown
         self._convert = Converted()
         self.tools: list[BaseTool] = _recall_tools(self) if recall else []
+        self._warned_no_tools = False
         # What the last call sent, for applications and tests: the messages and the repairs
         # `settle` made (none unless the agent's own state broke tool pairing).
         self.last_request: list[BaseMessage] = []
@@ -133,6 +135,7 @@ class ContextfoldMiddleware(AgentMiddleware):
                 "ContextfoldMiddleware was given an open store, which lives on its own event "
                 "loop: run the agent with ainvoke/astream, or pass the store URL for invoke")
         key = _thread_key(request)
+        request = self._bindable(request)
         synced = self._loop.run(self._sync(request, key))
         response = handler(self._shown(request, synced))
         self._loop.run(self._record(synced, response))
@@ -143,6 +146,7 @@ class ContextfoldMiddleware(AgentMiddleware):
                                ) -> Any:
         """Async agents: the same steps, awaited (on the loop thread if the store is ours)."""
         key = _thread_key(request)
+        request = self._bindable(request)
         synced = await self._run(self._sync(request, key))
         response = await handler(self._shown(request, synced))
         await self._run(self._record(synced, response))
@@ -199,6 +203,24 @@ class ContextfoldMiddleware(AgentMiddleware):
             await mirror.wait_idle()
         self._mirror = self._store = None
         await store.close()
+
+    def _bindable(self, request: ModelRequest) -> ModelRequest:
+        """The request without the recall tools when its chat model cannot bind tools
+        (`bind_tools` raises NotImplementedError, as LangChain's base class does): the agent
+        goes on without recall, and says so once (a RuntimeWarning)."""
+        ours = {tool.name for tool in self.tools}
+        if not ours or not any(getattr(t, "name", None) in ours for t in request.tools):
+            return request
+        if _binds_tools(request.model):
+            return request
+        if not self._warned_no_tools:
+            self._warned_no_tools = True
+            text = (f"{_model_name(request.model)} cannot bind tools (bind_tools is not "
+                    "implemented): contextfold's history_search / history_expand are not "
+                    "offered to it; pass recall=False to ContextfoldMiddleware to silence this")
+            warnings.warn(text, RuntimeWarning, stacklevel=3)
+        return request.override(tools=[t for t in request.tools
+                                       if getattr(t, "name", None) not in ours])
 
     async def _sync(self, request: ModelRequest, key: str) -> Synced:
         mirror = await self._ready()
@@ -263,7 +285,8 @@ class ContextfoldMiddleware(AgentMiddleware):
             return ModelResolver().resolve(name, profile=ModelProfile.of(model)).capacity
         except UnknownModelError as exc:
             raise UnknownModelError(name, close_names=exc.close_names, known=exc.known, give=(
-                f"ContextfoldMiddleware(capacity=capacity_for({name!r}, context_window=N)), "
+                f"ContextfoldMiddleware(capacity=capacity_for({name!r}, context_window=N)) "
+                "(capacity_for is contextfold's: `from contextfold import capacity_for`), "
                 "or a chat model whose profile has max_input_tokens")) from None
 
     async def _recall(self, call: ToolCallPart, thread_id: str | None) -> str:
@@ -307,6 +330,24 @@ def _model_name(model: Any) -> str:
         if isinstance(value, str) and value:
             return value
     return getattr(model, "_llm_type", type(model).__name__)
+
+
+def _binds_tools(model: Any) -> bool:
+    """Whether a chat model can bind tools: binding (no call is made) does not raise
+    NotImplementedError. Decided once per model class."""
+    kind = type(model)
+    if kind not in _BINDS_TOOLS:
+        try:
+            model.bind_tools([])
+            _BINDS_TOOLS[kind] = True
+        except NotImplementedError:
+            _BINDS_TOOLS[kind] = False
+        except Exception:  # another refusal (e.g. of an empty list) is not "cannot bind"
+            _BINDS_TOOLS[kind] = True
+    return _BINDS_TOOLS[kind]
+
+
+_BINDS_TOOLS: dict[type, bool] = {}
 
 
 def _tool_specs(tools: Sequence[Any]) -> list[ToolSpec]:

@@ -156,8 +156,13 @@ def make_chat_model(
     `options` go to the adapter: `timeout`, `retry` (a `RetryPolicy`), and for
     OpenAI-compatible servers `max_tokens_field` and `stream_usage`.
     The key is `api_key` or the provider's environment variable (e.g. ANTHROPIC_API_KEY);
-    local servers (Ollama, vLLM, llama.cpp, LM Studio) need none.
+    local servers (Ollama, vLLM, llama.cpp, LM Studio) need none. `offline/echo` (any
+    `offline/` name) is the built-in offline model: no network, no key, no SDK.
     """
+    if model.startswith("offline/") and provider is None and base_url is None:
+        from .offline import OfflineModel
+
+        return OfflineModel(model)
     info, name = resolve_provider(model, provider, base_url)
     url = base_url or info.base_url
     if info.needs_base_url and not url:

@@ -23,6 +23,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..core.messages import Message
+from ..core.resolver import SIZED_FOR_KEY
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.mirror import Mirror, Synced
@@ -31,7 +32,7 @@ from . import wire
 from .config import ProxyConfig
 from .errors import refusal
 from .guards import protect
-from .identity import conversation_scope, salt_for, session_meta
+from .identity import conversation_scope, salt_for, session_meta, session_title
 from .learning import learn
 from .paths import upstream_url
 from .prefix_cache import PrefixCache
@@ -88,11 +89,14 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
         status, error = refusal(protocol, exc)
         return JSONResponse(error, status_code=status)
     agent = request.headers.get("user-agent", "unknown")
-    meta = {"proxy": session_meta(agent, parsed, protocol, request.headers)}
+    meta = {"proxy": session_meta(agent, parsed, protocol, request.headers),
+            # the window it sized for: `project` and `compact` size this session alike
+            SIZED_FOR_KEY: {"model": parsed.model, "context_window": capacity.context_window}}
     try:
         synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
                                          system=parsed.system, tools=parsed.tools,
-                                         metadata=meta, title=f"proxy: {agent}"[:120])
+                                         metadata=meta,
+                                         title=session_title(request.headers, parsed.system))
     except ContextfoldError as exc:  # Y3 for a request too large; by kind for the rest
         status, error = refusal(protocol, exc)
         _log(proxy, None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,

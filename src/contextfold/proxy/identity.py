@@ -52,6 +52,58 @@ def agent_name(user_agent: str | None) -> str:
     return " ".join(_VERSION.sub("", user_agent).split())[:200]
 
 
+# Agents recognisable from their user agent (or, for agents that send their SDK's user agent,
+# a header of their own), first match wins; the title names the agent, the user agent stays
+# beside it. Patterns match the start of the user agent, case-insensitively.
+_AGENT_USER_AGENTS: tuple[tuple[str, str], ...] = (
+    (r"claude-cli/|claude-code/", "Claude Code"),
+    (r"codex_cli_rs/|codex_exec/|codex/", "Codex"),
+    (r"opencode/", "OpenCode"),
+    (r"pi/|pi-coding-agent/", "Pi"),
+    (r"aider/", "Aider"),
+    (r"goose/", "Goose"),
+    (r"gemini-cli/|geminicli/", "Gemini CLI"),
+    (r"kilo-code/|kilocode/", "Kilo Code"),
+    (r"cline/", "Cline"),
+)
+_ORIGINATORS = {"codex_cli_rs": "Codex", "codex_exec": "Codex"}  # Codex's `originator` header
+# Agents that send only their SDK's user agent (Pi: `OpenAI/JS 6.26.0`) but say who they
+# are in the first line of their system prompt.
+_SYSTEM_PROMPTS: tuple[tuple[str, str], ...] = (
+    ("operating inside pi, a coding agent harness", "Pi"),
+    ("you are opencode", "OpenCode"),
+    ("you are goose", "Goose"),
+    ("you are claude code", "Claude Code"),
+)
+
+
+def known_agent(headers: Mapping[str, str], system: str | None = None) -> str | None:
+    """The agent behind a request when it can be told (Claude Code, Codex, OpenCode, Pi, ...):
+    from its user agent, Codex's `originator` header, or the opening of its system prompt;
+    None for a client that names only its SDK."""
+    user_agent = (headers.get("user-agent") or "").strip()
+    for pattern, name in _AGENT_USER_AGENTS:
+        if re.match(pattern, user_agent, re.IGNORECASE):
+            return name
+    originator = (headers.get("originator") or "").strip().lower()
+    if originator in _ORIGINATORS:
+        return _ORIGINATORS[originator]
+    opening = " ".join((system or "")[:600].split()).lower()
+    for phrase, name in _SYSTEM_PROMPTS:
+        if phrase in opening:
+            return name
+    return None
+
+
+def session_title(headers: Mapping[str, str], system: str | None = None) -> str:
+    """A proxied session's title: `proxy: Pi (OpenAI/JS 6.26.0)` when the agent is known,
+    else `proxy: <user agent>` (the SDK's, for a client that names no agent)."""
+    user_agent = " ".join((headers.get("user-agent") or "").split()) or "unknown client"
+    agent = known_agent(headers, system)
+    title = f"proxy: {agent} ({user_agent})" if agent else f"proxy: {user_agent}"
+    return title[:120]
+
+
 def key_fingerprint(headers: Mapping[str, str], salt: bytes) -> str:
     """HMAC-SHA256 of the client's key under `salt`, 32 hex digits ("" without a key)."""
     for name in KEY_HEADERS:
@@ -79,7 +131,8 @@ def session_meta(agent: str, parsed: Parsed, protocol: str,
     model, the protocol, and when the request gives them, the session label
     (`x-contextfold-session`) and the working directory the agent states (`workdir.py`).
     `contextfold mcp` finds a client's conversation by these (docs/mcp.md)."""
-    meta: dict[str, Any] = {"client": agent, "model": parsed.model, "protocol": protocol}
+    meta: dict[str, Any] = {"client": agent, "model": parsed.model, "protocol": protocol,
+                            "agent": known_agent(headers, parsed.system)}
     label = headers.get(SESSION_HEADER, "").strip()
     if label:
         meta["label"] = label[:200]

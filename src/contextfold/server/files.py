@@ -102,15 +102,13 @@ async def import_session(request: Request, who: Tenant, sessions: Manager,
                                        metadata={"imported_format": result.format,
                                                  META_KEY: {"model": model}})
     except DuplicateNodeError as exc:
-        from .routes_page import holder_of
-
-        held = await holder_of(store, [n.id for n in result.nodes])
-        if held is None:
+        if not exc.holders:
             raise
-        raise ApiError(400, "bad_request", f"this history is already stored in the "
-                       f"session {held.title or held.id!r} ({held.id}); open that session "
-                       "instead of importing it again", session_id=held.id,
-                       session_title=held.title) from exc
+        # The store names the sessions holding that history (tenant-scoped): the page
+        # offers to open the first, the sentence names them all.
+        sid, title = exc.holders[0]
+        raise ApiError(400, "bad_request", str(exc), session_id=sid, session_title=title,
+                       **exc.facts()) from exc
     return {"session_id": info.id, "format": result.format, "nodes": len(result.nodes),
             "messages": result.messages, "leaf_id": info.leaf_id,
             "created_at": iso(info.created_at), "skipped": dict(result.skipped),
@@ -157,22 +155,21 @@ def _with_checkpoints(report: Any, series: dict[str, Any]) -> dict[str, Any]:
 def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,
             overhead: int | None) -> Any:
     from ..core.resolver import WindowTooSmallError
-    from ..replay import recorded_session, replay_overhead, replay_recorded
+    from ..replay import OverheadTooLargeError, recorded_session, replay_overhead, replay_recorded
     from ..summarize.extractive import smallest_summary_tokens
 
     session = recorded_session(result.nodes, result.leaf_id)
     resolved = models.resolve(model, window, session.model)
     try:  # replay compacts a whole recorded history at once: the guaranteed window
         models.resolver.check_window(resolved, smallest_summary_tokens(guaranteed=True))
-    except WindowTooSmallError as exc:
-        raise ApiError(400, "bad_request", exc.explain("context_window"),
+    except WindowTooSmallError as exc:  # a sentence for a person; the field is in the facts
+        raise ApiError(400, "bad_request", exc.explain("context window"),
                        smallest_window=exc.smallest) from None
     capacity, budget = resolved.capacity, resolved.budget
     try:
-        fixed = replay_overhead(session, capacity, budget, overhead, "overhead")
-    except ValueError as exc:
-        raise ApiError(400, "bad_request", f"{exc}; give a larger context_window or a "
-                       "smaller overhead") from None
+        fixed = replay_overhead(session, capacity, budget, overhead, "overhead", resolved)
+    except OverheadTooLargeError as exc:
+        raise ApiError(400, "bad_request", exc.public_message(), **exc.facts()) from None
     return replay_recorded(session, capacity, budget, fixed)
 
 

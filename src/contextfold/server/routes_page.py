@@ -9,7 +9,6 @@ write only session metadata: history is append-only and is never deleted here.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import weakref
@@ -71,21 +70,6 @@ async def list_fields(store: Any, info: SessionInfo) -> dict[str, Any]:
     return {"title": shown_title(info), "face": face_of(info.metadata),
             "archived": bool(page_meta(info.metadata).get("archived")),
             "last_message_at": await last_message_at(store, info)}
-
-
-HOLDER_SCAN = 50  # sessions looked at (newest first) to name who holds a re-import
-
-
-async def holder_of(store: Any, node_ids: list[str]) -> SessionInfo | None:
-    """The tenant's session whose tree already holds some of `node_ids` (a refused
-    re-import names it), among its newest sessions, imported ones first; None if not found."""
-    wanted = set(node_ids)
-    listed = list(reversed(await store.list_sessions(check_damage=False)))[:HOLDER_SCAN]
-    listed.sort(key=lambda i: not i.metadata.get("imported_format"))
-    for info in listed:
-        if any(n.id in wanted for n in await store.load_tree(info.id)):
-            return dataclasses.replace(info, title=shown_title(info))
-    return None
 
 
 class SessionPatch(Body):

@@ -54,7 +54,20 @@ class InvalidPayloadError(InvalidOperationError):
 
 
 class DuplicateNodeError(InvalidOperationError):
-    """A node id given by the caller (append or import) is already stored."""
+    """A node id given by the caller (append or import) is already stored.
+
+    `holders` are the (session id, title) of the sessions that hold it, when known (a
+    re-import names where that history already is)."""
+
+    def __init__(self, message: str, holders: Sequence[tuple[str, str | None]] = ()) -> None:
+        super().__init__(message)
+        self.holders = tuple(holders)
+
+    def facts(self) -> dict[str, Any]:
+        if not self.holders:
+            return {}
+        return {"sessions": [{"session_id": sid, "title": title}
+                             for sid, title in self.holders]}
 
 
 class ReadOnlySessionError(StoreError):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from contextfold.core.messages import Node
 from contextfold.core.tree import Branch, build_branch
 
-from .errors import InvalidOperationError
+from .errors import DuplicateNodeError, InvalidOperationError
 
 
 @dataclass(frozen=True)
@@ -100,3 +100,17 @@ def _check_checkpoint(node: Node, by_id: dict[str, Node], depth: dict[str, int])
             f"checkpoint {node.id!r} keeps raw history from {target!r}, which is not one of "
             "its ancestors"
         )
+
+
+def already_imported(taken: Sequence[str], holders: Sequence[tuple[str, str | None]]
+                     ) -> DuplicateNodeError:
+    """The refusal of a re-import: how many nodes are stored with the same content, a few
+    of their ids, and the session(s) holding them (id and title), so the user can open the
+    one that is there instead of importing it again."""
+    named = ", ".join(f"{sid} ({title!r})" if title else sid for sid, title in holders)
+    where = f" in session {named}" if len(holders) == 1 else \
+        f" in sessions {named}" if holders else ""
+    return DuplicateNodeError(
+        f"this history is already stored{where}: {len(taken)} imported nodes have the same "
+        f"id and content (e.g. {', '.join(taken[:5])}); it was imported before"
+        f"{': open that session instead' if holders else ''}", holders)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, select, tuple_
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -73,6 +73,24 @@ async def stored_hashes(conn: AsyncConnection, ids: Sequence[str], tenant: str |
             stmt = stmt.where(nodes.c.tree_id.in_(_tenants_trees(tenant)))
         found.update((r[0], r[1]) for r in await conn.execute(stmt))
     return found
+
+
+async def sessions_holding(conn: AsyncConnection, pairs: Sequence[tuple[str, str]],
+                           tenant: str | None = None, limit: int = 5
+                           ) -> list[tuple[str, str | None]]:
+    """(session id, title) of the sessions, oldest first, whose trees hold a node with one
+    of these (id, content hash) pairs (only `tenant`'s): who already holds a re-imported
+    history. At most `limit`; the first 500 pairs are asked about (one is enough to tell)."""
+    chunk = list(pairs[:500])
+    if not chunk:
+        return []
+    trees = select(nodes.c.tree_id).where(
+        tuple_(nodes.c.id, nodes.c.content_hash).in_(chunk))
+    stmt = (select(sessions.c.id, sessions.c.title).where(sessions.c.tree_id.in_(trees))
+            .order_by(sessions.c.created_at, sessions.c.id).limit(limit))
+    if tenant is not None:
+        stmt = stmt.where(sessions.c.tenant_id == tenant)
+    return [(r[0], r[1]) for r in await conn.execute(stmt)]
 
 
 async def _walk_rows(
@@ -165,5 +183,5 @@ async def load_full(conn: AsyncConnection, tree_id: str, leaf_id: str | None,
 
 
 __all__ = ["SqlRows", "children_of", "history_problems", "load_full", "load_page",
-           "load_tail", "node_meta", "records", "stored_hashes", "tree_rows", "trees_of_node",
-           "walk_up"]
+           "load_tail", "node_meta", "records", "sessions_holding", "stored_hashes",
+           "tree_rows", "trees_of_node", "walk_up"]

@@ -281,7 +281,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         unrelated tree may hold the same id); a node already stored with the same id and
         content raises `DuplicateNodeError` (a re-import).
         """
-        from .importing import prepare_import  # writers only: reads start quicker
+        from .importing import already_imported, prepare_import  # writers only
         from .recall_index import index_nodes
 
         prepared = prepare_import(nodes_in, leaf_id)
@@ -300,11 +300,11 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
             # this tenant's (W1: another tenant's imports are not an oracle, nor a block).
             stored = await queries.stored_hashes(conn, [p.node.id for p in prepared],
                                                  self.tenant)
-            taken = sorted(r["id"] for r in rows if (r["id"], r["content_hash"]) in stored)
-            if taken:
-                raise DuplicateNodeError(
-                    f"{len(taken)} imported nodes are already stored with the same content "
-                    f"(e.g. {', '.join(taken[:5])}); was this history imported before?")
+            same = sorted((r["id"], r["content_hash"]) for r in rows
+                          if (r["id"], r["content_hash"]) in stored)
+            if same:
+                holders = await queries.sessions_holding(conn, same, self.tenant)
+                raise already_imported([nid for nid, _ in same], holders)
             await conn.execute(insert(trees).values(id=tree_id, created_at=utc_now()))
             for start in range(0, len(rows), 1000):
                 await conn.execute(insert(nodes), rows[start : start + 1000])
