@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 from .budget import Budget
 from .identifiers import combine_identifiers, identifiers_by_message
@@ -81,6 +81,10 @@ class Plan:
     # (None: extracted on first use). Not part of the plan's identity.
     extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(
         default=None, compare=False, repr=False)
+    # The previous checkpoint's details: its retention check (SPEC S6) lists what every
+    # later checkpoint must still carry or name as evicted.
+    previous_details: Mapping[str, Any] = field(default_factory=dict, compare=False,
+                                                repr=False)
 
     @cached_property
     def message_identifiers(self) -> Mapping[str, tuple[LedgerEntry, ...]]:

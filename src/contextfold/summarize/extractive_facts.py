@@ -139,11 +139,17 @@ def user_command(msg: Message) -> str | None:
     return m.group(1) if m else None
 
 
+def is_request(msg: Message) -> bool:
+    """A message the user wrote themselves (not a slash command, a harness notice, or a
+    command's output): where requests, constraints, decisions and next steps come from."""
+    return (msg.role == "user" and bool(msg.text.strip()) and not _NOISE_USER.match(msg.text)
+            and user_command(msg) is None)
+
+
 def _turns(nodes: Sequence[Node]) -> list[_Turn]:
     turns: list[_Turn] = []
     for _, msg in message_nodes(nodes):
-        if (msg.role == "user" and msg.text.strip() and not _NOISE_USER.match(msg.text)
-                and user_command(msg) is None):
+        if is_request(msg):
             turns.append(_Turn(request=msg.text.strip()))
         elif not turns:
             turns.append(_Turn(request=None))
