@@ -34,7 +34,7 @@ from ..store import ReadOnlySessionError
 from ..store.protocol import CompactionStore
 from ..summarize.extractive import fit_summary, smallest_summary_tokens, summary_token_budget
 from ..summarize.extractive_fit import SummaryBudgetTooSmall
-from ..summarize.retention import check_summary, public_check
+from ..summarize.retention import checked_checkpoint, public_check
 from ..summarize.summary import Summary
 from .summarizers import Summarize, offline_summarize
 
@@ -174,7 +174,7 @@ async def compact_session(
             checkpoint = build_checkpoint(plan, summary.text, summarizer=summary.summarizer,
                                           model=capacity.model)
             if plan.action != "mask":
-                checkpoint = checked(plan, checkpoint)
+                checkpoint = checked_checkpoint(plan, checkpoint)  # SPEC S6, S7
             candidate = projection_after(plan, checkpoint, node_id=f"(candidate {new_id()})")
             after = estimate_request(candidate, capacity, system=system, tools=tools,
                                      pending=pending, costs=costs).tokens
@@ -230,16 +230,6 @@ async def compact_session(
         clipped_results=len(plan.tail_clips),
         folded_ids=tuple(n.id for n in plan.newly_old),
     )
-
-
-def checked(plan: Plan, checkpoint: Checkpoint) -> Checkpoint:
-    """SPEC S6, S7: the checkpoint's summary checked against what the plan folds (missing
-    items re-added, unsupported attributions re-marked), the result in its details."""
-    text, check = check_summary(plan, checkpoint.summary, checkpoint.ledger,
-                                summarizer=checkpoint.summarizer,
-                                budget=summary_token_budget(plan))
-    return checkpoint.model_copy(update={
-        "summary": text, "details": {**checkpoint.details, "check": check.to_json()}})
 
 
 def _fit_tighter(written: _Written, planned: Callable[[Budget], Plan | NoOp],

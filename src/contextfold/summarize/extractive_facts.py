@@ -31,14 +31,14 @@ from ..core.messages import (
     ZoteroItemPart,
 )
 from ..core.plan import Profile
+from ..core.tool_calls import ITEM_CHARS, one_line
 from ..core.tool_calls import READ_TOOLS as _READ_TOOLS
 from ..core.tool_calls import SHELL_TOOLS as _SHELL_TOOLS
 from ..core.tool_calls import WRITE_TOOLS as _WRITE_TOOLS
 from ..core.tool_calls import call_text as _call_text
 from ..core.tool_calls import key_argument as _key_argument
-from ..core.tool_calls import ITEM_CHARS, one_line
 from ..core.tree import message_nodes
-from .user_statements import clean_prose, clip_words, is_noise, user_statements
+from .user_statements import clean_prose, clip_words, is_noise, user_statements, without_code
 
 # --------------------------------------------------------------------------- text helpers
 
@@ -157,7 +157,8 @@ def _turns(nodes: Sequence[Node]) -> list[_Turn]:
     return turns
 
 
-_SHELL_READ = re.compile(r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:cat|head|tail|less|more|sed\s+-n\s+\S+)\s+(.*)$")
+_SHELL_READ = re.compile(
+    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:cat|head|tail|less|more|sed\s+-n\s+\S+)\s+(.*)$")
 _PATHISH = re.compile(r"^[\w.~/-]*[/.][\w.~/-]*$")
 
 
@@ -231,12 +232,12 @@ def _requests(turns: list[_Turn], facts: Facts) -> None:
         if turn.request is None:
             continue
         if first:
-            facts.goal.append(f"(user) {clip_words(turn.request, GOAL_CHARS)}")
+            facts.goal.append(f"(user) {clip_words(without_code(turn.request), GOAL_CHARS)}")
             first = False
         elif _substantial(turn.request, words=2):
             # The latest request, whatever its wording ("Draft paragraph 13"): the goal
             # section keeps the original one and this one (`_original_and_latest`).
-            last_later = f"{LATER_REQUEST}{clip_words(turn.request, GOAL_CHARS)}"
+            last_later = f"{LATER_REQUEST}{clip_words(without_code(turn.request), GOAL_CHARS)}"
             if _substantial(turn.request, words=5) and _TASK.search(turn.request):
                 facts.goal.append(last_later)
                 last_later = None

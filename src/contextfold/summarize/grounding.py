@@ -36,9 +36,9 @@ _IS_CJK = re.compile(rf"[{_CJK}]")
 _FRAMES = re.compile(
     r"^(?:Later request:|Finish:|Instructions for this summary:|Denied:|ran\b)\s*"
     r"|\s*\((?:×\d+|no final answer yet)\)$|\s*\[earlier [^\]]*\]$", re.IGNORECASE)
-_STOP = frozenset(
-    "a an the and or of to in on for with at by from is are be was were it this that these "
-    "those as into".split())
+_STOP = frozenset((
+    "a", "an", "the", "and", "or", "of", "to", "in", "on", "for", "with", "at", "by", "from",
+    "is", "are", "be", "was", "were", "it", "this", "that", "these", "those", "as", "into"))
 
 
 @lru_cache(maxsize=1 << 15)

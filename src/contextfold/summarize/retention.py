@@ -26,13 +26,15 @@ from typing import Any
 from ..core.constraints import constraint_sentences
 from ..core.estimator import estimate_text
 from ..core.identifiers import error_line
-from ..core.messages import Ledger, Node
+from ..core.ledger import evicted_since, ledger_tokens, merge_ledger
+from ..core.messages import Checkpoint, Ledger, Node
 from ..core.plan import Plan
 from ..core.text_estimate import Count
 from ..core.tool_calls import call_text
 from ..core.tree import message_nodes
+from .extractive import summary_token_budget
 from .extractive_facts import STATEMENT_CHARS, is_request, norm_item
-from .extractive_fit import SummaryBudgetTooSmall, fit_sections
+from .extractive_fit import SummaryBudgetTooSmall, fit_sections, render_sections
 from .extractive_sections import Section, empty_sections, load_summary
 from .grounding import Ungrounded, ground_summary, sources_of
 from .prompts import CRITICAL, sections_for
@@ -45,6 +47,8 @@ RECALL_PREFIX = "[Recall] Folded and not repeated here for size; in the history:
 RECALL_CHARS = 600  # the [Recall] line names at most about this much
 _LISTED = 50  # evicted items and identifiers listed in the stored result
 _CARRIED = 200  # most required items carried to the next check
+_SLACK = 24  # tokens beyond the items' own: the [Recall] line's frame, rounding
+_GREEDY = 20  # items tried one by one after the longest prefix that fits
 
 
 @dataclass(frozen=True)
@@ -175,7 +179,7 @@ def _recall_line(evicted: Sequence[Required]) -> str:
     named: list[str] = []
     size = 0
     for r in evicted:
-        entry = f"{r.kind.replace('_', ' ')} “{clip_words(r.text, 80)}” (node {r.node_id})"
+        entry = f"{r.kind.replace('_', ' ')} “{clip_words(r.text, 60)}” (node {r.node_id})"
         if named and size + len(entry) > RECALL_CHARS:
             break
         named.append(entry)
@@ -194,9 +198,26 @@ def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Re
     critical = sections[CRITICAL]
     critical.items = [i for i in critical.items if not i.startswith(RECALL_PREFIX)]
     for r in add:
-        sections[_target(r.kind, plan)].add([_item(r)], pin=True)
-    if evicted:
-        critical.add([_recall_line(evicted)], pin=True)
+        # An item that holds it already (with a frame, "[earlier …]") is kept, untrimmed.
+        want = _norm(r.text)
+        holders = [(sec, i) for sec in ordered for i in sec.items if want in _norm(i)]
+        if holders:
+            for sec, i in holders[-1:]:
+                sec.pinned.add(norm_item(i))
+        else:
+            sections[_target(r.kind, plan)].add([_item(r)], pin=True)
+    if not evicted:
+        return fit_sections(ordered, budget, count)
+    # The [Recall] line is added after fitting, in room kept for it: shortening it would
+    # cut the node ids it exists to give.
+    line = _recall_line(evicted)
+    fit_sections(ordered, max(1, budget - count(f"- {line}\n")), count)
+    critical.items.append(line)
+    out = render_sections(ordered)
+    if count(out) <= budget:
+        return out
+    critical.items.remove(line)
+    critical.add([line], pin=True)
     return fit_sections(ordered, budget, count)
 
 
@@ -218,25 +239,85 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
     missing = [r for r in check.required if _norm(r.text) not in present]
     if not missing:
         return text, check
-    missing.sort(key=lambda r: PRIORITY.index(r.kind))  # stable: oldest first in a kind
-    add, evicted = list(missing), []
-    out = text
-    for _ in range(len(missing) + 1):
-        try:
-            out = _fitted(plan, text, add, evicted, budget, count)
-        except SummaryBudgetTooSmall:
+    order = sorted(check.required, key=lambda r: PRIORITY.index(r.kind))  # stable sort
+    out = _attempt(plan, text, order, [], budget, count)
+    if out is None:
+        # Not all fit: take them in priority order, each one only if it fits whole with
+        # those before it; the rest are named in the [Recall] line.
+        # The longest prefix that fits (bisected), then each later item that fits alone
+        # beside it (a shorter next step may fit where a long decision did not).
+        lo, hi = 0, len(order) - 1  # order[:lo] fits, order[:hi + 1] does not
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _attempt(plan, text, order[:mid], [], budget, count) is not None:
+                lo = mid
+            else:
+                hi = mid - 1
+        keep = list(order[:lo])
+        evicted = []
+        for r in order[lo:]:
+            if (len(evicted) < _GREEDY
+                    and _attempt(plan, text, [*keep, r], [], budget, count) is not None):
+                keep.append(r)
+            else:
+                evicted.append(r)
+        while (out := _attempt(plan, text, keep, evicted, budget, count)) is None and keep:
+            evicted.insert(0, keep.pop())  # room for the [Recall] line itself
+        check.evicted = evicted
+        if out is None:
             out = text
-        rendered = _norm(out)
-        lost = [r for r in add if _norm(r.text) not in rendered]
-        if not lost:
-            break
-        # Give up the lowest-priority item that did not fit whole; name it instead.
-        drop = lost[-1]
-        add.remove(drop)
-        evicted.insert(0, drop)
-    check.readded = add
-    check.evicted = sorted(evicted, key=lambda r: PRIORITY.index(r.kind))
+    gone = {id(r) for r in check.evicted}
+    check.readded = [r for r in missing if id(r) not in gone]
     return out, check
+
+
+def _attempt(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
+             budget: int, count: Count) -> str | None:
+    """The summary holding every item of `add` whole (re-added where missing) and naming
+    `evicted`, within `budget`; None when it cannot."""
+    try:
+        out = _fitted(plan, text, add, evicted, budget, count)
+    except SummaryBudgetTooSmall:
+        return None
+    rendered = _norm(out)
+    if any(_norm(r.text) not in rendered for r in add):
+        return None
+    if evicted and not all(str(r.node_id) in out for r in evicted[:1]):
+        return None
+    return out
+
+
+def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
+                       count: Count = estimate_text) -> Checkpoint:
+    """`checkpoint` with its summary checked (S6, S7) and the result in its details.
+
+    The user's words outrank tool traffic: when a required item does not fit the summary
+    budget, the ledger gives up room for it (its least critical identifiers are evicted
+    first, and stay named as evicted) before the item is left to the [Recall] line.
+    """
+    budget = summary_token_budget(plan)
+    text, check = check_summary(plan, checkpoint.summary, checkpoint.ledger,
+                                summarizer=checkpoint.summarizer, budget=budget, count=count)
+    ledger = checkpoint.ledger
+    if check.evicted and ledger.entries:
+        held = min(ledger_tokens(ledger, count), plan.budget.ledger_budget)
+        need = sum(count(f"- {_item(r)}\n") for r in check.evicted) + _SLACK
+        smaller = merge_ledger(plan.previous_ledger, plan.identifiers(), max(0, held - need),
+                               count)
+        freed = held - ledger_tokens(smaller, count)
+        if freed > 0:
+            retry, again = check_summary(plan, checkpoint.summary, smaller,
+                                         summarizer=checkpoint.summarizer,
+                                         budget=budget + freed, count=count)
+            if len(again.evicted) < len(check.evicted):
+                text, check, ledger = retry, again, smaller
+    details = {**checkpoint.details, "check": check.to_json()}
+    if ledger is not checkpoint.ledger:
+        details["ledger"] = {**details.get("ledger", {}), "tokens": ledger_tokens(ledger, count),
+                             "entries": len(ledger.entries),
+                             "evicted": [e.model_dump(mode="json")
+                                         for e in evicted_since(plan.previous_ledger, ledger)]}
+    return checkpoint.model_copy(update={"summary": text, "ledger": ledger, "details": details})
 
 
 def _identifiers(plan: Plan, text: str, ledger: Ledger, check: Check) -> None:

@@ -96,6 +96,14 @@ def user_statements(text: str) -> tuple[list[str], list[str], list[str]]:
     return decisions, steps, corrections
 
 
+_CODE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
+
+
+def without_code(text: str) -> str:
+    """`text` with its code blocks replaced by "[code]": a goal is read, not run."""
+    return _CODE.sub(" [code] ", text)
+
+
 def clean_prose(sentence: str) -> str:
     """`sentence` as a note-taker would copy it: struck-through text left out, HTML tags
     and emphasis markers removed, whitespace collapsed."""
