@@ -175,11 +175,12 @@ def _item(r: Required) -> str:
     return f"({'tool' if r.kind == 'error' else 'user'}) {r.text}"
 
 
-def _recall_line(evicted: Sequence[Required]) -> str:
+def _recall_line(evicted: Sequence[Required], quote: bool = True) -> str:
     named: list[str] = []
     size = 0
     for r in evicted:
-        entry = f"{r.kind.replace('_', ' ')} “{clip_words(r.text, 60)}” (node {r.node_id})"
+        entry = (f"{r.kind.replace('_', ' ')} “{clip_words(r.text, 60)}” (node {r.node_id})"
+                 if quote else f"{r.kind.replace('_', ' ')} at node {r.node_id}")
         if named and size + len(entry) > RECALL_CHARS:
             break
         named.append(entry)
@@ -189,7 +190,7 @@ def _recall_line(evicted: Sequence[Required]) -> str:
 
 
 def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
-            budget: int, count: Count) -> str:
+            budget: int, count: Count, quote: bool = True) -> str:
     ordered, sections = empty_sections(plan.profile)
     load_summary(sections, text, plan.profile)
     goal: Section = sections[sections_for(plan.profile)[0]]
@@ -210,7 +211,7 @@ def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Re
         return fit_sections(ordered, budget, count)
     # The [Recall] line is added after fitting, in room kept for it: shortening it would
     # cut the node ids it exists to give.
-    line = _recall_line(evicted)
+    line = _recall_line(evicted, quote)
     fit_sections(ordered, max(1, budget - count(f"- {line}\n")), count)
     critical.items.append(line)
     out = render_sections(ordered)
@@ -264,8 +265,11 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         while (out := _attempt(plan, text, keep, evicted, budget, count)) is None and keep:
             evicted.insert(0, keep.pop())  # room for the [Recall] line itself
         check.evicted = evicted
-        if out is None:
-            out = text
+        if out is None:  # not even the [Recall] line fits: the summary as it can be
+            try:
+                out = _fitted(plan, text, [], [], budget, count)
+            except SummaryBudgetTooSmall:
+                out = text
     gone = {id(r) for r in check.evicted}
     check.readded = [r for r in missing if id(r) not in gone]
     return out, check
@@ -275,16 +279,19 @@ def _attempt(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[R
              budget: int, count: Count) -> str | None:
     """The summary holding every item of `add` whole (re-added where missing) and naming
     `evicted`, within `budget`; None when it cannot."""
-    try:
-        out = _fitted(plan, text, add, evicted, budget, count)
-    except SummaryBudgetTooSmall:
-        return None
-    rendered = _norm(out)
-    if any(_norm(r.text) not in rendered for r in add):
-        return None
-    if evicted and not all(str(r.node_id) in out for r in evicted[:1]):
-        return None
-    return out
+    # The [Recall] line quotes what it names when there is room, else names kinds and nodes.
+    for quote in (True, False) if evicted else (True,):
+        try:
+            out = _fitted(plan, text, add, evicted, budget, count, quote)
+        except SummaryBudgetTooSmall:
+            continue
+        rendered = _norm(out)
+        if count(out) > budget or any(_norm(r.text) not in rendered for r in add):
+            continue
+        if evicted and str(evicted[0].node_id) not in out:
+            continue
+        return out
+    return None
 
 
 def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
