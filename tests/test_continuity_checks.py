@@ -75,7 +75,7 @@ def test_user_decisions_and_next_steps_in_three_languages(text, kind):  # S2
     decisions, steps, corrections = user_statements(text)
     found = {"decision": decisions, "step": steps, "correction": corrections}
     for name, items in found.items():
-        assert items == ([text] if name == kind else []), (name, items)
+        assert list(items) == ([text] if name == kind else []), (name, items)
 
 
 def test_offline_summary_lists_the_users_decision_and_next_step_verbatim():  # S2 S3

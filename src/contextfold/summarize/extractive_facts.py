@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..core.constraints import STEP_START, constraint_sentences, sentences
+from ..core.constraints import STEP_START, sentences
 from ..core.identifiers import error_line, extract_identifiers
 from ..core.messages import (
     AnnotationPart,
@@ -38,7 +38,14 @@ from ..core.tool_calls import WRITE_TOOLS as _WRITE_TOOLS
 from ..core.tool_calls import call_text as _call_text
 from ..core.tool_calls import key_argument as _key_argument
 from ..core.tree import message_nodes
-from .user_statements import clean_prose, clip_words, is_noise, user_statements, without_code
+from .user_statements import (
+    clean_prose,
+    clip_words,
+    is_noise,
+    user_constraints,
+    user_statements,
+    without_code,
+)
 
 # --------------------------------------------------------------------------- text helpers
 
@@ -241,7 +248,7 @@ def _requests(turns: list[_Turn], facts: Facts) -> None:
             if _substantial(turn.request, words=5) and _TASK.search(turn.request):
                 facts.goal.append(last_later)
                 last_later = None
-        for sentence in constraint_sentences(turn.request):
+        for sentence in user_constraints(turn.request):
             facts.constraints.append(f"(user) {clip_words(sentence, STATEMENT_CHARS)}")
         decisions, steps, corrections = user_statements(turn.request)
         facts.user_decisions += [f"(user) {clip_words(s, STATEMENT_CHARS)}" for s in decisions]

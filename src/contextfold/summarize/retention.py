@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.constraints import constraint_sentences
 from ..core.estimator import estimate_text
 from ..core.identifiers import error_line
 from ..core.ledger import evicted_since, ledger_tokens, merge_ledger
@@ -39,7 +38,7 @@ from .extractive_sections import Section, empty_sections, load_summary
 from .grounding import Ungrounded, ground_summary, sources_of
 from .prompts import CRITICAL, sections_for
 from .summary import EXTRACTIVE, FALLBACK
-from .user_statements import clip_words, user_statements
+from .user_statements import clip_words, user_constraints, user_statements
 
 # The order missing items are re-added in: what a resumed agent can least afford to lose.
 PRIORITY: tuple[str, ...] = ("constraint", "decision", "next_step", "error")
@@ -138,7 +137,7 @@ def required_items(nodes: Sequence[Node], carried: Sequence[Mapping[str, Any]] =
         if is_request(msg):
             text = msg.text.strip()
             items += [Required("constraint", clip_words(s, STATEMENT_CHARS), node.id)
-                      for s in constraint_sentences(text)]
+                      for s in user_constraints(text)]
             decisions, steps, corrections = user_statements(text)
             for s in corrections:
                 _retire_corrected(items, s)

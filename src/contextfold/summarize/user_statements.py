@@ -15,8 +15,9 @@ demonstrations) and clipping that never cuts an identifier. Pure text functions.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-from ..core.constraints import sentences
+from ..core.constraints import constraint_sentences, sentences
 
 _DECIDED = re.compile(
     r"\b(?:we|i|the team)\s+(?:have\s+|'ve\s+|finally\s+)?(?:decided|agreed|settled on|chose)\b"
@@ -41,6 +42,12 @@ _CORRECTION = re.compile(
     r"|^\s*(?:instead|rather)[,:]\s"
     r"|^\s*(?:いや|やっぱり|訂正|ではなく|じゃなくて)"
     r"|^\s*(?:不对|不是|更正|改成|改为|改用)",
+    re.IGNORECASE,
+)
+# The words a correction opens with, anywhere in a message: a cheap first test.
+_CORRECTION_ANYWHERE = re.compile(
+    r"\b(?:actually|correction|scratch that|wait|i meant|no|instead|rather)\b"
+    r"|いや|やっぱり|訂正|ではなく|じゃなくて|不对|不是|更正|改成|改为|改用",
     re.IGNORECASE,
 )
 # A sentence is a question when it ends with one: a question is not a decision.
@@ -80,9 +87,15 @@ def is_correction(sentence: str) -> bool:
     return bool(_CORRECTION.search(sentence))
 
 
-def user_statements(text: str) -> tuple[list[str], list[str], list[str]]:
+@lru_cache(maxsize=4096)
+def user_statements(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(decisions, next steps, corrections): the sentences of a user message of each kind,
-    verbatim, in order. A correction is also a decision (it states what stands now)."""
+    verbatim, in order. A correction is also a decision (it states what stands now).
+
+    Cached: the offline summary and the retention check (S6) read the same messages."""
+    # One scan of the whole message first: most messages state none of these.
+    if not (_DECIDED.search(text) or _NEXT.search(text) or _CORRECTION_ANYWHERE.search(text)):
+        return (), (), ()
     decisions: list[str] = []
     steps: list[str] = []
     corrections: list[str] = []
@@ -93,7 +106,7 @@ def user_statements(text: str) -> tuple[list[str], list[str], list[str]]:
             decisions.append(sentence)
         elif is_next_step(sentence):
             steps.append(sentence)
-    return decisions, steps, corrections
+    return tuple(decisions), tuple(steps), tuple(corrections)
 
 
 _CODE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
@@ -102,6 +115,13 @@ _CODE = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 def without_code(text: str) -> str:
     """`text` with its code blocks replaced by "[code]": a goal is read, not run."""
     return _CODE.sub(" [code] ", text)
+
+
+@lru_cache(maxsize=4096)
+def user_constraints(text: str) -> tuple[str, ...]:
+    """The constraint sentences of a user message (`core.constraints`), cached like
+    `user_statements`: the offline summary and the retention check read the same texts."""
+    return tuple(constraint_sentences(text))
 
 
 def clean_prose(sentence: str) -> str:
