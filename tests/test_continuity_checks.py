@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -208,7 +210,7 @@ def test_a_carried_requirement_is_checked_at_every_later_checkpoint():  # S6
     later_nodes = chain([user("Please read the next item."), assistant("Read it.")],
                         prefix="m")
     later = make_plan(later_nodes, profile="research", previous_summary=_forgetful(first))
-    later = Plan(**{**later.__dict__, "previous_details": cp.details})
+    later = replace(later, previous_details=cp.details)
     out, check = check_summary(later, _forgetful(later), Ledger(), summarizer="llm:m",
                                budget=4_000)
     assert DECISION in out and STEP in out and check.readded
@@ -293,3 +295,14 @@ def test_checkpoint_check_reports_ungrounded_lines():  # S7
     assert "(inferred) Publish the draft today" in cp.summary
     assert cp.details["check"]["ungrounded"] == [{"claimed": "user",
                                                   "text": "Publish the draft today"}]
+
+
+def test_a_masking_step_carries_the_previous_check():  # S6 V2
+    from contextfold.core.mask_planner import build_mask_checkpoint
+
+    plan = make_plan(_session(), profile="research")
+    cp = checked_checkpoint(plan, build_checkpoint(plan, summarize_extractive(plan),
+                                                   summarizer="extractive"))
+    mask = replace(plan, action="mask", newly_old=(), chunks=(), previous_summary=cp.summary,
+                   previous_details=cp.details, mask_before_id=plan.newly_old[-1].id)
+    assert build_mask_checkpoint(mask).details["check"] == cp.details["check"]
