@@ -28,6 +28,7 @@ from ..core.identifiers import error_line
 from ..core.ledger import evicted_since, ledger_tokens, merge_ledger
 from ..core.messages import Checkpoint, Ledger, Node
 from ..core.plan import Plan
+from ..core.projection import render_ledger
 from ..core.text_estimate import Count
 from ..core.tool_calls import call_text
 from ..core.tree import message_nodes
@@ -235,11 +236,15 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
     previous = plan.previous_details.get("check") or {}
     check.required = required_items(plan.newly_old, previous.get("carried") or ())
     _identifiers(plan, text, ledger, check)
+    # The ledger is part of the checkpoint: what it holds (a user's rule, a tool error) the
+    # summary need not repeat.
+    in_ledger = _norm(render_ledger(ledger))
+    wanted = [r for r in check.required if _norm(r.text) not in in_ledger]
     present = _norm(text)
-    missing = [r for r in check.required if _norm(r.text) not in present]
+    missing = [r for r in wanted if _norm(r.text) not in present]
     if not missing:
         return text, check
-    order = sorted(check.required, key=lambda r: PRIORITY.index(r.kind))  # stable sort
+    order = sorted(wanted, key=lambda r: PRIORITY.index(r.kind))  # stable sort
     out = _attempt(plan, text, order, [], budget, count)
     if out is None:
         # Not all fit: take them in priority order, each one only if it fits whole with
@@ -305,9 +310,12 @@ def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
     text, check = check_summary(plan, checkpoint.summary, checkpoint.ledger,
                                 summarizer=checkpoint.summarizer, budget=budget, count=count)
     ledger = checkpoint.ledger
-    if check.evicted and ledger.entries:
+    # Only the user's own words take room from the ledger: an error is tool traffic, as
+    # the identifiers are.
+    users = [r for r in check.evicted if r.kind != "error"]
+    if users and ledger.entries:
         held = min(ledger_tokens(ledger, count), plan.budget.ledger_budget)
-        need = sum(count(f"- {_item(r)}\n") for r in check.evicted) + _SLACK
+        need = sum(count(f"- {_item(r)}\n") for r in users) + _SLACK
         smaller = merge_ledger(plan.previous_ledger, plan.identifiers(), max(0, held - need),
                                count)
         freed = held - ledger_tokens(smaller, count)
@@ -315,7 +323,7 @@ def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
             retry, again = check_summary(plan, checkpoint.summary, smaller,
                                          summarizer=checkpoint.summarizer,
                                          budget=budget + freed, count=count)
-            if len(again.evicted) < len(check.evicted):
+            if sum(r.kind != "error" for r in again.evicted) < len(users):
                 text, check, ledger = retry, again, smaller
     details = {**checkpoint.details, "check": check.to_json()}
     if ledger is not checkpoint.ledger:
