@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 RULES = ROOT / "docs" / "rules.md"
 
-FAMILIES = "TBEKMAPSRCODULNVGWY"  # the rule families; X (non-goals) has no numbered rules
+FAMILIES = "TBEKMAPSRCODULNVGWYQ"  # the rule families; X (non-goals) has no numbered rules
 RULE_IN_TEXT = re.compile(rf"\b([{FAMILIES}])([1-9][0-9]?)\b")
 RULE_IN_NAME = re.compile(rf"^[{FAMILIES.lower()}][1-9][0-9]?$")
 STATED = re.compile(r"^- \*\*([A-Z][0-9]+)\*\* — \S", re.MULTILINE)

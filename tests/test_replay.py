@@ -85,3 +85,27 @@ def test_fixed_overhead_leaves_a_raw_tail_for_split_turns():  # K6 B2
     assert after.tail_budget > 0
     # summary + tail still leave room to grow before the next compaction
     assert after.summary_budget + after.tail_budget < after.safe_input_limit
+
+
+def test_q4_replay_reports_the_recorded_bill_beside_contextfolds():
+    from contextfold.core.catalog import capacity_for
+    from contextfold.core.costs import session_cost
+    from contextfold.core.prices import PriceBook
+    from contextfold.replay import recorded_session, replay_recorded
+
+    result = import_file(FIXTURES / "claude-code" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+    session = recorded_session(result.nodes, result.leaf_id)
+    cap = capacity_for("claude-sonnet-4-5", context_window=64_000)
+    report = replay_recorded(session, cap, derive_budget(cap))
+    cost = report.to_json()["cost"]
+    recorded = session_cost([n for n in result.nodes if n.message is not None],
+                            PriceBook.packaged())
+    assert recorded.requests.usd and recorded.requests.usd > 0
+    assert cost["recorded"]["usd"] == pytest.approx(recorded.requests.usd, abs=1e-6)
+    ours = cost["contextfold"]
+    assert ours["requests"] == len(report.requests)
+    # every token of every request contextfold would have sent is billed once, by kind
+    assert ours["input_tokens"] + ours["cached_tokens"] + ours["cache_write_tokens"] == \
+        sum(r.estimated_tokens for r in report.requests)
+    assert ours["cached_tokens"] > ours["cache_write_tokens"] > 0  # turns read the cache back
+    assert ours["usd"] > 0 and cost["recorded_modelled"]["usd"] > 0

@@ -141,3 +141,35 @@ async def test_every_summariser_shape_becomes_one_summary(answer):  # S5
     summary = await summarize(None)
     assert isinstance(summary, Summary) and summary.text == "text"
     assert summary.summarizer == ("mine" if not isinstance(answer, str) else name)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_q4_the_summarising_requests_cost_is_recorded_and_shown(
+        fake, store, protocol, tmp_path, monkeypatch):
+    prices = tmp_path / "models.toml"
+    prices.write_text('[prices."fake-200k"]\ninput = 1.0\noutput = 2.0\n')
+    monkeypatch.setenv("CONTEXTFOLD_MODELS", str(prices))
+    conv = await _open(store, fake, protocol)
+    outcome = await conv.compact()
+    used = _committed(conv).details["summarizer_usage"]
+    # the fake server counts the summarising request with a real tokenizer
+    assert used["input"] + used["cache_read"] > 500 and used["output"] > 20
+    cost = outcome.to_json()["cost"]["summarizer"]
+    assert cost["input_tokens"] == used["input"] and cost["output_tokens"] == used["output"]
+    assert cost["usd"] == pytest.approx(
+        (used["input"] * 1.0 + used["cache_read"] * 1.0 + used["output"] * 2.0) / 1e6)
+    await conv.close()
+
+
+async def test_q4_the_offline_summary_costs_nothing(fake, store):
+    model = chat_model(fake, "openai", "fake-200k")
+    conv = await Conversation.open(store, model=model, capacity=capacity(WINDOW))
+    await fill(conv, 3, size=30)
+    outcome = await conv.compact()
+    assert outcome.status == "compacted" and outcome.summarizer == "extractive"
+    assert outcome.to_json()["cost"]["summarizer"] == {
+        "input_tokens": 0, "cached_tokens": 0, "cache_write_tokens": 0,
+        "output_tokens": 0, "usd": 0.0, "requests": 0}
+    assert "summarizer_usage" not in _committed(conv).details
+    assert fake.summary_requests == []
+    await conv.close()

@@ -15,17 +15,21 @@ original agent's context, not the one contextfold would have sent.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from ._sync import WouldWait, run_now
 from .core.budget import Budget, ModelCapacity
+from .core.costs import modelled_cost, projection_blocks, session_cost
 from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accuracy
 from .core.export import to_anthropic, to_openai
 from .core.messages import Message, Node
 from .core.plan import NoOp, Trigger
+from .core.prices import Block
 from .core.projection import Projection, project
+from .core.resolver import user_prices
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
 from .runtime.errors import RequestTooLargeError
@@ -45,6 +49,8 @@ class RequestRecord:
     recorded_tokens: int | None  # what the original agent's request occupied
     problems: tuple[str, ...] = ()
     over_limit: bool = False
+    # The request itself, for its modelled cost (SPEC Q4); not part of the report.
+    projection: Projection | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,7 @@ class ManagedSession:
                 recorded_tokens=None,
                 problems=request_problems(projection, self.system),
                 over_limit=tokens > self.budget.safe_input_limit,
+                projection=projection,
             )
             self.requests_sent += 1
         self.append(message, node_id)
@@ -243,6 +250,8 @@ class ReplayReport:
     overhead: int = 0
     overhead_source: str = "none"
     started_from_checkpoint: bool = False
+    # SPEC Q4: the recorded agent's bill beside contextfold's modelled one (`replay_cost`).
+    cost: dict[str, Any] | None = None
 
     @property
     def invalid_tool_sequences(self) -> int:
@@ -273,6 +282,7 @@ class ReplayReport:
                                  for r in self.requests if r.problems],
             # Per compaction: what was folded and how many raw messages / tokens stayed.
             "compaction_log": [c.to_json() for c in self.compactions],
+            "cost": self.cost,
         }
 
 
@@ -293,6 +303,7 @@ def replay_messages(
     start: Node | None = None,
     overhead: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    times: Mapping[str, float] | None = None,
 ) -> ReplayReport:
     """Replay `(node_id, message)` pairs, oldest first, under contextfold's management.
 
@@ -300,13 +311,15 @@ def replay_messages(
     compaction): its summary is the first thing the model sees. `overhead`: tokens every
     request carries besides the messages (the agent's system prompt and tools); compaction
     leaves room for them and each request's size includes them. `progress(done, total)` is
-    called as the messages are fed.
+    called as the messages are fed. `times`: when each message was recorded (seconds, by
+    node id), for the prompt cache's time to live in the cost report.
     """
     session = ManagedSession(capacity, budget_after_overhead(budget, overhead), summarizer,
                              system=system,
                              nodes=() if start is None else
                              (start.model_copy(update={"parent_id": None}),))
     requests: list[RequestRecord] = []
+    billed: list[tuple[list[Block], int, float]] = []  # SPEC Q4: each request as sent
     total = len(messages)
     for done, (node_id, recorded) in enumerate(messages, 1):
         if progress is not None:
@@ -316,8 +329,14 @@ def replay_messages(
         record = session.step(node_id, message)
         if record is not None:
             recorded_tokens = recorded.usage.prompt if recorded.usage else None
+            if record.projection is not None:
+                blocks = projection_blocks(record.projection, session.costs, fixed=overhead)
+                output = recorded.usage.output if recorded.usage else \
+                    session.costs.measure(recorded)
+                billed.append((blocks, output, (times or {}).get(node_id, float(done))))
             requests.append(replace(record, recorded_tokens=recorded_tokens,
-                                    estimated_tokens=record.estimated_tokens + overhead))
+                                    estimated_tokens=record.estimated_tokens + overhead,
+                                    projection=None))
     if session.fit.branch.nodes:
         session.compact("auto")
     return ReplayReport(
@@ -331,7 +350,29 @@ def replay_messages(
         chain=session.chain,
         overhead=overhead,
         started_from_checkpoint=start is not None,
+        cost=replay_cost(messages, billed, capacity.model, times or {}),
     )
+
+
+def replay_cost(messages: Sequence[tuple[str, Message]],
+                billed: Sequence[tuple[list[Block], int, float]], model: str,
+                times: Mapping[str, float]) -> dict[str, Any]:
+    """SPEC Q4: what the recorded agent was billed (its replies' reported usage, priced at
+    their models' rates), the same requests through the provider's modelled prompt cache, and
+    what contextfold's requests would have cost through that cache at the replay model's
+    prices (offline summaries cost nothing)."""
+    prices = user_prices()
+    nodes = [Node(id=node_id, payload=message,
+                  created_at=datetime.fromtimestamp(times.get(node_id, 0.0), UTC))
+             for node_id, message in messages]
+    recorded = session_cost(nodes, prices, model=model)
+    ours = modelled_cost(billed, prices.lookup(model), model)
+    # The recorded requests through the same modelled cache as ours: like for like, since a
+    # real cache also misses for reasons no model knows (evictions, changed prefixes).
+    return {"currency": "USD", "model": model,
+            "recorded": {**recorded.requests.to_json(), "model": recorded.model},
+            "recorded_modelled": recorded.full_history.to_json(),
+            "contextfold": ours.to_json()}
 
 
 def budget_after_overhead(budget: Budget, overhead: int) -> Budget:
@@ -376,6 +417,7 @@ class RecordedSession:
     messages: list[tuple[str, Message]]  # the active branch's messages, oldest first
     start: Node | None  # the recorded checkpoint the file begins after, if any
     model: str | None  # the model of the latest recorded reply, if it says
+    times: dict[str, float] = field(default_factory=dict)  # node id -> recorded at (s)
 
 
 def recorded_session(nodes: Sequence[Node], leaf_id: str) -> RecordedSession:
@@ -384,7 +426,8 @@ def recorded_session(nodes: Sequence[Node], leaf_id: str) -> RecordedSession:
     from .core.resolver import recorded_model
 
     return RecordedSession(active_messages(nodes, leaf_id), recorded_start(nodes, leaf_id),
-                           recorded_model(build_branch(nodes, leaf_id)))
+                           recorded_model(build_branch(nodes, leaf_id)),
+                           {n.id: n.created_at.timestamp() for n in nodes})
 
 
 def overhead_from_usage(messages: Sequence[tuple[str, Message]], start: Node | None,
@@ -425,7 +468,8 @@ def replay_recorded(session: RecordedSession, capacity: ModelCapacity, budget: B
     the report also checks the estimator against the recorded usage."""
     fixed, source = overhead
     report = replay_messages(session.messages, capacity, budget, None,
-                             start=session.start, overhead=fixed, progress=progress)
+                             start=session.start, overhead=fixed, progress=progress,
+                             times=session.times)
     report.overhead_source = source
     report.estimate = usage_accuracy([m for _, m in session.messages], capacity)
     return report

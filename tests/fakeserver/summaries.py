@@ -16,6 +16,7 @@ from typing import Any
 from contextfold.summarize.prompts import (
     CODING_SECTIONS,
     CRITICAL,
+    PREFIX_TASK_MARK,
     PROGRESS_SECTION,
     PROGRESS_SUBSECTIONS,
     RESEARCH_SECTIONS,
@@ -48,6 +49,9 @@ def is_summary_request(body: dict[str, Any]) -> bool:
     messages = body.get("messages") or []
     if messages:
         head += "\n" + _content_text(messages[0].get("content"))
+        # SPEC Q3: a summarising request after the session's own prefix says so at its end.
+        if PREFIX_TASK_MARK in _content_text(messages[-1].get("content")):
+            return True
     return SUMMARISER_ROLE in head.lower()
 
 

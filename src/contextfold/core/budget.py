@@ -20,6 +20,7 @@ Fraction = Annotated[float, Field(gt=0, le=1)]
 # thrash-guard share, even if the request stays above the auto threshold (never for a
 # preflight that masking cannot fit); summarise only when masking cannot help.
 MaskingMode = Literal["off", "auto", "always"]
+CompactionTrigger = Literal["size", "cost"]
 
 
 class ModelCapacity(Value):
@@ -57,6 +58,10 @@ class CompactionSettings(Value):
     # calls but every later request carries more tokens, more than those calls cost
     # (docs/runtime.md, bench/masking_bench.py); opt in where summaries are the bottleneck.
     masking: MaskingMode = "off"
+    # SPEC Q2: "size" compacts above the automatic threshold; "cost" may compact earlier,
+    # between turns, when the model's prices and cache rules make that cheaper
+    # (core.cost_trigger). The hard bounds are the same for both.
+    trigger: CompactionTrigger = "size"
 
 
 class Budget(Value):
@@ -74,6 +79,7 @@ class Budget(Value):
     split_turn: bool = True
     pin_budget: int = 0  # SPEC N1: tokens the pins message may use
     masking: MaskingMode = "off"  # SPEC V2 (derive_budget takes it from the settings)
+    trigger: CompactionTrigger = "size"  # SPEC Q2 (from the settings)
 
 
 def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
@@ -100,4 +106,5 @@ def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None =
         split_turn=s.split_turn,
         pin_budget=max(1, int(safe * s.pin_share)),
         masking=s.masking,
+        trigger=s.trigger,
     )

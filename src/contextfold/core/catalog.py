@@ -542,6 +542,24 @@ def load_overrides(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     and the key.
     """
     file = Path(path)
+    data = read_overrides_file(file)
+    models = data.get("models", {} if "prices" in data else None)
+    if not isinstance(models, dict):
+        raise CatalogConfigError(
+            f"{file}: expected a 'models' table keyed by model name, e.g. "
+            '[models."my-model"] context_window = 8192')
+    out: dict[str, dict[str, Any]] = {}
+    for name, fields in models.items():
+        where = f"{file}: models.{json.dumps(name)}"
+        if not isinstance(fields, dict):
+            raise CatalogConfigError(f"{where}: expected a table of fields, not {fields!r}")
+        out[name] = _check_fields(fields, where)
+    return out
+
+
+def read_overrides_file(file: Path) -> dict[str, Any]:
+    """The tables of a TOML or JSON overrides file (`models`, and `prices` for
+    `core.prices`). `CatalogConfigError` names the file when it cannot be read or parsed."""
     try:
         raw = file.read_bytes()
     except OSError as exc:
@@ -556,17 +574,9 @@ def load_overrides(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     except (ValueError, UnicodeDecodeError) as exc:
         kind = "JSON" if file.suffix.lower() == ".json" else "TOML"
         raise CatalogConfigError(f"{file}: not valid {kind}: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
-        raise CatalogConfigError(
-            f"{file}: expected a 'models' table keyed by model name, e.g. "
-            '[models."my-model"] context_window = 8192')
-    out: dict[str, dict[str, Any]] = {}
-    for name, fields in data["models"].items():
-        where = f"{file}: models.{json.dumps(name)}"
-        if not isinstance(fields, dict):
-            raise CatalogConfigError(f"{where}: expected a table of fields, not {fields!r}")
-        out[name] = _check_fields(fields, where)
-    return out
+    if not isinstance(data, dict):
+        raise CatalogConfigError(f"{file}: expected tables ('models', 'prices') at the top")
+    return data
 
 
 @cache

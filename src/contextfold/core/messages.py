@@ -7,6 +7,7 @@ boundary with an error that names the field, before anything is stored.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -195,6 +196,19 @@ class Usage(Value):
     @property
     def prompt(self) -> int:
         return self.input + self.cache_read + self.cache_write
+
+
+def summed_usage(usages: Iterable[Usage]) -> Usage | None:
+    """The usage of several requests together (a compaction's summarising calls, SPEC Q4);
+    None for none. The model is kept when they agree."""
+    items = list(usages)
+    if not items:
+        return None
+    models = {u.model for u in items}
+    return Usage(input=sum(u.input for u in items), output=sum(u.output for u in items),
+                 cache_read=sum(u.cache_read for u in items),
+                 cache_write=sum(u.cache_write for u in items),
+                 model=models.pop() if len(models) == 1 else None)
 
 
 # --------------------------------------------------------------------------- messages

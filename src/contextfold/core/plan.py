@@ -15,6 +15,7 @@ from typing import Any, Literal
 from .budget import Budget
 from .identifiers import combine_identifiers, identifiers_by_message
 from .messages import Ledger, LedgerEntry, Node, Pin, TurnContext
+from .projection import Projection
 
 Trigger = Literal["manual", "auto", "preflight"]
 Action = Literal["summarize", "mask"]
@@ -32,6 +33,16 @@ class NoOp:
     @property
     def is_noop(self) -> bool:
         return True
+
+
+@dataclass(frozen=True)
+class RequestPrefix:
+    """What the session's next request holds before any draft: the projection the plan was
+    made from, the system prompt and the tools (as request JSON)."""
+
+    projection: Projection
+    system: str | None = None
+    tools: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,9 @@ class Plan:
     # later checkpoint must still carry or name as evicted.
     previous_details: Mapping[str, Any] = field(default_factory=dict, compare=False,
                                                 repr=False)
+    # SPEC Q3: the request the plan was made from, for a summariser that is the session's
+    # own model (its request then starts with exactly this prefix). Not part of the identity.
+    request: RequestPrefix | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def message_identifiers(self) -> Mapping[str, tuple[LedgerEntry, ...]]:

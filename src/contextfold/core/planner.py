@@ -38,7 +38,7 @@ from .masking import apply_mask
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
 from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
 from .pins import pins_text
-from .plan import NoOp, Plan, Profile, Trigger
+from .plan import NoOp, Plan, Profile, RequestPrefix, Trigger
 from .projection import Projection, checkpoint_text, fixed_part, project, raw_start
 from .serialize import SerializeLimits, split_into_chunks
 from .split_turn import split_turn_context, turn_context_tokens
@@ -115,7 +115,10 @@ def plan_compaction(
                                     pending=pending, costs=costs)
     tokens_before = estimate.tokens
 
-    if trigger == "auto" and tokens_before <= budget.auto_threshold:
+    # SPEC Q2: with the cost trigger the check after the turn (`core.cost_trigger`) chose to
+    # compact below the threshold; the thrash guard below still applies.
+    if trigger == "auto" and budget.trigger == "size" and \
+            tokens_before <= budget.auto_threshold:
         return NoOp(f"{tokens_before} tokens is below the auto threshold "
                     f"{budget.auto_threshold}", trigger, "below_threshold")
     if trigger == "preflight" and tokens_before <= budget.safe_input_limit:
@@ -227,6 +230,7 @@ def plan_compaction(
         tail_clips=dict(boundary.clips),
         mask_before_id=mask_before_id,
         pins=projection.pins,
+        request=RequestPrefix(projection, system, tuple(tools or ())),
     )
 
 

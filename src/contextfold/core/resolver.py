@@ -34,6 +34,7 @@ from ..errors import ContextfoldError
 from .budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from .catalog import ModelCatalog, UnknownModelError, default_catalog, derived_max_output
 from .messages import Checkpoint, Message, Node
+from .prices import PriceBook
 from .tree import Branch, DamagedBranch
 
 BUILTIN_DEFAULT_MODEL = "offline/echo"
@@ -182,6 +183,26 @@ def user_catalog(environ: Mapping[str, str] | None = None) -> ModelCatalog:
     except OSError:
         stamp = (0, 0)  # the catalog's own read names the missing file
     return _overrides_catalog(path, stamp)
+
+
+@lru_cache(maxsize=8)
+def _overrides_prices(path: str, stamp: tuple[int, int]) -> PriceBook:
+    del stamp  # part of the cache key only: an edited file is read again
+    return PriceBook.packaged().with_overrides(path)
+
+
+def user_prices(environ: Mapping[str, str] | None = None) -> PriceBook:
+    """The packaged prices plus the `prices` table of the `$CONTEXTFOLD_MODELS` file, if any
+    (SPEC Q1: prices are overridden where capacities are)."""
+    path = (os.environ if environ is None else environ).get(OVERRIDES_ENV)
+    if not path:
+        return PriceBook.packaged()
+    try:
+        info = os.stat(path)
+        stamp = (info.st_mtime_ns, info.st_size)
+    except OSError:
+        stamp = (0, 0)
+    return _overrides_prices(path, stamp)
 
 
 @dataclass(frozen=True)

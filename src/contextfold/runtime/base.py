@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
-from ..core.fit import over_auto_threshold
 from ..core.messages import Message, Node, ToolCallPart
 from ..core.plan import Trigger
 from ..core.projection import Projection, project
@@ -207,7 +206,7 @@ class ConversationBase:
         """After a completed turn: compact in the background if above the threshold (A1)."""
         if self._branch is None or self._runner.running:
             return
-        if not over_auto_threshold(self.estimate().tokens, self.budget):
+        if not self._sizer.auto_due(self.projection()):
             return
         capacity, budget = self._capacity, self.budget
 

@@ -24,10 +24,12 @@ from ..core.budget import Budget, ModelCapacity
 from ..core.estimator import MessageCosts, estimate_request
 from ..core.fit import tighter_budget
 from ..core.mask_planner import MASKING_SUMMARIZER
-from ..core.messages import Checkpoint, Message
+from ..core.messages import Checkpoint, Message, Usage
 from ..core.plan import NoOp, Plan, Trigger
 from ..core.planner import build_checkpoint, plan_compaction, projection_after
+from ..core.prices import Cost, cache_rules, request_cost
 from ..core.projection import project
+from ..core.resolver import user_prices
 from ..core.tree import Branch, DamagedBranch
 from ..ids import new_id
 from ..store import ReadOnlySessionError
@@ -78,12 +80,27 @@ class CompactionOutcome:
     split_turn: bool = False  # K6: the boundary is a tool round inside the current turn
     clipped_results: int = 0  # K6: kept messages whose tool results are clipped
     folded_ids: tuple[str, ...] = ()  # the messages it folded into the summary (K5)
+    summarizer_usage: Usage | None = None  # SPEC Q4: what its summarising requests used
+
+    def cost(self) -> Cost:
+        """What this compaction's summarising requests cost (SPEC Q4): the offline summary
+        asks no model and costs nothing; an unpriced model's dollars are None."""
+        usage = self.summarizer_usage
+        if usage is None:
+            return Cost()
+        name = usage.model or (self.summarizer or "").removeprefix("llm:")
+        price = user_prices().lookup(name) if name else None
+        if price is None:
+            return request_cost(None, usage, cache_rules(None, name))
+        return price.cost(usage)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         for internal in ("code", "trigger", "folded_tokens", "tail_budget", "split_turn",
-                         "clipped_results", "folded_ids"):
+                         "clipped_results", "folded_ids", "summarizer_usage"):
             data.pop(internal)
+        if self.status == "compacted":
+            data["cost"] = {"currency": "USD", "summarizer": self.cost().to_json()}
         for optional in ("fallback_reason", "note", "check"):
             if data[optional] is None:
                 data.pop(optional)
@@ -179,7 +196,11 @@ async def compact_session(
             after = estimate_request(candidate, capacity, system=system, tools=tools,
                                      pending=pending, costs=costs).tokens
             # Stored as the whole next request, like `tokens_before`: the two compare.
-            checkpoint = checkpoint.model_copy(update={"tokens_after_estimate": after})
+            update: dict[str, Any] = {"tokens_after_estimate": after}
+            if summary.usage is not None:  # SPEC Q4: what summarising cost, with the node
+                update["details"] = {**checkpoint.details,
+                                     "summarizer_usage": summary.usage.model_dump()}
+            checkpoint = checkpoint.model_copy(update=update)
             return _Written(plan, checkpoint, summary, after)
 
         plan = planned(budget)
@@ -229,6 +250,7 @@ async def compact_session(
         split_turn=written.checkpoint.turn is not None and bool(plan.kept),
         clipped_results=len(plan.tail_clips),
         folded_ids=tuple(n.id for n in plan.newly_old),
+        summarizer_usage=written.summary.usage,
     )
 
 

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..core.fit import Blocked, Compact, Fits, after_compaction, over_auto_threshold
+from ..core.fit import Blocked, Compact, Fits, after_compaction
 from ..core.messages import Message
 from ..core.plan import Trigger
 from ..core.projection import Projection, project
@@ -153,7 +153,6 @@ class SessionFit:
 
     async def auto(self) -> CompactionOutcome | None:
         """SPEC A1-A3 after a turn: compact between turns when over the auto threshold."""
-        if not over_auto_threshold(self.sizer.estimate(self.projection()).tokens,
-                                   self.sizer.budget):
+        if not self.sizer.auto_due(self.projection()):
             return None
         return await self.compact("auto")

@@ -14,10 +14,12 @@ from functools import cached_property
 from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
+from ..core.cost_trigger import compact_after_turn
 from ..core.estimator import Estimate, MessageCosts, estimate_request
-from ..core.fit import Decision, Fits, decide, smallest_checkpoint
+from ..core.fit import Decision, Fits, decide, over_auto_threshold, smallest_checkpoint
 from ..core.messages import Message
 from ..core.projection import Projection, fixed_part
+from ..core.resolver import user_prices
 from ..providers.base import ToolSpec
 
 
@@ -94,6 +96,20 @@ class Sizer:
         if tokens <= limit:  # the common case needs no floor (this runs before every call)
             return Fits(tokens)
         return decide(tokens, limit, self.floor(projection, pending), self.smallest_checkpoint)
+
+    def auto_due(self, projection: Projection) -> bool:
+        """SPEC A1 (and Q2 with `trigger="cost"`): should the check after a turn compact?
+        Above the automatic threshold always; with the cost trigger also earlier, when the
+        model's prices and cache rules make compacting now cheaper than carrying on."""
+        tokens = self.estimate(projection).tokens
+        if self.budget.trigger != "cost":
+            return over_auto_threshold(tokens, self.budget)
+        nodes = projection.messages
+        users = sum(1 for n in nodes if n.message is not None and n.message.role == "user")
+        growth = sum(self.costs(n) for n in nodes) / max(1, users)  # the session's rhythm
+        price = user_prices().lookup(self.capacity.model)
+        return compact_after_turn(tokens, self.budget, fixed=self.floor(projection),
+                                  growth=growth, price=price).compact
 
     def gauge(self, estimate: Estimate) -> Gauge:
         return Gauge(tokens=estimate.tokens, safe_input_limit=self.budget.safe_input_limit,

@@ -96,8 +96,9 @@ def _written_with(metadata: dict[str, Any]) -> str | None:
 
 @router.get("/sessions/{session_id}")
 async def get_session(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
-    """One session: settings, leaf, revision, read_only, state and gauge."""
-    return await sessions.session_json(await sessions.get(who, session_id))
+    """One session: settings, leaf, revision, read_only, state, gauge and cost (SPEC Q4)."""
+    live = await sessions.get(who, session_id)
+    return {**await sessions.session_json(live), "cost": await sessions.cost_json(live)}
 
 
 @router.get("/sessions/{session_id}/tree")

@@ -15,9 +15,10 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ..core.costs import session_cost
 from ..core.messages import text_message
-from ..core.resolver import recorded_model
-from ..core.tree import DamagedBranch
+from ..core.resolver import recorded_model, user_prices
+from ..core.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..store.liveness import holder_is_dead
 from ..store.protocol import SessionStore
@@ -64,6 +65,8 @@ class Live:
         self.turns = 0  # turns running on this worker
         self.keyed: set[str] = set()  # user node ids of the idempotent sends running here
         self.lock = asyncio.Lock()  # serialises refreshes
+        # SPEC Q4: the session's cost, by the (leaf, revision) it was worked out for.
+        self.cost: tuple[tuple[str | None, int], dict[str, Any]] | None = None
 
     @property
     def session_id(self) -> str:
@@ -261,6 +264,23 @@ class SessionManager:
             "state": await self.state(live),
             "gauge": gauge_json(conv.gauge()) if not read_only else None,
         }
+
+    async def cost_json(self, live: Live) -> dict[str, Any]:
+        """What the session cost and what its full history would have (SPEC Q4), over the
+        whole branch, worked out once per revision: the one read that loads the history
+        summarised away, so only `GET /v1/sessions/{id}` answers it, never a turn."""
+        branch = live.conv.branch
+        key = (branch.leaf_id, branch.revision) if isinstance(branch, Branch) else \
+            (live.info.leaf_id, live.info.branch_revision)
+        cached = live.cost
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        full = await live.conv.store.load_full_branch(live.session_id)
+        nodes = full.nodes if isinstance(full, Branch) else full.readable  # D2: what reads
+        cost = session_cost(nodes, user_prices(),
+                            model=live.opened.resolved.name).to_json()
+        live.cost = (key, cost)
+        return cost
 
     async def problems(self, live: Live) -> list[str]:
         """What is damaged in a read-only session (SPEC D2): in the loaded tail, else in the

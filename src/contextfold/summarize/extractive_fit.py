@@ -44,23 +44,18 @@ def fit_sections(ordered: list[Section], budget: int, count: Count) -> str:
     text = render_sections(ordered)
     if count(text) <= budget:
         return text
-    cost = {id(s): [count(f"- {s.box}{i}\n") for i in s.items] for s in ordered}
-    note = count(f"- (999 {OMITTED_NOTE})\n")
-    frame = count("\n".join(s.heading for s in ordered)) + len(ordered)
-
-    def estimate() -> int:
-        lists = sum(sum(c) for c in cost.values())
-        return frame + lists + note * sum(1 for s in ordered if s.omitted)
-
+    trim = _Trimmer(ordered, count)
     # Fast pass on per-item costs, then an exact pass re-measuring the whole text. Items
     # counted one by one add up to more than the text counted whole (each count rounds
     # up), so the fast pass aims at the budget in the per-item scale: it must not trim
     # what the whole text would have had room for.
-    target = budget * estimate() // max(1, count(text))
-    while (over := estimate() - target) > 0 and _trim_one(ordered, cost, over, count):
+    target = budget * trim.estimate() // max(1, count(text))
+    while (over := trim.estimate() - target) > 0 and trim.one(over):
         pass
+    trim.sync()
     text = render_sections(ordered)
-    while (over := count(text) - budget) > 0 and _trim_one(ordered, cost, over, count):
+    while (over := count(text) - budget) > 0 and trim.one(over):
+        trim.sync()
         text = render_sections(ordered)
     # Only pinned items are left: shorten the longest rather than lose any.
     while (over := count(text) - budget) > 0 and _shorten_longest(ordered, over, count):
@@ -105,32 +100,87 @@ def _shrunk(item: str, item_cost: int, over: int) -> str | None:
     return clipped if len(clipped) < len(item) else None
 
 
-def _trim_one(ordered: list[Section], cost: dict[int, list[int]], over: int,
-              count: Count) -> bool:
-    """Shorten or drop the oldest unpinned item of the heaviest list of the lowest rank."""
-    best: tuple[Section, int] | None = None
-    key: tuple[int, int] | None = None
-    for s in ordered:
-        costs = cost[id(s)]
-        free = [i for i, item in enumerate(s.items) if norm_item(item) not in s.pinned]
-        if not free:
-            continue
-        # Lowest rank first; within a rank, the most unpinned weight.
-        k = (s.rank, -sum(costs[i] for i in free))
-        if key is None or k < key:
-            best, key = (s, free[0]), k
-    if best is None:
-        return False
-    section, i = best
-    shorter = _shrunk(section.items[i], cost[id(section)][i], over)
-    if shorter is not None:
-        section.items[i] = shorter
-        cost[id(section)][i] = count(f"- {section.box}{shorter}\n")
+class _Trimmer:
+    """The trimming state of every list, kept up to date as items go, so one trim costs
+    O(lists) rather than O(items) (issue 26: re-scanning every item on each of thousands
+    of trims made fitting quadratic in the facts folded).
+
+    Per list: each item's cost, the positions of its unpinned items in order, a cursor at
+    the oldest one still held, and their total cost. A dropped item is only marked; the
+    section's `items` are rebuilt from the marks by `sync`, before the text is rendered.
+    Which item goes, and how far one is shortened, is exactly what a full re-scan chooses:
+    the oldest unpinned item of the heaviest list of the lowest rank, ties to the first.
+    """
+
+    def __init__(self, ordered: list[Section], count: Count) -> None:
+        self.ordered, self.count = ordered, count
+        self.note = count(f"- (999 {OMITTED_NOTE})\n")
+        self.frame = count("\n".join(s.heading for s in ordered)) + len(ordered)
+        self.cost = [[count(f"- {s.box}{i}\n") for i in s.items] for s in ordered]
+        self.total = sum(sum(c) for c in self.cost)
+        self.dropped: list[set[int]] = [set() for _ in ordered]
+        self._index()
+
+    def _index(self, only: int | None = None) -> None:
+        """(Re)build the unpinned positions, cursors and weights (of list `only`, or all)."""
+        if only is None:
+            self.free: list[list[int]] = [[] for _ in self.ordered]
+            self.head = [0] * len(self.ordered)
+            self.weight = [0] * len(self.ordered)
+        for n, s in enumerate(self.ordered):
+            if only is None or n == only:
+                free = [i for i, item in enumerate(s.items) if norm_item(item) not in s.pinned]
+                self.free[n], self.head[n] = free, 0
+                self.weight[n] = sum(self.cost[n][i] for i in free)
+
+    def estimate(self) -> int:
+        """The summary's tokens by per-item costs: headings, items, omitted notes."""
+        return self.frame + self.total + self.note * sum(1 for s in self.ordered if s.omitted)
+
+    def one(self, over: int) -> bool:
+        """Shorten or drop the oldest unpinned item of the heaviest list of the lowest rank."""
+        best: int | None = None
+        key: tuple[int, int] | None = None
+        for n, s in enumerate(self.ordered):
+            if self.head[n] >= len(self.free[n]):
+                continue
+            # Lowest rank first; within a rank, the most unpinned weight.
+            k = (s.rank, -self.weight[n])
+            if key is None or k < key:
+                best, key = n, k
+        if best is None:
+            return False
+        n, section = best, self.ordered[best]
+        i = self.free[n][self.head[n]]
+        old = self.cost[n][i]
+        shorter = _shrunk(section.items[i], old, over)
+        if shorter is not None:
+            section.items[i] = shorter
+            new = self.count(f"- {section.box}{shorter}\n")
+            self.cost[n][i] = new
+            self.total += new - old
+            self.weight[n] += new - old
+            if norm_item(shorter) in section.pinned:  # shortened into a pinned item's form
+                self.head[n] += 1
+                self.weight[n] -= new
+            return True
+        self.dropped[n].add(i)
+        self.head[n] += 1
+        self.total -= old
+        self.weight[n] -= old
+        section.omitted += 1
         return True
-    del section.items[i]
-    del cost[id(section)][i]
-    section.omitted += 1
-    return True
+
+    def sync(self) -> None:
+        """Remove the dropped items from their sections (and re-index those lists)."""
+        for n, gone in enumerate(self.dropped):
+            if not gone:
+                continue
+            s = self.ordered[n]
+            s.items = [item for i, item in enumerate(s.items) if i not in gone]
+            self.cost[n] = [c for i, c in enumerate(self.cost[n]) if i not in gone]
+            self.dropped[n] = set()
+            self._index(n)
 
 
 def _shorten_longest(ordered: list[Section], over: int, count: Count) -> bool:

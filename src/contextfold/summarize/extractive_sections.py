@@ -73,15 +73,22 @@ class Section:
 
     def add(self, items: Iterable[str], *, pin: bool = False) -> None:
         """Append `items` (skipping empty ones); `pin` keeps them from being trimmed."""
+        # A repeated item moves to the end: it is recent again, so trimmed last. Done for
+        # the whole batch at once (one pass over the held items, not one per new item:
+        # issue 26), with the same result as adding one by one: the held items no new one
+        # repeats, then the new ones in the order of their last occurrence.
+        new: dict[str, str] = {}
         for item in items:
             key = norm_item(item)
             if not key or key in ("(none)", "none"):
                 continue
-            # A repeated item moves to the end: it is recent again, so trimmed last.
-            self.items = [i for i in self.items if norm_item(i) != key]
-            self.items.append(item)
+            new.pop(key, None)
+            new[key] = item
             if pin:
                 self.pinned.add(key)
+        if new:
+            self.items = [i for i in self.items if norm_item(i) not in new]
+            self.items.extend(new.values())
 
     def lines(self) -> list[str]:
         """The heading and its bullets, with the count of trimmed items, or "(none)"."""

@@ -79,4 +79,7 @@ def summarizer_for(model: str | None, resolver: ModelResolver, *,
         chat_model = make_chat_model(model, base_url=url, provider=provider)
     else:
         chat_model = endpoints.chat_model(model, base_url=url, provider=provider)
-    return LlmSummarizer(chat_model, capacity)
+    # SPEC Q3: the session's own model summarises after the session's exact prefix, so its
+    # provider's prompt cache serves that input.
+    return LlmSummarizer(chat_model, capacity,
+                         session_prefix=chat is not None and model == chat.name)

@@ -18,15 +18,15 @@ conservative estimator), and the answer's `max_tokens` under its reserve.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..core.budget import ModelCapacity
 from ..core.estimator import estimate_text
-from ..core.messages import Node, text_message
+from ..core.messages import Node, Usage, summed_usage, text_message
 from ..core.plan import Plan
 from ..core.serialize import SerializeLimits, serialize_chunk
 from ..core.text_estimate import Count
-from ..providers.base import ChatModel, ChatRequest
+from ..providers.base import ChatModel, ChatRequest, ToolSpec
 from ..providers.errors import ProviderError
 from .extractive import (
     SummaryBudgetTooSmall,
@@ -35,7 +35,7 @@ from .extractive import (
     summary_token_budget,
 )
 from .language import user_language
-from .prompts import PROMPT_OVERHEAD_TOKENS, build_summary_request
+from .prompts import PROMPT_OVERHEAD_TOKENS, build_prefix_summary_prompt, build_summary_request
 from .summary import FALLBACK, Summary
 from .validate import SummaryInvalid, ensure_valid, validate_summary
 
@@ -69,7 +69,8 @@ class LlmSummarizer:
     """Summarise compaction plans with a chat model (the summariser model)."""
 
     def __init__(self, model: ChatModel, capacity: ModelCapacity | None = None, *,
-                 count: Count = estimate_text, target_share: float = 0.5) -> None:
+                 count: Count = estimate_text, target_share: float = 0.5,
+                 session_prefix: bool = False) -> None:
         if not 0 < target_share <= 1:
             raise ValueError(f"target_share must be within (0, 1], got {target_share}")
         self.model = model
@@ -80,6 +81,9 @@ class LlmSummarizer:
         # tokens would be rejected. So the prompt asks for a share of the budget, while
         # max_tokens (the hard cap) and validation use the whole budget.
         self.target_share = target_share
+        # SPEC Q3: this model is the session's own, so a summarising request may start with
+        # the session's exact prefix and be served from the prompt cache.
+        self.session_prefix = session_prefix
 
     @property
     def name(self) -> str:
@@ -110,46 +114,69 @@ class LlmSummarizer:
         """A valid summary of `plan`: from the model if it can, else the offline one."""
         problems: list[str] = []
         attempts = 0
+        used: list[Usage] = []  # SPEC Q4: every summarising request's usage
         running = plan.previous_summary
         chunks = plan.chunks or ((plan.newly_old,) if plan.newly_old else ())
         # SPEC G1: the summary's content follows the language the user writes in lately.
         language = user_language((*plan.newly_old, *plan.kept))
+        prefixed = self.prefix_request(plan, language)
+        if prefixed is not None:  # SPEC Q3: one request, its input read from the cache
+            chunks = ()
+            try:
+                running, attempts = await self._ask(prefixed, plan, self.output_tokens(plan),
+                                                    "session prefix", problems, used)
+            except _ChunkFailed as failed:
+                return self._fallback(plan, failed.args[0], problems, used)
+            return Summary(text=running, summarizer=self.name, attempts=attempts,
+                           problems=tuple(problems), usage=summed_usage(used))
         try:
             for index, chunk in enumerate(chunks, start=1):
                 label = f"chunk {index}/{len(chunks)}"
                 # K6: the last chunk ends inside the unfinished turn whose rounds stay raw.
                 split = plan.turn_context is not None and index == len(chunks)
-                running, used = await self._chunk(plan, chunk, running, label, problems,
-                                                  language, split_turn=split)
-                attempts += used
+                running, tries = await self._chunk(plan, chunk, running, label, problems,
+                                                   language, split_turn=split, used=used)
+                attempts += tries
         except _ChunkFailed as failed:
             attempts += failed.args[0]
-            return self._fallback(plan, attempts, problems)
+            return self._fallback(plan, attempts, problems, used)
         if running is None or not chunks:
             problems.append("nothing to summarise with the model")
-            return self._fallback(plan, attempts, problems)
+            return self._fallback(plan, attempts, problems, used)
         return Summary(text=running, summarizer=self.name, attempts=attempts,
-                              problems=tuple(problems))
+                       problems=tuple(problems), usage=summed_usage(used))
 
     async def _chunk(self, plan: Plan, chunk: Sequence[Node], running: str | None,
                      label: str, problems: list[str],
-                     language: str | None = None, *, split_turn: bool = False
-                     ) -> tuple[str, int]:
+                     language: str | None = None, *, split_turn: bool = False,
+                     used: list[Usage] | None = None) -> tuple[str, int]:
         """Summarise one chunk onto `running`; at most two requests (normal, strict)."""
         limit = self.chunk_tokens(plan, running)
         text = serialize_chunk(chunk, limit, SerializeLimits.for_budget(limit), self.count)
         budget = self.output_tokens(plan)
         target = max(1, int(budget * self.target_share))
-        for attempt, strict in enumerate((False, True), start=1):
+
+        def request(strict: bool) -> ChatRequest:
             summary_request = build_summary_request(
                 profile=plan.profile, conversation_text=text, previous_summary=running,
                 instructions=plan.instructions, max_tokens=target, strict=strict,
                 language=language, split_turn=split_turn)
-            request = ChatRequest(system=summary_request.system,
-                                  pending=(text_message("user", summary_request.prompt),),
-                                  max_tokens=budget)
+            return ChatRequest(system=summary_request.system,
+                               pending=(text_message("user", summary_request.prompt),),
+                               max_tokens=budget)
+
+        return await self._ask(request, plan, budget, label, problems, used)
+
+    async def _ask(self, request: Callable[[bool], ChatRequest], plan: Plan, budget: int,
+                   label: str, problems: list[str], used: list[Usage] | None
+                   ) -> tuple[str, int]:
+        """Ask for a summary, then once more strictly if the answer is not a valid one;
+        the answer (fitted when only its size was wrong) and the requests it took."""
+        for attempt, strict in enumerate((False, True), start=1):
             try:
-                reply = await self.model.complete(request)
+                reply = await self.model.complete(request(strict))
+                if reply.message.usage is not None and used is not None:
+                    used.append(reply.message.usage)
             except ProviderError as exc:
                 problems.append(f"{label}: the model failed: {exc}")
                 raise _ChunkFailed(attempt) from exc
@@ -167,6 +194,41 @@ class LlmSummarizer:
             problems.append(f"{label}: {kind} rejected: " + "; ".join(found))
         raise _ChunkFailed(2)
 
+    def prefix_request(self, plan: Plan, language: str | None = None
+                       ) -> Callable[[bool], ChatRequest] | None:
+        """SPEC Q3: the summarising request that starts with the session's own prefix (its
+        projection, system prompt and tools, exactly as the session sends them) and ends with
+        the instruction, so a provider's prompt cache serves its input; None when this
+        summariser is not the session's model, the plan carries no request, or the prefix
+        with the instruction and the answer would not fit the window (a preflight plan's
+        request is over the limit by definition)."""
+        prefix = plan.request
+        if not self.session_prefix or prefix is None or plan.trigger == "preflight" or \
+                not plan.newly_old:
+            return None
+        budget = self.output_tokens(plan)
+        target = max(1, int(budget * self.target_share))
+        tools = tuple(ToolSpec(name=str(t.get("name", "")),
+                               description=str(t.get("description", "")),
+                               input_schema=dict(t.get("input_schema") or {}))
+                      for t in prefix.tools)
+        kept = len([n for n in plan.kept if n.message is not None])
+
+        def request(strict: bool) -> ChatRequest:
+            prompt = build_prefix_summary_prompt(
+                profile=plan.profile, kept=kept, carries_summary=plan.previous_summary is not None,
+                instructions=plan.instructions, max_tokens=target, strict=strict,
+                language=language, split_turn=plan.turn_context is not None)
+            return ChatRequest(projection=prefix.projection, system=prefix.system, tools=tools,
+                               pending=(text_message("user", prompt),), max_tokens=budget)
+
+        window = self.capacity.context_window if self.capacity is not None else None
+        if window is not None:
+            instruction = self.count(request(True).pending[0].text) + 64
+            if plan.tokens_before + instruction + budget > window:
+                return None
+        return request
+
     def _fit(self, answer: str, plan: Plan, budget: int, slack: float | None) -> str | None:
         """`answer` fitted to `budget` when size is its only problem (and it is at most
         `slack` over, if given); else None."""
@@ -180,14 +242,15 @@ class LlmSummarizer:
             return None
         return text if not validate_summary(text, plan.profile, budget, self.count) else None
 
-    def _fallback(self, plan: Plan, attempts: int, problems: list[str]) -> Summary:
+    def _fallback(self, plan: Plan, attempts: int, problems: list[str],
+                  used: Sequence[Usage] = ()) -> Summary:
         text = summarize_extractive(plan, self.count)
         try:
             ensure_valid(text, plan.profile, summary_token_budget(plan), self.count)
         except SummaryInvalid as exc:  # pragma: no cover - the extractive summariser's contract
             raise SummaryInvalid([*problems, *exc.problems]) from exc
         return Summary(text=text, summarizer=FALLBACK, attempts=attempts,
-                              problems=tuple(problems))
+                       problems=tuple(problems), usage=summed_usage(used))
 
 
 def make_llm_summarizer(model: str, capacity: ModelCapacity, *, provider: str | None = None,

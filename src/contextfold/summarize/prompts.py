@@ -292,3 +292,46 @@ def parse_sections(text: str, profile: Profile) -> dict[str, str]:
     if preamble:
         sections[CRITICAL] = f"{preamble}\n{sections.get(CRITICAL, '')}".strip()
     return sections
+
+
+# SPEC Q3: the instruction that ends a summarising request sent to the session's own model
+# after the session's exact prefix (so its input is read from the prompt cache).
+PREFIX_TASK_MARK = "[contextfold] Pause the task"
+_PREFIX_TASK = (
+    f"{PREFIX_TASK_MARK}: do not answer, continue or call any tool. The messages "
+    "above are the session so far. Write the structured context checkpoint that will "
+    "replace them for whoever continues the work."
+)
+
+
+def build_prefix_summary_prompt(*, profile: Profile, kept: int, carries_summary: bool,
+                                instructions: str | None = None, max_tokens: int,
+                                strict: bool = False, language: str | None = None,
+                                split_turn: bool = False) -> str:
+    """The user message that ends a summarising request sent after the session's own
+    prefix (SPEC Q3). `kept`: how many of the last messages above stay verbatim after the
+    summary (it covers everything before them); `carries_summary`: the messages above start
+    with an earlier checkpoint, whose content the new one carries forward (S4)."""
+    if max_tokens <= 0:
+        raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+    sections_for(profile)
+    scope = (f"Summarise everything above except the last {kept} message(s), which stay "
+             "verbatim after your summary." if kept else "Summarise everything above.")
+    parts = [_PREFIX_TASK, scope]
+    if carries_summary:
+        parts.append("The session above starts with an earlier checkpoint: keep everything "
+                     "in it that still matters, add what followed, move finished items to "
+                     "Done, update Next Steps; write ONE checkpoint, not a second one.")
+    if split_turn:
+        parts.append(_SPLIT_TURN_NOTE)
+    parts += ["", _RULES, _language_rule(language),
+              f"- Keep the whole summary under about {max_tokens} tokens.", ""]
+    if instructions and instructions.strip():
+        parts += ["Additional instructions from the user for this summary (record them under "
+                  "Critical Context):", "<user-instructions>",
+                  _fence(instructions.strip(), "user-instructions"), "</user-instructions>",
+                  ""]
+    if strict:
+        parts += [_STRICT_NOTE, ""]
+    parts += ["Format:", "", summary_skeleton(profile)]
+    return "\n".join(parts)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.messages import Usage
+
 EXTRACTIVE = "extractive"  # the offline summariser, as configured
 FALLBACK = "extractive-fallback"  # the offline summariser, in place of the configured one
 
@@ -23,12 +25,15 @@ class Summary:
     summarizer  "extractive", "llm:<model>", "extractive-fallback", or a custom name
     attempts    summarisation requests sent to a model (strict retries included)
     problems    why answers were rejected or calls failed, in order (empty when none)
+    usage       what the summarising requests used, summed (SPEC Q4; None: no model was
+                asked or it reported nothing)
     """
 
     text: str
     summarizer: str
     attempts: int = 0
     problems: tuple[str, ...] = ()
+    usage: Usage | None = None
 
     @property
     def fell_back(self) -> bool:

@@ -209,9 +209,13 @@ def tool_definitions(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
 
 def request_body(projection: Projection, system: str | None, *, model: str, max_tokens: int,
                  tools: Sequence[ToolDefinition] = (),
-                 temperature: float | None = None) -> tuple[dict[str, Any], tuple[str, ...]]:
+                 temperature: float | None = None,
+                 cache: bool = True) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The request body for `projection` (the system prompt beside the messages, as the API
     wants), and the repairs the export made. Raises ValueError when there is nothing to send.
+
+    `cache`: mark the prompt's stable parts for Anthropic's prompt cache (SPEC Q3, see
+    `mark_cache_breakpoints`); False sends no `cache_control` at all.
     """
     export = to_anthropic(projection, system)
     if not export.messages:
@@ -224,7 +228,54 @@ def request_body(projection: Projection, system: str | None, *, model: str, max_
         body["tools"] = tool_definitions(tools)
     if temperature is not None:
         body["temperature"] = temperature
+    if cache:
+        mark_cache_breakpoints(body, checkpoint=projection.checkpoint is not None)
     return body, export.repairs
+
+
+EPHEMERAL = {"type": "ephemeral"}
+# Blocks a `cache_control` mark may sit on (thinking blocks take none).
+_CACHEABLE = ("text", "tool_result", "tool_use", "image", "document")
+
+
+def mark_cache_breakpoints(body: dict[str, Any], *, checkpoint: bool) -> int:
+    """Put Anthropic `cache_control` marks where the prompt is stable (SPEC Q3), at most
+    three of the four the API takes: the system prompt (it caches the tools before it too),
+    the checkpoint summary that opens the messages after a compaction (byte-stable until the
+    next one, Y4), and the last block of the request, so the next turn reads everything up to
+    here back from the cache and pays only for what it adds. Returns the marks placed."""
+    marks = 0
+    system = body.get("system")
+    if isinstance(system, str) and system:
+        body["system"] = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]
+        marks += 1
+    messages = body.get("messages") or []
+    if checkpoint and messages and _mark(messages[0], first=True):
+        marks += 1
+    if messages and _mark(messages[-1], first=False):
+        marks += 1
+    return marks
+
+
+def _mark(message: dict[str, Any], *, first: bool) -> bool:
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return False
+        message["content"] = content = [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content:
+        return False
+    blocks = content if first else list(reversed(content))
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") in _CACHEABLE and \
+                (block.get("type") != "text" or block.get("text")):
+            if "cache_control" not in block:
+                block["cache_control"] = dict(EPHEMERAL)
+                return True
+            return False
+        if first:
+            return False  # the summary is the first block, or there is none to mark
+    return False
 
 
 # --------------------------------------------------------------------------- replies

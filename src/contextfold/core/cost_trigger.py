@@ -1,0 +1,158 @@
+"""When to compact by expected cost (SPEC Q2). Pure arithmetic over tokens and prices.
+
+The hard bounds stay where `core.fit` puts them: a request over the safe limit is compacted
+first or refused (P1-P5), and above the automatic threshold a compaction always runs (A1).
+Below that threshold the size trigger waits; the cost trigger asks whether compacting *now*
+is cheaper than carrying the context until the threshold forces it:
+
+* **carrying** the context costs, every turn, the cached prefix read again plus the new
+  tokens written (or sent uncached, where the provider charges no write);
+* **compacting** costs the summarising call (it reads what it folds and writes a summary),
+  then one cache rewrite of the new projection after the part that stays cached (the system
+  prompt and tools), after which each turn carries the smaller context.
+
+Compaction is chosen when its one-off cost is repaid within the turns expected before the
+threshold would force it anyway (`horizon`): the break-even of lossless-claw, with the
+cache's state folded in. A cache already cold (idle longer than its TTL) has nothing left to
+lose: carrying pays a full rewrite of the large context on the next turn, compacting a
+rewrite of the small one, so a cold cache makes compacting cheaper by their difference.
+
+Without prices (an unpriced model) the answer is the size trigger's: wait.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .budget import Budget
+from .fit import over_auto_threshold
+from .prices import CacheRules, ModelPrice, TokenPrices, cache_rules
+
+# Below this share of the automatic threshold the cost trigger never compacts: a summary of
+# a short history keeps little and loses detail the model still needs.
+MIN_SHARE_OF_THRESHOLD = 0.5
+
+
+@dataclass(frozen=True)
+class CostInputs:
+    """What the decision reads. Token counts are whole requests unless named otherwise.
+
+    context        the next request as it stands
+    after          the next request after a compaction (its estimate)
+    fixed          the prefix a compaction leaves cached: system prompt and tools
+    folded         what the summarising call would read
+    summary        what it would write
+    growth         tokens the context grows per turn (the session's own rhythm)
+    threshold      the automatic threshold: the size trigger compacts above it
+    idle_seconds   since the last request went out
+    output         a turn's reply tokens (the same either way; kept for the totals)
+    """
+
+    context: int
+    after: int
+    fixed: int
+    folded: int
+    summary: int
+    growth: float
+    threshold: int
+    idle_seconds: float = 0.0
+    output: int = 0
+
+
+@dataclass(frozen=True)
+class CostDecision:
+    """The decision and its figures (dollars over `horizon` turns, for logs and the bench)."""
+
+    compact: bool
+    reason: str
+    horizon: int = 0
+    carry_usd: float = 0.0
+    compact_usd: float = 0.0
+
+
+def _rates(prices: TokenPrices, rules: CacheRules) -> tuple[float, float, float, float]:
+    """Per-token dollars: uncached input, cache read, cache write, output."""
+    unit = 1_000_000
+    read = prices.cache_read if prices.cache_read is not None else \
+        prices.input * rules.read_multiplier
+    if rules.kind == "explicit":
+        write = prices.cache_write if prices.cache_write is not None else \
+            prices.input * rules.write_multiplier
+    else:  # automatic and implicit caches charge a new prefix as plain input
+        write = prices.input
+    if not rules.caches:
+        read = write = prices.input
+    return prices.input / unit, read / unit, write / unit, prices.output / unit
+
+
+def turns_until(context: int, threshold: int, growth: float) -> int:
+    """Turns before a context growing by `growth` a turn passes `threshold` (at least 1)."""
+    if context >= threshold:
+        return 1
+    if growth <= 0:
+        return 10_000  # it does not grow: the threshold never forces a compaction
+    return max(1, math.ceil((threshold - context) / growth))
+
+
+def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheRules
+                   ) -> CostDecision:
+    """Compact now (below the threshold) when that is cheaper over the turns until the
+    threshold would force it; see the module docstring."""
+    if prices is None:
+        return CostDecision(False, "unpriced model: the size trigger decides")
+    if inputs.context > inputs.threshold:
+        return CostDecision(True, "over the automatic threshold (A1)")
+    if inputs.context < MIN_SHARE_OF_THRESHOLD * inputs.threshold:
+        return CostDecision(False, "the context is still small")
+    if inputs.after >= inputs.context:
+        return CostDecision(False, "a compaction would not make the request smaller")
+    uncached, read, write, out = _rates(prices, rules)
+    horizon = turns_until(inputs.context, inputs.threshold, inputs.growth)
+    cold = rules.caches and inputs.idle_seconds > rules.ttl_seconds
+    g = max(0.0, inputs.growth)
+
+    def carry(start: float, cached_first: float) -> float:
+        """Dollars for `horizon` turns from a context of `start` tokens whose first request
+        finds `cached_first` of them in the cache: each later turn reads the previous
+        request back and writes what the turn added."""
+        total = cached_first * read + (start - cached_first) * write
+        for turn in range(1, horizon):
+            size = start + turn * g
+            total += (size - g) * read + g * write
+        return total
+
+    # Keeping: the next request finds the previous one cached (nothing when cold).
+    keep = carry(inputs.context, 0.0 if cold else max(0.0, inputs.context - g))
+    # Compacting: the summarising call, then the new projection written after the fixed
+    # prefix that stays cached (all of it when cold), then the smaller context each turn.
+    call = inputs.folded * uncached + inputs.summary * out
+    compact = call + carry(inputs.after, 0.0 if cold else float(min(inputs.fixed,
+                                                                     inputs.after)))
+    if compact < keep:
+        why = "the cache is cold" if cold else f"repaid within {horizon} turns"
+        return CostDecision(True, f"cheaper to compact now ({why})", horizon, keep, compact)
+    return CostDecision(False, f"cheaper to carry the context for {horizon} more turns",
+                        horizon, keep, compact)
+
+
+def compact_after_turn(tokens: int, budget: Budget, *, fixed: int, growth: float,
+                       price: ModelPrice | None) -> CostDecision:
+    """SPEC A1 with Q2: should the background check after a turn compact? The size trigger
+    compacts above the automatic threshold; the cost trigger also below it, when
+    `decide_by_cost` finds that cheaper. `fixed`: the system prompt, tools and pins;
+    `growth`: tokens a turn adds, from the session's own rhythm."""
+    if over_auto_threshold(tokens, budget):
+        return CostDecision(True, "over the automatic threshold (A1)")
+    if budget.trigger != "cost":
+        return CostDecision(False, "below the automatic threshold")
+    history = max(0, tokens - fixed)
+    kept = min(history, budget.tail_budget)
+    # The checkpoint a compaction would write: its budget, or what it folds when less.
+    summary = min(budget.summary_budget, history - kept)
+    inputs = CostInputs(context=tokens, after=fixed + kept + summary, fixed=fixed,
+                        folded=history - kept, summary=summary, growth=growth,
+                        threshold=budget.auto_threshold)
+    if price is None:
+        return decide_by_cost(inputs, None, cache_rules(None, budget.model))
+    return decide_by_cost(inputs, price.prices, price.rules)

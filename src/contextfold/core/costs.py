@@ -1,0 +1,222 @@
+"""What a session cost, and what its full history would have cost (SPEC Q4). Pure.
+
+`session_cost(nodes, book)` reads one branch, root first:
+
+* **requests** — every assistant message that carries provider-reported usage, priced as
+  reported (uncached input, cache reads, cache writes, output; SPEC Q1). A model without a
+  price has its tokens counted and its dollars `None`, never zero.
+* **summarizer** — every checkpoint's recorded summarising usage
+  (`details["summarizer_usage"]`, written by the compaction path), priced at the summariser's
+  model. The offline summariser asks no model and costs nothing.
+* **full history** — the same requests as if nothing had ever been compacted: each request's
+  prompt plus everything the checkpoints before it folded away (a checkpoint's
+  `tokens_before - tokens_after_estimate`), sent through the provider's modelled prompt cache
+  (`core.prices.PromptCache`, a breakpoint at the end of each request as agents place it), at
+  the times the replies were stored. It is what the session would have been billed had the
+  window been large enough, so "saved" is a comparison of two bills, not a promise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .mask_planner import MASKING_SUMMARIZER
+from .masking import MaskedNode
+from .messages import Checkpoint, Message, Node, Usage
+from .prices import (
+    Block,
+    Cost,
+    ModelPrice,
+    PriceBook,
+    PromptCache,
+    cache_rules,
+    request_cost,
+    total,
+)
+from .projection import Projection
+
+
+@dataclass(frozen=True)
+class SessionCost:
+    """A branch's bill (see the module docstring). `model`: the model the requests were
+    priced at when they agree (None when they name several or none)."""
+
+    model: str | None
+    requests: Cost
+    summarizer: Cost
+    full_history: Cost
+    compactions: int
+
+    @property
+    def usd(self) -> float | None:
+        """What the session cost: its requests plus its summarising calls."""
+        return (self.requests + self.summarizer).usd
+
+    @property
+    def saved_usd(self) -> float | None:
+        full, spent = self.full_history.usd, self.usd
+        return None if full is None or spent is None else full - spent
+
+    def to_json(self) -> dict[str, Any]:
+        """The `cost` object of the CLI's and the service's session views (docs/service.md)."""
+        spent = self.requests + self.summarizer
+        return {
+            "currency": "USD",
+            "model": self.model,
+            "usd": _round(self.usd),
+            "full_history_usd": _round(self.full_history.usd),
+            "saved_usd": _round(self.saved_usd),
+            "input_tokens": spent.input_tokens,
+            "cached_tokens": spent.cached_tokens,
+            "cache_write_tokens": spent.cache_write_tokens,
+            "output_tokens": spent.output_tokens,
+            "summarizer_usd": _round(self.summarizer.usd),
+            "compactions": self.compactions,
+            "requests": self.requests.to_json(),
+            "summarizer": self.summarizer.to_json(),
+            "full_history": self.full_history.to_json(),
+        }
+
+
+def _round(usd: float | None) -> float | None:
+    return None if usd is None else round(usd, 6)
+
+
+class _Prices:
+    """Lookups by model name, once each."""
+
+    def __init__(self, book: PriceBook) -> None:
+        self._book = book
+        self._seen: dict[str, ModelPrice | None] = {}
+
+    def __call__(self, name: str | None) -> ModelPrice | None:
+        if not name:
+            return None
+        if name not in self._seen:
+            self._seen[name] = self._book.lookup(name)
+        return self._seen[name]
+
+    def cost(self, name: str | None, usage: Usage) -> Cost:
+        price = self(name)
+        if price is None:
+            return request_cost(None, usage, cache_rules(None, name or ""))
+        return price.cost(usage)
+
+
+def summarizer_model(checkpoint: Checkpoint, usage: Usage) -> str | None:
+    """The model a checkpoint's summary was asked of: the usage's, else `llm:<model>`."""
+    if usage.model:
+        return usage.model
+    name = checkpoint.summarizer
+    for prefix in ("llm:", "llm-"):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return None
+
+
+def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = None
+                 ) -> SessionCost:
+    """The bill of one branch, root first (`model`: the session's model, for replies whose
+    usage names none)."""
+    prices = _Prices(book)
+    requests: list[Cost] = []
+    summarising: list[Cost] = []
+    models: set[str] = set()
+    folded = 0  # tokens the checkpoints so far took out of every later request
+    full = _FullHistory()
+    compactions = 0
+    for node in nodes:
+        payload = node.payload
+        if isinstance(payload, Checkpoint):
+            if payload.summarizer != MASKING_SUMMARIZER:
+                compactions += 1
+            after = payload.tokens_after_estimate
+            if after is not None:
+                folded += max(0, payload.tokens_before - after)
+            used = payload.details.get("summarizer_usage")
+            if isinstance(used, dict):
+                usage = Usage.model_validate(used)
+                summarising.append(prices.cost(summarizer_model(payload, usage), usage))
+            continue
+        if not isinstance(payload, Message) or payload.role != "assistant" or \
+                payload.usage is None:
+            continue
+        usage = payload.usage
+        name = usage.model or payload.model or model
+        if name:
+            models.add(name)
+        requests.append(prices.cost(name, usage))
+        full.add(prices(name), name or "", usage, folded, node.created_at.timestamp())
+    return SessionCost(model=models.pop() if len(models) == 1 else None,
+                       requests=total(requests), summarizer=total(summarising),
+                       full_history=full.cost(), compactions=compactions)
+
+
+class _FullHistory:
+    """The uncompacted requests through a modelled prompt cache, one per reply."""
+
+    def __init__(self) -> None:
+        self._caches: dict[str, PromptCache] = {}
+        self._blocks: dict[str, list[Block]] = {}
+        self._costs: list[Cost] = []
+
+    def add(self, price: ModelPrice | None, name: str, usage: Usage, folded: int,
+            now: float) -> None:
+        prompt = usage.prompt + folded
+        rules = price.rules if price is not None else cache_rules(None, name)
+        cache = self._caches.get(name) or PromptCache(rules)
+        blocks = [Block(b.key, b.tokens) for b in self._blocks.get(name, [])]
+        grown = sum(b.tokens for b in blocks)
+        if prompt < grown:  # an edit or a fork point: the history is another one
+            blocks, grown = [], 0
+        if prompt > grown:
+            blocks.append(Block(f"{name}#{len(self._costs)}", prompt - grown))
+        if blocks:
+            blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
+        charged, self._caches[name] = cache.charge(blocks, usage.output, now)
+        self._blocks[name] = blocks
+        self._costs.append(request_cost(price.prices if price else None, charged, rules))
+
+    def cost(self) -> Cost:
+        return total(self._costs)
+
+
+# ------------------------------------------------------------------ requests not yet billed
+
+
+def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
+                      fixed: int = 0, pins_tokens: int = 0) -> list[Block]:
+    """A request built from `projection` as prompt-cache blocks (SPEC Q1, Q3): the fixed part
+    (system prompt and tools, `fixed` tokens), the checkpoint, the pins, then each message,
+    with cache marks where the library puts them (the fixed part, the checkpoint, the end)."""
+    blocks: list[Block] = []
+    if fixed:
+        blocks.append(Block("fixed", fixed, breakpoint=True))
+    if projection.checkpoint is not None:
+        cp = projection.checkpoint
+        blocks.append(Block(f"checkpoint:{cp.id}", cost(cp), breakpoint=True))
+    if projection.pins and pins_tokens:
+        blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.pins),
+                            pins_tokens))
+    for node in projection.messages:
+        # A masked copy shares its node's id but not its bytes (SPEC V1).
+        key = ("masked:" if isinstance(node, MaskedNode) else "") + node.id
+        blocks.append(Block(key, cost(node)))
+    if blocks and not blocks[-1].breakpoint:
+        blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
+    return blocks
+
+
+def modelled_cost(requests: Iterable[tuple[Sequence[Block], int, float]],
+                  price: ModelPrice | None, model: str) -> Cost:
+    """The bill of requests no provider has answered: each `(blocks, output_tokens, at)`
+    goes through the provider's modelled prompt cache in order (`at`: seconds)."""
+    rules = price.rules if price is not None else cache_rules(None, model)
+    cache = PromptCache(rules)
+    out: list[Cost] = []
+    for blocks, output, at in requests:
+        usage, cache = cache.charge(blocks, output, at)
+        out.append(request_cost(price.prices if price is not None else None, usage, rules))
+    return total(out)

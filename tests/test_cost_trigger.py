@@ -1,0 +1,85 @@
+"""The cost-aware trigger (SPEC Q2): within the hard bounds, compact when it is cheaper.
+Every figure is worked out by hand in the comment beside it (dollars x 1e6)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextfold.core.cost_trigger import CostInputs, decide_by_cost, turns_until
+from contextfold.core.prices import PriceBook, cache_rules
+
+SONNET = PriceBook.packaged().lookup("claude-sonnet-4-5")  # 3 / 15, read 0.3, write 3.75
+GPT4O = PriceBook.packaged().lookup("gpt-4o")  # 2.5 / 10, read 1.25, no write charge
+assert SONNET is not None and GPT4O is not None
+
+BASE = CostInputs(context=60_000, after=15_000, fixed=5_000, folded=50_000, summary=3_000,
+                  growth=5_000, threshold=85_000)
+
+
+def test_q2_horizon_is_the_turns_until_the_threshold() -> None:
+    assert turns_until(60_000, 85_000, 5_000) == 5
+    assert turns_until(90_000, 85_000, 5_000) == 1
+    assert turns_until(60_000, 85_000, 0) == 10_000
+
+
+# Q2: a warm Anthropic cache makes carrying cheap (reads at 0.1x): wait
+def test_q2_warm_anthropic_cache_carries() -> None:
+    d = decide_by_cost(BASE, SONNET.prices, SONNET.rules)
+    # keep: 55k x 0.3 + 5k x 3.75 = 35.25k; turns 2-5 read 60/65/70/75k at 0.3 (81k) and
+    # write 5k each at 3.75 (75k): 191.25k
+    # compact: call 50k x 3 + 3k x 15 = 195k; then 5k x 0.3 + 10k x 3.75 = 39k; turns 2-5
+    # read 15/20/25/30k (27k) and write 75k: 141k; in all 336k
+    assert not d.compact and d.horizon == 5
+    assert d.carry_usd == pytest.approx(191_250e-6)
+    assert d.compact_usd == pytest.approx(336_000e-6)
+
+
+# Q2: a cold cache costs no penalty: the large context would be written again anyway
+def test_q2_cold_cache_compacts() -> None:
+    cold = CostInputs(**{**BASE.__dict__, "idle_seconds": 600})
+    d = decide_by_cost(cold, SONNET.prices, SONNET.rules)
+    # keep: 60k x 3.75 = 225k + 156k = 381k; compact: 195k + 15k x 3.75 + 102k = 353.25k
+    assert d.compact and "cold" in d.reason
+    assert d.carry_usd == pytest.approx(381_000e-6)
+    assert d.compact_usd == pytest.approx(353_250e-6)
+
+
+# Q2: OpenAI reads its cache at half price: carrying 60k is dear, compact early
+def test_q2_openai_half_price_reads_compact_early() -> None:
+    d = decide_by_cost(BASE, GPT4O.prices, GPT4O.rules)
+    # keep: 55k x 1.25 + 5k x 2.5 + (60+65+70+75)k x 1.25 + 4 x 5k x 2.5 = 468.75k
+    # compact: 50k x 2.5 + 3k x 10 + 5k x 1.25 + 10k x 2.5 + 90k x 1.25 + 50k = 348.75k
+    assert d.compact and d.carry_usd == pytest.approx(468_750e-6)
+    assert d.compact_usd == pytest.approx(348_750e-6)
+
+
+def test_q2_hard_bounds_and_no_prices() -> None:
+    over = CostInputs(**{**BASE.__dict__, "context": 90_000})
+    assert decide_by_cost(over, SONNET.prices, SONNET.rules).compact  # A1 stays
+    small = CostInputs(**{**BASE.__dict__, "context": 30_000})
+    assert not decide_by_cost(small, GPT4O.prices, GPT4O.rules).compact
+    bigger = CostInputs(**{**BASE.__dict__, "after": 61_000})
+    assert not decide_by_cost(bigger, GPT4O.prices, GPT4O.rules).compact
+    assert not decide_by_cost(BASE, None, cache_rules(None, "x")).compact
+
+
+# Q2: the cost trigger never waits past the threshold and never compacts what does not shrink
+@given(st.integers(1_000, 200_000), st.integers(0, 200_000), st.integers(0, 20_000),
+       st.integers(0, 20_000), st.floats(0, 50_000), st.integers(10_000, 150_000),
+       st.floats(0, 4_000), st.sampled_from(["claude-sonnet-4-5", "gpt-4o", "gemini-2.5-pro"]))
+def test_q2_within_the_hard_bounds(context, after, fixed, summary, growth, threshold, idle,
+                                   model) -> None:
+    price = PriceBook.packaged().lookup(model)
+    assert price is not None
+    inputs = CostInputs(context=context, after=after, fixed=fixed, folded=context,
+                        summary=summary, growth=growth, threshold=threshold,
+                        idle_seconds=idle)
+    d = decide_by_cost(inputs, price.prices, price.rules)
+    if context > threshold:
+        assert d.compact
+    elif after >= context:
+        assert not d.compact
+    if d.compact and context <= threshold:
+        assert d.compact_usd < d.carry_usd
