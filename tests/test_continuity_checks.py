@@ -307,3 +307,14 @@ def test_a_masking_step_carries_the_previous_check():  # S6 V2
     mask = replace(plan, action="mask", newly_old=(), chunks=(), previous_summary=cp.summary,
                    previous_details=cp.details, mask_before_id=plan.newly_old[-1].id)
     assert build_mask_checkpoint(mask).details["check"] == cp.details["check"]
+
+
+def test_an_open_request_is_listed_without_its_code():  # S2
+    code = "```python\n" + "\n".join(f"x{i} = {i}" for i in range(80)) + "\n```"
+    nodes = chain([user("Please fix the parser."), assistant("Fixed."),
+                   user(f"Now please port this to the new API: {code} and keep the names."),
+                   tool_call("c1", "bash", {"command": "pytest"})])
+    text = summarize_extractive(make_plan(nodes, profile="research"))
+    steps = _section(text, "Next Steps")
+    assert "(user) Finish: Now please port this to the new API: [code] and keep the names." \
+        in steps and "x79" not in steps

@@ -315,14 +315,20 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
         f.done.append(f"(tool) plus {inspections} read-only shell inspections (grep, ls, cat, …)")
 
 
+def _request_item(request: str) -> str:
+    """A request as one item: its code blocks left out, clipped at a word boundary."""
+    return clip_words(without_code(request), ITEM_CHARS)
+
+
 def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
     for i, turn in enumerate(turns):
         answer = _final_answer(turn)
         is_last = i == len(turns) - 1
         if answer is None:
             if is_last and turn.request is not None:
-                f.in_progress.append(f"(user) {one_line(turn.request)} (no final answer yet)")
-                f.next_steps.append(f"(user) Finish: {one_line(turn.request)}")
+                request = _request_item(turn.request)
+                f.in_progress.append(f"(user) {request} (no final answer yet)")
+                f.next_steps.append(f"(user) Finish: {request}")
             continue
         # Politeness, filler and formatting demonstrations are never progress.
         said = [clean_prose(x) for x in sentences(answer)
@@ -345,7 +351,7 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
             if not plan and turn.request is not None:
                 f.next_steps.append(
                     "(inferred) No next step was stated; continue from the latest request: "
-                    + one_line(turn.request)
+                    + _request_item(turn.request)
                 )
 
 
