@@ -240,3 +240,127 @@ def real_session(name: str, max_turns: int = 60) -> Session:
     _plant(turns, name)
     return Session(name=f"{name}-{len(turns)}", turns=turns,
                    system="You are a coding agent working in the user's repository.")
+
+
+# --------------------------------------------------------------------------- long user prose
+
+# Word pools for prose that never repeats a sentence (issue 27: a session built from a few
+# repeated sentences compresses unrealistically well). Deliberately free of the words the
+# summariser reads as rules, decisions or plans, so only the planted sentences are those.
+_SUBJECTS = ("the narrator", "the second edition", "the serial version", "the archive copy",
+             "the preface", "the first reviewer", "the stage script", "the translator",
+             "the index", "the appendix", "the manuscript", "the frontispiece")
+_VERBS = ("describes", "omits", "reframes", "quotes", "contradicts", "dates", "annotates",
+          "revises", "echoes", "cites", "mislabels", "compresses")
+_OBJECTS = ("the deductive method", "the London fog", "the Baker Street rooms",
+            "the Reichenbach episode", "the colonial subplot", "the violin passages",
+            "the cocaine references", "the Irregulars", "the final bow", "the dog at night",
+            "the speckled band", "the five pips")
+_TAILS = ("in a footnote", "across two chapters", "with a marginal sketch", "in passing",
+          "at unusual length", "with a date that conflicts", "in the closing paragraph",
+          "without attribution", "in a revised table", "in the printer's proof")
+_JA_SUBJECTS = ("語り手は", "第二版は", "連載版は", "序文は", "翻訳者は", "索引は", "付録は",
+                "原稿は")
+_JA_OBJECTS = ("推理の方法を", "ロンドンの霧を", "ベイカー街の部屋を", "ライヘンバッハの場面を",
+               "植民地の挿話を", "バイオリンの場面を", "最後の挨拶を", "まだらの紐を")
+_JA_VERBS = ("詳しく描いている。", "省略している。", "言い換えている。", "引用している。",
+             "脚注で触れている。", "別の日付で記している。", "短くまとめている。",
+             "書き直している。")
+_CODE_NAMES = ("parse", "collect", "score", "align", "merge", "rank", "clean", "count")
+_CODE_OBJECTS = ("citations", "editions", "reviews", "quotes", "dates", "chapters", "notes")
+
+
+def _prose_sentence(rng: random.Random, n: int) -> str:
+    return (f"In note {n}, {rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} "
+            f"{rng.choice(_OBJECTS)} {rng.choice(_TAILS)} (page {rng.randint(1, 480)}).")
+
+
+def _ja_sentence(rng: random.Random, n: int) -> str:
+    return (f"メモ{n}：{rng.choice(_JA_SUBJECTS)}{rng.randint(1, 480)}ページで"
+            f"{rng.choice(_JA_OBJECTS)}{rng.choice(_JA_VERBS)}")
+
+
+def _code_block(rng: random.Random, n: int) -> str:
+    name = f"{rng.choice(_CODE_NAMES)}_{rng.choice(_CODE_OBJECTS)}_{n}"
+    lines = [f"def {name}(rows):"]
+    for i in range(rng.randint(3, 7)):
+        lines.append(f"    rows = [r for r in rows if r.get('v{i}', 0) > {rng.randint(1, 99)}]")
+    lines.append(f"    return sorted(rows, key=lambda r: r['k{rng.randint(0, 9)}'])")
+    return "```python\n" + "\n".join(lines) + "\n```"
+
+
+class _Prose:
+    """Non-repeating user prose: numbered sentences (English or Japanese) and code blocks."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.n = 0
+
+    def paragraph(self, target_tokens: int, planted: Sequence[str] = ()) -> str:
+        """About `target_tokens` (estimated) of prose with `planted` sentences in the middle."""
+        parts: list[str] = []
+        planted_at = max(1, target_tokens // 3)  # well inside the message, not at its ends
+        placed = False
+        while True:
+            text = " ".join(parts)
+            size = estimate_text(text, "gpt")
+            if not placed and size >= planted_at:
+                parts.extend(planted)
+                placed = True
+            if size >= target_tokens and placed:
+                return text
+            self.n += 1
+            kind = self.rng.random()
+            if kind < 0.15:
+                parts.append("\n\n" + _code_block(self.rng, self.n) + "\n\n")
+            elif kind < 0.40:
+                parts.append(_ja_sentence(self.rng, self.n))
+            else:
+                parts.append(_prose_sentence(self.rng, self.n))
+
+
+def long_research_session(turns: int = 80, seed: int = 27, min_user: int = 1_000,
+                          max_user: int = 3_000, min_tool: int = 2_000,
+                          max_tool: int = 6_000) -> Session:
+    """Issue 27's session: user messages of `min_user`-`max_user` tokens (English, Japanese
+    and code, never repeating), tool results of `min_tool`-`max_tool`; planted once each,
+    early and inside long user messages: a constraint, a Japanese instruction, a decision
+    stated in passing, a next step naming two Zotero keys; a tool error and a written file.
+    """
+    rng = random.Random(seed)
+    prose = _Prose(rng)
+    items = _zotero_items()
+    keys = [items[i]["key"] if i < len(items) else _key(rng) for i in range(turns)]
+    a, b = keys[1], keys[2]
+    planted: dict[int, list[Fact]] = {
+        1: [Fact("constraint", "Never cite a source we have not opened in Zotero ourselves.", 1)],
+        2: [Fact("decision", "We decided to use close reading of the serial version as our "
+                 "method because the later editions were revised by the printer.", 2)],
+        3: [Fact("language", "参考文献リストは必ず日本語の書誌形式で書いてください。", 3)],
+        4: [Fact("continuation", f"Next step: compare {a} against {b} on how each dates the "
+                 "Reichenbach episode.", 4),
+            Fact("artifact", a, 4, identifier=True), Fact("artifact", b, 4, identifier=True)],
+    }
+    out: list[ScriptedTurn] = []
+    for t in range(turns):
+        key = keys[t]
+        facts = list(planted.get(t, []))
+        said = [f.text for f in facts if f.category != "artifact"]
+        body = prose.paragraph(rng.randint(min_user, max_user), said)
+        user = f"Zotero item {key} today. {body}"
+        rounds = [ToolRound("zotero_fulltext", {"item_key": key},
+                            _fulltext(rng, key, f"Item {t}", rng.randint(min_tool, max_tool)))]
+        if t == 5:
+            error = f"Error: attachment {key}.pdf not found in storage (HTTP 404, code ZS{t:03d})"
+            rounds.append(ToolRound("zotero_attachment", {"item_key": key}, error,
+                                    is_error=True, text="Let me open the PDF as well."))
+            facts.append(Fact("recall", error, t))
+        if t == 6:
+            path = "notes/review/serial_versions.md"
+            rounds.append(ToolRound("write_file", {"path": path, "content": "Serial notes."},
+                                    f"wrote {path}"))
+            facts.append(Fact("artifact", path, t, identifier=True))
+        reply = f"Read {key}: {_prose_sentence(rng, 10_000 + t)}"
+        out.append(ScriptedTurn(user=user, rounds=rounds, reply=reply, facts=facts))
+    return Session(name=f"long-research-{turns}", turns=out,
+                   system="You are a research assistant working in the user's Zotero library.")

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import pytest
 from bench.continuity import _tool_runner
-from bench.continuity_sessions import research_session
+from bench.continuity_sessions import long_research_session, research_session
 
 from contextfold.core.catalog import capacity_for, default_catalog
 from contextfold.runtime import Conversation
@@ -79,4 +79,49 @@ async def test_60_turn_research_session_on_16k_keeps_its_identifiers(fake, store
             assert not any(i in (r.reply_text or "") for i in identifiers)
     else:
         assert not summaries and {c.summarizer for c in checkpoints} == {"extractive"}
+    await conv.close()
+
+
+# --------------------------------------------------------------------------- issue 27
+
+
+@pytest.mark.parametrize("window", [16_000, 32_000])
+async def test_80_turn_session_keeps_the_users_decision_and_next_step(fake, store, window):
+    """Issue 27's done-when: facts planted once each, early, inside long user messages
+    (1-3k tokens of English, Japanese and code; tool results 2-6k) are in the request that
+    follows an 80-turn session, through `Conversation` with the offline summariser: the
+    decision stated in passing and the next step with its two Zotero keys too (S6)."""
+    fake.reset(context_window=window, summary_style="canned")
+    session = long_research_session(80)
+    catalog = default_catalog().with_overrides({"gpt-4o": {"context_window": window}})
+    capacity = capacity_for("gpt-4o", catalog=catalog)
+    conv = await Conversation.open(store, model=chat_model(fake, "openai", "gpt-4o"),
+                                   capacity=capacity, system=session.system,
+                                   run_tools=_tool_runner(session))
+    for t, turn in enumerate(session.turns):
+        replies = [Reply(tool_calls=(ToolCallSpec(r.name, r.arguments, id=f"call_{t}_{i}"),),
+                         text=r.text or None) for i, r in enumerate(turn.rounds)]
+        fake.enqueue(*replies, Reply(text=turn.reply), kind="chat")
+        assert (await conv.send(turn.user)).turn_complete
+        await conv.wait_idle()
+    fake.enqueue(Reply(text="We continue."), kind="chat")
+    await conv.send("Where are we? Continue with what we planned.")
+    assert_requests_fit(fake, window)
+    history = await conv.history()
+    checkpoints = [n.checkpoint for n in history.nodes if n.checkpoint is not None]
+    assert len(checkpoints) >= 20
+    sent = request_text([r for r in fake.requests if not r.is_summary][-1].body)
+    planted = {f.category: f.text for f in session.facts if not f.identifier}
+    missing = {c: text for c, text in planted.items() if text not in sent}
+    assert not missing, missing  # S6: decision, next step, constraint, language, error
+    for key in (f.text for f in session.facts if f.turn == 4 and f.identifier):
+        assert key in sent
+    # S6: every checkpoint after the planting carried the decision and the next step (or
+    # named them as evicted); each check is stored with its checkpoint.
+    for cp in checkpoints[2:]:
+        check = cp.details["check"]
+        assert check["ungrounded"] == []
+        evicted = {e["text"]: e["node_id"] for e in check["evicted"]}
+        for fact in (planted["decision"], planted["continuation"]):
+            assert fact in cp.summary or (fact in evicted and evicted[fact] in cp.summary)
     await conv.close()

@@ -11,7 +11,12 @@ from __future__ import annotations
 import re
 
 # Western sentences end with punctuation and a space; CJK ones with 。！？ and no space.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
+# "e.g." and "i.e." end no sentence: "Keep a list of DOIs, e.g. 10.1000/x" is one.
+_SENTENCE_END = re.compile(
+    r"(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\bcf\.)(?<!\bvs\.)(?<!\bal\.)(?<!\betc\.)"
+    r"(?<!\bDr\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bNo\.)(?<!\bpp\.)(?<!\bp\.)\s+"
+    r"|(?<=[。！？])|\n+"
+)
 _CODE_BLOCK = re.compile(r"```.*?(?:```|$)", re.DOTALL)
 _NUMBERED = re.compile(r"^\s*(?:\d+[.)]|[-*])\s+")
 # A constraint: a modal anywhere ("themes must never explode"), or an imperative near the

@@ -124,6 +124,7 @@ def plan_masking(
         previous_checkpoint_id=None if previous is None else previous.id,
         previous_summary=(previous_cp.summary or None) if previous_cp is not None else None,
         previous_ledger=checkpoint.ledger,
+        previous_details=previous_cp.details if previous_cp is not None else {},
         newly_old=(),
         kept=masked,
         chunks=(),
@@ -157,6 +158,9 @@ def build_mask_checkpoint(plan: Plan, *, model: str | None = None) -> Checkpoint
             "action": "mask",
             "masked_messages": masked_results,
             "previous_checkpoint_id": plan.previous_checkpoint_id,
+            # SPEC S6: the summary is the previous one, so is its check (and what it carries)
+            **({"check": plan.previous_details["check"]}
+               if "check" in plan.previous_details else {}),
         },
         pins=plan.pins,
         masked_before_id=plan.mask_before_id,

@@ -92,6 +92,10 @@ class Plan:
     # (None: extracted on first use). Not part of the plan's identity.
     extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(
         default=None, compare=False, repr=False)
+    # The previous checkpoint's details: its retention check (SPEC S6) lists what every
+    # later checkpoint must still carry or name as evicted.
+    previous_details: Mapping[str, Any] = field(default_factory=dict, compare=False,
+                                                repr=False)
     # SPEC Q3: the request the plan was made from, for a summariser that is the session's
     # own model (its request then starts with exactly this prefix). Not part of the identity.
     request: RequestPrefix | None = field(default=None, compare=False, repr=False)

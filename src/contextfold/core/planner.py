@@ -207,6 +207,7 @@ def plan_compaction(
         # A masking-only checkpoint has no summary yet: the next summary is a first one.
         previous_summary=None if previous_cp is None else (previous_cp.summary or None),
         previous_ledger=previous_cp.ledger if previous_cp is not None else Ledger(),
+        previous_details=previous_cp.details if previous_cp is not None else {},
         newly_old=boundary.newly_old,
         kept=boundary.kept,
         chunks=chunks,

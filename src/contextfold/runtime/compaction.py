@@ -36,6 +36,7 @@ from ..store import ReadOnlySessionError
 from ..store.protocol import CompactionStore
 from ..summarize.extractive import fit_summary, smallest_summary_tokens, summary_token_budget
 from ..summarize.extractive_fit import SummaryBudgetTooSmall
+from ..summarize.retention import checked_checkpoint, public_check
 from ..summarize.summary import Summary
 from .summarizers import Summarize, offline_summarize
 
@@ -71,6 +72,8 @@ class CompactionOutcome:
     trigger: Trigger | None = None
     fallback_reason: str | None = None  # why the offline summary stands in, when it does
     note: str | None = None
+    # SPEC S6/S7: the checkpoint's retention and attribution check (`summarize.retention`)
+    check: dict[str, Any] | None = None
     # What the plan decided, for replay's compaction log (not in the JSON contract):
     folded_tokens: int = 0  # raw tokens folded into the summary
     tail_budget: int = 0  # the tail budget the boundary was chosen for
@@ -98,7 +101,7 @@ class CompactionOutcome:
             data.pop(internal)
         if self.status == "compacted":
             data["cost"] = {"currency": "USD", "summarizer": self.cost().to_json()}
-        for optional in ("fallback_reason", "note"):
+        for optional in ("fallback_reason", "note", "check"):
             if data[optional] is None:
                 data.pop(optional)
         return data
@@ -187,6 +190,8 @@ async def compact_session(
         def measured(plan: Plan, summary: Summary) -> _Written:
             checkpoint = build_checkpoint(plan, summary.text, summarizer=summary.summarizer,
                                           model=capacity.model)
+            if plan.action != "mask":
+                checkpoint = checked_checkpoint(plan, checkpoint)  # SPEC S6, S7
             candidate = projection_after(plan, checkpoint, node_id=f"(candidate {new_id()})")
             after = estimate_request(candidate, capacity, system=system, tools=tools,
                                      pending=pending, costs=costs).tokens
@@ -238,6 +243,8 @@ async def compact_session(
         note=(f"the request did not get smaller ({plan.tokens_before:,} → "
               f"{written.tokens_after:,} tokens): the checkpoint outweighs what it folded"
               if grew else None),
+        check=(public_check(written.checkpoint.details["check"])
+               if "check" in written.checkpoint.details else None),
         folded_tokens=plan.newly_old_tokens,
         tail_budget=plan.tail_budget,
         split_turn=written.checkpoint.turn is not None and bool(plan.kept),

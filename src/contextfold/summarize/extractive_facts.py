@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from ..core.constraints import STEP_START, constraint_sentences, sentences
+from ..core.constraints import STEP_START, sentences
 from ..core.identifiers import error_line, extract_identifiers
 from ..core.messages import (
     AnnotationPart,
@@ -26,17 +26,26 @@ from ..core.messages import (
     Node,
     PdfPagePart,
     TagPart,
+    ToolCallPart,
     ToolResultPart,
     ZoteroItemPart,
 )
 from ..core.plan import Profile
+from ..core.tool_calls import ITEM_CHARS, one_line
 from ..core.tool_calls import READ_TOOLS as _READ_TOOLS
 from ..core.tool_calls import SHELL_TOOLS as _SHELL_TOOLS
 from ..core.tool_calls import WRITE_TOOLS as _WRITE_TOOLS
 from ..core.tool_calls import call_text as _call_text
 from ..core.tool_calls import key_argument as _key_argument
-from ..core.tool_calls import one_line
 from ..core.tree import message_nodes
+from .user_statements import (
+    clean_prose,
+    clip_words,
+    is_noise,
+    user_constraints,
+    user_statements,
+    without_code,
+)
 
 # --------------------------------------------------------------------------- text helpers
 
@@ -114,6 +123,11 @@ class Facts:
     critical: list[str] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)
     files_modified: list[str] = field(default_factory=list)
+    # What the user decided and asked next, verbatim (`user_statements`), and the user's
+    # corrections: each replaces the earlier decision it corrects.
+    user_decisions: list[str] = field(default_factory=list)
+    user_next_steps: list[str] = field(default_factory=list)
+    corrections: list[str] = field(default_factory=list)
     # Whether a user request was seen: the conversation moved on since the last summary.
     new_request: bool = False
 
@@ -132,16 +146,41 @@ def user_command(msg: Message) -> str | None:
     return m.group(1) if m else None
 
 
+def is_request(msg: Message) -> bool:
+    """A message the user wrote themselves (not a slash command, a harness notice, or a
+    command's output): where requests, constraints, decisions and next steps come from."""
+    return (msg.role == "user" and bool(msg.text.strip()) and not _NOISE_USER.match(msg.text)
+            and user_command(msg) is None)
+
+
 def _turns(nodes: Sequence[Node]) -> list[_Turn]:
     turns: list[_Turn] = []
     for _, msg in message_nodes(nodes):
-        if (msg.role == "user" and msg.text.strip() and not _NOISE_USER.match(msg.text)
-                and user_command(msg) is None):
+        if is_request(msg):
             turns.append(_Turn(request=msg.text.strip()))
         elif not turns:
             turns.append(_Turn(request=None))
         turns[-1].messages.append(msg)
     return turns
+
+
+_SHELL_READ = re.compile(
+    r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:cat|head|tail|less|more|sed\s+-n\s+\S+)\s+(.*)$")
+_PATHISH = re.compile(r"^[\w.~/-]*[/.][\w.~/-]*$")
+
+
+def shell_read_paths(call: ToolCallPart) -> list[str]:
+    """The files a read-only shell command (`cat a.py b.py`, `head -n 5 x.md`) reads."""
+    data = call.input if isinstance(call.input, dict) else {}
+    command = next((str(data[k]) for k in ("command", "cmd") if isinstance(data.get(k), str)),
+                   "")
+    m = _SHELL_READ.match(command.split("|")[0].split("&&")[-1] if "&&" in command
+                          else command.split("|")[0])
+    if not m:
+        return []
+    words = [w.strip("'\"") for w in m.group(1).split()]
+    return [w for w in words if not w.startswith("-") and not w.isdigit() and _PATHISH.match(w)
+            and not w.startswith((">", "<"))]
 
 
 def _add_counted(items: list[str], item: str) -> None:
@@ -188,18 +227,35 @@ def collect_facts(nodes: Sequence[Node], profile: Profile,
     return facts
 
 
+# A user's decision or next step is kept verbatim up to this length (then clipped at a
+# word boundary, never inside an identifier).
+STATEMENT_CHARS = 600
+
+
 def _requests(turns: list[_Turn], facts: Facts) -> None:
     first = True
+    last_later: str | None = None
     for turn in turns:
         if turn.request is None:
             continue
         if first:
-            facts.goal.append(f"(user) {one_line(turn.request, GOAL_CHARS)}")
+            facts.goal.append(f"(user) {clip_words(without_code(turn.request), GOAL_CHARS)}")
             first = False
-        elif _substantial(turn.request, words=5) and _TASK.search(turn.request):
-            facts.goal.append(f"{LATER_REQUEST}{one_line(turn.request)}")
-        for sentence in constraint_sentences(turn.request):
-            facts.constraints.append(f"(user) {one_line(sentence)}")
+        elif _substantial(turn.request, words=2):
+            # The latest request, whatever its wording ("Draft paragraph 13"): the goal
+            # section keeps the original one and this one (`_original_and_latest`).
+            last_later = f"{LATER_REQUEST}{clip_words(without_code(turn.request), GOAL_CHARS)}"
+            if _substantial(turn.request, words=5) and _TASK.search(turn.request):
+                facts.goal.append(last_later)
+                last_later = None
+        for sentence in user_constraints(turn.request):
+            facts.constraints.append(f"(user) {clip_words(sentence, STATEMENT_CHARS)}")
+        decisions, steps, corrections = user_statements(turn.request)
+        facts.user_decisions += [f"(user) {clip_words(s, STATEMENT_CHARS)}" for s in decisions]
+        facts.corrections += [f"(user) {clip_words(s, STATEMENT_CHARS)}" for s in corrections]
+        facts.user_next_steps += [f"(user) {clip_words(s, STATEMENT_CHARS)}" for s in steps]
+    if last_later is not None:
+        facts.goal.append(last_later)
 
 
 def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: Facts) -> None:
@@ -238,6 +294,8 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
                         lst.append(f"(tool) {_key_argument(call) or call.name}")
                     elif name in _SHELL_TOOLS and _READONLY_SHELL.match(_key_argument(call)):
                         inspections += 1  # grep/ls/cat: how the work was found, not work
+                        if file_tools:  # `cat src/a.py`: a file read, through any face
+                            f.files_read += [f"(tool) {p}" for p in shell_read_paths(call)]
                     else:
                         _add_counted(f.done, f"(tool) {text}")
                 elif msg.is_closed_without_result:
@@ -257,20 +315,28 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
         f.done.append(f"(tool) plus {inspections} read-only shell inspections (grep, ls, cat, …)")
 
 
+def _request_item(request: str) -> str:
+    """A request as one item: its code blocks left out, clipped at a word boundary."""
+    return clip_words(without_code(request), ITEM_CHARS)
+
+
 def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
     for i, turn in enumerate(turns):
         answer = _final_answer(turn)
         is_last = i == len(turns) - 1
         if answer is None:
             if is_last and turn.request is not None:
-                f.in_progress.append(f"(user) {one_line(turn.request)} (no final answer yet)")
-                f.next_steps.append(f"(user) Finish: {one_line(turn.request)}")
+                request = _request_item(turn.request)
+                f.in_progress.append(f"(user) {request} (no final answer yet)")
+                f.next_steps.append(f"(user) Finish: {request}")
             continue
-        said = [x for x in sentences(answer) if not _NARRATION.match(x)]
+        # Politeness, filler and formatting demonstrations are never progress.
+        said = [clean_prose(x) for x in sentences(answer)
+                if not _NARRATION.match(x) and not is_noise(x)]
         for sentence in said[-2:]:
             if sentence.endswith(("?", "？", ":", "：")) or not _substantial(sentence):
                 continue
-            item = f"(inferred) {one_line(sentence)}"
+            item = f"(inferred) {clip_words(sentence, ITEM_CHARS)}"
             if STEP_START.match(sentence):
                 continue  # "Next I will …" is a plan: Next Steps takes it
             if _DECISION.search(sentence):
@@ -285,7 +351,7 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
             if not plan and turn.request is not None:
                 f.next_steps.append(
                     "(inferred) No next step was stated; continue from the latest request: "
-                    + one_line(turn.request)
+                    + _request_item(turn.request)
                 )
 
 

@@ -212,6 +212,21 @@ def _original_and_latest(goal: Section) -> None:
     goal.items = [i for i in goal.items if not i.startswith(LATER_REQUEST)] + later[-1:]
 
 
+_FINISH = "(user) Finish: "
+_WORDS = re.compile(r"\w+")
+
+
+def _replace_corrected(decisions: Section, correction: str) -> None:
+    """A user's correction replaces the decision it corrects (most shared words; else the
+    latest the user stated), which stays in the durable history."""
+    words = set(_WORDS.findall(correction.lower()))
+    users = [i for i in decisions.items if i.startswith("(user) ")]
+    if users:
+        best = max(reversed(users), key=lambda i: len(words & set(_WORDS.findall(i.lower()))))
+        decisions.items.remove(best)
+    decisions.add([correction])
+
+
 def _mark_earlier(item: str, sub: str, since: str = "resolved") -> str:
     if "[earlier " in item:
         return item
@@ -250,15 +265,25 @@ def _place_new(
     sections[f"{progress}/In Progress"].add(facts.in_progress)
     sections[f"{progress}/Blocked"].add(facts.blocked)
     sections[decisions].add(facts.decisions)
-    if facts.next_steps:
+    # The user's own decisions outrank the assistant's; a correction replaces the decision
+    # it corrects (the one it shares most words with, else the latest the user stated).
+    sections[decisions].add(facts.user_decisions)
+    for correction in facts.corrections:
+        _replace_corrected(sections[decisions], correction)
+    if facts.next_steps or facts.user_next_steps:
         # The last stated plan replaces the old one: stale next steps mislead as plans,
         # but may still matter, so they stay as context, marked as possibly done.
+        # Next steps the user set stay until the user sets new ones.
         old = sections[nxt]
-        superseded = [i for i in old.items if norm_item(i) not in
-                      {norm_item(n) for n in facts.next_steps}]
+        keep_user = [] if facts.user_next_steps else [
+            i for i in old.items if i.startswith("(user) ") and not i.startswith(_FINISH)]
+        fresh = {norm_item(n) for n in facts.next_steps} | {norm_item(i) for i in keep_user}
+        superseded = [i for i in old.items if norm_item(i) not in fresh]
         sections[CRITICAL].add(_mark_earlier(i, "next step", "done") for i in superseded)
         sections[CRITICAL].omitted += old.omitted
         old.items, old.omitted = [], 0
+        old.add(keep_user)
+        old.add(facts.user_next_steps)
         old.add(facts.next_steps)
     critical = sections[CRITICAL]
     if plan.profile == "research":

@@ -1,0 +1,350 @@
+"""Checked retention (SPEC S6) and grounded attribution (S7) of a checkpoint summary.
+
+After any summary (offline, LLM, a user's own function) and before it is committed, the
+checkpoint is checked against what it folds. Required are, from the user messages of the
+folded span: every constraint, decision and next step the user stated (verbatim, as the
+offline summariser lists them); from the tool results: every error not resolved later in
+the span (a later success of the same call resolves it); and what the previous
+checkpoint's check required and found (`carried`), so a decision made in the first hour
+is still checked at the fiftieth compaction. A correction by the user retires the
+decision it corrects. Every identifier the span holds must be in the summary or the
+ledger, or be listed as evicted with the node it is in.
+
+What is missing is re-added verbatim, within the summary budget, in this priority order:
+constraints, decisions, next steps, unresolved errors (the lowest-ranked lists of the
+summary are trimmed first to make room, by the offline summariser's rules). What still
+does not fit is named in a `[Recall]` line of Critical Context with the node it is in.
+The result (`Check.to_json`) is stored in the checkpoint's details under "check".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.estimator import estimate_text
+from ..core.identifiers import error_line
+from ..core.ledger import evicted_since, ledger_tokens, merge_ledger
+from ..core.messages import Checkpoint, Ledger, Node
+from ..core.plan import Plan
+from ..core.projection import render_ledger
+from ..core.text_estimate import Count
+from ..core.tool_calls import call_text
+from ..core.tree import message_nodes
+from .extractive import summary_token_budget
+from .extractive_facts import STATEMENT_CHARS, is_request, norm_item
+from .extractive_fit import SummaryBudgetTooSmall, fit_sections, render_sections
+from .extractive_sections import Section, empty_sections, load_summary
+from .grounding import Ungrounded, ground_summary, sources_of
+from .prompts import CRITICAL, sections_for
+from .summary import EXTRACTIVE, FALLBACK
+from .user_statements import clip_words, user_constraints, user_statements
+
+# The order missing items are re-added in: what a resumed agent can least afford to lose.
+PRIORITY: tuple[str, ...] = ("constraint", "decision", "next_step", "error")
+RECALL_PREFIX = "[Recall] Folded and not repeated here for size; in the history:"
+RECALL_CHARS = 600  # the [Recall] line names at most about this much
+_LISTED = 50  # evicted items and identifiers listed in the stored result
+_CARRIED = 200  # most required items carried to the next check
+_SLACK = 24  # tokens beyond the items' own: the [Recall] line's frame, rounding
+_GREEDY = 20  # items tried one by one after the longest prefix that fits
+
+
+@dataclass(frozen=True)
+class Required:
+    """One thing the checkpoint must carry: its kind, verbatim text and source node."""
+
+    kind: str  # one of PRIORITY
+    text: str
+    node_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "text": self.text, "node_id": self.node_id}
+
+
+@dataclass
+class Check:
+    """The result of checking one checkpoint summary (stored with the checkpoint)."""
+
+    required: list[Required] = field(default_factory=list)
+    readded: list[Required] = field(default_factory=list)
+    evicted: list[Required] = field(default_factory=list)
+    identifiers_folded: int = 0
+    identifiers_kept: int = 0
+    identifiers_evicted: list[dict[str, Any]] = field(default_factory=list)
+    ungrounded: list[Ungrounded] = field(default_factory=list)
+
+    @property
+    def kept(self) -> list[Required]:
+        out = {id(r) for r in self.evicted}
+        return [r for r in self.required if id(r) not in out]
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form: counts, what was re-added and evicted (with node ids), the
+        lines re-marked as inferred, and `carried` (what the next check requires)."""
+        return {
+            "order": list(PRIORITY),
+            "required": len(self.required),
+            "kept": len(self.kept),
+            "readded": [r.to_json() for r in self.readded[:_LISTED]],
+            "evicted": [r.to_json() for r in self.evicted[:_LISTED]],
+            "evicted_count": len(self.evicted),
+            "identifiers": {"folded": self.identifiers_folded,
+                            "kept": self.identifiers_kept,
+                            "evicted": self.identifiers_evicted[:_LISTED],
+                            "evicted_count": len(self.identifiers_evicted)},
+            "ungrounded": [u.to_json() for u in self.ungrounded],
+            "carried": [r.to_json() for r in self.required[-_CARRIED:]],
+        }
+
+
+def public_check(check: Mapping[str, Any]) -> dict[str, Any]:
+    """The check as faces show it (`compact --json`): without the carried list."""
+    return {k: v for k, v in check.items() if k != "carried"}
+
+
+# --------------------------------------------------------------------------- required
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def _words(text: str) -> set[str]:
+    return set(_norm(text).replace(",", " ").split())
+
+
+def _retire_corrected(items: list[Required], correction: str) -> None:
+    """A correction retires the user decision it corrects (most shared words, else the
+    latest), as the offline summary replaces it."""
+    decisions = [r for r in items if r.kind == "decision"]
+    if not decisions:
+        return
+    words = _words(correction)
+    best = max(reversed(decisions), key=lambda r: len(words & _words(r.text)))
+    items.remove(best)
+
+
+def required_items(nodes: Sequence[Node], carried: Sequence[Mapping[str, Any]] = ()
+                   ) -> list[Required]:
+    """What a checkpoint folding `nodes` must carry, oldest first (see the module doc)."""
+    items: list[Required] = [
+        Required(str(c.get("kind")), str(c.get("text")), c.get("node_id"))
+        for c in carried if c.get("kind") in PRIORITY and c.get("text")]
+    errors: dict[str, Required] = {}
+    calls: dict[str, str] = {}  # call id -> how the call reads (its result comes later)
+    for node, msg in message_nodes(nodes):
+        if is_request(msg):
+            text = msg.text.strip()
+            items += [Required("constraint", clip_words(s, STATEMENT_CHARS), node.id)
+                      for s in user_constraints(text)]
+            decisions, steps, corrections = user_statements(text)
+            for s in corrections:
+                _retire_corrected(items, s)
+            items += [Required("decision", clip_words(s, STATEMENT_CHARS), node.id)
+                      for s in (*corrections, *decisions)]
+            items += [Required("next_step", clip_words(s, STATEMENT_CHARS), node.id)
+                      for s in steps]
+        for call in msg.tool_calls:
+            calls[call.id] = call_text(call)
+            errors.pop(calls[call.id], None)  # a new attempt: its result decides
+        for result in msg.tool_results:
+            key = calls.get(result.call_id, result.call_id)
+            if result.is_error and (result.output or "").strip():
+                errors[key] = Required("error", error_line(result.output, 200), node.id)
+    items += errors.values()  # an error stays required until the same call is retried
+    unique: dict[tuple[str, str], Required] = {}
+    for r in items:
+        unique.pop((r.kind, _norm(r.text)), None)
+        unique[(r.kind, _norm(r.text))] = r
+    return list(unique.values())
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def _target(kind: str, plan: Plan) -> str:
+    names = sections_for(plan.profile)
+    return {"constraint": names[1],
+            "decision": "Decisions" if plan.profile == "research" else "Key Decisions",
+            "next_step": "Next Steps", "error": CRITICAL}[kind]
+
+
+def _item(r: Required) -> str:
+    return f"({'tool' if r.kind == 'error' else 'user'}) {r.text}"
+
+
+def _recall_line(evicted: Sequence[Required], quote: bool = True) -> str:
+    named: list[str] = []
+    size = 0
+    for r in evicted:
+        entry = (f"{r.kind.replace('_', ' ')} “{clip_words(r.text, 60)}” (node {r.node_id})"
+                 if quote else f"{r.kind.replace('_', ' ')} at node {r.node_id}")
+        if named and size + len(entry) > RECALL_CHARS:
+            break
+        named.append(entry)
+        size += len(entry) + 2
+    more = len(evicted) - len(named)
+    return f"{RECALL_PREFIX} " + "; ".join(named) + (f"; and {more} more" if more else "")
+
+
+def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
+            budget: int, count: Count, quote: bool = True) -> str:
+    ordered, sections = empty_sections(plan.profile)
+    load_summary(sections, text, plan.profile)
+    goal: Section = sections[sections_for(plan.profile)[0]]
+    if goal.items:
+        goal.pinned.add(norm_item(goal.items[0]))
+    critical = sections[CRITICAL]
+    critical.items = [i for i in critical.items if not i.startswith(RECALL_PREFIX)]
+    for r in add:
+        # An item that holds it already (with a frame, "[earlier …]") is kept, untrimmed.
+        want = _norm(r.text)
+        holders = [(sec, i) for sec in ordered for i in sec.items if want in _norm(i)]
+        if holders:
+            for sec, i in holders[-1:]:
+                sec.pinned.add(norm_item(i))
+        else:
+            sections[_target(r.kind, plan)].add([_item(r)], pin=True)
+    if not evicted:
+        return fit_sections(ordered, budget, count)
+    # The [Recall] line is added after fitting, in room kept for it: shortening it would
+    # cut the node ids it exists to give.
+    line = _recall_line(evicted, quote)
+    fit_sections(ordered, max(1, budget - count(f"- {line}\n")), count)
+    critical.items.append(line)
+    out = render_sections(ordered)
+    if count(out) <= budget:
+        return out
+    critical.items.remove(line)
+    critical.add([line], pin=True)
+    return fit_sections(ordered, budget, count)
+
+
+def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
+                  budget: int, count: Count = estimate_text) -> tuple[str, Check]:
+    """`text` checked against what `plan` folds (S6, S7): the summary to commit and the
+    check's result. `ledger`: the one the checkpoint carries. `budget`: the summary's
+    token budget (what re-added items must fit in)."""
+    check = Check()
+    if summarizer not in (EXTRACTIVE, FALLBACK):
+        # S7: the offline summariser copies what it attributes from the nodes themselves;
+        # any other summariser's attributions are traced.
+        text, check.ungrounded = ground_summary(
+            text, sources_of(plan.newly_old, plan.previous_summary, plan.instructions))
+    previous = plan.previous_details.get("check") or {}
+    check.required = required_items(plan.newly_old, previous.get("carried") or ())
+    _identifiers(plan, text, ledger, check)
+    # The ledger is part of the checkpoint: what it holds (a user's rule, a tool error) the
+    # summary need not repeat.
+    in_ledger = _norm(render_ledger(ledger))
+    wanted = [r for r in check.required if _norm(r.text) not in in_ledger]
+    present = _norm(text)
+    missing = [r for r in wanted if _norm(r.text) not in present]
+    if not missing:
+        return text, check
+    order = sorted(wanted, key=lambda r: PRIORITY.index(r.kind))  # stable sort
+    out = _attempt(plan, text, order, [], budget, count)
+    if out is None:
+        # Not all fit: take them in priority order, each one only if it fits whole with
+        # those before it; the rest are named in the [Recall] line.
+        # The longest prefix that fits (bisected), then each later item that fits alone
+        # beside it (a shorter next step may fit where a long decision did not).
+        lo, hi = 0, len(order) - 1  # order[:lo] fits, order[:hi + 1] does not
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if _attempt(plan, text, order[:mid], [], budget, count) is not None:
+                lo = mid
+            else:
+                hi = mid - 1
+        keep = list(order[:lo])
+        evicted = []
+        for r in order[lo:]:
+            if (len(evicted) < _GREEDY
+                    and _attempt(plan, text, [*keep, r], [], budget, count) is not None):
+                keep.append(r)
+            else:
+                evicted.append(r)
+        while (out := _attempt(plan, text, keep, evicted, budget, count)) is None and keep:
+            evicted.insert(0, keep.pop())  # room for the [Recall] line itself
+        check.evicted = evicted
+        if out is None:  # not even the [Recall] line fits: the summary as it can be
+            try:
+                out = _fitted(plan, text, [], [], budget, count)
+            except SummaryBudgetTooSmall:
+                out = text
+    gone = {id(r) for r in check.evicted}
+    check.readded = [r for r in missing if id(r) not in gone]
+    return out, check
+
+
+def _attempt(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
+             budget: int, count: Count) -> str | None:
+    """The summary holding every item of `add` whole (re-added where missing) and naming
+    `evicted`, within `budget`; None when it cannot."""
+    # The [Recall] line quotes what it names when there is room, else names kinds and nodes.
+    for quote in (True, False) if evicted else (True,):
+        try:
+            out = _fitted(plan, text, add, evicted, budget, count, quote)
+        except SummaryBudgetTooSmall:
+            continue
+        rendered = _norm(out)
+        if count(out) > budget or any(_norm(r.text) not in rendered for r in add):
+            continue
+        if evicted and str(evicted[0].node_id) not in out:
+            continue
+        return out
+    return None
+
+
+def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
+                       count: Count = estimate_text) -> Checkpoint:
+    """`checkpoint` with its summary checked (S6, S7) and the result in its details.
+
+    The user's words outrank tool traffic: when a required item does not fit the summary
+    budget, the ledger gives up room for it (its least critical identifiers are evicted
+    first, and stay named as evicted) before the item is left to the [Recall] line.
+    """
+    budget = summary_token_budget(plan)
+    text, check = check_summary(plan, checkpoint.summary, checkpoint.ledger,
+                                summarizer=checkpoint.summarizer, budget=budget, count=count)
+    ledger = checkpoint.ledger
+    # Only the user's own words take room from the ledger: an error is tool traffic, as
+    # the identifiers are.
+    users = [r for r in check.evicted if r.kind != "error"]
+    if users and ledger.entries:
+        held = min(ledger_tokens(ledger, count), plan.budget.ledger_budget)
+        need = sum(count(f"- {_item(r)}\n") for r in users) + _SLACK
+        smaller = merge_ledger(plan.previous_ledger, plan.identifiers(), max(0, held - need),
+                               count)
+        freed = held - ledger_tokens(smaller, count)
+        if freed > 0:
+            retry, again = check_summary(plan, checkpoint.summary, smaller,
+                                         summarizer=checkpoint.summarizer,
+                                         budget=budget + freed, count=count)
+            if sum(r.kind != "error" for r in again.evicted) < len(users):
+                text, check, ledger = retry, again, smaller
+    details = {**checkpoint.details, "check": check.to_json()}
+    if ledger is not checkpoint.ledger:
+        details["ledger"] = {**details.get("ledger", {}), "tokens": ledger_tokens(ledger, count),
+                             "entries": len(ledger.entries),
+                             "evicted": [e.model_dump(mode="json")
+                                         for e in evicted_since(plan.previous_ledger, ledger)]}
+    return checkpoint.model_copy(update={"summary": text, "ledger": ledger, "details": details})
+
+
+def _identifiers(plan: Plan, text: str, ledger: Ledger, check: Check) -> None:
+    held = {e.value for e in ledger.entries}
+    where: dict[str, str] = {}
+    for node_id, entries in plan.message_identifiers.items():
+        for e in entries:
+            where.setdefault(e.value, node_id)
+    folded = plan.identifiers()
+    check.identifiers_folded = len(folded)
+    for e in folded:
+        if e.value in held or e.value in text:
+            check.identifiers_kept += 1
+        else:
+            check.identifiers_evicted.append(
+                {"kind": e.kind, "value": e.value, "node_id": where.get(e.value)})
