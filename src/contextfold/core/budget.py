@@ -57,6 +57,10 @@ class CompactionSettings(Value):
     # calls but every later request carries more tokens, more than those calls cost
     # (docs/runtime.md, bench/masking_bench.py); opt in where summaries are the bottleneck.
     masking: MaskingMode = "off"
+    # SPEC L5: share of the safe input limit the automatic recall block may use (0: off).
+    # Small by default: a few excerpts (~850 tokens at a 32k window), enough to bring back
+    # a decision or an identifier the checkpoint lost, never a second history.
+    auto_recall_share: Annotated[float, Field(ge=0, le=0.5)] = 0.03
 
 
 class Budget(Value):
@@ -74,6 +78,7 @@ class Budget(Value):
     split_turn: bool = True
     pin_budget: int = 0  # SPEC N1: tokens the pins message may use
     masking: MaskingMode = "off"  # SPEC V2 (derive_budget takes it from the settings)
+    recall_budget: int = 0  # SPEC L5: tokens the automatic recall block may use (0: off)
 
 
 def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
@@ -100,4 +105,5 @@ def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None =
         split_turn=s.split_turn,
         pin_budget=max(1, int(safe * s.pin_share)),
         masking=s.masking,
+        recall_budget=int(safe * s.auto_recall_share),
     )

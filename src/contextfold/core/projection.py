@@ -22,7 +22,7 @@ from .messages import (
     ToolResultPart,
     TurnContext,
 )
-from .pins import active_pins, last_pin_change
+from .pins import active_pins, last_pin_change, pins_text
 from .resources import clip_middle
 from .tree import Branch
 
@@ -35,6 +35,16 @@ MASK_ONLY_HEADER = (
     "[contextfold checkpoint] Nothing of this conversation was summarised; the messages "
     "after this note continue verbatim."
 )
+
+
+@dataclass(frozen=True)
+class RecallBlock:
+    """SPEC L5: excerpts of folded messages placed after the checkpoint and pins for one
+    request (`core.auto_recall` chooses them): the text, the nodes it quotes, its size."""
+
+    text: str
+    node_ids: tuple[str, ...]
+    tokens: int
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,9 @@ class Projection:
     # SPEC K6: node id -> characters kept per tool result, for a kept round too big for the
     # tail budget. Exports and estimates apply it; the durable node stays whole.
     clips: Mapping[str, int] = field(default_factory=dict)
+    # SPEC L5: the recall block of this request (None: none; never stored, derived per
+    # request by `runtime.auto_recall`).
+    recalled: RecallBlock | None = None
 
     def message_of(self, node: Node) -> Message:
         """The message of `node` as this projection sends it (clipped if so decided)."""
@@ -69,6 +82,20 @@ class Projection:
     @property
     def message_count(self) -> int:
         return len(self.messages)
+
+
+def prefix_text(projection: Projection) -> str | None:
+    """The checkpoint summary, the pins (SPEC N1) and the recall block (SPEC L5) as one
+    user message's text, byte-identical for the same three (None: none of them). Every
+    face sends this text before the tail."""
+    blocks = []
+    if projection.summary is not None:
+        blocks.append(checkpoint_text(projection.summary))
+    if projection.pins:
+        blocks.append(pins_text(projection.pins))
+    if projection.recalled is not None:
+        blocks.append(projection.recalled.text)
+    return "\n\n".join(blocks) if blocks else None
 
 
 def fixed_part(projection: Projection) -> Projection:

@@ -22,6 +22,7 @@ from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ChatModel, ToolSpec
 from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore
+from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, compact_session
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
@@ -59,6 +60,8 @@ class ConversationBase:
         self._app_tools = tuple(tools or ())
         # SPEC L2: the recall tools are offered unless the application opts out.
         self._recall = Recall(store, session_id) if recall else None
+        # SPEC L5: the block of folded excerpts each request gets (settings.auto_recall_share).
+        self._auto_recall = AutoRecall(store)
         self._tools = self._app_tools + (RECALL_TOOLS if recall else ())
         if recall:
             clash = sorted(RECALL_TOOL_NAMES & {t.name for t in self._app_tools})
@@ -137,6 +140,11 @@ class ConversationBase:
         if self._projected[0] is not branch:
             self._projected = (branch, project(branch))
         return self._projected[1]
+
+    async def request_projection(self) -> Projection:
+        """What the next request sends: the projection with its automatic recall block
+        (SPEC L5; the projection as it is when recall finds nothing or is off)."""
+        return await self._auto_recall.apply(self.session_id, self.projection(), self._sizer)
 
     def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
         """Estimated size of the next request with `pending` drafts (SPEC P1, E1-E5)."""

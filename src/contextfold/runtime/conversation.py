@@ -245,8 +245,9 @@ class Conversation(PinOperations):
             if not checked:
                 compactions += await self._preflight((), None)
             checked = False
-            tokens = self.estimate().tokens
-            response = await self._reply(on_text, compactions)
+            request = await self.request_projection()  # SPEC L5: counted in the estimate
+            tokens = self._sizer.estimate(request).tokens
+            response = await self._reply(on_text, compactions, request)
             reply_node = await self.store.append(self.session_id, response.message,
                                                  expected_leaf_id=self._leaf_id())
             await self._extend([reply_node])
@@ -285,11 +286,11 @@ class Conversation(PinOperations):
         seen = {n.id for n in self.projection().messages}
         return [await self._recall.run(c, in_context=seen) for c in own]
 
-    async def _reply(self, on_text: OnText | None,
-                     compactions: list[CompactionOutcome]) -> ChatResponse:
+    async def _reply(self, on_text: OnText | None, compactions: list[CompactionOutcome],
+                     projection: Projection) -> ChatResponse:
         """One model request; on overflow, surface it or compact and retry once (P4)."""
         try:
-            return await self._request(on_text)
+            return await self._request(projection, on_text=on_text)
         except ContextOverflowError as exc:
             self._publish("overflow", reason=str(exc), tokens=exc.requested_tokens,
                           limit=exc.limit_tokens)
@@ -304,8 +305,9 @@ class Conversation(PinOperations):
                 raise  # nothing could be freed: retrying would only overflow again
             # The one retry, sized for the window the provider really has; a second
             # overflow surfaces (no loop).
-            return await self._request(on_text, max_tokens=min(self._sizer.reply_tokens,
-                                                               corrected.reserve))
+            return await self._request(await self.request_projection(),
+                                       max_tokens=min(self._sizer.reply_tokens,
+                                                      corrected.reserve), on_text=on_text)
 
     def _overflow_capacity(self, exc: ContextOverflowError) -> ModelCapacity:
         """The window the provider just proved, in the estimator's units (SPEC P4).
@@ -324,9 +326,9 @@ class Conversation(PinOperations):
         window = max(1, min(window, self._capacity.context_window))
         return self._capacity.model_copy(update={"context_window": window, "max_input": None})
 
-    async def _request(self, on_text: OnText | None,
+    async def _request(self, projection: Projection, *, on_text: OnText | None,
                        max_tokens: int | None = None) -> ChatResponse:
-        request = ChatRequest(projection=self.projection(), system=self._system,
+        request = ChatRequest(projection=projection, system=self._system,
                               tools=self._tools, max_tokens=max_tokens or self._sizer.reply_tokens)
         if on_text is None:
             return await self._model.complete(request)

@@ -39,11 +39,11 @@ from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budg
 from ..core.estimator import Estimate
 from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
-from ..core.pins import pins_text
-from ..core.projection import Projection, checkpoint_text, project
+from ..core.projection import Projection, prefix_text, project
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
 from ..store.protocol import SessionStore
+from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome
 from .content_chain import ChainMemo, next_hash
 from .fitting import SessionFit, fit_request, healthy
@@ -89,14 +89,9 @@ class Synced:
 
     @property
     def prefix_text(self) -> str | None:
-        """The checkpoint summary and pins as one text, byte-identical for the same
-        checkpoint and pins (SPEC Y4); None without either."""
-        blocks = []
-        if self.projection.summary is not None:
-            blocks.append(checkpoint_text(self.projection.summary))
-        if self.projection.pins:
-            blocks.append(pins_text(self.projection.pins))
-        return "\n\n".join(blocks) if blocks else None
+        """The checkpoint summary, pins and recall block as one text, byte-identical for
+        the same checkpoint, pins and recalled hits (SPEC Y4, L5); None without any."""
+        return prefix_text(self.projection)
 
     @property
     def tail_start(self) -> int | None:
@@ -172,6 +167,7 @@ class Mirror:
         # looked up in the store from its last known message only (`mirror_extend(known=)`).
         self._stored: OrderedDict[str, _Stored] = OrderedDict()
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
+        self._auto_recall = AutoRecall(store)
 
     # ------------------------------------------------------------------ the API
 
@@ -226,7 +222,8 @@ class Mirror:
             self._leaf_hash[session_id] = hashes[-1]
             self._remember(hashes[-1], session_id)
             self._remember_stored(chain_scope, (session_id, hashes, write.node_ids))
-            projection = project(branch)
+            # SPEC L5: the recall block, in the room the fitted request leaves.
+            projection = await self._auto_recall.apply(session_id, project(branch), sizer)
             new_nodes = (*first.nodes, *(write.nodes if write is not first else ()))
             moved = None
             if new_nodes:
