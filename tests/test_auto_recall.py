@@ -15,6 +15,7 @@ from contextfold.core.auto_recall import (
     RECALL_HEADER,
     Candidate,
     choose_block,
+    latest_request,
     query_text,
     recall_query,
 )
@@ -43,7 +44,8 @@ FILLER = ("Here is a long note about reading papers and drafting paragraphs for 
 
 
 def _node(nid: str, msg: Message | None = None, cp: Checkpoint | None = None) -> Node:
-    return Node(id=nid, parent_id=None, created_at=datetime(2026, 1, 1, tzinfo=UTC), payload=cp or msg)
+    return Node(id=nid, parent_id=None, created_at=datetime(2026, 1, 1, tzinfo=UTC),
+                payload=cp or msg)
 
 
 def _projection(summary: str, raw: list[tuple[str, Message]]) -> Projection:
@@ -81,17 +83,23 @@ def test_query_is_the_latest_user_message_and_the_pending_tool_call():  # L5
                              ("e", result)])
     text = query_text(proj)
     assert "which estimator" in text and "ZK9Q2W7R" in text and "old question" not in text
+    assert latest_request(proj) == ("c", text)
+    folded = _projection("s", [("d", call), ("e", result)])  # its request was folded (K6)
+    assert latest_request(folded) is None
+    assert choose_block([_cand("n1", 1, DECISION)], folded, recall_query(DECISION),
+                        300) is None
 
 
 def test_block_drops_what_is_raw_or_in_the_checkpoint():  # L5
     proj = _projection("Done: chose the estimator for cohort A.",
-                       [("raw1", user("estimator talk in the tail"))])
+                       [("raw1", user("estimator talk in the tail")),
+                        ("ask", user("which estimator for cohort B and the censoring"))])
     q = recall_query("which estimator for cohort B and the censoring")
     assert q is not None
     cands = [_cand("raw1", 9, "estimator talk in the tail"),
              _cand("n1", 1, "Done: chose the estimator for cohort A.\n" + DECISION)]
     block = choose_block(cands, proj, q, budget=300)
-    assert block is not None and block.node_ids == ("n1",)
+    assert block is not None and block.node_ids == ("n1",) and block.before_id == "ask"
     assert block.text.startswith(RECALL_HEADER)
     assert "node n1" in block.text and "Kaplan-Meier" in block.text
     assert "cohort A" not in block.text  # that sentence is already in the checkpoint
@@ -99,7 +107,7 @@ def test_block_drops_what_is_raw_or_in_the_checkpoint():  # L5
 
 
 def test_identical_hits_give_a_byte_identical_block_in_branch_order():  # L5 (prompt cache)
-    proj = _projection("summary", [])
+    proj = _projection("summary", [("ask", user("estimator censoring cohort Zotero key"))])
     q = recall_query("estimator censoring cohort Zotero key")
     assert q is not None
     a, b = _cand("n1", 1, DECISION), _cand("n2", 5, "The censoring check of cohort C failed.")
@@ -113,7 +121,7 @@ def test_identical_hits_give_a_byte_identical_block_in_branch_order():  # L5 (pr
 @given(budget=st.integers(min_value=0, max_value=600),
        texts=st.lists(st.text(min_size=1, max_size=400), min_size=1, max_size=8))
 def test_block_never_exceeds_its_budget(budget, texts):  # L5
-    proj = _projection("summary", [])
+    proj = _projection("summary", [("ask", user("estimator"))])
     q = recall_query("estimator censoring cohort " + " ".join(texts))
     if q is None:
         return
@@ -133,20 +141,23 @@ def test_recall_room_never_passes_the_limit():  # L5 with P1
     assert recall_room(0, 1_000, 0) == 0
 
 
-def test_the_estimate_and_the_export_carry_the_block():  # L5
-    from contextfold.core.projection import RecallBlock
+def test_the_estimate_and_the_export_carry_the_block_before_the_request():  # L5, Y4
+    from contextfold.core.projection import RecallBlock, prefix_text
 
-    proj = _projection("summary", [("u", user("which estimator"))])
+    proj = _projection("summary", [("t", user("tail message")), ("a", assistant("reply")),
+                                   ("u", user("which estimator"))])
     cap = capacity(16_000)
     plain = estimate_request(proj, cap).tokens
     block = RecallBlock(text=RECALL_HEADER + "\n- node n1 (turn 1, user): " + DECISION,
-                        node_ids=("n1",), tokens=60)
+                        node_ids=("n1",), tokens=60, before_id="u")
     with_block = Projection(checkpoint=proj.checkpoint, messages=proj.messages,
                             recalled=block)
     assert estimate_request(with_block, cap).tokens > plain
     sent = json.dumps(to_openai(with_block).messages)
-    assert "Kaplan-Meier" in sent and sent.index("summary") < sent.index("Kaplan-Meier") \
+    assert sent.index("summary") < sent.index("tail message") < sent.index("Kaplan-Meier") \
         < sent.index("which estimator")
+    # The cached prefix (checkpoint and pins) does not hold it (SPEC Y4).
+    assert prefix_text(with_block) == prefix_text(proj)
 
 
 def test_share_zero_disables_and_the_default_is_small():  # L5
@@ -195,8 +206,8 @@ async def test_conversation_recalls_a_folded_decision_by_itself(fake, store):  #
     sent = _sent_text(chat_requests(fake)[-1])
     assert "From earlier in this session" in sent and f"node {first.id}" in sent
     assert "Kaplan-Meier" in sent and "ZK9Q2W7R" in sent
-    assert sent.index("Earlier turns discussed") < sent.index("From earlier in this session") \
-        < sent.index("Then tighten the wording")  # after the checkpoint, before the tail
+    assert sent.index("Then tighten the wording") < sent.index("From earlier in this session") \
+        < sent.index("Which estimator did we")  # right before the latest request
 
     # The same session with the share at 0 sends no block, and its estimate is smaller by
     # what the block costs: the estimate counts it.
@@ -224,9 +235,9 @@ async def test_the_block_is_stable_through_a_tool_loop(fake, store):  # L5 (prom
     await conv.send("Which estimator did we choose for cohort B?")
     blocks = []
     for request in chat_requests(fake)[before:]:
-        first = request.messages[0] if request.messages[0]["role"] != "system" else \
-            request.messages[1]
-        blocks.append(first["content"][first["content"].index(RECALL_HEADER):])
+        sent = _sent_text(request)
+        start = sent.index("[contextfold recall]")
+        blocks.append((start, sent[start:sent.index("Which estimator", start)]))
     assert len(blocks) == 2 and blocks[0] == blocks[1]
     assert conv._auto_recall.searches == 1  # the second request reused the first's hits
     await conv.close()
@@ -267,7 +278,11 @@ async def test_the_mirror_places_the_block_in_its_prefix(store):  # L5 (proxy fa
     synced = await mirror.sync([*msgs, ask], capacity=cap, scope="l5")
     assert synced.projection.recalled is not None
     prefix = synced.prefix_text
-    assert prefix is not None and "Kaplan-Meier" in prefix and RECALL_HEADER in prefix
+    assert prefix is not None and "Kaplan-Meier" not in prefix  # Y4: the prefix is as it was
     items = synced.items()
-    assert items[0].index is None and isinstance(items[0].message.parts[0], TextPart)
+    block, latest = items[-2], items[-1]
+    assert block.recall and block.index is None and latest.index == len(msgs) and \
+        latest.verbatim  # Y2: the request itself goes out as sent
+    assert isinstance(block.message.parts[0], TextPart)
+    assert RECALL_HEADER in block.message.text and "Kaplan-Meier" in block.message.text
     assert synced.estimate.tokens <= synced.budget.safe_input_limit

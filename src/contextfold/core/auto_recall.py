@@ -1,8 +1,11 @@
 """Recall that comes by itself (SPEC L5): the pure part.
 
-Before a request, the latest user message (and the tool call the model is about to read the
-result of, if any) is searched against the folded part of the branch; the best matches go
-into the projection as one labelled block, right after the checkpoint and pins. This module
+Before a request, the latest user message (and the tool calls the model is about to read the
+results of, if any) is searched against the folded part of the branch; the best matches go
+into the projection as one labelled block, right before that user message. There it never
+changes the cached prefix (checkpoint, pins and the tail before the latest request, SPEC
+Y4): through a turn's tool loop it stays in place, byte-identical while its hits do not
+change, and a new turn moves it past only the previous turn. This module
 decides everything about that block except the search itself (`runtime.auto_recall` runs it
 against the store):
 
@@ -27,7 +30,8 @@ from .projection import Projection, RecallBlock, checkpoint_text
 from .recall_text import SearchQuery, Term, fold, tokens
 from .text_estimate import Count, estimate_text
 
-__all__ = ["Candidate", "RecallBlock", "choose_block", "query_text", "recall_query"]
+__all__ = ["Candidate", "RecallBlock", "choose_block", "latest_request", "query_text",
+           "recall_query"]
 
 RECALL_HEADER = (
     "[contextfold recall] From earlier in this session: excerpts of compacted messages that "
@@ -60,23 +64,29 @@ class Candidate:
     text: str  # the whole message as labelled plain text (`recall_text.message_text`)
 
 
-def query_text(projection: Projection) -> str:
-    """The text to search for: the latest user message projected raw, plus the inputs of
-    the tool calls after it whose results the model reads next ("" when there is none)."""
-    messages = [n.payload for n in projection.messages if isinstance(n.payload, Message)]
-    texts: list[str] = []
-    for msg in reversed(messages):
-        if msg.role == "assistant" and not texts:
-            calls = [p for p in msg.parts if isinstance(p, ToolCallPart)]
-            texts += [_call_text(c) for c in calls]
-            if calls:
-                continue
+def latest_request(projection: Projection) -> tuple[str, str] | None:
+    """The latest request of `projection`: the id of its latest user message projected
+    raw, and the text to search for (that message's text, plus the inputs of the tool
+    calls after it whose results the model reads next). None when the latest user message
+    is not projected raw (folded, or none yet)."""
+    calls: list[str] = []
+    for node in reversed(projection.messages):
+        msg = node.payload
+        if not isinstance(msg, Message):
+            continue
         if msg.role == "user" and not msg.tool_results:
-            texts.insert(0, " ".join(p.text for p in msg.parts if isinstance(p, TextPart)))
-            break
-        if msg.role == "assistant" and texts:
-            break  # a reply ended that turn: there is no pending request
-    return "\n".join(t for t in texts if t.strip())
+            text = " ".join(p.text for p in msg.parts if isinstance(p, TextPart))
+            return node.id, "\n".join(t for t in [text, *reversed(calls)] if t.strip())
+        if msg.role == "assistant" and not calls and msg.tool_calls:
+            # Only the latest round's calls: the model is about to read their results.
+            calls += [_call_text(c) for c in msg.tool_calls]
+    return None
+
+
+def query_text(projection: Projection) -> str:
+    """The text `latest_request` searches for ("" when there is none)."""
+    found = latest_request(projection)
+    return found[1] if found is not None else ""
 
 
 def _call_text(call: ToolCallPart) -> str:
@@ -155,11 +165,13 @@ def render(hits: Sequence[tuple[Candidate, str]]) -> str:
 
 def choose_block(candidates: Sequence[Candidate], projection: Projection, query: SearchQuery,
                  budget: int, count: Count = estimate_text) -> RecallBlock | None:
-    """The block for `candidates` (best first) within `budget` tokens, or None.
+    """The block for `candidates` (best first) within `budget` tokens, placed right
+    before the latest user message (`latest_request`), or None.
 
     Never repeats the request: a candidate projected raw (or the checkpoint itself) is
     dropped, and so is every sentence the checkpoint text already holds."""
-    if budget <= 0 or not candidates:
+    anchor = latest_request(projection)
+    if budget <= 0 or not candidates or anchor is None:
         return None
     in_request = {n.id for n in projection.messages}
     if projection.checkpoint is not None:
@@ -189,7 +201,7 @@ def choose_block(candidates: Sequence[Candidate], projection: Projection, query:
     if not chosen:
         return None
     ids = tuple(c.node_id for c, _t in sorted(chosen, key=lambda h: h[0].position))
-    return RecallBlock(text=block, node_ids=ids, tokens=count(block))
+    return RecallBlock(text=block, node_ids=ids, tokens=count(block), before_id=anchor[0])
 
 
 def _line(cand: Candidate, text: str) -> str:

@@ -68,9 +68,11 @@ def _build_groups(projection: Projection) -> list[_Group]:
         groups.side("user").texts.append(checkpoint_text(projection.summary))
     if projection.pins:
         groups.side("user").texts.append(pins_text(projection.pins))  # SPEC N1: after summary
-    if projection.recalled is not None:  # SPEC L5: after the pins, before the tail
-        groups.side("user").texts.append(projection.recalled.text)
+    recalled = projection.recalled
     for node in projection.messages:
+        if recalled is not None and node.id == recalled.before_id:
+            # SPEC L5: right before the latest user message (one user message with it).
+            groups.side("user").texts.append(recalled.text)
         _add_message(projection.message_of(node), groups.side)
     return groups
 

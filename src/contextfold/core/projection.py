@@ -39,12 +39,14 @@ MASK_ONLY_HEADER = (
 
 @dataclass(frozen=True)
 class RecallBlock:
-    """SPEC L5: excerpts of folded messages placed after the checkpoint and pins for one
-    request (`core.auto_recall` chooses them): the text, the nodes it quotes, its size."""
+    """SPEC L5: excerpts of folded messages for one request (`core.auto_recall` chooses
+    them): the text, the nodes it quotes, its size, and the projected message it goes
+    right before (the latest user message, whose words found them)."""
 
     text: str
     node_ids: tuple[str, ...]
     tokens: int
+    before_id: str
 
 
 @dataclass(frozen=True)
@@ -85,16 +87,15 @@ class Projection:
 
 
 def prefix_text(projection: Projection) -> str | None:
-    """The checkpoint summary, the pins (SPEC N1) and the recall block (SPEC L5) as one
-    user message's text, byte-identical for the same three (None: none of them). Every
-    face sends this text before the tail."""
+    """The checkpoint summary and the pins (SPEC N1) as one user message's text,
+    byte-identical for the same checkpoint and pins (None: neither). Every face sends this
+    text before the tail; the recall block (SPEC L5) is not part of it: it goes right
+    before the latest user message, so a new block never changes the cached prefix."""
     blocks = []
     if projection.summary is not None:
         blocks.append(checkpoint_text(projection.summary))
     if projection.pins:
         blocks.append(pins_text(projection.pins))
-    if projection.recalled is not None:
-        blocks.append(projection.recalled.text)
     return "\n\n".join(blocks) if blocks else None
 
 

@@ -205,7 +205,10 @@ def projection_items(projection: Projection) -> list[Item]:
     text = prefix_text(projection)
     if text is not None:
         out.append({"role": "user", "content": text})
+    recalled = projection.recalled
     for node in projection.messages:
+        if recalled is not None and node.id == recalled.before_id:  # SPEC L5
+            out.append({"role": "user", "content": recalled.text})
         out += message_items(projection.message_of(node))
     return out
 

@@ -60,13 +60,15 @@ class ProjectedItem:
     """One message of the request to send, in order.
 
     `index`: position in the messages given to `sync` (None for the checkpoint and pins
-    prefix). `verbatim`: the message is what the client sent, so a face may forward its own
-    object or bytes; otherwise send `message` (masked or clipped by the projection, V1/K6).
+    prefix, and for the recall block, SPEC L5, which has `recall` set). `verbatim`: the
+    message is what the client sent, so a face may forward its own object or bytes;
+    otherwise send `message` (masked or clipped by the projection, V1/K6).
     """
 
     index: int | None
     message: Message
     verbatim: bool
+    recall: bool = False  # the automatic recall block (SPEC L5), right before its request
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,8 @@ class Synced:
 
     @property
     def prefix_text(self) -> str | None:
-        """The checkpoint summary, pins and recall block as one text, byte-identical for
-        the same checkpoint, pins and recalled hits (SPEC Y4, L5); None without any."""
+        """The checkpoint summary and pins as one text, byte-identical for the same
+        checkpoint and pins (SPEC Y4); None without either."""
         return prefix_text(self.projection)
 
     @property
@@ -112,7 +114,12 @@ class Synced:
         if text is not None:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
+        recalled = self.projection.recalled
         for node in self.projection.messages:
+            if recalled is not None and node.id == recalled.before_id:
+                # SPEC L5: its own user-side message right before the latest request.
+                out.append(ProjectedItem(None, Message(role="user", parts=(
+                    TextPart(text=recalled.text),)), False, recall=True))
             msg = self.projection.message_of(node)
             index = self.source_index.get(node.id)
             # The stored node has the client's message content (same chain hash); only a
