@@ -193,8 +193,9 @@ class ConversationBase:
 
     async def _compact(self, trigger: Trigger, *, pending: Sequence[Message] = (),
                        instructions: str | None = None, budget: Budget | None = None,
-                       estimate_tokens: int | None = None) -> Finished:
-        """Run one compaction in the foreground (still cancellable) and wait for it."""
+                       estimate_tokens: int | None = None, **edit: Any) -> Finished:
+        """Run one compaction in the foreground (still cancellable) and wait for it.
+        `edit`: `compact_session`'s SPEC M7 arguments (summary_text, base)."""
         self._not_busy("compact")
         capacity, budget = self._capacity, budget or self.budget
 
@@ -204,7 +205,7 @@ class ConversationBase:
                 trigger=trigger, summarize=self._summarize, instructions=instructions,
                 pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
                 summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
-                costs=self._sizer.costs, branch=self._branch)
+                costs=self._sizer.costs, branch=self._branch, **edit)
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()

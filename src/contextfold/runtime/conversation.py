@@ -28,7 +28,13 @@ from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore
 from .base import OverflowPolicy
-from .compaction import CompactionOutcome
+from .compaction import (
+    CompactionOutcome,
+    EditedSummaryError,
+    PreviewBase,
+    StalePreviewError,
+    compact_session,
+)
 from .errors import (
     BusyError,
     CompactionFailedError,
@@ -161,6 +167,52 @@ class Conversation(PinOperations):
                                      "nothing was written", code="cancelled")
         if finished.status == "failed":
             raise CompactionFailedError(str(finished.error), finished.error) from finished.error
+        assert finished.outcome is not None
+        return finished.outcome
+
+    async def preview_compaction(self, instructions: str | None = None) -> CompactionOutcome:
+        """SPEC M7: the checkpoint `compact()` would commit now, without committing it:
+        status "preview", its `summary` (to edit), `checkpoint_text` (what the model would
+        see) and `base` (pass it to `commit_summary`). A no-op says why, as `compact()`
+        does. Runs the summariser; nothing is written."""
+        self._not_busy("preview a compaction")
+        if self._turn_lock.locked():
+            raise BusyError("preview a compaction", "a turn")
+        self._require_writable()
+        return await compact_session(
+            self.store, self.session_id, capacity=self._capacity, budget=self.budget,
+            trigger="manual", summarize=self._summarize, instructions=instructions,
+            system=self._system, tools=self._sizer.tool_json,
+            summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
+            branch=self._branch, preview=True)
+
+    async def commit_summary(self, text: str, *, base: PreviewBase | str | None = None
+                             ) -> CompactionOutcome:
+        """SPEC M7: compact now with `text` as the summary (a user's edit of a preview),
+        committed as a new append-only checkpoint marked as edited by the user; the
+        previous checkpoint stays in the tree. With `base` (a preview's), a session that
+        moved since raises `StalePreviewError` and nothing is written."""
+        if isinstance(base, str):
+            base = PreviewBase.parse(base)
+        self._not_busy("compact")
+        if self._turn_lock.locked():
+            raise BusyError("compact", "a turn")
+        self._require_writable()
+        held = self._branch
+        if base is not None and held is not None and \
+                (held.leaf_id, held.revision) != (base.leaf_id, base.revision):
+            # Refused before any compaction starts (the store's check under the lease
+            # covers another writer).
+            raise StalePreviewError(base, PreviewBase(held.leaf_id, held.revision))
+        finished = await self._compact("manual", summary_text=text, base=base)
+        if finished.status == "cancelled":
+            return CompactionOutcome(status="noop", reason="the compaction was cancelled; "
+                                     "nothing was written", code="cancelled")
+        if finished.status == "failed":
+            error = finished.error
+            if isinstance(error, StalePreviewError | EditedSummaryError):
+                raise error
+            raise CompactionFailedError(str(error), error) from error
         assert finished.outcome is not None
         return finished.outcome
 
