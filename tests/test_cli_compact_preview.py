@@ -21,11 +21,11 @@ def _session_file(tmp_path, name: str = "chat.json"):
     return path
 
 
-def _checkpoints(cli, sid: str) -> int:
-    return sum(n["kind"] == "checkpoint" for n in cli("show", sid)["nodes"])
+def _checkpoints(run, sid: str) -> int:
+    return sum(n["kind"] == "checkpoint" for n in run("show", sid)["nodes"])
 
 
-def test_preview_then_commit_an_edit(cli, tmp_path):  # noqa: F811  M7
+def test_preview_then_commit_an_edit(cli, tmp_path):  # noqa: F811 (M7)
     sid = cli("import", str(_session_file(tmp_path)))["session_id"]
     preview = cli("compact", sid, "--preview", "--context-window", "16000")
     assert preview["status"] == "preview" and preview["summary"] and preview["base"]
@@ -49,7 +49,7 @@ def test_preview_then_commit_an_edit(cli, tmp_path):  # noqa: F811  M7
     assert _checkpoints(cli, sid) == 1
 
 
-def test_bad_preview_and_edit_options(cli, tmp_path):  # noqa: F811  M7
+def test_bad_preview_and_edit_options(cli, tmp_path):  # noqa: F811 (M7)
     sid = cli("import", str(_session_file(tmp_path)))["session_id"]
     both = cli("compact", sid, "--preview", "--summary-file", str(tmp_path / "x"), expect=2)
     assert "one of them" in both["error"]
