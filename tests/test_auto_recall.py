@@ -110,11 +110,28 @@ def test_identical_hits_give_a_byte_identical_block_in_branch_order():  # L5 (pr
     proj = _projection("summary", [("ask", user("estimator censoring cohort Zotero key"))])
     q = recall_query("estimator censoring cohort Zotero key")
     assert q is not None
-    a, b = _cand("n1", 1, DECISION), _cand("n2", 5, "The censoring check of cohort C failed.")
+    a, b = _cand("n1", 1, DECISION), _cand("n2", 5, "For cohort C the censoring estimator has no Zotero key.")
     one = choose_block([a, b], proj, q, budget=400)
     two = choose_block([b, a], proj, q, budget=400)  # ranked the other way round
     assert one is not None and one == two
     assert one.text.index("node n1") < one.text.index("node n2")
+
+
+def test_the_telling_match_wins_over_common_words():  # L5
+    """Terms are weighed by how rare they are among the matches: the one message naming
+    cohort33 is recalled, the many that share only "method" and "section" are not, and of
+    it only the sentence that says what was decided."""
+    proj = _projection("summary", [("ask", user("Which method did we settle on for cohort33, "
+                                                "for the methods section?"))])
+    q = recall_query(query_text(proj))
+    assert q is not None
+    noise = [_cand(f"n{i}", i, "method section draft outline method section. " * 6)
+             for i in range(1, 5)]
+    fact = _cand("f", 9, "method section review. For cohort33 we decided to use Cox "
+                         "regression because reviewers asked; the key is ATP6QCQC.")
+    block = choose_block([*noise, fact], proj, q, budget=400)
+    assert block is not None and block.node_ids == ("f",)
+    assert "Cox regression" in block.text and "review." not in block.text
 
 
 @settings(max_examples=60, deadline=None)

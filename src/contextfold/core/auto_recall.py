@@ -21,6 +21,7 @@ against the store):
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ MAX_TERMS = 12  # query terms taken from the latest request
 MAX_HITS = 5  # excerpts in one block at most
 SEARCH_LIMIT = 12  # matches asked of the store (some are dropped as already in the request)
 MIN_HIT_TOKENS = 24  # an excerpt smaller than this says nothing: it is left out
+RELEVANCE = 0.5  # a match scoring under this share of the best one is left out
 _MIN_WORD = 4  # shorter Latin words are too common to search for
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+")
 _IDENT = re.compile(r"\S*[0-9]\S*|\S+[./\\:_#@-]\S+")
@@ -129,20 +131,45 @@ def _flat(text: str) -> str:
     return " ".join(fold(text).split())
 
 
-def excerpt(text: str, query: SearchQuery, known: str, chars: int) -> str:
-    """The sentences of `text` that hold the most query terms, in their order, within
-    `chars` characters; sentences already in `known` (the checkpoint, folded) are left
-    out. "" when nothing new matches."""
+Weights = dict[tuple[str, ...], float]
+
+
+def term_weights(query: SearchQuery, texts: Sequence[str]) -> Weights:
+    """How telling each query term is among the matches: the rarer among `texts`, the more
+    (a local inverse document frequency). A key named in one message outweighs a word that
+    every match shares; a term no match holds weighs nothing."""
+    sets = [set(tokens(t)) for t in texts]
+    n = len(sets)
+    weights: Weights = {}
+    for term in query.terms:
+        df = sum(1 for words in sets if all(tok in words for tok in term.tokens))
+        weights[term.tokens] = math.log((n + 1) / df) if df else 0.0
+    return weights
+
+
+def _score(text: str, query: SearchQuery, weights: Weights) -> float:
+    words = set(tokens(text))
+    return sum(weights.get(t.tokens, 0.0) for t in query.terms
+               if all(tok in words for tok in t.tokens))
+
+
+def excerpt(text: str, query: SearchQuery, known: str, chars: int,
+            weights: Weights | None = None) -> str:
+    """The sentences of `text` that hold the most telling query terms (`weights`; each
+    term counts 1 without), in their order, within `chars` characters; sentences already
+    in `known` (the checkpoint, folded) are left out. "" when nothing new matches."""
+    weights = weights if weights is not None else {t.tokens: 1.0 for t in query.terms}
     sentences = [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
-    scored: list[tuple[int, int, str]] = []
+    scored: list[tuple[float, int, str]] = []
     for i, sentence in enumerate(sentences):
-        words = set(tokens(sentence))
-        score = sum(1 for t in query.terms if all(tok in words for tok in t.tokens))
-        if score and _flat(sentence) not in known:
+        score = _score(sentence, query, weights)
+        if score > 0 and _flat(sentence) not in known:
             scored.append((score, i, sentence))
+    top = max((score for score, _i, _s in scored), default=0.0)
+    scored = [item for item in scored if item[0] >= top * RELEVANCE]  # the telling ones
     chosen: list[tuple[int, str]] = []
     used = 0
-    for _score, i, sentence in sorted(scored, key=lambda s: (-s[0], s[1])):
+    for _, i, sentence in sorted(scored, key=lambda s: (-s[0], s[1])):
         if used + len(sentence) > chars:
             if used == 0:  # one long sentence: clip it at a word boundary
                 cut = sentence[:chars].rsplit(" ", 1)[0] if " " in sentence[:chars] else \
@@ -182,13 +209,20 @@ def choose_block(candidates: Sequence[Candidate], projection: Projection, query:
         return None
     # Each hit gets an equal share of the room; one that uses less leaves it to the next.
     room = budget - header
-    fresh = [c for c in candidates if c.node_id not in in_request][:MAX_HITS]
+    # Relevance among the matches themselves (the raw ones too: a term the latest request
+    # shares with every match tells nothing); a match far weaker than the best is noise.
+    weights = term_weights(query, [c.text for c in candidates])
+    fresh = [(c, _score(c.text, query, weights)) for c in candidates
+             if c.node_id not in in_request]
+    best = max((score for _c, score in fresh), default=0.0)
+    fresh = [(c, score) for c, score in fresh if score > 0 and score >= best * RELEVANCE]
+    fresh = fresh[:MAX_HITS]
     chosen: list[tuple[Candidate, str]] = []
-    for i, cand in enumerate(fresh):
+    for i, (cand, _) in enumerate(fresh):
         share = room // (len(fresh) - i)
         if share < MIN_HIT_TOKENS:
             break
-        text = _fit(cand, query, known, share, count)
+        text = _fit(cand, query, known, share, count, weights)
         if text:
             chosen.append((cand, text))
             room -= count(_line(cand, text)) + 1
@@ -208,11 +242,12 @@ def _line(cand: Candidate, text: str) -> str:
     return render([(cand, text)]).split("\n", 1)[1]
 
 
-def _fit(cand: Candidate, query: SearchQuery, known: str, tokens_: int, count: Count) -> str:
+def _fit(cand: Candidate, query: SearchQuery, known: str, tokens_: int, count: Count,
+         weights: Weights | None = None) -> str:
     """The excerpt of `cand` whose line costs at most `tokens_`."""
     chars = tokens_ * 4
     for _ in range(6):
-        text = excerpt(cand.text, query, known, max(40, chars))
+        text = excerpt(cand.text, query, known, max(40, chars), weights)
         if not text or count(_line(cand, text)) <= tokens_:
             return text
         chars = chars * 3 // 4
