@@ -110,7 +110,8 @@ def test_identical_hits_give_a_byte_identical_block_in_branch_order():  # L5 (pr
     proj = _projection("summary", [("ask", user("estimator censoring cohort Zotero key"))])
     q = recall_query("estimator censoring cohort Zotero key")
     assert q is not None
-    a, b = _cand("n1", 1, DECISION), _cand("n2", 5, "For cohort C the censoring estimator has no Zotero key.")
+    a = _cand("n1", 1, DECISION)
+    b = _cand("n2", 5, "For cohort C the censoring estimator has no Zotero key.")
     one = choose_block([a, b], proj, q, budget=400)
     two = choose_block([b, a], proj, q, budget=400)  # ranked the other way round
     assert one is not None and one == two
