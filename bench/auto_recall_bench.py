@@ -7,13 +7,16 @@ The session (SQLite, built through the public store API) has 1,000 turns: user p
 summariser, a 32k model) folds all but the recent tail. Then a live stretch of `--turns`
 turns is simulated: each user message either asks about a planted fact (half of them, in
 other words than the fact's) or is ordinary work; each turn has `--rounds` tool rounds
-(a tool call whose input names a file, then its result). Before every request the block is
-computed with `AutoRecall.apply`, exactly as `Conversation` and the mirror do.
+(a tool call whose input names a file, then its result); between turns the auto compaction
+runs when over its threshold (A1). Before every request the block is computed with
+`AutoRecall.apply`, exactly as `Conversation` and the mirror do.
 
 Measured: time per request (a store search when the query is new, the memo otherwise), the
 block's tokens, how often a planted fact asked about is in the block, and prompt-cache
 stability: whether the block changed between two requests of one turn (a change re-reads
-the turn from the block on) — between turns it always moves past the previous turn.
+the turn from the block on) — between turns it always moves past the previous turn. A fact
+asked about counts as in the request when the checkpoint states it (then L5 must not repeat
+it) or the block quotes it.
 
 Run: `.venv/bin/python -m bench.auto_recall_bench [--messages 2000] [--turns 40] [--rounds 3]`.
 """
@@ -32,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from contextfold.core.budget import ModelCapacity, derive_budget
+from contextfold.core.fit import over_auto_threshold
 from contextfold.core.messages import Message, ToolCallPart, ToolResultPart, text_message
-from contextfold.core.projection import project
+from contextfold.core.projection import checkpoint_text, project
 from contextfold.runtime.auto_recall import AutoRecall
 from contextfold.runtime.compaction import compact_session
 from contextfold.runtime.sizing import Sizer
@@ -94,7 +98,7 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
             recall = AutoRecall(store)
             timings: dict[str, list[float]] = {"search": [], "memo": []}
             tokens: list[int] = []
-            asked = found = 0
+            asked = found = before = in_request = compactions = 0
             within = changed = 0
             with_block = requests = 0
             for turn in range(turns):
@@ -122,6 +126,11 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                     if r == 0 and fact is not None:
                         asked += 1
                         found += fact["key"] in text and fact["method"] in text
+                        held = checkpoint_text(projection.summary) if projection.summary \
+                            else ""
+                        before += fact["method"] in held and fact["cohort"] in held
+                        in_request += (fact["method"] in held and fact["cohort"] in held) or \
+                            (fact["key"] in text and fact["method"] in text)
                     if r > 0:
                         within += 1
                         changed += text != previous
@@ -136,6 +145,12 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                                 output=_prose(rng, 80)),))])
                 fake_reply = text_message("assistant", _prose(rng, 30))
                 await store.append(sid, fake_reply)
+                # A1: between turns, the auto compaction runs as in a live session.
+                if over_auto_threshold(sizer.estimate(project(await store.load_branch(sid))
+                                                      ).tokens, budget):
+                    auto = await compact_session(store, sid, capacity=capacity,
+                                                 budget=budget, trigger="auto")
+                    compactions += auto.status == "compacted"
         finally:
             await store.close()
 
@@ -150,7 +165,7 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
         "messages_folded": outcome.summarized_messages, "messages": messages, "turns": turns,
         "rounds_per_turn": rounds, "requests": requests, "model": capacity.model,
         "safe_input_limit": budget.safe_input_limit, "recall_budget": budget.recall_budget,
-        "compaction_s": round(compact_s, 2),
+        "compaction_s": round(compact_s, 2), "auto_compactions": compactions,
         "search_ms": {"n": len(timings["search"]), "p50": pct(timings["search"], 0.5),
                       "p95": pct(timings["search"], 0.95)},
         "memo_ms": {"n": len(timings["memo"]), "p50": pct(timings["memo"], 0.5),
@@ -159,6 +174,7 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                          "max": max(tokens, default=0)},
         "requests_with_block": with_block,
         "planted_fact_asked": asked, "planted_fact_in_block": found,
+        "planted_fact_in_checkpoint": before, "planted_fact_in_request": in_request,
         "within_turn_transitions": within, "within_turn_block_changes": changed,
     }
 

@@ -31,8 +31,8 @@ from .projection import Projection, RecallBlock, checkpoint_text
 from .recall_text import SearchQuery, Term, fold, tokens
 from .text_estimate import Count, estimate_text
 
-__all__ = ["Candidate", "RecallBlock", "choose_block", "latest_request", "query_text",
-           "recall_query"]
+__all__ = ["Candidate", "RecallBlock", "choose_block", "identifier_query", "latest_request",
+           "query_text", "recall_query"]
 
 RECALL_HEADER = (
     "[contextfold recall] From earlier in this session: excerpts of compacted messages that "
@@ -125,6 +125,15 @@ def recall_query(text: str, max_terms: int = MAX_TERMS) -> SearchQuery | None:
     if not terms:
         return None
     return SearchQuery(text=text, terms=tuple(terms))
+
+
+def identifier_query(query: SearchQuery) -> SearchQuery | None:
+    """The identifiers of `query` alone (None: it has none). Searched first: a common word
+    can match thousands of messages, which the store then returns newest first rather than
+    by relevance, and a key, path or number named in the request is what finds its message."""
+    terms = tuple(t for t in query.terms
+                  if len(t.tokens) > 1 or any(ch.isdigit() for ch in t.raw))
+    return SearchQuery(text=query.text, terms=terms) if terms else None
 
 
 def _flat(text: str) -> str:

@@ -22,7 +22,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..core.auto_recall import SEARCH_LIMIT, Candidate, choose_block, query_text, recall_query
+from ..core.auto_recall import (
+    SEARCH_LIMIT,
+    Candidate,
+    choose_block,
+    identifier_query,
+    query_text,
+    recall_query,
+)
 from ..core.fit import recall_room
 from ..core.messages import Message
 from ..core.projection import Projection
@@ -75,16 +82,22 @@ class AutoRecall:
         search = getattr(self.store, "search_history", None)
         if search is None:
             return None
+        # The request's identifiers first, then all its terms (see `identifier_query`).
+        queries = [q for q in (identifier_query(query), query) if q is not None]
+        hits = []
         try:
-            hits = await search(session_id, query, limit=SEARCH_LIMIT, any_term=True)
+            for q in queries:
+                hits += await search(session_id, q, limit=SEARCH_LIMIT, any_term=True)
         except (StoreError, NotImplementedError) as exc:
             log.warning("automatic recall skipped for session %s: %s", session_id, exc)
             return None
         self.searches += 1
+        seen: set[str] = set()
         found = tuple(
             Candidate(node_id=h.node.id, position=h.position, turn=h.turn,
                       role=h.node.message.role, text=message_text(h.node.message))
-            for h in hits if h.node.message is not None)
+            for h in hits if h.node.message is not None and
+            not (h.node.id in seen or seen.add(h.node.id)))
         self._memo[key] = found
         while len(self._memo) > _MEMO:
             self._memo.popitem(last=False)
