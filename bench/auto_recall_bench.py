@@ -96,9 +96,10 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
             compact_s = time.perf_counter() - started
             assert outcome.status == "compacted", outcome
             recall = AutoRecall(store)
-            timings: dict[str, list[float]] = {"search": [], "memo": []}
+            timings: dict[str, list[float]] = {}
             tokens: list[int] = []
-            asked = found = before = in_request = compactions = 0
+            asked = found = before = in_request = compactions = same_hits = 0
+            previous_ids: tuple[str, ...] = ()
             within = changed = 0
             with_block = requests = 0
             for turn in range(turns):
@@ -117,7 +118,7 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                     t0 = time.perf_counter()
                     shown = await recall.apply(sid, projection, sizer)
                     ms = (time.perf_counter() - t0) * 1000
-                    timings["search" if recall.searches > searches else "memo"].append(ms)
+                    timings.setdefault(f"{recall.searches - searches}_searches", []).append(ms)
                     requests += 1
                     text = shown.recalled.text if shown.recalled is not None else ""
                     if shown.recalled is not None:
@@ -131,10 +132,12 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                         before += fact["method"] in held and fact["cohort"] in held
                         in_request += (fact["method"] in held and fact["cohort"] in held) or \
                             (fact["key"] in text and fact["method"] in text)
+                    ids = shown.recalled.node_ids if shown.recalled is not None else ()
                     if r > 0:
                         within += 1
                         changed += text != previous
-                    previous = text
+                        same_hits += text != previous and ids == previous_ids
+                    previous, previous_ids = text, ids
                     if r < rounds:  # the model calls a tool; its result comes back
                         call = ToolCallPart(id=f"c{turn}-{r}", name="read_file",
                                             input={"path": f"notes/draft_{turn}_{r}.md"})
@@ -166,16 +169,16 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
         "rounds_per_turn": rounds, "requests": requests, "model": capacity.model,
         "safe_input_limit": budget.safe_input_limit, "recall_budget": budget.recall_budget,
         "compaction_s": round(compact_s, 2), "auto_compactions": compactions,
-        "search_ms": {"n": len(timings["search"]), "p50": pct(timings["search"], 0.5),
-                      "p95": pct(timings["search"], 0.95)},
-        "memo_ms": {"n": len(timings["memo"]), "p50": pct(timings["memo"], 0.5),
-                    "p95": pct(timings["memo"], 0.95)},
+        "ms_per_request_by_store_searches": {
+            k: {"n": len(v), "p50": pct(v, 0.5), "p95": pct(v, 0.95)}
+            for k, v in sorted(timings.items())},
         "block_tokens": {"mean": round(statistics.mean(tokens), 1) if tokens else 0,
                          "max": max(tokens, default=0)},
         "requests_with_block": with_block,
         "planted_fact_asked": asked, "planted_fact_in_block": found,
         "planted_fact_in_checkpoint": before, "planted_fact_in_request": in_request,
         "within_turn_transitions": within, "within_turn_block_changes": changed,
+        "within_turn_changes_same_hits": same_hits,
     }
 
 

@@ -83,7 +83,9 @@ def test_query_is_the_latest_user_message_and_the_pending_tool_call():  # L5
                              ("e", result)])
     text = query_text(proj)
     assert "which estimator" in text and "ZK9Q2W7R" in text and "old question" not in text
-    assert latest_request(proj) == ("c", text)
+    assert latest_request(proj) == ("c", "which estimator did we choose", "ZK9Q2W7R")
+    q = recall_query(*latest_request(proj)[1:])
+    assert q is not None and q.terms[0].raw == "ZK9Q2W7R"
     folded = _projection("s", [("d", call), ("e", result)])  # its request was folded (K6)
     assert latest_request(folded) is None
     assert choose_block([_cand("n1", 1, DECISION)], folded, recall_query(DECISION),

@@ -66,11 +66,11 @@ class Candidate:
     text: str  # the whole message as labelled plain text (`recall_text.message_text`)
 
 
-def latest_request(projection: Projection) -> tuple[str, str] | None:
+def latest_request(projection: Projection) -> tuple[str, str, str] | None:
     """The latest request of `projection`: the id of its latest user message projected
-    raw, and the text to search for (that message's text, plus the inputs of the tool
-    calls after it whose results the model reads next). None when the latest user message
-    is not projected raw (folded, or none yet)."""
+    raw, that message's text, and the inputs of the tool calls after it whose results the
+    model reads next ("" when none). None when the latest user message is not projected
+    raw (folded, or none yet)."""
     calls: list[str] = []
     for node in reversed(projection.messages):
         msg = node.payload
@@ -78,7 +78,7 @@ def latest_request(projection: Projection) -> tuple[str, str] | None:
             continue
         if msg.role == "user" and not msg.tool_results:
             text = " ".join(p.text for p in msg.parts if isinstance(p, TextPart))
-            return node.id, "\n".join(t for t in [text, *reversed(calls)] if t.strip())
+            return node.id, text, "\n".join(t for t in reversed(calls) if t.strip())
         if msg.role == "assistant" and not calls and msg.tool_calls:
             # Only the latest round's calls: the model is about to read their results.
             calls += [_call_text(c) for c in msg.tool_calls]
@@ -88,7 +88,7 @@ def latest_request(projection: Projection) -> tuple[str, str] | None:
 def query_text(projection: Projection) -> str:
     """The text `latest_request` searches for ("" when there is none)."""
     found = latest_request(projection)
-    return found[1] if found is not None else ""
+    return "\n".join(t for t in found[1:] if t) if found is not None else ""
 
 
 def _call_text(call: ToolCallPart) -> str:
@@ -97,12 +97,14 @@ def _call_text(call: ToolCallPart) -> str:
     return str(call.input)
 
 
-def recall_query(text: str, max_terms: int = MAX_TERMS) -> SearchQuery | None:
+def recall_query(text: str, calls: str = "", max_terms: int = MAX_TERMS) -> SearchQuery | None:
     """The search for `text` (any term matching), or None when it has nothing to search.
 
     Identifiers (anything with a digit or inner punctuation: keys, DOIs, paths) come first,
-    as phrases of their tokens; then the longest distinct words (CJK runs as bigrams), in
-    the order they first occur among equals."""
+    as phrases of their tokens, the request's and then those of the pending tool `calls`;
+    then the request's longest distinct words (CJK runs as bigrams), in the order they first
+    occur among equals. A tool call adds identifiers only: its words ("notes", "draft")
+    would re-weigh the same matches every round and change the block for nothing."""
     terms: list[Term] = []
     seen: set[tuple[str, ...]] = set()
 
@@ -112,7 +114,7 @@ def recall_query(text: str, max_terms: int = MAX_TERMS) -> SearchQuery | None:
             seen.add(key)
             terms.append(Term(raw=raw, tokens=key))
 
-    for m in _IDENT.finditer(text):
+    for m in _IDENT.finditer(text + "\n" + calls):
         raw = m.group().strip(".,;:()[]{}<>\"'`")
         toks = tokens(raw)
         if toks and (any(ch.isdigit() for ch in raw) or len(toks) > 1):
@@ -124,13 +126,15 @@ def recall_query(text: str, max_terms: int = MAX_TERMS) -> SearchQuery | None:
         add(w, (w,))
     if not terms:
         return None
-    return SearchQuery(text=text, terms=tuple(terms))
+    return SearchQuery(text="\n".join(t for t in (text, calls) if t), terms=tuple(terms))
 
 
-def identifier_query(query: SearchQuery) -> SearchQuery | None:
+def identifier_query(query: SearchQuery | None) -> SearchQuery | None:
     """The identifiers of `query` alone (None: it has none). Searched first: a common word
     can match thousands of messages, which the store then returns newest first rather than
     by relevance, and a key, path or number named in the request is what finds its message."""
+    if query is None:
+        return None
     terms = tuple(t for t in query.terms
                   if len(t.tokens) > 1 or any(ch.isdigit() for ch in t.raw))
     return SearchQuery(text=query.text, terms=terms) if terms else None

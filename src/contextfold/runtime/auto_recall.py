@@ -27,7 +27,7 @@ from ..core.auto_recall import (
     Candidate,
     choose_block,
     identifier_query,
-    query_text,
+    latest_request,
     recall_query,
 )
 from ..core.fit import recall_room
@@ -59,22 +59,36 @@ class AutoRecall:
         budget = sizer.budget.recall_budget
         if budget <= 0 or projection.checkpoint is None or projection.recalled is not None:
             return projection
-        query = recall_query(query_text(projection))
+        request = latest_request(projection)
+        query = recall_query(request[1], request[2]) if request is not None else None
         if query is None:
             return projection
         room = recall_room(sizer.estimate(projection, pending).tokens,
                            sizer.budget.safe_input_limit, budget)
         if room <= 0:
             return projection
-        candidates = await self._candidates(session_id, projection.checkpoint.id, query)
-        if candidates is None:
-            return projection
+        # Searched in parts, each memoised: the request's identifiers, the pending calls'
+        # identifiers (new every round of a tool loop), and all the request's terms (see
+        # `identifier_query`); through a tool loop only the calls' part is searched again.
+        parts = (identifier_query(recall_query(request[1])) if request[1] else None,
+                 identifier_query(recall_query("", request[2])) if request[2] else None,
+                 recall_query(request[1]) if request[1] else None)
+        candidates: list[Candidate] = []
+        for part in parts:
+            if part is None:
+                continue
+            found = await self._candidates(session_id, projection.checkpoint.id, part)
+            if found is None:
+                return projection
+            candidates += [c for c in found if all(c.node_id != o.node_id for o in candidates)]
         block = choose_block(candidates, projection, query, room,
                              count=sizer.costs.text_tokens)
         return projection if block is None else replace(projection, recalled=block)
 
     async def _candidates(self, session_id: str, checkpoint_id: str,
                           query: SearchQuery) -> tuple[Candidate, ...] | None:
+        """The store's matches of `query` (any term), memoised per checkpoint; None when
+        the store cannot search."""
         key = (session_id, checkpoint_id, tuple(t.tokens for t in query.terms))
         if key in self._memo:
             self._memo.move_to_end(key)
@@ -82,22 +96,16 @@ class AutoRecall:
         search = getattr(self.store, "search_history", None)
         if search is None:
             return None
-        # The request's identifiers first, then all its terms (see `identifier_query`).
-        queries = [q for q in (identifier_query(query), query) if q is not None]
-        hits = []
         try:
-            for q in queries:
-                hits += await search(session_id, q, limit=SEARCH_LIMIT, any_term=True)
+            hits = await search(session_id, query, limit=SEARCH_LIMIT, any_term=True)
         except (StoreError, NotImplementedError) as exc:
             log.warning("automatic recall skipped for session %s: %s", session_id, exc)
             return None
         self.searches += 1
-        seen: set[str] = set()
         found = tuple(
             Candidate(node_id=h.node.id, position=h.position, turn=h.turn,
                       role=h.node.message.role, text=message_text(h.node.message))
-            for h in hits if h.node.message is not None and
-            not (h.node.id in seen or seen.add(h.node.id)))
+            for h in hits if h.node.message is not None)
         self._memo[key] = found
         while len(self._memo) > _MEMO:
             self._memo.popitem(last=False)
