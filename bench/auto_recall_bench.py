@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import platform
 import random
 import statistics
@@ -100,6 +101,9 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
             tokens: list[int] = []
             asked = found = before = in_request = compactions = same_hits = 0
             previous_ids: tuple[str, ...] = ()
+            reread: list[int] = []
+            previous_est: int | None = None
+            had_block = False
             within = changed = 0
             with_block = requests = 0
             for turn in range(turns):
@@ -124,6 +128,13 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                     if shown.recalled is not None:
                         with_block += 1
                         tokens.append(shown.recalled.tokens)
+                    if r == 0:
+                        est0 = sizer.estimate(shown).tokens
+                        if previous_est is not None and had_block and est0 > previous_est:
+                            # The previous turn's block moved away: that turn is re-read.
+                            reread.append(est0 - previous_est)  # the new block included
+                        previous_est = est0
+                        had_block = shown.recalled is not None
                     if r == 0 and fact is not None:
                         asked += 1
                         found += fact["key"] in text and fact["method"] in text
@@ -154,6 +165,7 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                     auto = await compact_session(store, sid, capacity=capacity,
                                                  budget=budget, trigger="auto")
                     compactions += auto.status == "compacted"
+                    previous_est = None  # a new checkpoint re-reads everything anyway
         finally:
             await store.close()
 
@@ -179,6 +191,9 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
         "planted_fact_in_checkpoint": before, "planted_fact_in_request": in_request,
         "within_turn_transitions": within, "within_turn_block_changes": changed,
         "within_turn_changes_same_hits": same_hits,
+        "reread_tokens_per_turn_after_a_block": {
+            "n": len(reread), "mean": round(statistics.mean(reread), 1) if reread else 0},
+        "load_average_1m": round(os.getloadavg()[0], 2),
     }
 
 
