@@ -86,6 +86,11 @@ def test_query_is_the_latest_user_message_and_the_pending_tool_call():  # L5
     assert latest_request(proj) == ("c", "which estimator did we choose", "ZK9Q2W7R")
     q = recall_query(*latest_request(proj)[1:])
     assert q is not None and q.terms[0].raw == "ZK9Q2W7R"
+    # A tool call adds its identifiers, never its words (they would re-weigh the matches
+    # every round of a tool loop).
+    q = recall_query("which estimator", "notes/draft_3.md careful reading")
+    assert q is not None and "notes/draft_3.md" in [t.raw for t in q.terms]
+    assert not {"careful", "reading"} & {t.raw for t in q.terms}
     folded = _projection("s", [("d", call), ("e", result)])  # its request was folded (K6)
     assert latest_request(folded) is None
     assert choose_block([_cand("n1", 1, DECISION)], folded, recall_query(DECISION),
