@@ -311,3 +311,19 @@ async def test_the_mirror_places_the_block_in_its_prefix(store):  # L5 (proxy fa
     assert isinstance(block.message.parts[0], TextPart)
     assert RECALL_HEADER in block.message.text and "Kaplan-Meier" in block.message.text
     assert synced.estimate.tokens <= synced.budget.safe_input_limit
+
+    # The proxy's Anthropic request stays valid (roles alternate, the block joins the
+    # latest user message), and so does its OpenAI one.
+    from contextfold.core.validity import anthropic_problems, openai_problems
+    from contextfold.proxy.wire import Parsed, build
+    from contextfold.wire import anthropic_messages, openai_chat
+
+    for protocol, wire, problems in (("anthropic", anthropic_messages, anthropic_problems),
+                                     ("openai", openai_chat, openai_problems)):
+        body = {"model": "m", "max_tokens": 100,
+                "messages": [m for msg in [*msgs, ask] for m in wire.render_message(msg)]}
+        parsed = Parsed(protocol=protocol, model="m", system=None, tools=[],
+                        messages=[*msgs, ask])
+        sent = build(parsed, body, synced)
+        assert problems(sent["messages"]) == [], protocol
+        assert "Kaplan-Meier" in json.dumps(sent["messages"])

@@ -117,9 +117,17 @@ class Synced:
         recalled = self.projection.recalled
         for node in self.projection.messages:
             if recalled is not None and node.id == recalled.before_id:
-                # SPEC L5: its own user-side message right before the latest request.
-                out.append(ProjectedItem(None, Message(role="user", parts=(
-                    TextPart(text=recalled.text),)), False, recall=True))
+                # SPEC L5: its own user-side message right before the latest request; right
+                # after the prefix it joins the prefix's message (two user messages in a
+                # row are not a valid Messages request).
+                block = TextPart(text=recalled.text)
+                if out and out[-1].index is None:
+                    joined = out[-1].message
+                    out[-1] = ProjectedItem(None, joined.model_copy(
+                        update={"parts": (*joined.parts, block)}), False)
+                else:
+                    out.append(ProjectedItem(None, Message(role="user", parts=(block,)),
+                                             False, recall=True))
             msg = self.projection.message_of(node)
             index = self.source_index.get(node.id)
             # The stored node has the client's message content (same chain hash); only a
