@@ -120,4 +120,5 @@ async def test_bad_edits_are_clear_errors(fake, store):  # M7
     await conv.compact()
     with pytest.raises(EditedSummaryError, match="nothing to compact"):
         await conv.commit_summary(EDITED)  # M3: the checkpoint is the leaf
+    assert conv.state.phase == "idle"  # a refusal, not a failed compaction
     await conv.close()

@@ -201,9 +201,8 @@ async def compact_session(
     commits that text (the user's) instead of a summariser's; `base` refuses a commit on a
     branch that moved since the preview (`StalePreviewError`).
     """
-    if summary_text is not None and not summary_text.strip():
-        raise EditedSummaryError("the edited summary is empty: write the summary to commit, "
-                                 "or compact without one to let the summariser write it")
+    if summary_text is not None:
+        check_edit(summary_text)
     if summary_text is not None and preview:
         raise EditedSummaryError("preview shows what the summariser would write: give an "
                                  "edited summary to commit, or preview, not both")
@@ -310,6 +309,13 @@ async def compact_session(
         clipped_results=len(plan.tail_clips),
         folded_ids=tuple(n.id for n in plan.newly_old),
     )
+
+
+def check_edit(text: str) -> None:
+    """SPEC M7: refuse an edited summary that cannot be committed whatever the session."""
+    if not isinstance(text, str) or not text.strip():
+        raise EditedSummaryError("the edited summary is empty: write the summary to commit, "
+                                 "or compact without one to let the summariser write it")
 
 
 def _previewed(written: _Written, trigger: Trigger) -> CompactionOutcome:

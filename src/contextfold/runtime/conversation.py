@@ -33,6 +33,7 @@ from .compaction import (
     EditedSummaryError,
     PreviewBase,
     StalePreviewError,
+    check_edit,
     compact_session,
 )
 from .errors import (
@@ -192,6 +193,7 @@ class Conversation(PinOperations):
         committed as a new append-only checkpoint marked as edited by the user; the
         previous checkpoint stays in the tree. With `base` (a preview's), a session that
         moved since raises `StalePreviewError` and nothing is written."""
+        check_edit(text)  # bad input is refused before a compaction starts
         if isinstance(base, str):
             base = PreviewBase.parse(base)
         self._not_busy("compact")
@@ -211,6 +213,7 @@ class Conversation(PinOperations):
         if finished.status == "failed":
             error = finished.error
             if isinstance(error, StalePreviewError | EditedSummaryError):
+                self._runner.clear_failure()  # a refusal, not a failed compaction
                 raise error
             raise CompactionFailedError(str(error), error) from error
         assert finished.outcome is not None
