@@ -28,6 +28,7 @@ from contextfold.core.projection import Projection, checkpoint_text
 from contextfold.summarize.summary import Summary
 from tests.builders import assistant, user
 from tests.fakeserver import Reply
+from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 from tests.test_runtime_support import (
     capacity,
     chat_requests,
@@ -287,7 +288,15 @@ async def test_a_fork_never_recalls_the_other_branch(fake, store):  # L5 with L4
     await conv.close()
 
 
-async def test_the_mirror_places_the_block_in_its_prefix(store):  # L5 (proxy face)
+async def test_the_mirror_places_the_block_before_the_request(db_url):  # noqa: F811 (L5)
+    """The proxy's face, on SQLite and PostgreSQL."""
+    from contextfold.store import open_store
+
+    async with await open_store(db_url) as store:
+        await _mirror_places_the_block(store)
+
+
+async def _mirror_places_the_block(store) -> None:
     from contextfold.runtime.mirror import Mirror
 
     mirror = Mirror(store, summarizer=_fixed_summary, background=False)
