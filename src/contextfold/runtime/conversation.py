@@ -359,8 +359,9 @@ class Conversation(PinOperations):
             if finished.status != "compacted":
                 raise  # nothing could be freed: retrying would only overflow again
             # The one retry, sized for the window the provider really has; a second
-            # overflow surfaces (no loop).
-            return await self._request(await self.request_projection(),
+            # overflow surfaces (no loop). Without the recall block (L5): its room was
+            # measured against the window the provider just disproved.
+            return await self._request(self.projection(),
                                        max_tokens=min(self._sizer.reply_tokens,
                                                       corrected.reserve), on_text=on_text)
 
