@@ -188,6 +188,15 @@ def render_compaction(payload: dict[str, Any]) -> None:
             payload["reason"] or "", "); nothing was committed")
     elif status == "busy":
         say(("busy", "yellow"), ": ", payload["reason"] or "")
+    elif status == "preview":  # SPEC M7: nothing was committed
+        say(("preview", "cyan"), fitted,
+            f": would fold {payload['summarized_messages']} messages; "
+            f"{payload['kept_messages']} kept raw; ~{payload['tokens_before']:,} → "
+            f"~{payload['tokens_after']:,} tokens ({payload['summarizer']}); nothing was "
+            "committed")
+        console.print(plain(payload.get("summary") or ""), soft_wrap=True)
+        say(("to commit an edit", "bold"), ": save the summary above to a file, edit it, then "
+            f"contextfold compact SESSION --summary-file FILE --base {payload['base']}")
     else:
         say(("compacted", "green"), fitted,
             f": checkpoint {payload['checkpoint_id']} folds {payload['summarized_messages']}"

@@ -236,13 +236,41 @@ def compact_command(
     wait: bool = typer.Option(False, "--wait", help="If another process is compacting this "
                               "session, wait for it and then compact (default: report busy, "
                               "exit 3)."),
+    preview: bool = typer.Option(False, "--preview", help="Show the checkpoint that would be "
+                                 "committed, and commit nothing."),
+    summary_file: Path | None = typer.Option(
+        None, "--summary-file", help="Commit this file's text as the summary (an edited "
+        "preview), marked as edited by the user.", dir_okay=False),
+    base: str | None = typer.Option(
+        None, "--base", help="With --summary-file: the preview's base (LEAF@REVISION, as "
+        "--preview prints it); if the session moved since, nothing is committed."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Compact a session now (manual compaction: a no-op is a success with a reason)."""
+    """Compact a session now (manual compaction: a no-op is a success with a reason).
+
+    SPEC M7: --preview shows what would be committed; --summary-file commits your edit."""
     out = Output(as_json)
     if summarizer not in ("extractive", "llm"):
         out.fail(BadInput(f"--summarizer must be 'extractive' or 'llm', not {summarizer!r}"), 2)
+    if preview and summary_file is not None:
+        out.fail(BadInput("--preview shows the summariser's text and --summary-file commits "
+                          "yours: give one of them"), 2)
+    if base is not None and summary_file is None:
+        out.fail(BadInput("--base goes with --summary-file (the preview the edit is of)"), 2)
+    edit: dict[str, Any] = {}
+    if summary_file is not None:
+        from ..runtime.compaction import PreviewBase
+
+        try:
+            edit["summary_text"] = summary_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeError) as exc:
+            out.fail(BadInput(f"cannot read --summary-file {summary_file}: {exc}"), 2)
+        if base is not None:
+            try:
+                edit["base"] = PreviewBase.parse(base)
+            except ValueError as exc:
+                out.fail(BadInput(str(exc)), 2)
 
     fallbacks: list[str] = []
 
@@ -270,7 +298,7 @@ def compact_command(
 
         outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
                                         instructions=instructions, progress=stderr_progress(),
-                                        branch=branch)
+                                        branch=branch, preview=preview, **edit)
         if not fitted:
             resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
                                      context_window, resolver=resolver)

@@ -62,6 +62,10 @@ class CompactionSettings(Value):
     # between turns, when the model's prices and cache rules make that cheaper
     # (core.cost_trigger). The hard bounds are the same for both.
     trigger: CompactionTrigger = "size"
+    # SPEC L5: share of the safe input limit the automatic recall block may use (0: off).
+    # Small by default: a few excerpts (~850 tokens at a 32k window), enough to bring back
+    # a decision or an identifier the checkpoint lost, never a second history.
+    auto_recall_share: Annotated[float, Field(ge=0, le=0.5)] = 0.03
 
 
 class Budget(Value):
@@ -80,6 +84,7 @@ class Budget(Value):
     pin_budget: int = 0  # SPEC N1: tokens the pins message may use
     masking: MaskingMode = "off"  # SPEC V2 (derive_budget takes it from the settings)
     trigger: CompactionTrigger = "size"  # SPEC Q2 (from the settings)
+    recall_budget: int = 0  # SPEC L5: tokens the automatic recall block may use (0: off)
 
 
 def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None = None) -> Budget:
@@ -107,4 +112,5 @@ def derive_budget(capacity: ModelCapacity, settings: CompactionSettings | None =
         pin_budget=max(1, int(safe * s.pin_share)),
         masking=s.masking,
         trigger=s.trigger,
+        recall_budget=int(safe * s.auto_recall_share),
     )

@@ -319,6 +319,8 @@ def estimate_request(
     pend = scaled(sum(costs.measure(m) for m in pending))
     # SPEC N1: the pins message is part of every request.
     pins = costs.text_tokens(pins_text(projection.pins)) if projection.pins else 0
+    # SPEC L5: the recall block is chosen per request, so no earlier usage holds it.
+    recalled = costs.text_tokens(projection.recalled.text) if projection.recalled else 0
     if base_index is not None:
         node = messages[base_index]
         assert node.message is not None and node.message.usage is not None
@@ -327,6 +329,9 @@ def estimate_request(
         changed = projection.pins_changed_at
         if changed is not None and base_index < changed:
             delta += scaled(pins)  # pinned after that request: not in its usage
+        # The baseline held the block of its own request (if any) and this one adds its
+        # own: counted in full, an over-estimate of at most one block, never an under one.
+        delta += scaled(recalled)
         sys_t = scaled(costs.system_tokens(system)) if system_changed else 0
         tools_t = scaled(costs.tools_tokens(tools)) if system_changed else 0
         return Estimate(
@@ -336,7 +341,7 @@ def estimate_request(
             breakdown={"baseline": baseline, "delta": delta, "system": sys_t,
                        "tools": tools_t, "pending": pend},
         )
-    body = sum(stored(n) for n in messages) + pins
+    body = sum(stored(n) for n in messages) + pins + recalled
     if projection.checkpoint is not None:
         body += stored(projection.checkpoint)
     delta = scaled(body)

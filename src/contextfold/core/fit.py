@@ -105,6 +105,14 @@ def over_auto_threshold(tokens: int, budget: Budget) -> bool:
     return tokens > budget.auto_threshold
 
 
+def recall_room(tokens: int, limit: int, recall_budget: int) -> int:
+    """SPEC L5: the tokens the automatic recall block may take in a request that measures
+    `tokens` without it: its budget, never more than the safe `limit` leaves. The block is
+    chosen after the request was made to fit, so it can never push it over the limit nor
+    cause a compaction; a request near the limit gets a smaller block, or none."""
+    return max(0, min(recall_budget, limit - tokens))
+
+
 def fit_budget(budget: Budget, fixed: int, smallest_summary: int) -> Budget:
     """The budget a preflight compaction plans with when `fixed` tokens (system prompt,
     tools, pins, drafts) sit beside the history in every request (SPEC P2, P5).

@@ -22,7 +22,7 @@ from .messages import (
     ToolResultPart,
     TurnContext,
 )
-from .pins import active_pins, last_pin_change
+from .pins import active_pins, last_pin_change, pins_text
 from .resources import clip_middle
 from .text_estimate import text_cost
 from .tree import Branch
@@ -36,6 +36,18 @@ MASK_ONLY_HEADER = (
     "[contextfold checkpoint] Nothing of this conversation was summarised; the messages "
     "after this note continue verbatim."
 )
+
+
+@dataclass(frozen=True)
+class RecallBlock:
+    """SPEC L5: excerpts of folded messages for one request (`core.auto_recall` chooses
+    them): the text, the nodes it quotes, its size, and the projected message it goes
+    right before (the latest user message, whose words found them)."""
+
+    text: str
+    node_ids: tuple[str, ...]
+    tokens: int
+    before_id: str
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,9 @@ class Projection:
     # SPEC K6: node id -> characters kept per tool result, for a kept round too big for the
     # tail budget. Exports and estimates apply it; the durable node stays whole.
     clips: Mapping[str, int] = field(default_factory=dict)
+    # SPEC L5: the recall block of this request (None: none; never stored, derived per
+    # request by `runtime.auto_recall`).
+    recalled: RecallBlock | None = None
 
     def message_of(self, node: Node) -> Message:
         """The message of `node` as this projection sends it (clipped if so decided)."""
@@ -70,6 +85,21 @@ class Projection:
     @property
     def message_count(self) -> int:
         return len(self.messages)
+
+
+def prefix_text(projection: Projection, recall_tools: tuple[str, str] | None = None
+                ) -> str | None:
+    """The checkpoint summary and the pins (SPEC N1) as one user message's text,
+    byte-identical for the same checkpoint and pins (None: neither). Every face sends this
+    text before the tail; the recall block (SPEC L5) is not part of it: it goes right
+    before the latest user message, so a new block never changes the cached prefix.
+    `recall_tools`: the client's own names of the recall tools (SPEC L6, `checkpoint_text`)."""
+    blocks = []
+    if projection.summary is not None:
+        blocks.append(checkpoint_text(projection.summary, recall_tools))
+    if projection.pins:
+        blocks.append(pins_text(projection.pins))
+    return "\n\n".join(blocks) if blocks else None
 
 
 def fixed_part(projection: Projection) -> Projection:

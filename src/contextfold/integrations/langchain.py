@@ -44,6 +44,7 @@ from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
 from ..store.protocol import SessionStore
 from .langchain_messages import (
+    RECALL_ID_PREFIX,
     SUMMARY_ID_PREFIX,
     Converted,
     from_message,
@@ -239,7 +240,10 @@ class ContextfoldMiddleware(AgentMiddleware):
         """The request with the projection instead of the whole list."""
         shown: list[BaseMessage] = []
         for item in synced.items():
-            if item.index is None:
+            if item.recall and synced.projection.recalled is not None:  # SPEC L5
+                shown.append(HumanMessage(content=item.message.text, id=RECALL_ID_PREFIX
+                                          + synced.projection.recalled.before_id))
+            elif item.index is None:
                 checkpoint = synced.projection.checkpoint
                 shown.append(HumanMessage(content=item.message.text, id=SUMMARY_ID_PREFIX + (
                     checkpoint.id if checkpoint is not None else "pins")))

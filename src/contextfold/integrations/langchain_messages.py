@@ -47,6 +47,7 @@ from ..core.messages import (
 # Id prefix of the message that carries the checkpoint summary: stable per checkpoint, so a
 # trace shows the same id for the same summary.
 SUMMARY_ID_PREFIX = "contextfold-checkpoint-"
+RECALL_ID_PREFIX = "contextfold-recall-"  # SPEC L5: the automatic recall block
 
 
 # --------------------------------------------------------------------------- to contextfold

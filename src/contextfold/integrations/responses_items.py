@@ -36,8 +36,8 @@ from ..core.messages import (
     ToolResultPart,
     Usage,
 )
-from ..core.pins import pins_text
-from ..core.projection import Projection, checkpoint_text
+from ..core.projection import Projection
+from ..core.projection import prefix_text as projection_prefix
 
 Item = dict[str, Any]
 
@@ -195,12 +195,7 @@ def prefix_text(projection: Projection) -> str | None:
 
     The same text the provider exports send (`core.export`), so every face shows a model
     the same checkpoint."""
-    blocks = []
-    if projection.summary is not None:
-        blocks.append(checkpoint_text(projection.summary))
-    if projection.pins:
-        blocks.append(pins_text(projection.pins))
-    return "\n\n".join(blocks) if blocks else None
+    return projection_prefix(projection)
 
 
 def projection_items(projection: Projection) -> list[Item]:
@@ -210,7 +205,10 @@ def projection_items(projection: Projection) -> list[Item]:
     text = prefix_text(projection)
     if text is not None:
         out.append({"role": "user", "content": text})
+    recalled = projection.recalled
     for node in projection.messages:
+        if recalled is not None and node.id == recalled.before_id:  # SPEC L5
+            out.append({"role": "user", "content": recalled.text})
         out += message_items(projection.message_of(node))
     return out
 

@@ -128,10 +128,11 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
             messages.append(wire[parsed.offset + item.index])  # the client's own JSON (Y2, Y4)
             continue
         rendered = render(item.message)
-        if anthropic and rendered and n == 0 and item.index is None:
-            # The checkpoint prefix (SPEC Y4: a stable prefix, worth a cache breakpoint).
+        if anthropic and rendered and item.index is None:
+            # The checkpoint prefix (SPEC Y4: a stable prefix, worth a cache breakpoint),
+            # or the recall block (SPEC L5) before the latest request.
             prefix = rendered[0]
-            if breakpoints < MAX_BREAKPOINTS:
+            if n == 0 and breakpoints < MAX_BREAKPOINTS:
                 prefix["content"][0]["cache_control"] = {"type": "ephemeral"}
                 breakpoints += 1
             first = _verbatim_user(parsed, wire, items[n + 1] if n + 1 < len(items) else None)

@@ -21,6 +21,7 @@ from ..core.tree import Branch, DamagedBranch
 from ..providers.base import ChatModel, ToolSpec
 from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore
+from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, compact_session
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
@@ -58,6 +59,8 @@ class ConversationBase:
         self._app_tools = tuple(tools or ())
         # SPEC L2: the recall tools are offered unless the application opts out.
         self._recall = Recall(store, session_id) if recall else None
+        # SPEC L5: the block of folded excerpts each request gets (settings.auto_recall_share).
+        self._auto_recall = AutoRecall(store)
         self._tools = self._app_tools + (RECALL_TOOLS if recall else ())
         if recall:
             clash = sorted(RECALL_TOOL_NAMES & {t.name for t in self._app_tools})
@@ -137,6 +140,11 @@ class ConversationBase:
             self._projected = (branch, project(branch))
         return self._projected[1]
 
+    async def request_projection(self) -> Projection:
+        """What the next request sends: the projection with its automatic recall block
+        (SPEC L5; the projection as it is when recall finds nothing or is off)."""
+        return await self._auto_recall.apply(self.session_id, self.projection(), self._sizer)
+
     def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
         """Estimated size of the next request with `pending` drafts (SPEC P1, E1-E5)."""
         return self._sizer.estimate(self.projection(), pending)
@@ -184,8 +192,9 @@ class ConversationBase:
 
     async def _compact(self, trigger: Trigger, *, pending: Sequence[Message] = (),
                        instructions: str | None = None, budget: Budget | None = None,
-                       estimate_tokens: int | None = None) -> Finished:
-        """Run one compaction in the foreground (still cancellable) and wait for it."""
+                       estimate_tokens: int | None = None, **edit: Any) -> Finished:
+        """Run one compaction in the foreground (still cancellable) and wait for it.
+        `edit`: `compact_session`'s SPEC M7 arguments (summary_text, base)."""
         self._not_busy("compact")
         capacity, budget = self._capacity, budget or self.budget
 
@@ -195,7 +204,7 @@ class ConversationBase:
                 trigger=trigger, summarize=self._summarize, instructions=instructions,
                 pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
                 summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
-                costs=self._sizer.costs, branch=self._branch)
+                costs=self._sizer.costs, branch=self._branch, **edit)
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()

@@ -12,6 +12,16 @@ committed:
   written (SPEC P5);
 * an automatic compaction that would not make the request smaller is not committed; a
   manual one is, and its outcome says so (`note`).
+
+SPEC M7, preview and edit, on the same path: `preview=True` prepares and summarises and
+returns the checkpoint that would be committed (status "preview", with the `base` it was
+made on) without committing; `summary_text=` commits a user's own summary instead of
+calling the summariser (prepare + given summary + conditional commit), as a new
+append-only checkpoint marked as edited by the user (`summarizer` "user-edited",
+`details["edited_by_user"]`). With `base=` (the preview's), a session that moved since
+the preview refuses the commit (`StalePreviewError`), never overwriting silently. The
+checkpoint's checks run on an edited text as on any other (they run on every written
+checkpoint, in `measured` below).
 """
 
 from __future__ import annotations
@@ -28,9 +38,10 @@ from ..core.messages import Checkpoint, Message, Usage
 from ..core.plan import NoOp, Plan, Trigger
 from ..core.planner import build_checkpoint, plan_compaction, projection_after
 from ..core.prices import Cost, cache_rules, request_cost
-from ..core.projection import project
+from ..core.projection import checkpoint_text, project
 from ..core.resolver import user_prices
 from ..core.tree import Branch, DamagedBranch
+from ..errors import ContextfoldError
 from ..ids import new_id
 from ..store import ReadOnlySessionError
 from ..store.protocol import CompactionStore
@@ -46,6 +57,45 @@ ResolveModel = Callable[[Branch], tuple[ModelCapacity, Budget]]
 Progress = Callable[[str], None]
 # How many times a checkpoint that measured over the limit is fitted again (SPEC P5).
 _CORRECTIONS = 2
+USER_EDITED = "user-edited"  # SPEC M7: the `summarizer` of a checkpoint the user wrote
+
+
+@dataclass(frozen=True)
+class PreviewBase:
+    """SPEC M7: the branch a preview was made on (its leaf and revision)."""
+
+    leaf_id: str | None
+    revision: int
+
+    def __str__(self) -> str:
+        return f"{self.leaf_id}@{self.revision}"
+
+    @classmethod
+    def parse(cls, text: str) -> PreviewBase:
+        """`leaf@revision`, as a preview prints it."""
+        leaf, sep, rev = text.rpartition("@")
+        if not sep or not leaf or not rev.isdigit():
+            raise EditedSummaryError(f"a preview base is 'leaf_id@revision' (as --preview "
+                                     f"prints it), not {text!r}")
+        return cls(leaf_id=leaf, revision=int(rev))
+
+
+class StalePreviewError(ContextfoldError):
+    """SPEC M7: the session moved after the preview; the edited summary was not committed."""
+
+    kind = "conflict"
+    code = "stale_preview"
+
+    def __init__(self, base: PreviewBase, now: PreviewBase) -> None:
+        super().__init__(f"the session moved since the preview (previewed on {base}, now "
+                         f"{now}); nothing was committed: preview again and edit that")
+        self.base, self.now = base, now
+
+
+class EditedSummaryError(ContextfoldError, ValueError):
+    """SPEC M7: an edited summary that cannot be committed (empty, or nothing to fold)."""
+
+    kind = "bad_input"
 
 
 @dataclass(frozen=True)
@@ -58,7 +108,7 @@ class CompactionOutcome:
     the request did not get smaller (the checkpoint outweighs what it folded).
     """
 
-    status: Literal["compacted", "noop", "stale"]
+    status: Literal["compacted", "noop", "stale", "preview"]
     reason: str | None = None
     code: str | None = None
     checkpoint_id: str | None = None
@@ -74,6 +124,12 @@ class CompactionOutcome:
     note: str | None = None
     # SPEC S6/S7: the checkpoint's retention and attribution check (`summarize.retention`)
     check: dict[str, Any] | None = None
+    # SPEC M7: a preview's summary (editable), the checkpoint text the model would see, and
+    # the branch it was made on (commit an edit with `base=`); `edited`: the user wrote it.
+    summary: str | None = None
+    checkpoint_text: str | None = None
+    base: str | None = None
+    edited: bool = False
     # What the plan decided, for replay's compaction log (not in the JSON contract):
     folded_tokens: int = 0  # raw tokens folded into the summary
     tail_budget: int = 0  # the tail budget the boundary was chosen for
@@ -101,9 +157,12 @@ class CompactionOutcome:
             data.pop(internal)
         if self.status == "compacted":
             data["cost"] = {"currency": "USD", "summarizer": self.cost().to_json()}
-        for optional in ("fallback_reason", "note", "check"):
+        for optional in ("fallback_reason", "note", "check", "summary", "checkpoint_text",
+                         "base"):
             if data[optional] is None:
                 data.pop(optional)
+        if not data["edited"]:
+            data.pop("edited")
         return data
 
 
@@ -140,6 +199,9 @@ async def compact_session(
     costs: MessageCosts | None = None,
     progress: Progress | None = None,
     branch: Branch | None = None,
+    preview: bool = False,
+    summary_text: str | None = None,
+    base: PreviewBase | None = None,
 ) -> CompactionOutcome:
     """Plan, summarise and conditionally commit one compaction of `session_id`.
 
@@ -155,7 +217,16 @@ async def compact_session(
 
     The branch is loaded once; the plan, the summariser and the ledger share it, and the
     store's commit re-checks only the kept tail (SPEC C2).
+
+    SPEC M7: `preview` returns what would be committed without committing; `summary_text`
+    commits that text (the user's) instead of a summariser's; `base` refuses a commit on a
+    branch that moved since the preview (`StalePreviewError`).
     """
+    if summary_text is not None:
+        check_edit(summary_text)
+    if summary_text is not None and preview:
+        raise EditedSummaryError("preview shows what the summariser would write: give an "
+                                 "edited summary to commit, or preview, not both")
     say = progress or (lambda _line: None)
     async with store.compaction_lease(session_id):
         if branch is not None:
@@ -167,6 +238,9 @@ async def compact_session(
             branch = await store.load_branch(session_id)
         if isinstance(branch, DamagedBranch):
             raise ReadOnlySessionError(session_id, branch.problems)
+        if base is not None and (branch.leaf_id, branch.revision) != (base.leaf_id,
+                                                                       base.revision):
+            raise StalePreviewError(base, PreviewBase(branch.leaf_id, branch.revision))
         if resolve is not None:
             capacity, budget = resolve(branch)
         if capacity is None or budget is None:
@@ -205,14 +279,26 @@ async def compact_session(
 
         plan = planned(budget)
         if isinstance(plan, NoOp):
+            if summary_text is not None:  # M7: nothing to fold, so nothing to commit it for
+                raise EditedSummaryError(f"nothing to compact, so the edited summary was not "
+                                         f"committed: {plan.reason}")
             return noop_outcome(plan)
-        if plan.action == "mask":  # SPEC V2: no summariser; the previous summary stays
+        if summary_text is not None:  # SPEC M7: the user's text, not a summariser's
+            if plan.action == "mask":
+                plan = replace(plan, action="summarize", mask_before_id=None)
+            summary = Summary(summary_text.strip(), USER_EDITED)
+        elif plan.action == "mask":  # SPEC V2: no summariser; the previous summary stays
             say("masking old tool output")
             summary = Summary("", MASKING_SUMMARIZER)
         else:
             say(f"summarising {len(plan.newly_old):,} messages in {len(plan.chunks)} chunk(s)")
             summary = await summarize(plan)
         written = measured(plan, summary)
+        if summary_text is not None:
+            written = replace(written, checkpoint=written.checkpoint.model_copy(
+                update={"details": {**written.checkpoint.details, "edited_by_user": True}}))
+        if preview:
+            return _previewed(written, trigger)
         if trigger == "preflight":
             written = _fit_tighter(written, planned, measured, smallest)
         if trigger == "auto" and written.tokens_after >= written.plan.tokens_before:
@@ -240,6 +326,7 @@ async def compact_session(
         summarizer=written.summary.summarizer,
         trigger=trigger,
         fallback_reason=written.summary.fallback_reason,
+        edited=summary_text is not None,
         note=(f"the request did not get smaller ({plan.tokens_before:,} → "
               f"{written.tokens_after:,} tokens): the checkpoint outweighs what it folded"
               if grew else None),
@@ -252,6 +339,28 @@ async def compact_session(
         folded_ids=tuple(n.id for n in plan.newly_old),
         summarizer_usage=written.summary.usage,
     )
+
+
+def check_edit(text: str) -> None:
+    """SPEC M7: refuse an edited summary that cannot be committed whatever the session."""
+    if not isinstance(text, str) or not text.strip():
+        raise EditedSummaryError("the edited summary is empty: write the summary to commit, "
+                                 "or compact without one to let the summariser write it")
+
+
+def _previewed(written: _Written, trigger: Trigger) -> CompactionOutcome:
+    """SPEC M7: the outcome of a preview: what would be committed, and on which branch."""
+    plan, cp = written.plan, written.checkpoint
+    return CompactionOutcome(
+        status="preview", first_kept_id=plan.first_kept_id, tokens_before=plan.tokens_before,
+        tokens_after=written.tokens_after, summarized_messages=len(plan.newly_old),
+        kept_messages=len(plan.kept), kept_tokens=plan.kept_tokens,
+        summarizer=written.summary.summarizer, trigger=trigger,
+        fallback_reason=written.summary.fallback_reason, summary=cp.summary,
+        checkpoint_text=checkpoint_text(cp),
+        base=str(PreviewBase(plan.session_leaf_id, plan.branch_revision)),
+        folded_tokens=plan.newly_old_tokens, tail_budget=plan.tail_budget,
+        folded_ids=tuple(n.id for n in plan.newly_old))
 
 
 def _fit_tighter(written: _Written, planned: Callable[[Budget], Plan | NoOp],

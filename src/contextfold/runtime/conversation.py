@@ -28,7 +28,14 @@ from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore
 from .base import OverflowPolicy
-from .compaction import CompactionOutcome
+from .compaction import (
+    CompactionOutcome,
+    EditedSummaryError,
+    PreviewBase,
+    StalePreviewError,
+    check_edit,
+    compact_session,
+)
 from .errors import (
     BusyError,
     CompactionFailedError,
@@ -164,6 +171,54 @@ class Conversation(PinOperations):
         assert finished.outcome is not None
         return finished.outcome
 
+    async def preview_compaction(self, instructions: str | None = None) -> CompactionOutcome:
+        """SPEC M7: the checkpoint `compact()` would commit now, without committing it:
+        status "preview", its `summary` (to edit), `checkpoint_text` (what the model would
+        see) and `base` (pass it to `commit_summary`). A no-op says why, as `compact()`
+        does. Runs the summariser; nothing is written."""
+        self._not_busy("preview a compaction")
+        if self._turn_lock.locked():
+            raise BusyError("preview a compaction", "a turn")
+        self._require_writable()
+        return await compact_session(
+            self.store, self.session_id, capacity=self._capacity, budget=self.budget,
+            trigger="manual", summarize=self._summarize, instructions=instructions,
+            system=self._system, tools=self._sizer.tool_json,
+            summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
+            branch=self._branch, preview=True)
+
+    async def commit_summary(self, text: str, *, base: PreviewBase | str | None = None
+                             ) -> CompactionOutcome:
+        """SPEC M7: compact now with `text` as the summary (a user's edit of a preview),
+        committed as a new append-only checkpoint marked as edited by the user; the
+        previous checkpoint stays in the tree. With `base` (a preview's), a session that
+        moved since raises `StalePreviewError` and nothing is written."""
+        check_edit(text)  # bad input is refused before a compaction starts
+        if isinstance(base, str):
+            base = PreviewBase.parse(base)
+        self._not_busy("compact")
+        if self._turn_lock.locked():
+            raise BusyError("compact", "a turn")
+        self._require_writable()
+        held = self._branch
+        if base is not None and held is not None and \
+                (held.leaf_id, held.revision) != (base.leaf_id, base.revision):
+            # Refused before any compaction starts (the store's check under the lease
+            # covers another writer).
+            raise StalePreviewError(base, PreviewBase(held.leaf_id, held.revision))
+        finished = await self._compact("manual", summary_text=text, base=base)
+        if finished.status == "cancelled":
+            return CompactionOutcome(status="noop", reason="the compaction was cancelled; "
+                                     "nothing was written", code="cancelled")
+        if finished.status == "failed":
+            error = finished.error
+            if isinstance(error, StalePreviewError | EditedSummaryError):
+                self._runner.clear_failure()  # a refusal, not a failed compaction
+                raise error
+            raise CompactionFailedError(str(error), error) from error
+        assert finished.outcome is not None
+        return finished.outcome
+
     def cancel_compaction(self) -> bool:
         """Cancel a running compaction (SPEC C4, U1); False if none was running."""
         return self._runner.cancel()
@@ -245,8 +300,9 @@ class Conversation(PinOperations):
             if not checked:
                 compactions += await self._preflight((), None)
             checked = False
-            tokens = self.estimate().tokens
-            response = await self._reply(on_text, compactions)
+            request = await self.request_projection()  # SPEC L5: counted in the estimate
+            tokens = self._sizer.estimate(request).tokens
+            response = await self._reply(on_text, compactions, request)
             reply_node = await self.store.append(self.session_id, response.message,
                                                  expected_leaf_id=self._leaf_id())
             await self._extend([reply_node])
@@ -285,11 +341,11 @@ class Conversation(PinOperations):
         seen = {n.id for n in self.projection().messages}
         return [await self._recall.run(c, in_context=seen) for c in own]
 
-    async def _reply(self, on_text: OnText | None,
-                     compactions: list[CompactionOutcome]) -> ChatResponse:
+    async def _reply(self, on_text: OnText | None, compactions: list[CompactionOutcome],
+                     projection: Projection) -> ChatResponse:
         """One model request; on overflow, surface it or compact and retry once (P4)."""
         try:
-            return await self._request(on_text)
+            return await self._request(projection, on_text=on_text)
         except ContextOverflowError as exc:
             self._publish("overflow", reason=str(exc), tokens=exc.requested_tokens,
                           limit=exc.limit_tokens)
@@ -303,9 +359,11 @@ class Conversation(PinOperations):
             if finished.status != "compacted":
                 raise  # nothing could be freed: retrying would only overflow again
             # The one retry, sized for the window the provider really has; a second
-            # overflow surfaces (no loop).
-            return await self._request(on_text, max_tokens=min(self._sizer.reply_tokens,
-                                                               corrected.reserve))
+            # overflow surfaces (no loop). Without the recall block (L5): its room was
+            # measured against the window the provider just disproved.
+            return await self._request(self.projection(),
+                                       max_tokens=min(self._sizer.reply_tokens,
+                                                      corrected.reserve), on_text=on_text)
 
     def _overflow_capacity(self, exc: ContextOverflowError) -> ModelCapacity:
         """The window the provider just proved, in the estimator's units (SPEC P4).
@@ -324,9 +382,9 @@ class Conversation(PinOperations):
         window = max(1, min(window, self._capacity.context_window))
         return self._capacity.model_copy(update={"context_window": window, "max_input": None})
 
-    async def _request(self, on_text: OnText | None,
+    async def _request(self, projection: Projection, *, on_text: OnText | None,
                        max_tokens: int | None = None) -> ChatResponse:
-        request = ChatRequest(projection=self.projection(), system=self._system,
+        request = ChatRequest(projection=projection, system=self._system,
                               tools=self._tools, max_tokens=max_tokens or self._sizer.reply_tokens)
         if on_text is None:
             return await self._model.complete(request)

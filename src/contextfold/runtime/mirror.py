@@ -39,12 +39,12 @@ from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budg
 from ..core.estimator import Estimate
 from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
-from ..core.pins import pins_text
-from ..core.projection import Projection, checkpoint_text, project
+from ..core.projection import Projection, prefix_text, project
 from ..core.recall_text import client_recall_tools
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
 from ..store.protocol import SessionStore
+from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome
 from .content_chain import ChainMemo, next_hash
 from .fitting import SessionFit, fit_request, healthy
@@ -61,13 +61,15 @@ class ProjectedItem:
     """One message of the request to send, in order.
 
     `index`: position in the messages given to `sync` (None for the checkpoint and pins
-    prefix). `verbatim`: the message is what the client sent, so a face may forward its own
-    object or bytes; otherwise send `message` (masked or clipped by the projection, V1/K6).
+    prefix, and for the recall block, SPEC L5, which has `recall` set). `verbatim`: the
+    message is what the client sent, so a face may forward its own object or bytes;
+    otherwise send `message` (masked or clipped by the projection, V1/K6).
     """
 
     index: int | None
     message: Message
     verbatim: bool
+    recall: bool = False  # the automatic recall block (SPEC L5), right before its request
 
 
 @dataclass(frozen=True)
@@ -95,12 +97,7 @@ class Synced:
     def prefix_text(self) -> str | None:
         """The checkpoint summary and pins as one text, byte-identical for the same
         checkpoint, pins and recall tools (SPEC Y4); None without a checkpoint or pins."""
-        blocks = []
-        if self.projection.summary is not None:
-            blocks.append(checkpoint_text(self.projection.summary, self.recall_tools))
-        if self.projection.pins:
-            blocks.append(pins_text(self.projection.pins))
-        return "\n\n".join(blocks) if blocks else None
+        return prefix_text(self.projection, self.recall_tools)
 
     @property
     def tail_start(self) -> int | None:
@@ -121,7 +118,20 @@ class Synced:
         if text is not None:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
+        recalled = self.projection.recalled
         for node in self.projection.messages:
+            if recalled is not None and node.id == recalled.before_id:
+                # SPEC L5: its own user-side message right before the latest request; right
+                # after the prefix it joins the prefix's message (two user messages in a
+                # row are not a valid Messages request).
+                block = TextPart(text=recalled.text)
+                if out and out[-1].index is None:
+                    joined = out[-1].message
+                    out[-1] = ProjectedItem(None, joined.model_copy(
+                        update={"parts": (*joined.parts, block)}), False)
+                else:
+                    out.append(ProjectedItem(None, Message(role="user", parts=(block,)),
+                                             False, recall=True))
             msg = self.projection.message_of(node)
             index = self.source_index.get(node.id)
             # The stored node has the client's message content (same chain hash); only a
@@ -176,6 +186,7 @@ class Mirror:
         # looked up in the store from its last known message only (`mirror_extend(known=)`).
         self._stored: OrderedDict[str, _Stored] = OrderedDict()
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
+        self._auto_recall = AutoRecall(store)
 
     # ------------------------------------------------------------------ the API
 
@@ -230,7 +241,8 @@ class Mirror:
             self._leaf_hash[session_id] = hashes[-1]
             self._remember(hashes[-1], session_id)
             self._remember_stored(chain_scope, (session_id, hashes, write.node_ids))
-            projection = project(branch)
+            # SPEC L5: the recall block, in the room the fitted request leaves.
+            projection = await self._auto_recall.apply(session_id, project(branch), sizer)
             new_nodes = (*first.nodes, *(write.nodes if write is not first else ()))
             moved = None
             if new_nodes:

@@ -35,6 +35,9 @@ class CreateSession(Body):
 class Compact(Body):
     instructions: str | None = None
     wait: bool = True
+    # SPEC M7: commit this text as the summary (an edited preview), conditional on `base`.
+    summary: str | None = Field(None, max_length=2_000_000)
+    base: str | None = Field(None, max_length=400)
 
 
 class Fork(Body):
@@ -138,8 +141,10 @@ async def get_projection(session_id: str, who: Tenant, sessions: Manager) -> dic
 
 @router.post("/sessions/{session_id}/compact")
 async def compact(session_id: str, who: Tenant, sessions: Manager,
-                  body: Compact | None = None) -> Any:
-    """Compact now (SPEC M1-M6); 409 while one runs (U4). `wait: false` answers 202."""
+                  body: Compact | None = None, preview: bool = False) -> Any:
+    """Compact now (SPEC M1-M6); 409 while one runs (U4). `wait: false` answers 202.
+    SPEC M7: `?preview=1` answers the checkpoint that would be committed, committing
+    nothing; a body `summary` commits that text (409 `stale_preview` when `base` is old)."""
     from .views import outcome_json
 
     body = body or Compact()
@@ -147,6 +152,20 @@ async def compact(session_id: str, who: Tenant, sessions: Manager,
     await sessions.ensure_not_compacting(live, "compact")
     if live.turns > 0:
         raise ApiError(409, "busy", "cannot compact while a turn is running")
+    if preview:  # SPEC M7: what would be committed; nothing is written
+        if body.summary is not None:
+            raise ApiError(400, "bad_request", "preview shows the summariser's text and "
+                           "'summary' commits yours: give one of them")
+        outcome = await live.conv.preview_compaction(body.instructions)
+        return {"outcome": outcome_json(outcome, "manual"), "preview": True,
+                "session": await sessions.session_json(live)}
+    if body.summary is not None:  # SPEC M7: the user's edit, a new checkpoint
+        outcome = await live.conv.commit_summary(body.summary, base=body.base)
+        return {"outcome": outcome_json(outcome, "manual"), "cancelled": False,
+                "session": await sessions.session_json(live)}
+    if body.base is not None:
+        raise ApiError(400, "bad_request", "'base' goes with 'summary' (the preview the "
+                       "edit is of)")
     task = asyncio.create_task(live.conv.compact(body.instructions))
     if not body.wait:
         await asyncio.sleep(0)  # let it start, so the state says compacting

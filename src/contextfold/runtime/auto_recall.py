@@ -1,0 +1,112 @@
+"""Recall that comes by itself (SPEC L5): the search at the edge.
+
+`AutoRecall.apply` takes the projection of the next request, once it has been made to fit
+(`runtime.fitting`), and returns it with the recall block (`core.auto_recall` chooses and
+words it): the latest request is searched in the session's own branch (the store's
+full-text index, SPEC L1, L4: never another branch, session or tenant), only when a
+checkpoint folded something, within the room `core.fit.recall_room` leaves. Both faces
+that send requests call it: `Conversation` and the mirror (the proxy and the framework
+integrations).
+
+The store's matches for one query are memoised per (session, checkpoint, query): in a tool
+loop every request of the turn asks the same, and the folded part only changes with a new
+checkpoint, so the search runs once per user turn. A store that cannot search (the
+in-memory store of replay) or a search that fails leaves the request without a block:
+recall helps a request, it never stops one.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+
+from ..core.auto_recall import (
+    SEARCH_LIMIT,
+    Candidate,
+    choose_block,
+    identifier_query,
+    latest_request,
+    recall_query,
+)
+from ..core.fit import recall_room
+from ..core.messages import Message
+from ..core.projection import Projection
+from ..core.recall_text import SearchQuery, message_text
+from ..store.errors import StoreError
+from ..store.protocol import SessionStore
+from .sizing import Sizer
+
+log = logging.getLogger("contextfold.recall")
+
+_MEMO = 128  # (session, checkpoint, query) entries kept
+
+
+class AutoRecall:
+    """The automatic recall block for the sessions of one store (SPEC L5)."""
+
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
+        self._memo: OrderedDict[tuple[str, str, tuple[tuple[str, ...], ...]],
+                                tuple[Candidate, ...]] = OrderedDict()
+        self.searches = 0  # store searches run (the rest came from the memo)
+
+    async def apply(self, session_id: str, projection: Projection, sizer: Sizer,
+                    pending: Sequence[Message] = ()) -> Projection:
+        """`projection` with the recall block for its latest request, or as it is when
+        recall is off, nothing is folded, nothing new matches or no room is left."""
+        budget = sizer.budget.recall_budget
+        if budget <= 0 or projection.checkpoint is None or projection.recalled is not None:
+            return projection
+        request = latest_request(projection)
+        query = recall_query(request[1], request[2]) if request is not None else None
+        if query is None:
+            return projection
+        room = recall_room(sizer.estimate(projection, pending).tokens,
+                           sizer.budget.safe_input_limit, budget)
+        if room <= 0:
+            return projection
+        # Searched in parts, each memoised: the request's identifiers, the pending calls'
+        # identifiers (new every round of a tool loop), and all the request's terms (see
+        # `identifier_query`); through a tool loop only the calls' part is searched again.
+        parts = (identifier_query(recall_query(request[1])) if request[1] else None,
+                 identifier_query(recall_query("", request[2])) if request[2] else None,
+                 recall_query(request[1]) if request[1] else None)
+        candidates: list[Candidate] = []
+        for part in parts:
+            if part is None:
+                continue
+            found = await self._candidates(session_id, projection.checkpoint.id, part)
+            if found is None:
+                return projection
+            candidates += [c for c in found if all(c.node_id != o.node_id for o in candidates)]
+        block = choose_block(candidates, projection, query, room,
+                             count=sizer.costs.text_tokens)
+        return projection if block is None else replace(projection, recalled=block)
+
+    async def _candidates(self, session_id: str, checkpoint_id: str,
+                          query: SearchQuery) -> tuple[Candidate, ...] | None:
+        """The store's matches of `query` (any term), memoised per checkpoint; None when
+        the store cannot search."""
+        key = (session_id, checkpoint_id, tuple(t.tokens for t in query.terms))
+        if key in self._memo:
+            self._memo.move_to_end(key)
+            return self._memo[key]
+        search = getattr(self.store, "search_history", None)
+        if search is None:
+            return None
+        try:
+            hits = await search(session_id, query, limit=SEARCH_LIMIT, any_term=True)
+        except (StoreError, NotImplementedError) as exc:
+            log.warning("automatic recall skipped for session %s: %s", session_id, exc)
+            return None
+        self.searches += 1
+        found = tuple(
+            Candidate(node_id=h.node.id, position=h.position, turn=h.turn,
+                      role=h.node.message.role, text=message_text(h.node.message))
+            for h in hits if h.node.message is not None)
+        self._memo[key] = found
+        while len(self._memo) > _MEMO:
+            self._memo.popitem(last=False)
+        return found
