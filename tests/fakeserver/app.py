@@ -3,9 +3,10 @@ and Anthropic Messages.
 
 `POST /v1/chat/completions`, `POST /v1/responses` (`responses.py`) and `POST /v1/messages`,
 plain JSON or server-sent events, with the providers' real response shapes, usage fields,
-error bodies and status codes. Every request body is recorded (with its real token count) so tests can assert on what the client
-actually sent. This module holds the request flow; `state.py` what the fake model
-remembers and answers, `wire.py` the two response formats.
+error bodies and status codes. Every request body is recorded (with its real token count) so
+tests can assert on what the client actually sent. This module holds the request flow;
+`state.py` what the fake model remembers and answers, `wire.py` and `responses.py` the
+response formats.
 """
 
 from __future__ import annotations
