@@ -21,6 +21,7 @@ from .budget import Budget, ModelCapacity
 from .estimator import (
     Estimate,
     MessageCosts,
+    estimate_message,
     estimate_request,
     estimate_text,
     model_text_counter,
@@ -226,6 +227,7 @@ def plan_compaction(
         tail_clips=dict(boundary.clips),
         mask_before_id=mask_before_id,
         pins=projection.pins,
+        provider_base=() if previous_cp is None else previous_cp.provider_base,
     )
 
 
@@ -331,8 +333,10 @@ def build_checkpoint(
         tail_clips=dict(plan.tail_clips),
         pins=plan.pins,
         masked_before_id=plan.mask_before_id,
+        provider_base=plan.provider_base,
     )
-    after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
+    after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens + sum(
+        estimate_message(m) for m in plan.provider_base)
     if plan.pins:
         after += estimate_text(pins_text(plan.pins))
     return checkpoint.model_copy(update={"tokens_after_estimate": after})

@@ -72,9 +72,16 @@ class Projection:
 
 
 def fixed_part(projection: Projection) -> Projection:
-    """What of `projection` no compaction shrinks: its pins (SPEC N1), without the history.
-    Estimated with the system prompt, tools and drafts, it is the floor of every request."""
-    return Projection(checkpoint=None, messages=(), pins=projection.pins)
+    """What of `projection` no compaction shrinks: its pins (SPEC N1) and a provider's own
+    compaction (SPEC Y7), without the history. Estimated with the system prompt, tools and
+    drafts, it is the floor of every request."""
+    cp = projection.summary
+    if cp is None or not cp.provider_base:
+        return Projection(checkpoint=None, messages=(), pins=projection.pins)
+    assert projection.checkpoint is not None
+    base = Node(id=f"{projection.checkpoint.id}:provider-base", payload=Checkpoint(
+        summary="", first_kept_id=None, tokens_before=0, provider_base=cp.provider_base))
+    return Projection(checkpoint=base, messages=(), pins=projection.pins)
 
 
 def raw_start(branch: Branch) -> int:
@@ -247,8 +254,12 @@ def render_turn_context(turn: TurnContext) -> str:
 
 
 def checkpoint_text(cp: Checkpoint) -> str:
-    """The summary message body exactly as the model sees it."""
+    """The summary message body exactly as the model sees it; "" for a checkpoint that is
+    only a provider's own compaction (SPEC Y7: nothing of contextfold's to say yet)."""
     summary = cp.summary.strip()
+    if cp.provider_base and not summary and cp.masked_before_id is None and \
+            not cp.ledger.entries and cp.turn is None:
+        return ""
     head = [SUMMARY_HEADER, "", summary] if summary else [MASK_ONLY_HEADER]
     return "\n".join(head + _frame(cp.ledger, cp.turn, cp.masked_before_id))
 

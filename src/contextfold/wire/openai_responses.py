@@ -6,8 +6,10 @@ A request holds `instructions` and an `input` list of items: messages (`{"role":
 opaque `encrypted_content`), and item types contextfold has no part for (hosted tools,
 `compaction`, anything newer). Items are not messages one to one: what one model response
 produced (reasoning, text, calls) is one assistant `Message`, so a call and the text before it
-stay one reply (K1). `read_input` says which items each message came from, so a face can
-forward every kept message as the exact items the client sent (SPEC Y2, Y4, Y6).
+stay one reply (K1). A `compaction` item (OpenAI's own compaction, SPEC Y7) is a message of
+its own holding the item as it came (`ProviderCompactionPart`). `read_input` says which
+items each message came from, so a face can forward every kept message as the exact items
+the client sent (SPEC Y2, Y4, Y6).
 
 Reasoning is kept as a `ReasoningPart` whose `signature` is the encrypted content (stored,
 never summarised, R2); an item of an unknown type is kept as assistant text naming it, and a
@@ -25,7 +27,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from ..core.messages import (
+    Message,
+    ProviderCompactionPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
 from .openai_chat import read_content
 from .parts import nonempty, text_of, tool_arguments
 from .plain import plain
@@ -175,8 +185,12 @@ def read_input(items: Sequence[Any], *, call_names: dict[str, str] | None = None
             text = output if isinstance(output, str) else item_text(output)
             out.append(Grouped(Message(role="tool", parts=(ToolResultPart(
                 call_id=call_id, name=names.get(call_id), output=text),)), (i,)))
+        elif kind == "compaction":
+            flush()  # SPEC Y7: the provider's own compaction, opaque, one message of its own
+            out.append(Grouped(Message(role="assistant", parts=(ProviderCompactionPart(
+                provider="openai", data=item),)), (i,)))
         elif isinstance(kind, str) and kind:
-            flush()  # hosted tools, compaction, anything newer: one opaque message each
+            flush()  # hosted tools and anything newer: one opaque message each
             out.append(Grouped(Message(role="assistant", parts=(TextPart(
                 text=opaque_text(item)),)), (i,)))
         else:
@@ -225,7 +239,10 @@ def render_message(msg: Message, original: Sequence[Item] = ()) -> list[Item]:
     by_call = {str(it.get("call_id")): it for it in original if it.get("type") in CALL_TYPES}
     out: list[Item] = []
     for part in msg.parts:
-        if isinstance(part, TextPart) and part.text:
+        if isinstance(part, ProviderCompactionPart):
+            if part.provider == "openai":  # SPEC Y7: another provider's is never shown
+                out.append(dict(part.data))
+        elif isinstance(part, TextPart) and part.text:
             out.append(_message_item("assistant", part.text))
         elif isinstance(part, ReasoningPart) and part.signature:
             # Only the provider's own encrypted reasoning can be replayed (R2: kept opaque).
