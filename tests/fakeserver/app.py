@@ -56,7 +56,8 @@ async def _handle(request: Request, protocol: Protocol,
                  else bodies.anthropic_error("invalid_request_error", "Invalid JSON body"))
         return JSONResponse(error, status_code=400)
     # A Responses body is counted and judged through its chat-shaped view (responses.py).
-    view = responses.chat_view(body) if protocol == "responses" else body
+    view = responses.chat_view(body) if protocol == "responses" else \
+        bodies.anthropic_effective(body) if protocol == "anthropic" else body
     total, running = prompt_tokens(view)
     summary = is_summary_request(view)
     entry = RecordedRequest(protocol, body, total, summary, bool(body.get("stream")),

@@ -109,8 +109,16 @@ def _usage(total: int, output: int, cached: int) -> Body:
             "total_tokens": total + output}
 
 
-def _output(state: ServerState, answer: Answer) -> list[Body]:
+def compaction_item(state: ServerState, summary: str) -> Body:
+    """OpenAI's compaction output item (`ResponseCompactionItem`): opaque encrypted content."""
+    return {"id": f"cmp_fake{state.new_id():06d}", "type": "compaction",
+            "encrypted_content": "gAAAAAEncOpenAI::" + summary.encode().hex()[:64]}
+
+
+def _output(state: ServerState, answer: Answer, reply: Reply) -> list[Body]:
     out: list[Body] = []
+    if reply.compaction is not None:
+        out.append(compaction_item(state, reply.compaction))
     if answer.text:
         out.append({"id": f"msg_fake{state.new_id():06d}", "type": "message",
                     "status": "completed", "role": "assistant",
@@ -131,7 +139,7 @@ def responses_response(state: ServerState, reply: Reply, body: Body, answer: Ans
                        total: int, cached: int, cache_write: int) -> Response:
     ident = f"resp_fake{state.new_id():06d}"
     model = body.get("model", "fake-model")
-    output = _output(state, answer)
+    output = _output(state, answer, reply)
     status = "incomplete" if answer.stop == "length" else "completed"
     done: Body = {
         "id": ident, "object": "response", "created_at": int(time.time()), "status": status,
@@ -179,6 +187,8 @@ def responses_response(state: ServerState, reply: Reply, body: Body, answer: Ans
                          content_index=0, text=text, logprobs=[])
                 yield ev("response.content_part.done", item_id=item["id"],
                          output_index=index, content_index=0, part={**part, "text": text})
+            elif item["type"] == "compaction":
+                yield ev("response.output_item.added", output_index=index, item=item)
             else:
                 yield ev("response.output_item.added", output_index=index,
                          item={**item, "status": "in_progress", "arguments": ""})

@@ -19,6 +19,7 @@ from .messages import (
     Message,
     Node,
     Pin,
+    ProviderCompactionPart,
     ToolResultPart,
     TurnContext,
 )
@@ -103,6 +104,35 @@ def raw_start(branch: Branch) -> int:
         if branch.nodes[i].id == cp.first_kept_id:
             return i
     raise ValueError(f"first_kept_id {cp.first_kept_id!r} is not on the branch")
+
+
+def provider_compaction_index(branch: Branch) -> int | None:
+    """Index in `branch.nodes` of the latest message holding a provider's own compaction
+    (SPEC Y7) that no checkpoint has taken up yet (None: there is none)."""
+    stop = branch.latest_checkpoint_index
+    for i in range(len(branch.nodes) - 1, -1 if stop is None else stop, -1):
+        msg = branch.nodes[i].message
+        if msg is not None and any(isinstance(p, ProviderCompactionPart) for p in msg.parts):
+            return i
+    return None
+
+
+def provider_base(branch: Branch, index: int) -> tuple[Message, ...]:
+    """What the provider of the compaction at `index` needs first (SPEC Y7): Anthropic
+    accepts its block only as the conversation's first block, so its message from that
+    block on; OpenAI's compacted window keeps the items before its compaction item, so the
+    projected messages up to and including it."""
+    msg = branch.nodes[index].message
+    assert msg is not None
+    at = next(i for i, p in enumerate(msg.parts) if isinstance(p, ProviderCompactionPart))
+    part = msg.parts[at]
+    assert isinstance(part, ProviderCompactionPart)
+    if part.provider == "anthropic":
+        return (msg.model_copy(update={"parts": msg.parts[at:], "usage": None}),)
+    # The provider compacted everything the client held before its item: an earlier
+    # checkpoint's summary (or provider base) is superseded by it.
+    return tuple(n.message.model_copy(update={"usage": None})
+                 for n in branch.nodes[raw_start(branch):index + 1] if n.message is not None)
 
 
 def project(branch: Branch) -> Projection:

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.messages import Message
+from ..core.messages import Message, ProviderCompactionPart
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.errors import RequestTooLargeError
@@ -103,6 +103,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
     anthropic = parsed.protocol == "anthropic"
     breakpoints = _count_breakpoints(body) if anthropic else 0
     skip = False
+    prefix_at = 0  # where the checkpoint prefix is: after a provider's own compaction (Y7)
     for n, item in enumerate(items):
         if skip:
             skip = False
@@ -110,8 +111,17 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         if item.verbatim and item.index is not None:
             messages.append(wire[parsed.offset + item.index])  # the client's own JSON (Y2, Y4)
             continue
+        if item.index is None and n == prefix_at and _provider_base(item.message):
+            prefix_at = n + 1
+            if anthropic:
+                cache = breakpoints < MAX_BREAKPOINTS
+                base = anthropic_messages.render_provider_base(item.message, cache=cache)
+                if base is not None:
+                    breakpoints += int(cache)
+                    messages.append(base)
+            continue  # never shown to another protocol's provider
         rendered = render(item.message)
-        if anthropic and rendered and n == 0 and item.index is None:
+        if anthropic and rendered and n == prefix_at and item.index is None:
             # The checkpoint prefix (SPEC Y4: a stable prefix, worth a cache breakpoint).
             prefix = rendered[0]
             if breakpoints < MAX_BREAKPOINTS:
@@ -137,6 +147,10 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         opts.setdefault("include_usage", True)  # usage is what E1 records
         out["stream_options"] = opts
     return out
+
+
+def _provider_base(msg: Message) -> bool:
+    return any(isinstance(p, ProviderCompactionPart) for p in msg.parts)
 
 
 def _verbatim_user(parsed: Parsed, wire: list[Any],

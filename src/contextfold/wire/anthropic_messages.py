@@ -353,6 +353,26 @@ class StreamAssembler:
                            "usage": self._usage or None}, fallback_model, status)
 
 
+def render_provider_base(msg: Message, *, cache: bool = False) -> dict[str, Any] | None:
+    """A message holding Anthropic's own compaction block (SPEC Y7) as the first message of
+    a request: the block exactly as the API returned it, first (the API accepts it nowhere
+    else), then the rest of that message as `render_message` writes it; `cache` puts a
+    breakpoint on the block (a stable prefix). None when the message holds no such block
+    (another provider's compaction is never shown here)."""
+    blocks = [dict(p.data) for p in msg.parts
+              if isinstance(p, ProviderCompactionPart) and p.provider == "anthropic"]
+    if not blocks:
+        return None
+    if cache:
+        blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    rest = msg.model_copy(update={"parts": tuple(
+        p for p in msg.parts if not isinstance(p, ProviderCompactionPart))})
+    for rendered in render_message(rest):
+        blocks += [b for b in rendered.get("content") or [] if isinstance(b, dict)]
+    return {"role": msg.role if msg.role in ("user", "assistant") else "assistant",
+            "content": blocks}
+
+
 # --------------------------------------------------------------------------- errors
 
 
