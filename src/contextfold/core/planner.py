@@ -240,7 +240,8 @@ def plan_compaction(
         tail_clips=dict(boundary.clips),
         mask_before_id=mask_before_id,
         pins=projection.pins,
-        provider_base=() if previous_cp is None else previous_cp.provider_base,
+        provider_base=() if previous_cp is None else carried_base(previous_cp.provider_base,
+                                                                  boundary.kept),
     )
 
 
@@ -353,6 +354,22 @@ def build_checkpoint(
     if plan.pins:
         after += estimate_text(pins_text(plan.pins))
     return checkpoint.model_copy(update={"tokens_after_estimate": after})
+
+
+def carried_base(base: Sequence[Message], kept: Sequence[Node]) -> tuple[Message, ...]:
+    """A provider base (SPEC Y7) as the next checkpoint carries it: a tool call in it whose
+    result is neither in the base nor still kept raw is left out, because its result was
+    folded into the summary (K1: no call goes out without its result)."""
+    answered = {r.call_id for m in base for r in m.tool_results}
+    answered |= {r.call_id for n in kept if n.message is not None
+                 for r in n.message.tool_results}
+    out = []
+    for msg in base:
+        parts = tuple(p for p in msg.parts
+                      if not isinstance(p, ToolCallPart) or p.id in answered)
+        out.append(msg if len(parts) == len(msg.parts) else
+                   msg.model_copy(update={"parts": parts}))
+    return tuple(out)
 
 
 def adopt_provider_compaction(branch: Branch, budget: Budget) -> tuple[Plan, Checkpoint] | None:
