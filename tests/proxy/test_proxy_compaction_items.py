@@ -115,7 +115,7 @@ def test_an_anthropic_compaction_block_round_trips_and_is_never_summarised_y7(up
     with_cp = [r for r in later if "[contextfold checkpoint]" in json.dumps(r.body["messages"])]
     assert with_cp, "contextfold never compacted the rounds after the provider's compaction"
     assert "[contextfold checkpoint]" in json.dumps(with_cp[-1].body["messages"][1])
-    (info, nodes), = asyncio.run(_stored(db))
+    (_info, nodes), = asyncio.run(_stored(db))
     cps = [n.checkpoint for n in nodes if n.checkpoint is not None]
     assert cps[0].summarizer == "provider:anthropic" and cps[0].summary == ""
     own = [c for c in cps if not c.summarizer.startswith("provider:")]
@@ -172,7 +172,7 @@ def test_an_openai_compaction_item_round_trips_and_is_never_summarised_y7(upstre
         cp = [k for k, t in enumerate(texts) if "[contextfold checkpoint]" in t]
         assert all(k > at for k in cp)
     assert any("[contextfold checkpoint]" in json.dumps(r.body["input"]) for r in chats)
-    (info, nodes), = asyncio.run(_stored(db))
+    (_info, nodes), = asyncio.run(_stored(db))
     cps = [n.checkpoint for n in nodes if n.checkpoint is not None]
     assert cps[0].summarizer == "provider:openai"
     assert all(c.provider == "openai" for c in cps)
