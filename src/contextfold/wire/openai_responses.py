@@ -36,7 +36,7 @@ from ..core.messages import (
     ToolResultPart,
     Usage,
 )
-from .openai_chat import read_content
+from . import openai_chat
 from .parts import nonempty, text_of, tool_arguments
 from .plain import plain
 from .reply import MalformedReply, Reply, ReplyStatus, StopReason
@@ -155,8 +155,9 @@ def read_input(items: Sequence[Any], *, call_names: dict[str, str] | None = None
         role = item.get("role")
         if kind in (None, "message") and role in ("user", "system", "developer"):
             flush()
+            parts = tuple(openai_chat.read_content(item.get("content")))
             out.append(Grouped(Message(role="user" if role == "user" else "system",
-                                       parts=tuple(read_content(item.get("content")))), (i,)))
+                                       parts=parts), (i,)))
         elif kind in (None, "message") and role == "assistant":
             if any(isinstance(p, ToolCallPart) for p in reply):
                 flush()  # text after a call is the next response
