@@ -63,10 +63,23 @@ def _base_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _run(agent: str, argv: list[str], env: dict[str, str], cwd: Path) -> AgentRun:
+TIMED_OUT = -9  # the return code of a run stopped at its time limit
+
+
+def _run(agent: str, argv: list[str], env: dict[str, str], cwd: Path,
+         timeout: float = RUN_TIMEOUT) -> AgentRun:
+    """Run the agent; one still running after `timeout` seconds is stopped and reported as
+    `TIMED_OUT` with what it printed so far (a baseline that loops is measured, not hung)."""
     start = time.monotonic()
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT, check=False)
+    try:
+        done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as stopped:
+        def text(value: bytes | str | None) -> str:
+            return value.decode(errors="replace") if isinstance(value, bytes) else value or ""
+
+        return AgentRun(agent, TIMED_OUT, text(stopped.stdout), text(stopped.stderr),
+                        time.monotonic() - start)
     return AgentRun(agent, done.returncode, done.stdout, done.stderr, time.monotonic() - start)
 
 
@@ -133,7 +146,8 @@ def run_codex(openai_base_url: str, prompt: str, scratch: Path) -> AgentRun:
     return _run("codex", argv, env, scratch)
 
 
-def run_opencode(openai_base_url: str, prompt: str, scratch: Path) -> AgentRun:
+def run_opencode(openai_base_url: str, prompt: str, scratch: Path,
+                 timeout: float = RUN_TIMEOUT) -> AgentRun:
     """`opencode run` with an OpenAI-compatible provider at `openai_base_url` (…/v1), declared
     in the project's `opencode.json` (chat completions through `@ai-sdk/openai-compatible`)."""
     home = scratch / "opencode-home"
@@ -151,4 +165,4 @@ def run_opencode(openai_base_url: str, prompt: str, scratch: Path) -> AgentRun:
                XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local"),
                XDG_CACHE_HOME=str(home / ".cache"))
     argv = [str(OPENCODE_BIN), "run", "--model", f"local/{PI_MODEL}", prompt]
-    return _run("opencode", argv, env, scratch)
+    return _run("opencode", argv, env, scratch, timeout)

@@ -157,7 +157,7 @@ def _recording(task: LedgerTask, decisions: dict[int, str]) -> Any:
 
 @contextmanager
 def ledger_run(agent: str, scratch: Path, *, via_proxy: bool, parts: int = PARTS,
-               claude_tools: str = "Bash") -> Iterator[Outcome]:
+               claude_tools: str = "Bash", timeout: float | None = None) -> Iterator[Outcome]:
     """Run `agent` on the ledger task; yield the outcome while the servers still run."""
     task = LedgerTask(scratch / "ledger", parts=parts).write()
     decisions: dict[int, str] = {}
@@ -178,8 +178,12 @@ def ledger_run(agent: str, scratch: Path, *, via_proxy: bool, parts: int = PARTS
         # The tap relays paths unchanged, so its base URL takes the target's path prefix.
         tap = stack.enter_context(Tap(target.removesuffix("/v1")))
         client_url = tap.base_url + ("/v1" if openai else "")
-        run = (RUNNERS[agent](client_url, task.prompt, scratch) if openai
-               else run_claude(client_url, task.prompt, scratch, claude_tools))
+        if timeout is not None and agent == "opencode":
+            run = run_opencode(client_url, task.prompt, scratch, timeout)
+        elif openai:
+            run = RUNNERS[agent](client_url, task.prompt, scratch)
+        else:
+            run = run_claude(client_url, task.prompt, scratch, claude_tools)
         outcome = Outcome(agent, via_proxy, run, task, upstream, tap, decisions, proxy)
         if proxy is not None:
             outcome.sessions = stored_sessions(proxy.db_url)
