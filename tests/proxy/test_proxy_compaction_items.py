@@ -134,7 +134,9 @@ def test_an_anthropic_compaction_block_round_trips_and_is_never_summarised_y7(up
     assert block["encrypted_content"] not in json.dumps(to_anthropic(project(branch)).messages)
 
 
-def test_an_openai_compaction_item_round_trips_and_is_never_summarised_y7(upstream, db):
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "streamed"])
+def test_an_openai_compaction_item_round_trips_and_is_never_summarised_y7(upstream, db,
+                                                                         stream):
     proxy = _start(upstream, db, upstream.openai_url)
     oa = openai.OpenAI(base_url=proxy.url + "/v1", api_key=KEY, max_retries=0)
     items: list[dict[str, Any]] = [
@@ -147,8 +149,13 @@ def test_an_openai_compaction_item_round_trips_and_is_never_summarised_y7(upstre
             upstream.enqueue(Reply(text=f"batch {r}", tool_calls=(
                 ToolCallSpec("read", {"path": f"f{r}.py"}, id=f"call_{r}"),),
                 compaction=FACT if r == 0 else None), kind="chat")
-            response = oa.responses.create(model="local-model", input=items, tools=O_TOOLS,
-                                           max_output_tokens=600)
+            kwargs = dict(model="local-model", input=items, tools=O_TOOLS,
+                          max_output_tokens=600)
+            if stream:
+                with oa.responses.stream(**kwargs) as events:
+                    response = events.get_final_response()
+            else:
+                response = oa.responses.create(**kwargs)
             if r == 0:
                 assert isinstance(response.output[0], ResponseCompactionItem)  # SDK's type
                 compaction = response.output[0].model_dump(exclude_none=True)
