@@ -25,7 +25,7 @@ $(CHROMIUM):
 chromium: $(CHROMIUM)
 
 # The real agent CLIs tests/agent_clis drives through `contextfold proxy`, pinned by
-# .agents/package-lock.json (~440 MB, ~35-55 s from the registry). Installed once; skipped
+# .agents/package-lock.json (Pi, Claude Code, Codex, OpenCode: ~1.2 GB, ~2 min from the registry). Installed once; skipped
 # (with a message) where npm is missing, and the tests then skip unless CI requires them.
 AGENTS := .agents/node_modules/.installed
 $(AGENTS): .agents/package.json .agents/package-lock.json

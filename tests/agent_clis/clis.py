@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 AGENTS_DIR = ROOT / ".agents"
 PI_BIN = AGENTS_DIR / "node_modules" / ".bin" / "pi"
 CLAUDE_BIN = AGENTS_DIR / "node_modules" / ".bin" / "claude"
+CODEX_BIN = AGENTS_DIR / "node_modules" / ".bin" / "codex"
+OPENCODE_BIN = AGENTS_DIR / "node_modules" / ".bin" / "opencode"
 PI_MODEL = "local-model"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 # What the agents are told their model can hold: what a user who does not know the upstream's
@@ -62,10 +64,23 @@ def _base_env(home: Path) -> dict[str, str]:
     return env
 
 
-def _run(agent: str, argv: list[str], env: dict[str, str], cwd: Path) -> AgentRun:
+TIMED_OUT = -9  # the return code of a run stopped at its time limit
+
+
+def _run(agent: str, argv: list[str], env: dict[str, str], cwd: Path,
+         timeout: float = RUN_TIMEOUT) -> AgentRun:
+    """Run the agent; one still running after `timeout` seconds is stopped and reported as
+    `TIMED_OUT` with what it printed so far (a baseline that loops is measured, not hung)."""
     start = time.monotonic()
-    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                          stdin=subprocess.DEVNULL, timeout=RUN_TIMEOUT, check=False)
+    try:
+        done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as stopped:
+        def text(value: bytes | str | None) -> str:
+            return value.decode(errors="replace") if isinstance(value, bytes) else value or ""
+
+        return AgentRun(agent, TIMED_OUT, text(stopped.stdout), text(stopped.stderr),
+                        time.monotonic() - start)
     return AgentRun(agent, done.returncode, done.stdout, done.stderr, time.monotonic() - start)
 
 
@@ -111,3 +126,44 @@ def run_claude(anthropic_base_url: str, prompt: str, scratch: Path,
             "--dangerously-skip-permissions", "--model", CLAUDE_MODEL,
             "--tools", tools, *extra]
     return _run("claude", argv, env, scratch)
+
+
+def run_codex(openai_base_url: str, prompt: str, scratch: Path) -> AgentRun:
+    """`codex exec` with a model provider at `openai_base_url` (…/v1) speaking the Responses
+    API, every setting given as `-c key=value` (no config file, no login). Told its model
+    holds `ASSUMED_WINDOW` tokens, like the other agents, so its own compaction waits."""
+    home = scratch / "codex-home"
+    (home / ".codex").mkdir(parents=True, exist_ok=True)
+    env = _base_env(home)
+    env.update(CODEX_HOME=str(home / ".codex"), LOCAL_MODEL_KEY="sk-test")
+    provider = (f'{{name="local", base_url="{openai_base_url}", wire_api="responses", '
+                'env_key="LOCAL_MODEL_KEY"}')
+    argv = [str(CODEX_BIN), "exec", "--skip-git-repo-check",
+            "--dangerously-bypass-approvals-and-sandbox", "-m", PI_MODEL,
+            "-c", "model_provider=local", "-c", f"model_providers.local={provider}",
+            "-c", f"model_context_window={ASSUMED_WINDOW}",
+            "-c", "analytics.enabled=false", "-c", "check_for_update_on_startup=false",
+            prompt]
+    return _run("codex", argv, env, scratch)
+
+
+def run_opencode(openai_base_url: str, prompt: str, scratch: Path,
+                 timeout: float = RUN_TIMEOUT) -> AgentRun:
+    """`opencode run` with an OpenAI-compatible provider at `openai_base_url` (…/v1), declared
+    in the project's `opencode.json` (chat completions through `@ai-sdk/openai-compatible`)."""
+    home = scratch / "opencode-home"
+    home.mkdir(parents=True, exist_ok=True)
+    config = {"$schema": "https://opencode.ai/config.json", "autoupdate": False,
+              "share": "disabled", "model": f"local/{PI_MODEL}",
+              "provider": {"local": {"npm": "@ai-sdk/openai-compatible", "name": "local",
+                                     "options": {"baseURL": openai_base_url,
+                                                 "apiKey": "sk-test"},
+                                     "models": {PI_MODEL: {"name": PI_MODEL, "limit": {
+                                         "context": ASSUMED_WINDOW, "output": 4096}}}}}}
+    (scratch / "opencode.json").write_text(json.dumps(config, indent=2))
+    env = _base_env(home)
+    env.update(OPENCODE_DISABLE_AUTOUPDATE="1", OPENCODE_DISABLE_SHARE="1",
+               XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local"),
+               XDG_CACHE_HOME=str(home / ".cache"))
+    argv = [str(OPENCODE_BIN), "run", "--model", f"local/{PI_MODEL}", prompt]
+    return _run("opencode", argv, env, scratch, timeout)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from .clis import CLAUDE_BIN, PI_BIN
+from .clis import CLAUDE_BIN, CODEX_BIN, OPENCODE_BIN, PI_BIN
 
-_BINARIES = {"pi": PI_BIN, "claude": CLAUDE_BIN}
+_BINARIES = {"pi": PI_BIN, "claude": CLAUDE_BIN, "codex": CODEX_BIN, "opencode": OPENCODE_BIN}
 
 
 def _require(what: str) -> None:

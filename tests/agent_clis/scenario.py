@@ -21,8 +21,18 @@ from typing import Any
 
 from contextfold.core.validity import anthropic_problems, openai_problems
 from tests.fakeserver import FakeServer, Reply, fake_server
+from tests.fakeserver.responses import chat_view
 
-from .clis import CLAUDE_MODEL, PI_MODEL, ROOT, AgentRun, run_claude, run_pi
+from .clis import (
+    CLAUDE_MODEL,
+    PI_MODEL,
+    ROOT,
+    AgentRun,
+    run_claude,
+    run_codex,
+    run_opencode,
+    run_pi,
+)
 from .proxy_process import RunningProxy, contextfold_cli, running_proxy
 from .tap import Tap
 from .task import LedgerTask
@@ -30,8 +40,11 @@ from .task import LedgerTask
 WINDOW = 32_768
 PARTS = 40
 FIGURES_DIR = ROOT / "out" / "agents"
-PROTOCOL = {"pi": "openai", "claude": "anthropic"}
-MODEL = {"pi": PI_MODEL, "claude": CLAUDE_MODEL}
+# The protocol each agent speaks (Codex: the Responses API), and the proxy's --protocol.
+PROTOCOL = {"pi": "openai", "claude": "anthropic", "codex": "responses", "opencode": "openai"}
+PROXY_PROTOCOL = {"responses": "openai"}
+MODEL = {"pi": PI_MODEL, "claude": CLAUDE_MODEL, "codex": PI_MODEL, "opencode": PI_MODEL}
+RUNNERS = {"pi": run_pi, "codex": run_codex, "opencode": run_opencode}
 
 
 @dataclass
@@ -58,8 +71,11 @@ class Outcome:
         for i, request in enumerate(self.upstream.requests):
             if request.is_summary:
                 continue  # the proxy's own summariser call, judged by the fake's validation
-            check = openai_problems if self.protocol == "openai" else anthropic_problems
-            problems = check(request.messages)
+            if self.protocol == "responses":
+                problems = openai_problems(chat_view(request.body)["messages"])
+            else:
+                check = openai_problems if self.protocol == "openai" else anthropic_problems
+                problems = check(request.messages)
             if problems:
                 found.append((i, problems))
         return found
@@ -127,7 +143,8 @@ def _recording(task: LedgerTask, decisions: dict[int, str]) -> Any:
     def respond(protocol: str, body: dict[str, Any]) -> Reply:
         reply = task.respond(protocol, body)
         if reply.tool_calls:
-            command = str(reply.tool_calls[0].arguments.get("command", ""))
+            args = reply.tool_calls[0].arguments
+            command = str(args.get("command", args.get("cmd", "")))
             kind = f"read {int(command.rsplit('part_', 1)[1][:2])}"
         else:
             kind = "final" if (reply.text or "").startswith("AUDIT") else "note"
@@ -140,7 +157,7 @@ def _recording(task: LedgerTask, decisions: dict[int, str]) -> Any:
 
 @contextmanager
 def ledger_run(agent: str, scratch: Path, *, via_proxy: bool, parts: int = PARTS,
-               claude_tools: str = "Bash") -> Iterator[Outcome]:
+               claude_tools: str = "Bash", timeout: float | None = None) -> Iterator[Outcome]:
     """Run `agent` on the ledger task; yield the outcome while the servers still run."""
     task = LedgerTask(scratch / "ledger", parts=parts).write()
     decisions: dict[int, str] = {}
@@ -149,18 +166,24 @@ def ledger_run(agent: str, scratch: Path, *, via_proxy: bool, parts: int = PARTS
             context_window=WINDOW, count_max_tokens=True,
             openai_flavor="vllm" if agent == "pi" else "openai"))
         upstream.respond_with(_recording(task, decisions))
-        up_url = upstream.openai_url if agent == "pi" else upstream.anthropic_url
+        openai = agent != "claude"
+        up_url = upstream.openai_url if openai else upstream.anthropic_url
         proxy = None
         target = up_url
         if via_proxy:
+            protocol = PROXY_PROTOCOL.get(PROTOCOL[agent], PROTOCOL[agent])
             proxy = stack.enter_context(running_proxy(
-                up_url, PROTOCOL[agent], MODEL[agent], WINDOW, scratch))
-            target = proxy.base_url + ("/v1" if agent == "pi" else "")
+                up_url, protocol, MODEL[agent], WINDOW, scratch))
+            target = proxy.base_url + ("/v1" if openai else "")
         # The tap relays paths unchanged, so its base URL takes the target's path prefix.
         tap = stack.enter_context(Tap(target.removesuffix("/v1")))
-        client_url = tap.base_url + ("/v1" if agent == "pi" else "")
-        run = (run_pi(client_url, task.prompt, scratch) if agent == "pi"
-               else run_claude(client_url, task.prompt, scratch, claude_tools))
+        client_url = tap.base_url + ("/v1" if openai else "")
+        if timeout is not None and agent == "opencode":
+            run = run_opencode(client_url, task.prompt, scratch, timeout)
+        elif openai:
+            run = RUNNERS[agent](client_url, task.prompt, scratch)
+        else:
+            run = run_claude(client_url, task.prompt, scratch, claude_tools)
         outcome = Outcome(agent, via_proxy, run, task, upstream, tap, decisions, proxy)
         if proxy is not None:
             outcome.sessions = stored_sessions(proxy.db_url)

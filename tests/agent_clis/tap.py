@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
+from tests.fakeserver.responses import chat_view
 from tests.fakeserver.tokens import prompt_tokens
 
 _HOP = {"host", "content-length", "transfer-encoding", "connection", "content-encoding",
@@ -81,7 +82,7 @@ class Tap:
         """The client's model calls (chat completions or messages, not count_tokens)."""
         with self._lock:
             return [s for s in self.sent if s.method == "POST" and s.path.endswith(
-                ("/chat/completions", "/messages"))]
+                ("/chat/completions", "/messages", "/responses"))]
 
     async def _relay(self, request: Request) -> Response:
         raw = await request.body()
@@ -90,6 +91,8 @@ class Tap:
         if raw:
             try:
                 body: dict[str, Any] = json.loads(raw)
+                if path.endswith("/responses"):  # counted like the fake upstream counts it
+                    body = chat_view(body)
                 tokens, count = prompt_tokens(body)[0], len(body.get("messages") or [])
             except ValueError:
                 pass

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakeserver import Reply, ToolCallSpec
+from tests.fakeserver.responses import chat_view
 from tests.fakeserver.tokens import _content_text
 
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
           "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
           "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu")
 MARKER = re.compile(r"END OF PART (\d+) OF (\d+) - seal: (S\d+-[0-9a-f]{10})")
-SHELL_TOOLS = ("bash", "Bash")
+SHELL_TOOLS = ("bash", "Bash", "exec_command")  # Pi, Claude Code, Codex
 FINAL_PREFIX = "AUDIT COMPLETE"
 
 
@@ -80,6 +81,8 @@ class LedgerTask:
 
     def respond(self, protocol: str, body: dict[str, Any]) -> Reply:
         """The model's next move, decided from this request alone (see the module docstring)."""
+        if protocol == "responses":  # Codex: read the Responses items as chat messages
+            body, protocol = chat_view(body), "openai"
         tool = _shell_tool(body)
         if tool is None or _asks_for_summary(protocol, body):
             return Reply(text=_progress_note(body))
@@ -92,7 +95,7 @@ class LedgerTask:
             last = next(s for p, _, s in found if int(p) == self.parts)
             return Reply(text=f"{FINAL_PREFIX} {self.parts}/{self.parts} seal {last}")
         command = f"cat {self.path(done + 1)}"
-        arguments: dict[str, Any] = {"command": command}
+        arguments: dict[str, Any] = {"cmd" if tool == "exec_command" else "command": command}
         if tool == "Bash":
             arguments["description"] = f"Read ledger part {done + 1}"
         return Reply(text=f"Reading part {done + 1}.", tool_calls=(ToolCallSpec(tool, arguments),))

@@ -214,6 +214,46 @@ def _openai_unanswered(pending: list[str], at: int) -> Body:
     )
 
 
+def _starts_with_compaction(messages: list[Any]) -> bool:
+    content = messages[0].get("content")
+    return isinstance(content, list) and bool(content) and isinstance(content[0], dict) \
+        and content[0].get("type") == "compaction"
+
+
+def _compactions(messages: list[Any]) -> list[tuple[int, int]]:
+    return [(i, j) for i, m in enumerate(messages) if isinstance(m.get("content"), list)
+            for j, b in enumerate(m["content"])
+            if isinstance(b, dict) and b.get("type") == "compaction"]
+
+
+def anthropic_effective(body: Body) -> Body:
+    """What the Messages API reads of a request with a compaction block: it drops every
+    block before the (latest) compaction block, so only the rest is counted."""
+    messages = body.get("messages")
+    found = _compactions(messages) if isinstance(messages, list) else []
+    if not found:
+        return body
+    i, j = found[-1]
+    head = {**messages[i], "content": messages[i]["content"][j:]}
+    return {**body, "messages": [head, *messages[i + 1:]]}
+
+
+def _compaction_problem(messages: list[Any]) -> Body | None:
+    """The compaction errors the installed SDK names (`CompactionBlockMisplacedError`,
+    `CompactionBlockAmbiguousError`): a block only in an assistant turn, and only one
+    block with content per request."""
+    found = _compactions(messages)
+    if len([1 for i, j in found if messages[i]["content"][j].get("content")]) > 1:
+        return anthropic_error("invalid_request_error", "compaction_block_ambiguous: send "
+                               "only the compaction block the conversation returned last")
+    for i, j in found:
+        if messages[i].get("role") != "assistant":
+            return anthropic_error("invalid_request_error", f"messages.{i}.content.{j}: "
+                                   "compaction_block_misplaced: a compaction block belongs "
+                                   "in an assistant turn")
+    return None
+
+
 def anthropic_request_problem(body: Body) -> Body | None:
     """The 400 body the Messages API would answer this request with, if any."""
     messages = body.get("messages")
@@ -222,7 +262,10 @@ def anthropic_request_problem(body: Body) -> Body | None:
                                "messages: at least one message is required")
     if body.get("max_tokens") is None:
         return anthropic_error("invalid_request_error", "max_tokens: Field required")
-    if messages[0].get("role") != "user":
+    problem = _compaction_problem(messages)
+    if problem is not None:
+        return problem
+    if messages[0].get("role") != "user" and not _starts_with_compaction(messages):
         return anthropic_error(
             "invalid_request_error", 'messages: first message must use the "user" role'
         )

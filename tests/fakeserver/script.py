@@ -45,6 +45,9 @@ class Reply:
     stop_reason     protocol stop reason to report instead of the natural one
     report_usage    False: leave usage out (e.g. a local server that never reports it)
     cut_stream_after  end a streaming answer abruptly after this many text deltas
+    compaction      the provider compacted the conversation (SPEC Y7): the answer starts
+                    with its compaction block (Anthropic, this text as its `content`) or
+                    item (Responses), with opaque `encrypted_content`
     """
 
     text: str | None = None
@@ -62,6 +65,7 @@ class Reply:
     stop_reason: str | None = None
     report_usage: bool = True
     cut_stream_after: int | None = None
+    compaction: str | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from .script import Reply, ReplyKind, ServerConfig, ToolCallSpec
 from .summaries import make_summary
 from .tokens import REPLY_PRIMING, count_text
 
-Protocol = Literal["openai", "anthropic"]
+Protocol = Literal["openai", "anthropic", "responses"]
 # Decides a reply from the request itself (protocol, body) when no scripted reply is queued:
 # a stateless "model" that stays correct whatever the client resent or compacted.
 Responder = Callable[[Protocol, dict[str, Any]], Reply]

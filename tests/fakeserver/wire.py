@@ -107,6 +107,13 @@ def openai_response(state: ServerState, reply: Reply, body: dict[str, Any], answ
 # --------------------------------------------------------------------------- Anthropic
 
 
+def compaction_block(summary: str) -> dict[str, Any]:
+    """Anthropic's compaction block (`compact_20260112`, `BetaCompactionBlock`): the summary
+    in `content`, opaque `encrypted_content` to be sent back verbatim."""
+    return {"type": "compaction", "content": summary,
+            "encrypted_content": "EncAnthropic::" + summary.encode().hex()[:64]}
+
+
 _ANTHROPIC_STOP = {"end": "end_turn", "tool": "tool_use", "length": "max_tokens"}
 
 
@@ -130,6 +137,8 @@ def anthropic_response(state: ServerState, reply: Reply, body: dict[str, Any],
                 media_type="text/event-stream")
         return Response('{"id": "msg_broken", "content": [', media_type="application/json")
     content: list[dict[str, Any]] = []
+    if reply.compaction is not None:
+        content.append(compaction_block(reply.compaction))
     if answer.text:
         content.append({"type": "text", "text": answer.text})
     content += [{"type": "tool_use", "id": cid, "name": s.name, "input": s.arguments}
@@ -146,8 +155,18 @@ def anthropic_response(state: ServerState, reply: Reply, body: dict[str, Any],
             "id": ident, "type": "message", "role": "assistant", "model": model, "content": [],
             "stop_reason": None, "stop_sequence": None, "usage": start_usage}}, "message_start")
         index = 0
+        if reply.compaction is not None:  # SPEC Y7: streamed as one compaction delta
+            block = compaction_block(reply.compaction)
+            yield _sse({"type": "content_block_start", "index": 0, "content_block": {
+                "type": "compaction", "content": None, "encrypted_content": None}},
+                "content_block_start")
+            yield _sse({"type": "content_block_delta", "index": 0, "delta": {
+                "type": "compaction_delta", "content": block["content"],
+                "encrypted_content": block["encrypted_content"]}}, "content_block_delta")
+            yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+            index = 1
         if answer.text:
-            yield _sse({"type": "content_block_start", "index": 0,
+            yield _sse({"type": "content_block_start", "index": index,
                         "content_block": {"type": "text", "text": ""}}, "content_block_start")
             yield _sse({"type": "ping"}, "ping")
             for n, piece in enumerate(_chunks(answer.text, state.config.stream_chunk_chars)):
@@ -155,11 +174,11 @@ def anthropic_response(state: ServerState, reply: Reply, body: dict[str, Any],
                     return
                 if reply.chunk_delay:
                     await wait(state, reply.chunk_delay)
-                yield _sse({"type": "content_block_delta", "index": 0,
+                yield _sse({"type": "content_block_delta", "index": index,
                             "delta": {"type": "text_delta", "text": piece}},
                            "content_block_delta")
-            yield _sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
-            index = 1
+            yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
+            index += 1
         for cid, spec in answer.calls:
             yield _sse({"type": "content_block_start", "index": index,
                         "content_block": {"type": "tool_use", "id": cid, "name": spec.name,

@@ -39,6 +39,7 @@ from .messages import (
     FilePart,
     Message,
     Node,
+    ProviderCompactionPart,
     ReasoningPart,
     TextPart,
     ToolCallPart,
@@ -156,6 +157,9 @@ def _message_tokens(msg: Message, capacity: ModelCapacity | None,
                 total += capacity.image_tokens if part.is_image else capacity.file_tokens
         elif isinstance(part, ApprovalPart):
             total += APPROVAL_TOKENS
+        elif isinstance(part, ProviderCompactionPart):
+            # SPEC Y7: opaque to us; what it weighs on the wire is its JSON.
+            total += count(json.dumps(part.data, ensure_ascii=False, sort_keys=True))
         elif isinstance(part, _RESOURCES):
             total += count(render_resource(part))  # type: ignore[arg-type]
     return total
@@ -222,7 +226,8 @@ class MessageCosts:
                 tokens = _message_tokens(msg, self.capacity, self._count)
             else:
                 assert cp is not None
-                tokens = MESSAGE_OVERHEAD + self._count(checkpoint_text(cp))
+                tokens = MESSAGE_OVERHEAD + self._count(checkpoint_text(cp)) + sum(
+                    _message_tokens(m, self.capacity, self._count) for m in cp.provider_base)
             self._tokens[key] = tokens
             self.computed += 1
         return tokens
@@ -230,8 +235,11 @@ class MessageCosts:
 
 def estimate_checkpoint(cp: Checkpoint, family: str | None = None, *,
                         counter: Callable[[str], int] | None = None) -> int:
-    """Tokens of the checkpoint summary message exactly as the model sees it."""
-    return MESSAGE_OVERHEAD + _text_counter(family, counter)(checkpoint_text(cp))
+    """Tokens of the checkpoint summary message exactly as the model sees it, with the
+    provider compaction it starts from (SPEC Y7)."""
+    count = _text_counter(family, counter)
+    return MESSAGE_OVERHEAD + count(checkpoint_text(cp)) + sum(
+        _message_tokens(m, None, count) for m in cp.provider_base)
 
 
 def _system_tokens(system: str | None, count: Callable[[str], int]) -> int:

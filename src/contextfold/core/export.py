@@ -64,8 +64,9 @@ class _Groups(list[_Group]):
 
 def _build_groups(projection: Projection) -> list[_Group]:
     groups = _Groups()
-    if projection.summary is not None:
-        groups.side("user").texts.append(checkpoint_text(projection.summary))
+    text = checkpoint_text(projection.summary) if projection.summary is not None else ""
+    if text:  # "" for a checkpoint that is only a provider's compaction (SPEC Y7)
+        groups.side("user").texts.append(text)
     if projection.pins:
         groups.side("user").texts.append(pins_text(projection.pins))  # SPEC N1: after summary
     recalled = projection.recalled

@@ -100,6 +100,7 @@ def plan_masking(
         ledger=previous_cp.ledger if previous_cp is not None else Ledger(),
         masked_before_id=raw[cut].id,
         pins=projection.pins,
+        provider_base=() if previous_cp is None else previous_cp.provider_base,
     )
     preview = Projection(
         checkpoint=Node(id=f"(masking-preview:{leaf.id}:{raw[cut].id})", parent_id=leaf.id,
@@ -139,6 +140,7 @@ def plan_masking(
         action="mask",
         mask_before_id=raw[cut].id,
         pins=projection.pins,
+        provider_base=() if previous_cp is None else previous_cp.provider_base,
     )
 
 
@@ -164,6 +166,7 @@ def build_mask_checkpoint(plan: Plan, *, model: str | None = None) -> Checkpoint
         },
         pins=plan.pins,
         masked_before_id=plan.mask_before_id,
+        provider_base=plan.provider_base,
     )
     after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
     return checkpoint.model_copy(update={"tokens_after_estimate": after})

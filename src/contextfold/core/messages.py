@@ -92,6 +92,18 @@ class FilePart(Value):
         return self.media_type.startswith("image/")
 
 
+class ProviderCompactionPart(Value):
+    """A provider's own compaction of the conversation so far (SPEC Y7): OpenAI's
+    `compaction` input item, Anthropic's `compaction` content block. `data` is the item or
+    block exactly as the provider wrote it (its encrypted content is opaque): it is stored,
+    counted and sent back to that provider unchanged, never summarised and never shown to
+    another provider."""
+
+    type: Literal["provider_compaction"] = "provider_compaction"
+    provider: Literal["openai", "anthropic"]
+    data: dict[str, Any]
+
+
 # Typed research resources (SPEC R6). Each holds what resumption needs plus, where a tool
 # returned content, the content itself (`text`), which the serialiser may truncate.
 
@@ -163,6 +175,7 @@ Part = Annotated[
     | ToolResultPart
     | ApprovalPart
     | FilePart
+    | ProviderCompactionPart
     | ZoteroItemPart
     | PdfPagePart
     | EpubLocationPart
@@ -343,6 +356,20 @@ class Checkpoint(Value):
     tail_clips: dict[str, NonNegativeInt] = Field(default_factory=dict)
     pins: tuple[Pin, ...] = ()
     masked_before_id: str | None = None
+    # SPEC Y7: a provider's own compaction this checkpoint starts from: the messages that
+    # provider needs first (its compaction item or block, and for OpenAI the items its
+    # compacted window kept before it), sent back to it as they came. Never summarised;
+    # every later checkpoint carries them forward and summarises only what follows.
+    provider_base: tuple[Message, ...] = ()
+
+    @property
+    def provider(self) -> str | None:
+        """The provider whose compaction this checkpoint starts from (None: none)."""
+        for msg in self.provider_base:
+            for part in msg.parts:
+                if isinstance(part, ProviderCompactionPart):
+                    return part.provider
+        return None
 
 
 Payload = Annotated[Message | Checkpoint | PinEvent, Field(discriminator="kind")]

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from .budget import Budget
 from .identifiers import combine_identifiers, identifiers_by_message
-from .messages import Ledger, LedgerEntry, Node, Pin, TurnContext
+from .messages import Ledger, LedgerEntry, Message, Node, Pin, TurnContext
 from .projection import Projection
 
 Trigger = Literal["manual", "auto", "preflight"]
@@ -88,6 +88,8 @@ class Plan:
     # while its node is still in the kept tail); None: nothing masked.
     mask_before_id: str | None = None
     pins: tuple[Pin, ...] = ()  # SPEC N2: active pins, carried by the checkpoint
+    # SPEC Y7: the provider compaction the previous checkpoint started from, carried on.
+    provider_base: tuple[Message, ...] = ()
     # Each newly old message's identifiers, as the planner extracted them for the ledger
     # (None: extracted on first use). Not part of the plan's identity.
     extracted: Mapping[str, tuple[LedgerEntry, ...]] | None = field(

@@ -21,6 +21,7 @@ from .budget import Budget, ModelCapacity
 from .estimator import (
     Estimate,
     MessageCosts,
+    estimate_message,
     estimate_request,
     estimate_text,
     model_text_counter,
@@ -36,10 +37,18 @@ from .mask_planner import (
 )
 from .masking import apply_mask
 from .messages import RESOURCE_PART_TYPES as _RESOURCE_TYPES
-from .messages import Checkpoint, Ledger, Message, Node, ToolCallPart
+from .messages import Checkpoint, Ledger, Message, Node, ProviderCompactionPart, ToolCallPart
 from .pins import pins_text
 from .plan import NoOp, Plan, Profile, RequestPrefix, Trigger
-from .projection import Projection, checkpoint_text, fixed_part, project, raw_start
+from .projection import (
+    Projection,
+    checkpoint_text,
+    fixed_part,
+    project,
+    provider_base,
+    provider_compaction_index,
+    raw_start,
+)
 from .serialize import SerializeLimits, split_into_chunks
 from .split_turn import split_turn_context, turn_context_tokens
 from .tree import Branch, check_stability
@@ -106,6 +115,11 @@ def plan_compaction(
     if not stability.stable:
         return NoOp("tool workflow not settled: " + "; ".join(stability.reasons), trigger,
                     "unstable")
+    if provider_compaction_index(branch) is not None:
+        # SPEC Y7: a provider's compaction is taken up as it is (`adopt_provider_compaction`),
+        # never summarised again; contextfold compacts only what follows it.
+        return NoOp("the provider's own compaction is not taken up yet", trigger,
+                    "provider_compaction")
 
     if costs is None or costs.capacity != capacity:
         costs = MessageCosts(capacity)
@@ -231,6 +245,8 @@ def plan_compaction(
         mask_before_id=mask_before_id,
         pins=projection.pins,
         request=RequestPrefix(projection, system, tuple(tools or ())),
+        provider_base=() if previous_cp is None else carried_base(previous_cp.provider_base,
+                                                                  boundary.kept),
     )
 
 
@@ -336,11 +352,66 @@ def build_checkpoint(
         tail_clips=dict(plan.tail_clips),
         pins=plan.pins,
         masked_before_id=plan.mask_before_id,
+        provider_base=plan.provider_base,
     )
-    after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens
+    after = estimate_text(checkpoint_text(checkpoint)) + plan.kept_tokens + sum(
+        estimate_message(m) for m in plan.provider_base)
     if plan.pins:
         after += estimate_text(pins_text(plan.pins))
     return checkpoint.model_copy(update={"tokens_after_estimate": after})
+
+
+def carried_base(base: Sequence[Message], kept: Sequence[Node]) -> tuple[Message, ...]:
+    """A provider base (SPEC Y7) as the next checkpoint carries it: a tool call in it whose
+    result is neither in the base nor still kept raw is left out, because its result was
+    folded into the summary (K1: no call goes out without its result)."""
+    answered = {r.call_id for m in base for r in m.tool_results}
+    answered |= {r.call_id for n in kept if n.message is not None
+                 for r in n.message.tool_results}
+    out = []
+    for msg in base:
+        parts = tuple(p for p in msg.parts
+                      if not isinstance(p, ToolCallPart) or p.id in answered)
+        out.append(msg if len(parts) == len(msg.parts) else
+                   msg.model_copy(update={"parts": parts}))
+    return tuple(out)
+
+
+def adopt_provider_compaction(branch: Branch, budget: Budget) -> tuple[Plan, Checkpoint] | None:
+    """The checkpoint that takes up the latest provider compaction on `branch` (SPEC Y7),
+    with the plan its conditional commit checks; None when there is none to take up.
+
+    Nothing is summarised: the checkpoint's summary is empty and its `provider_base` holds
+    what that provider needs first; the messages after the compaction stay raw (its
+    `first_kept_id`), and every later checkpoint carries the base forward.
+    """
+    index = provider_compaction_index(branch)
+    leaf = branch.leaf
+    if index is None or leaf is None or not check_stability(branch).stable:
+        return None
+    after = [n for n in branch.nodes[index + 1:] if n.message is not None]
+    previous = branch.latest_checkpoint
+    previous_cp = previous.checkpoint if previous is not None else None
+    base = provider_base(branch, index)
+    first_kept = after[0].id if after else None
+    pins = project(branch).pins
+    plan = Plan(trigger="auto", session_leaf_id=leaf.id, branch_revision=branch.revision,
+                first_kept_id=first_kept,
+                previous_checkpoint_id=None if previous is None else previous.id,
+                previous_summary=None, previous_ledger=Ledger(), newly_old=(),
+                kept=tuple(after), chunks=(), tokens_before=0, kept_tokens=0,
+                newly_old_tokens=0, budget=budget, summarizer_budget=budget,
+                profile=previous_cp.profile if previous_cp is not None else "coding",
+                boundary_moved=True, pins=pins, provider_base=base)
+    provider = next(p.provider for m in base for p in m.parts
+                    if isinstance(p, ProviderCompactionPart))
+    checkpoint = Checkpoint(summary="", first_kept_id=first_kept, tokens_before=0,
+                            model=budget.model, profile=plan.profile,
+                            summarizer=f"provider:{provider}",
+                            details={"trigger": "provider", "provider": provider,
+                                     "previous_checkpoint_id": plan.previous_checkpoint_id},
+                            pins=pins, provider_base=base)
+    return plan, checkpoint
 
 
 def projection_after(plan: Plan, checkpoint: Checkpoint,

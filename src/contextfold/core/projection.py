@@ -19,6 +19,7 @@ from .messages import (
     Message,
     Node,
     Pin,
+    ProviderCompactionPart,
     ToolResultPart,
     TurnContext,
 )
@@ -95,17 +96,25 @@ def prefix_text(projection: Projection, recall_tools: tuple[str, str] | None = N
     before the latest user message, so a new block never changes the cached prefix.
     `recall_tools`: the client's own names of the recall tools (SPEC L6, `checkpoint_text`)."""
     blocks = []
-    if projection.summary is not None:
-        blocks.append(checkpoint_text(projection.summary, recall_tools))
+    text = checkpoint_text(projection.summary, recall_tools) if projection.summary else ""
+    if text:  # "" for a checkpoint that is only a provider's compaction (SPEC Y7)
+        blocks.append(text)
     if projection.pins:
         blocks.append(pins_text(projection.pins))
     return "\n\n".join(blocks) if blocks else None
 
 
 def fixed_part(projection: Projection) -> Projection:
-    """What of `projection` no compaction shrinks: its pins (SPEC N1), without the history.
-    Estimated with the system prompt, tools and drafts, it is the floor of every request."""
-    return Projection(checkpoint=None, messages=(), pins=projection.pins)
+    """What of `projection` no compaction shrinks: its pins (SPEC N1) and a provider's own
+    compaction (SPEC Y7), without the history. Estimated with the system prompt, tools and
+    drafts, it is the floor of every request."""
+    cp = projection.summary
+    if cp is None or not cp.provider_base:
+        return Projection(checkpoint=None, messages=(), pins=projection.pins)
+    assert projection.checkpoint is not None
+    base = Node(id=f"{projection.checkpoint.id}:provider-base", payload=Checkpoint(
+        summary="", first_kept_id=None, tokens_before=0, provider_base=cp.provider_base))
+    return Projection(checkpoint=base, messages=(), pins=projection.pins)
 
 
 def raw_start(branch: Branch) -> int:
@@ -127,6 +136,35 @@ def raw_start(branch: Branch) -> int:
         if branch.nodes[i].id == cp.first_kept_id:
             return i
     raise ValueError(f"first_kept_id {cp.first_kept_id!r} is not on the branch")
+
+
+def provider_compaction_index(branch: Branch) -> int | None:
+    """Index in `branch.nodes` of the latest message holding a provider's own compaction
+    (SPEC Y7) that no checkpoint has taken up yet (None: there is none)."""
+    stop = branch.latest_checkpoint_index
+    for i in range(len(branch.nodes) - 1, -1 if stop is None else stop, -1):
+        msg = branch.nodes[i].message
+        if msg is not None and any(isinstance(p, ProviderCompactionPart) for p in msg.parts):
+            return i
+    return None
+
+
+def provider_base(branch: Branch, index: int) -> tuple[Message, ...]:
+    """What the provider of the compaction at `index` needs first (SPEC Y7): Anthropic
+    accepts its block only as the conversation's first block, so its message from that
+    block on; OpenAI's compacted window keeps the items before its compaction item, so the
+    projected messages up to and including it."""
+    msg = branch.nodes[index].message
+    assert msg is not None
+    at = next(i for i, p in enumerate(msg.parts) if isinstance(p, ProviderCompactionPart))
+    part = msg.parts[at]
+    assert isinstance(part, ProviderCompactionPart)
+    if part.provider == "anthropic":
+        return (msg.model_copy(update={"parts": msg.parts[at:], "usage": None}),)
+    # The provider compacted everything the client held before its item: an earlier
+    # checkpoint's summary (or provider base) is superseded by it.
+    return tuple(n.message.model_copy(update={"usage": None})
+                 for n in branch.nodes[raw_start(branch):index + 1] if n.message is not None)
 
 
 def project(branch: Branch) -> Projection:
@@ -294,8 +332,13 @@ def render_turn_context(turn: TurnContext) -> str:
 
 def checkpoint_text(cp: Checkpoint, recall_tools: tuple[str, str] | None = None) -> str:
     """The summary message body exactly as the model sees it (`recall_tools`: the client's
-    own names of the recall tools, which the recall note then names, `recall_note`)."""
+    own names of the recall tools, which the recall note then names, `recall_note`); "" for
+    a checkpoint that is only a provider's own compaction (SPEC Y7: nothing of contextfold's
+    to say yet)."""
     summary = cp.summary.strip()
+    if cp.provider_base and not summary and cp.masked_before_id is None and \
+            not cp.ledger.entries and cp.turn is None:
+        return ""
     head = [SUMMARY_HEADER, "", summary] if summary else [MASK_ONLY_HEADER]
     return "\n".join(head + _frame(cp.ledger, cp.turn, cp.masked_before_id, recall_tools))
 

@@ -239,10 +239,14 @@ def create_app(config: ProxyConfig) -> Starlette:
             await client.aclose()
             await store.close()
 
+    from .responses import responses_endpoint  # imports this module's helpers
+
     methods = ["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"]
     return protect(Starlette(routes=[
         Route("/v1/chat/completions", _openai, methods=["POST"]),
         Route("/chat/completions", _openai, methods=["POST"]),
         Route("/v1/messages", _anthropic, methods=["POST"]),
+        Route("/v1/responses", responses_endpoint, methods=["POST"]),  # SPEC Y6
+        Route("/responses", responses_endpoint, methods=["POST"]),
         Route("/{path:path}", _passthrough, methods=methods),
     ], lifespan=lifespan), config)

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.messages import Message
+from ..core.messages import Message, ProviderCompactionPart
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.errors import RequestTooLargeError
@@ -120,6 +120,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
     anthropic = parsed.protocol == "anthropic"
     breakpoints = _count_breakpoints(body) if anthropic else 0
     skip = False
+    prefix_at = 0  # where the checkpoint prefix is: after a provider's own compaction (Y7)
     for n, item in enumerate(items):
         if skip:
             skip = False
@@ -127,12 +128,21 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         if item.verbatim and item.index is not None:
             messages.append(wire[parsed.offset + item.index])  # the client's own JSON (Y2, Y4)
             continue
+        if item.index is None and n == prefix_at and _provider_base(item.message):
+            prefix_at = n + 1
+            if anthropic:
+                cache = breakpoints < MAX_BREAKPOINTS
+                base = anthropic_messages.render_provider_base(item.message, cache=cache)
+                if base is not None:
+                    breakpoints += int(cache)
+                    messages.append(base)
+            continue  # never shown to another protocol's provider
         rendered = render(item.message)
         if anthropic and rendered and item.index is None:
             # The checkpoint prefix (SPEC Y4: a stable prefix, worth a cache breakpoint),
             # or the recall block (SPEC L5) before the latest request.
             prefix = rendered[0]
-            if n == 0 and breakpoints < MAX_BREAKPOINTS:
+            if n == prefix_at and breakpoints < MAX_BREAKPOINTS:
                 prefix["content"][0]["cache_control"] = {"type": "ephemeral"}
                 breakpoints += 1
             first = _verbatim_user(parsed, wire, items[n + 1] if n + 1 < len(items) else None)
@@ -164,6 +174,10 @@ def known_bytes(parsed: Parsed, body: dict[str, Any]) -> dict[int, bytes]:
         return {}
     wire = body["messages"][parsed.offset:]
     return {id(m): b for m, b in zip(wire, parsed.raw, strict=True)}
+
+
+def _provider_base(msg: Message) -> bool:
+    return any(isinstance(p, ProviderCompactionPart) for p in msg.parts)
 
 
 def _verbatim_user(parsed: Parsed, wire: list[Any],

@@ -36,7 +36,12 @@ from ..core.fit import tighter_budget
 from ..core.mask_planner import MASKING_SUMMARIZER
 from ..core.messages import Checkpoint, Message, Usage
 from ..core.plan import NoOp, Plan, Trigger
-from ..core.planner import build_checkpoint, plan_compaction, projection_after
+from ..core.planner import (
+    adopt_provider_compaction,
+    build_checkpoint,
+    plan_compaction,
+    projection_after,
+)
 from ..core.prices import Cost, cache_rules, request_cost
 from ..core.projection import checkpoint_text, project
 from ..core.resolver import user_prices
@@ -388,3 +393,24 @@ def _fit_tighter(written: _Written, planned: Callable[[Budget], Plan | NoOp],
             break
         best = candidate
     return best
+
+
+async def take_up_provider_compaction(store: CompactionStore, session_id: str, branch: Branch,
+                                      budget: Budget) -> CompactionOutcome | None:
+    """SPEC Y7: commit the checkpoint that starts from a provider's own compaction on
+    `branch` (nothing summarised, `core.planner.adopt_provider_compaction`); None when the
+    branch has none to take up or its tool workflow is not settled yet (the next call
+    tries again). A stale commit (the branch moved) is reported as such."""
+    adopted = adopt_provider_compaction(branch, budget)
+    if adopted is None:
+        return None
+    plan, checkpoint = adopted
+    async with store.compaction_lease(session_id):
+        result = await store.commit_checkpoint(plan, checkpoint, session_id=session_id)
+    if result.status != "committed":
+        return CompactionOutcome(status="stale", reason=result.reason, code="stale",
+                                 trigger="auto")
+    return CompactionOutcome(
+        status="compacted", checkpoint_id=result.checkpoint.id if result.checkpoint else None,
+        first_kept_id=plan.first_kept_id, kept_messages=len(plan.kept),
+        summarizer=checkpoint.summarizer, trigger="auto")

@@ -39,13 +39,13 @@ from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budg
 from ..core.estimator import Estimate
 from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
-from ..core.projection import Projection, prefix_text, project
+from ..core.projection import Projection, prefix_text, project, provider_compaction_index
 from ..core.recall_text import client_recall_tools
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
 from ..store.protocol import SessionStore
 from .auto_recall import AutoRecall
-from .compaction import CompactionOutcome
+from .compaction import CompactionOutcome, take_up_provider_compaction
 from .content_chain import ChainMemo, next_hash
 from .fitting import SessionFit, fit_request, healthy
 from .sizing import Sizer
@@ -112,8 +112,11 @@ class Synced:
         return self.hashes[-1] if self.hashes else None
 
     def items(self) -> list[ProjectedItem]:
-        """The request's messages: the prefix (if any), then the projected tail."""
+        """The request's messages: a provider's own compaction the checkpoint starts from
+        (SPEC Y7), the prefix (if any), then the projected tail."""
         out: list[ProjectedItem] = []
+        if self.projection.summary is not None:
+            out += [ProjectedItem(None, m, False) for m in self.projection.summary.provider_base]
         text = self.prefix_text
         if text is not None:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
@@ -229,6 +232,7 @@ class Mirror:
                 branch = await self._grown(session_id, cached, first.nodes)
             else:
                 branch = await self._branch(session_id)
+            branch = await self._take_up(session_id, sizer, branch)
             fit = self._session_fit(session_id, sizer, branch)
             compactions = await fit_request(fit, msgs[-1:] if first.held else ())
             branch = fit.branch
@@ -409,6 +413,18 @@ class Mirror:
 
     async def _branch(self, session_id: str) -> Branch:
         return healthy(await self.store.load_branch(session_id), session_id)
+
+    async def _take_up(self, session_id: str, sizer: Sizer, branch: Branch) -> Branch:
+        """SPEC Y7: a provider's own compaction on the branch becomes the checkpoint the
+        projection starts from, before anything is fitted (never summarised again)."""
+        if provider_compaction_index(branch) is None:
+            return branch
+        outcome = await take_up_provider_compaction(self.store, session_id, branch,
+                                                    sizer.budget)
+        if outcome is None:
+            return branch
+        await self._index_checkpoint(session_id, outcome, branch)
+        return await self._branch(session_id)
 
     def _session_fit(self, session_id: str, sizer: Sizer, branch: Branch) -> SessionFit:
         async def index(outcome: CompactionOutcome, planned_on: Branch) -> None:

@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..core.export import render_anthropic, to_anthropic
-from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from ..core.messages import (
+    Message,
+    ProviderCompactionPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
 from .parts import file_part, ignore, nonempty, system_text, text_of, tool_arguments
 from .plain import plain
 from .reply import MalformedReply, Reply, ReplyStatus, StopReason
@@ -156,6 +164,11 @@ def read_content(content: Any, on_unknown: Unknown = ignore,
         elif kind in ("image", "document"):
             out.parts.append(source_part(block, len(out.parts) + 1,
                                          "image" if kind == "image" else "application"))
+        elif kind == "compaction":
+            # SPEC Y7: server-side compaction (`compact_20260112`), kept exactly as sent; a
+            # cache breakpoint on it is the request's, not the block's.
+            out.parts.append(ProviderCompactionPart(provider="anthropic", data={
+                k: v for k, v in block.items() if k != "cache_control"}))
         else:
             on_unknown(f"content block {kind!r}")
     out.parts.extend(extras)
@@ -356,6 +369,11 @@ class StreamAssembler:
         index = ev.get("index", 0)
         self._blocks.setdefault(index, {"type": "text"})
         delta = ev.get("delta") if isinstance(ev.get("delta"), dict) else {}
+        if delta.get("type") == "compaction_delta":  # SPEC Y7: the block's fields, whole
+            for name in ("content", "encrypted_content"):
+                if isinstance(delta.get(name), str):
+                    self._deltas.setdefault(index, {}).setdefault(name, []).append(delta[name])
+            return ""
         source, target = _DELTA_FIELDS.get(delta.get("type"), (None, None))
         piece = delta.get(source) if source is not None else None
         if target is None or not isinstance(piece, str):
@@ -384,6 +402,26 @@ class StreamAssembler:
         return read_reply({"type": "message", "role": "assistant", "id": self.request_id,
                            "model": self.model, "content": content, "stop_reason": self.stop,
                            "usage": self._usage or None}, fallback_model, status)
+
+
+def render_provider_base(msg: Message, *, cache: bool = False) -> dict[str, Any] | None:
+    """A message holding Anthropic's own compaction block (SPEC Y7) as the first message of
+    a request: the block exactly as the API returned it, first (the API accepts it nowhere
+    else), then the rest of that message as `render_message` writes it; `cache` puts a
+    breakpoint on the block (a stable prefix). None when the message holds no such block
+    (another provider's compaction is never shown here)."""
+    blocks = [dict(p.data) for p in msg.parts
+              if isinstance(p, ProviderCompactionPart) and p.provider == "anthropic"]
+    if not blocks:
+        return None
+    if cache:
+        blocks[-1]["cache_control"] = {"type": "ephemeral"}
+    rest = msg.model_copy(update={"parts": tuple(
+        p for p in msg.parts if not isinstance(p, ProviderCompactionPart))})
+    for rendered in render_message(rest):
+        blocks += [b for b in rendered.get("content") or [] if isinstance(b, dict)]
+    return {"role": msg.role if msg.role in ("user", "assistant") else "assistant",
+            "content": blocks}
 
 
 # --------------------------------------------------------------------------- errors

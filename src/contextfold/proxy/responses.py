@@ -1,0 +1,379 @@
+"""The proxy's OpenAI Responses endpoint (`POST /v1/responses`, SPEC Y6), for Codex and every
+client of the Responses API.
+
+The same path as chat completions and Messages (`proxy/app.py`): the request's items are read
+as messages (`wire.openai_responses.read_input`), mirrored onto the tree by content (Y1) and
+fitted by the one fit step (`Mirror.sync` -> `runtime/fitting.py`, Y2/Y3); each kept message is
+forwarded as the very items the client sent (reasoning and encrypted items included, opaque,
+Y4), only what the projection changed is rendered. The reply, plain or streamed through as it
+arrives, is recorded with its usage (E1) after the client has it.
+
+`previous_response_id`: the client sends only the new items after a response it names. The
+proxy resolves the id to the whole input and output of that response (`ResponseLog`: in
+memory, else from the store: the session whose metadata names the id, its branch up to the
+reply), forwards the whole conversation statelessly (so it can be fitted) and drops the id,
+which the upstream need not hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..core.messages import Message
+from ..errors import ContextfoldError, http_status
+from ..guard.body import loads_bounded
+from ..runtime.errors import RequestTooLargeError
+from ..runtime.mirror import Synced
+from ..wire import openai_responses as wire
+from ..wire.parts import system_text
+from ..wire.reply import MalformedReply
+from .errors import error_type, proxy_message
+from .identity import conversation_scope, salt_for
+from .stats import SessionStats
+
+PROTOCOL = "responses"
+Item = dict[str, Any]
+REMEMBERED = 256  # responses whose whole item list is held in memory (previous_response_id)
+STORED_IDS = 32  # response ids kept per session in the store's metadata
+
+
+class WireError(ContextfoldError, ValueError):
+    """The client's request is not one the Responses API accepts (answered with a 400)."""
+
+    kind = "bad_input"
+
+
+@dataclass
+class Parsed:
+    """A Responses request as the mirror reads it."""
+
+    model: str
+    system: str | None
+    tools: list[dict[str, Any]]
+    items: list[Item]  # the whole input (the previous response's items resolved in front)
+    groups: list[wire.Grouped]  # one per message, over `items[offset:]`
+    offset: int  # leading developer/system items: the prompt, forwarded as sent
+    stream: bool
+
+    @property
+    def messages(self) -> list[Message]:
+        return [g.message for g in self.groups]
+
+
+def _items_of(body: dict[str, Any]) -> list[Item]:
+    given = body.get("input")
+    if isinstance(given, str):
+        return [{"role": "user", "content": given}]
+    if not isinstance(given, list):
+        raise WireError("input: a string or a list of items is required")
+    return list(given)
+
+
+def parse(body: Any, previous: Sequence[Item] = ()) -> Parsed:
+    """The mirror's view of a Responses request; `previous`: the items a
+    `previous_response_id` stands for."""
+    if not isinstance(body, dict):
+        raise WireError("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise WireError("model: a model name is required")
+    items = [*previous, *_items_of(body)]
+    if not items:
+        raise WireError("input: at least one item is required")
+    offset = 0
+    systems = [system_text(body.get("instructions"))]
+    while offset < len(items) and isinstance(items[offset], dict) and \
+            items[offset].get("type") in (None, "message") and \
+            items[offset].get("role") in ("system", "developer"):
+        systems.append(wire.item_text(items[offset].get("content")))
+        offset += 1
+    if offset == len(items):
+        raise WireError("input: at least one item besides system or developer messages "
+                        "is required")
+    try:
+        groups = wire.read_input(items[offset:])
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise WireError(f"input: {exc}") from exc
+    return Parsed(model, "\n\n".join(s for s in systems if s) or None,
+                  wire.read_tools(body.get("tools")), items, groups, offset,
+                  bool(body.get("stream")))
+
+
+def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any]:
+    """The body to forward: the client's own fields, the projected items (each kept message
+    as the items the client sent, Y2/Y4), the output limit clamped to the window (B1)."""
+    out = {k: v for k, v in body.items() if k != "previous_response_id"}
+    items: list[Item] = list(parsed.items[:parsed.offset])
+    for item in synced.items():
+        if item.index is None:  # the checkpoint and pins prefix (stable bytes, Y4)
+            items.extend(wire.render_message(item.message))
+            continue
+        group = [parsed.items[parsed.offset + i] for i in parsed.groups[item.index].items]
+        if item.verbatim:
+            items.extend(group)
+        else:
+            items.extend(wire.render_message(item.message, group))
+    out["input"] = items
+    room = max(1, synced.budget.context_window - synced.estimate.tokens)
+    if isinstance(out.get("max_output_tokens"), int) and out["max_output_tokens"] > room:
+        out["max_output_tokens"] = room
+    return out
+
+
+def encode(body: dict[str, Any]) -> tuple[bytes, list[str]]:
+    """The body as sent and its prefix-ordered pieces (instructions and tools, then each
+    item), for the Y4 prefix-reuse figure."""
+    pieces = [json.dumps(i, ensure_ascii=False) for i in body.get("input") or []]
+    rest = json.dumps({k: v for k, v in body.items() if k != "input"}, ensure_ascii=False)
+    data = rest[:-1] + ("," if len(rest) > 2 else "") + '"input":[' + ",".join(pieces) + "]}"
+    head = json.dumps([body.get("instructions"), body.get("tools")], ensure_ascii=False)
+    return data.encode("utf-8"), [head, *pieces]
+
+
+# --------------------------------------------------------------------------- response ids
+
+
+class ResponseLog:
+    """What each response id stands for: the session, and the whole item list (input and
+    output) a request naming it as `previous_response_id` continues. Held in memory for the
+    latest `REMEMBERED` responses; the store keeps each session's latest ids with the reply's
+    node, so after a restart the items are rendered from the stored branch."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, tuple[str, list[Item]]] = OrderedDict()
+
+    def remember(self, response_id: str, session_id: str, items: list[Item]) -> None:
+        self._items[response_id] = (session_id, items)
+        self._items.move_to_end(response_id)
+        while len(self._items) > REMEMBERED:
+            self._items.popitem(last=False)
+
+    async def resolve(self, store: Any, response_id: str) -> list[Item] | None:
+        """The items `response_id` stands for (None: unknown here and in the store)."""
+        held = self._items.get(response_id)
+        if held is not None:
+            return held[1]
+        for info in await store.list_sessions(check_damage=False):
+            ids = ((info.metadata or {}).get("proxy_responses") or {})
+            node_id = ids.get(response_id) if isinstance(ids, dict) else None
+            if node_id is None:
+                continue
+            branch = await store.load_full_branch(info.id)
+            nodes = getattr(branch, "nodes", None) or getattr(branch, "readable", ())
+            out: list[Item] = []
+            for node in nodes:
+                if node.message is not None and node.message.role != "system":
+                    out.extend(wire.render_message(node.message))
+                if node.id == node_id:
+                    return out
+        return None
+
+
+async def _record_id(proxy: Any, synced: Synced, response_id: str, node_id: str) -> None:
+    info = await proxy.store.get_session(synced.session_id)
+    ids = dict((info.metadata or {}).get("proxy_responses") or {})
+    ids[response_id] = node_id
+    while len(ids) > STORED_IDS:
+        ids.pop(next(iter(ids)))
+    await proxy.store.update_session_metadata(synced.session_id, {"proxy_responses": ids})
+
+
+# --------------------------------------------------------------------------- the endpoint
+
+
+def _error(status: int, body: dict[str, Any]) -> JSONResponse:
+    return JSONResponse(body, status_code=status)
+
+
+def refusal(error: ContextfoldError | ValueError) -> tuple[int, dict[str, Any]]:
+    """The status and Responses-shaped body for `error` (SPEC Y3 for a request too large)."""
+    kind = error.kind if isinstance(error, ContextfoldError) else "bad_input"
+    if kind == "too_large" and isinstance(error, RequestTooLargeError):
+        return wire.CONTEXT_LENGTH_STATUS, wire.context_length_error(
+            error.estimated_tokens, error.safe_input_limit, f"contextfold proxy: {error}")
+    status = http_status(kind)
+    message = "internal error (see the proxy's log)" if kind == "internal" else \
+        proxy_message(error)
+    body = wire.invalid_request_error(message)
+    body["error"]["type"] = error_type("openai", status)
+    return status, body
+
+
+async def responses_endpoint(request: Request) -> Response:
+    """`POST /v1/responses` through the mirror (SPEC Y6 under Y1-Y5)."""
+    from .app import _after, _log, _out_headers  # the chat path's helpers, shared
+
+    proxy = request.app.state.proxy
+    if proxy.config.protocol not in (None, "openai"):
+        return _error(404, wire.invalid_request_error(
+            f"this proxy serves only the {proxy.config.protocol} protocol"))
+    log: ResponseLog = _log_of(proxy)
+    started = time.perf_counter()
+    raw = await request.body()
+    try:
+        body = loads_bounded(raw)
+        previous: list[Item] = []
+        prev_id = body.get("previous_response_id") if isinstance(body, dict) else None
+        if prev_id is not None:
+            found = await log.resolve(proxy.store, str(prev_id))
+            if found is None:
+                return _error(400, wire.previous_not_found_error(str(prev_id)))
+            previous = found
+        parsed = parse(body, previous)
+        capacity = proxy.config.capacity(parsed.model)
+    except (ContextfoldError, ValueError) as exc:
+        return _error(*refusal(exc))
+    scope = conversation_scope(PROTOCOL, request.headers, salt_for(proxy.config))
+    agent = request.headers.get("user-agent", "unknown")
+    meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": PROTOCOL}}
+    try:
+        synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
+                                         system=parsed.system, tools=parsed.tools,
+                                         metadata=meta, title=f"proxy: {agent}"[:120])
+    except ContextfoldError as exc:  # Y3 for a request too large; by kind for the rest
+        status, error = refusal(exc)
+        _log(proxy, None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,
+             started)
+        return _error(status, error)
+    forwarded = build(parsed, body, synced)
+    stats = proxy.stats.setdefault(synced.session_id, SessionStats())
+    data, pieces = encode(forwarded)
+    reuse = stats.observe(pieces, synced.estimate.tokens)
+    compaction = ",".join(c.status for c in synced.compactions) or "-"
+    proxy.mirror.expect_reply(synced)
+    upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
+                                          headers={**proxy.headers(request),
+                                                   "content-type": "application/json"})
+    try:
+        reply = await proxy.client.send(upstream, stream=True)
+    except Exception:
+        proxy.mirror.no_reply(synced)
+        raise
+    note = dict(session=synced.session_id, model=parsed.model, client_bytes=len(raw),
+                forwarded=synced.estimate.tokens, compaction=compaction, reuse=reuse)
+
+    def remember(response: Any) -> str | None:
+        """Hold what the response's id stands for before the client can name it."""
+        rid = response.get("id") if isinstance(response, dict) else None
+        if not isinstance(rid, str) or not rid:
+            return None
+        output = [o for o in response.get("output") or [] if isinstance(o, dict)]
+        log.remember(rid, synced.session_id, [*parsed.items, *output])
+        return rid
+
+    async def after(response: Any) -> None:
+        message = None
+        if isinstance(response, dict):
+            try:
+                message = wire.read_reply(response, parsed.model).message
+            except MalformedReply:
+                message = None
+        await _after(proxy, synced, message, stats)
+        rid = remember(response) if message is not None else None
+        if rid is not None:
+            node_id = await _reply_node(proxy, synced)
+            if node_id is not None:
+                # The client has its answer; the in-memory log still has the id.
+                with contextlib.suppress(Exception):
+                    await _record_id(proxy, synced, rid, node_id)
+
+    if reply.status_code != 200 or not parsed.stream:
+        content = await reply.aread()
+        await reply.aclose()
+        response: Any = None
+        if reply.status_code == 200:
+            try:
+                response = loads_bounded(content)
+            except ValueError:
+                response = None
+            remember(response)
+        _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
+             started)
+        return Response(content, status_code=reply.status_code,
+                        headers=_out_headers(reply.headers),
+                        background=BackgroundTask(after, response))
+    reader = EventReader()
+
+    async def finish() -> None:
+        await reply.aclose()
+        _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
+             started)
+        await after(reader.response())
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in reply.aiter_raw():
+                reader.feed(chunk)
+                if reader.assembler.finished:
+                    remember(reader.response())
+                yield chunk
+        finally:
+            # The client may hang up right after the last event: record in a task of its own.
+            task = asyncio.get_running_loop().create_task(finish())
+            proxy.tasks.add(task)
+            task.add_done_callback(proxy.tasks.discard)
+
+    return StreamingResponse(relay(), status_code=200, headers=_out_headers(reply.headers))
+
+
+async def _reply_node(proxy: Any, synced: Synced) -> str | None:
+    """The stored node of the reply just recorded: the leaf of the session's branch."""
+    branch = await proxy.store.load_branch(synced.session_id)
+    nodes = getattr(branch, "nodes", ())
+    for node in reversed(nodes):
+        if node.message is not None:
+            return node.id if node.message.role == "assistant" else None
+    return None
+
+
+def _log_of(proxy: Any) -> ResponseLog:
+    log = getattr(proxy, "responses", None)
+    if log is None:
+        log = proxy.responses = ResponseLog()
+    return log
+
+
+class EventReader:
+    """Reads the server-sent events of a streamed response as they pass through."""
+
+    def __init__(self) -> None:
+        self.buffer = b""
+        self.assembler = wire.StreamAssembler()
+
+    def feed(self, chunk: bytes) -> None:
+        self.buffer += chunk
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            try:
+                event = loads_bounded(line[5:].strip())
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self.assembler.add(event)
+
+    def response(self) -> Item | None:
+        """The streamed response as one object (None when no terminal event arrived)."""
+        if not self.assembler.finished or self.assembler.terminal == "response.failed":
+            return None
+        done = dict(self.assembler.response or {})
+        if not done.get("output") and self.assembler.items:
+            done["output"] = [self.assembler.items[k] for k in sorted(self.assembler.items)]
+        return done
+
+
+__all__ = ["EventReader", "Parsed", "ResponseLog", "build", "encode", "parse", "refusal",
+           "responses_endpoint"]
