@@ -25,12 +25,16 @@ $(CHROMIUM):
 chromium: $(CHROMIUM)
 
 # The real agent CLIs tests/agent_clis drives through `contextfold proxy`, pinned by
-# .agents/package-lock.json (Pi, Claude Code, Codex, OpenCode: ~1.2 GB, ~2 min from the registry). Installed once; skipped
-# (with a message) where npm is missing, and the tests then skip unless CI requires them.
+# .agents/package.json (exact versions) and package-lock.json (Pi, Claude Code, Codex,
+# OpenCode: ~1.2 GB, ~2 min from the registry). `npm install`, not `npm ci`: OpenCode lists
+# optional binaries for platforms the registry does not serve at its version, which `npm ci`
+# refuses as a lock out of sync; `npm install` takes the locked versions and skips those.
+# Installed once; skipped (with a message) where npm is missing, and the tests then skip
+# unless CI requires them.
 AGENTS := .agents/node_modules/.installed
 $(AGENTS): .agents/package.json .agents/package-lock.json
 	@if command -v npm >/dev/null 2>&1; then \
-		cd .agents && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
+		cd .agents && npm install --no-audit --no-fund --loglevel=error && touch node_modules/.installed; \
 	else echo "npm not found: not installing the agent CLIs (tests/agent_clis will skip)"; fi
 
 agents: $(AGENTS)
