@@ -103,21 +103,9 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
              started)
         return JSONResponse(error, status_code=status)
     forwarded = wire.build(parsed, body, synced)
-    stats = proxy.stats.setdefault(synced.session_id, SessionStats())
-    data, pieces = encode(forwarded, wire.known_bytes(parsed, body))
-    reuse = stats.observe(pieces, synced.estimate.tokens)
-    compaction = ",".join(c.status for c in synced.compactions) or "-"
-    proxy.mirror.expect_reply(synced)
-    upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
-                                          headers={**proxy.headers(request),
-                                                   "content-type": "application/json"})
-    try:
-        reply = await proxy.client.send(upstream, stream=True)
-    except Exception:
-        proxy.mirror.no_reply(synced)
-        raise
-    note = dict(session=synced.session_id, model=parsed.model, client_bytes=len(raw),
-                forwarded=synced.estimate.tokens, compaction=compaction, reuse=reuse)
+    reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
+                                      len(raw), wire.known_bytes(parsed, body))
+    compaction, stats = note["compaction"], proxy.stats[synced.session_id]
     if reply.status_code != 200 or not parsed.stream:
         content = await reply.aread()
         await reply.aclose()
@@ -163,6 +151,30 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
             task.add_done_callback(proxy.tasks.discard)
 
     return StreamingResponse(relay(), status_code=200, headers=_out_headers(reply.headers))
+
+
+async def send_upstream(proxy: Proxy, request: Request, synced: Synced,
+                        forwarded: dict[str, Any], model: str, client_bytes: int,
+                        known: dict[int, bytes] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Send a fitted body upstream (every protocol's one way): encode it (reusing the bytes
+    the parse made, `known`), count its prefix reuse (Y4), tell the mirror a reply is due,
+    and open the upstream's streamed answer. Returns it with the log note of the request."""
+    stats = proxy.stats.setdefault(synced.session_id, SessionStats())
+    data, pieces = encode(forwarded, known)
+    reuse = stats.observe(pieces, synced.estimate.tokens)
+    compaction = ",".join(c.status for c in synced.compactions) or "-"
+    proxy.mirror.expect_reply(synced)
+    upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
+                                          headers={**proxy.headers(request),
+                                                   "content-type": "application/json"})
+    try:
+        reply = await proxy.client.send(upstream, stream=True)
+    except Exception:
+        proxy.mirror.no_reply(synced)
+        raise
+    note = dict(session=synced.session_id, model=model, client_bytes=client_bytes,
+                forwarded=synced.estimate.tokens, compaction=compaction, reuse=reuse)
+    return reply, note
 
 
 async def _after(proxy: Proxy, synced: Synced, message: Message | None,

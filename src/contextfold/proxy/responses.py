@@ -40,7 +40,6 @@ from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
 from .errors import error_type, proxy_message
 from .identity import conversation_scope, salt_for
-from .stats import SessionStats
 
 PROTOCOL = "responses"
 Item = dict[str, Any]
@@ -212,7 +211,7 @@ def refusal(error: ContextfoldError | ValueError) -> tuple[int, dict[str, Any]]:
 
 async def responses_endpoint(request: Request) -> Response:
     """`POST /v1/responses` through the mirror (SPEC Y6 under Y1-Y5)."""
-    from .app import _after, _log, _out_headers  # the chat path's helpers, shared
+    from .app import _after, _log, _out_headers, send_upstream  # the chat path's, shared
 
     proxy = request.app.state.proxy
     if proxy.config.protocol not in (None, "openai"):
@@ -247,21 +246,9 @@ async def responses_endpoint(request: Request) -> Response:
              started)
         return _error(status, error)
     forwarded = build(parsed, body, synced)
-    stats = proxy.stats.setdefault(synced.session_id, SessionStats())
-    data, pieces = encode(forwarded)
-    reuse = stats.observe(pieces, synced.estimate.tokens)
-    compaction = ",".join(c.status for c in synced.compactions) or "-"
-    proxy.mirror.expect_reply(synced)
-    upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
-                                          headers={**proxy.headers(request),
-                                                   "content-type": "application/json"})
-    try:
-        reply = await proxy.client.send(upstream, stream=True)
-    except Exception:
-        proxy.mirror.no_reply(synced)
-        raise
-    note = dict(session=synced.session_id, model=parsed.model, client_bytes=len(raw),
-                forwarded=synced.estimate.tokens, compaction=compaction, reuse=reuse)
+    reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
+                                      len(raw))
+    compaction, stats = note["compaction"], proxy.stats[synced.session_id]
 
     def remember(response: Any) -> str | None:
         """Hold what the response's id stands for before the client can name it."""
