@@ -40,6 +40,7 @@ from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
 from .errors import error_type, proxy_message
 from .identity import conversation_scope, salt_for
+from .wire import sse_events
 
 PROTOCOL = "responses"
 Item = dict[str, Any]
@@ -339,18 +340,9 @@ class EventReader:
         self.assembler = wire.StreamAssembler()
 
     def feed(self, chunk: bytes) -> None:
-        self.buffer += chunk
-        while b"\n" in self.buffer:
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            try:
-                event = loads_bounded(line[5:].strip())
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                self.assembler.add(event)
+        self.buffer, events, _ = sse_events(self.buffer + chunk)
+        for event in events:
+            self.assembler.add(event)
 
     def response(self) -> Item | None:
         """The streamed response as one object (None when no terminal event arrived)."""

@@ -212,6 +212,30 @@ def reply_of(protocol: Protocol, data: Any, model: str) -> Message | None:
         return None
 
 
+def sse_events(buffer: bytes) -> tuple[bytes, list[dict[str, Any]], bool]:
+    """The `data:` events of the complete lines of a server-sent event stream read so far:
+    what is left of `buffer` (an unfinished line), the JSON objects, and whether OpenAI's
+    `[DONE]` came. Lines that are not JSON objects are skipped (the client gets them as sent)."""
+    events: list[dict[str, Any]] = []
+    done = False
+    while b"\n" in buffer:
+        line, buffer = buffer.split(b"\n", 1)
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == b"[DONE]":
+            done = True
+            continue
+        try:
+            event = loads_bounded(payload)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return buffer, events, done
+
+
 @dataclass
 class StreamReader:
     """Reads a server-sent event stream as it passes through, and rebuilds the reply with the
@@ -228,22 +252,10 @@ class StreamReader:
         self.assembler = _WIRE[self.protocol].StreamAssembler()
 
     def feed(self, chunk: bytes) -> None:
-        self.buffer += chunk
-        while b"\n" in self.buffer:
-            line, self.buffer = self.buffer.split(b"\n", 1)
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == b"[DONE]":
-                self.done = True
-                continue
-            try:
-                event = loads_bounded(payload)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                self.assembler.add(event)
+        self.buffer, events, done = sse_events(self.buffer + chunk)
+        self.done = self.done or done
+        for event in events:
+            self.assembler.add(event)
 
     def reply(self) -> Message | None:
         """The streamed reply (None when the stream neither finished nor reported usage)."""
