@@ -40,6 +40,10 @@ store, close_models, fake = runtime_fixtures()
 
 DECISION = ("We decided to use the Kaplan-Meier estimator because the censoring in cohort "
             "B is heavy, and the Zotero key for it is ZK9Q2W7R.")
+# A fact the user wrote in passing, not a decision, constraint or next step: S6 does not make
+# the checkpoint keep it (it keeps those), so only recall (L5) can bring it back.
+FACT = ("The censoring table for cohort B came back heavy; the review notes the Kaplan-Meier "
+        "estimator for it, under the Zotero key ZK9Q2W7R.")
 FILLER = ("Here is a long note about reading papers and drafting paragraphs for the review; "
           "it goes on about structure, tone and the order of sections. ")
 
@@ -210,7 +214,7 @@ async def _folded_session(store, fake, **options):
     conv = await open_conversation(store, fake, "openai", window=16_000,
                                    summarizer=_fixed_summary, **options)
     fake.enqueue(Reply(text="noted"), Reply(text="ok"), Reply(text="ok"))
-    await conv.send(FILLER * 3 + DECISION + " " + FILLER)
+    await conv.send(FILLER * 3 + FACT + " " + FILLER)
     await conv.send("Now draft the introduction paragraph about the review.")
     await conv.send("Then tighten the wording of the second paragraph.")
     outcome = await conv.compact()
@@ -222,7 +226,7 @@ def _sent_text(request) -> str:
     return json.dumps(request.messages, ensure_ascii=False)
 
 
-async def test_conversation_recalls_a_folded_decision_by_itself(fake, store):  # L5
+async def test_conversation_recalls_a_folded_fact_by_itself(fake, store):  # L5
     conv = await _folded_session(store, fake)
     first = (await conv.history()).nodes[0]
     assert first.id not in {n.id for n in conv.projection().messages}
@@ -274,7 +278,7 @@ async def test_a_fork_never_recalls_the_other_branch(fake, store):  # L5 with L4
                                    summarizer=_fixed_summary)
     fake.enqueue(Reply(text="shared"), Reply(text="ok"), Reply(text="ok"), Reply(text="ok"))
     shared = await conv.send("Shared opening about the review outline.")
-    await conv.send(DECISION)  # only on the original branch
+    await conv.send(FACT)  # only on the original branch
     forked = await conv.fork(shared.nodes[-1].id)
     fake.enqueue(Reply(text="ok"), Reply(text="ok"))
     await forked.send("Draft the introduction about the review outline.")
@@ -301,7 +305,7 @@ async def _mirror_places_the_block(store) -> None:
 
     mirror = Mirror(store, summarizer=_fixed_summary, background=False)
     cap = capacity(16_000, 1_000)
-    msgs: list[Message] = [user(FILLER * 3 + DECISION), assistant("noted"),
+    msgs: list[Message] = [user(FILLER * 3 + FACT), assistant("noted"),
                            user("Now draft the introduction paragraph."), assistant("ok"),
                            user("Then tighten the wording."), assistant("ok")]
     synced = await mirror.sync(msgs[:5], capacity=cap, scope="l5")
