@@ -103,3 +103,12 @@ def http_status(kind: Kind) -> int:
 
 __all__ = ["DEFAULT_CODES", "HTTP_STATUSES", "KINDS", "ContextfoldError", "Kind", "code_of",
            "http_status", "kind_of"]
+
+
+class MissingExtraError(ContextfoldError, ImportError):
+    """An optional extra is not installed (a provider's SDK, the service's or the proxy's web
+    stack, the MCP SDK): not the request's fault. The message names the extra and the exact
+    `pip install` line."""
+
+    kind = "unavailable"
+

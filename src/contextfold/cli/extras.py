@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from ..errors import ContextfoldError
+from ..errors import MissingExtraError
 
 # extra -> the modules its packages provide, as imported
 EXTRA_MODULES: dict[str, tuple[str, ...]] = {
@@ -19,12 +19,6 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "providers": ("openai", "anthropic"),
     "plot": ("matplotlib",),
 }
-
-
-class MissingExtra(ContextfoldError, ImportError):
-    """A command's optional extra is not installed (not the request's fault: install it)."""
-
-    kind = "unavailable"
 
 
 def install_line(extra: str) -> str:
@@ -38,8 +32,9 @@ def missing_modules(extra: str) -> list[str]:
 
 
 def require_extra(command: str, extra: str) -> None:
-    """Raise `MissingExtra` naming the extra and its install line when any module is missing."""
+    """Raise `MissingExtraError` naming the extra and its install line when a module is
+    missing."""
     missing = missing_modules(extra)
     if missing:
-        raise MissingExtra(f"`contextfold {command}` needs the {extra!r} extra ("
+        raise MissingExtraError(f"`contextfold {command}` needs the {extra!r} extra ("
                            f"{', '.join(missing)} not installed): {install_line(extra)}")

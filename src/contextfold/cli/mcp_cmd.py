@@ -37,8 +37,9 @@ def mcp_command(
     # Messages go to stderr: over stdio, stdout is the protocol's.
     import anyio
 
+    from ..errors import MissingExtraError
     from ..guard.hosts import HostPolicy, is_loopback
-    from ..mcp.server import Defaults, MissingMcpExtraError, serve, started_in
+    from ..mcp.server import Defaults, serve, started_in
     from ..proxy.config import parse_windows
 
     if auth and not http:
@@ -64,7 +65,7 @@ def mcp_command(
         anyio.run(lambda: serve(db, tenant=tenant, defaults=defaults, windows=windows,
                                 http=http, host=host, port=port,
                                 allowed_hosts=tuple(allowed_host), auth=auth))
-    except MissingMcpExtraError as exc:
+    except MissingExtraError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(EXIT_CODES[exc.kind]) from None
     except KeyboardInterrupt:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from ..errors import MissingExtraError
 from .app import DB_OPTION, Output, app, console, exit_code
-from .extras import MissingExtra, require_extra
+from .extras import require_extra
 from .llm_choice import summarizer_options
 
 SUMMARIZER_MODEL, SUMMARIZER_BASE_URL, SUMMARIZER_PROVIDER = summarizer_options("the upstream")
@@ -42,7 +43,7 @@ def proxy_command(
     Stores every conversation, compacts what does not fit the upstream's window and forwards the rest as sent. Needs the proxy extra: pip install 'contextfold\\[proxy]'."""  # noqa: E501  (one paragraph: Rich keeps a docstring's line breaks)
     try:
         require_extra("proxy", "proxy")
-    except MissingExtra as exc:
+    except MissingExtraError as exc:
         Output(False).fail(exc, exit_code(exc))
     from ..guard.hosts import HostPolicy, is_loopback
     from ..proxy import ProxyConfig, llm_summarizer, parse_windows

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from ..errors import MissingExtraError
 from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, exit_code, run
-from .extras import MissingExtra, require_extra
+from .extras import require_extra
 from .help import Typer
 from .llm_choice import summarizer_options
 
@@ -61,7 +62,7 @@ def serve_command(
     out = Output(False)
     try:
         require_extra("serve", "server")
-    except MissingExtra as exc:
+    except MissingExtraError as exc:
         out.fail(exc, exit_code(exc))
     from ..providers.endpoints import parse_bindings
     from ..server.config import ServiceConfig

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
-from ..errors import ContextfoldError
+from ..errors import MissingExtraError
 from ..runtime.recall import EXPAND_TOOL, SEARCH_TOOL
 from .tools import RecallTools, ToolFailed
 from .which import Asked, root_directories
@@ -38,19 +38,13 @@ INSTRUCTIONS = (
     "every request.")
 
 
-class MissingMcpExtraError(ContextfoldError, ImportError):
-    """The `mcp` SDK is not installed (the base install leaves it out)."""
-
-    kind = "unavailable"
-
-
 def _sdk() -> Any:
     try:
         import mcp.server.mcpserver as sdk
     except ModuleNotFoundError as exc:
         if not (exc.name or "").startswith("mcp"):
             raise
-        raise MissingMcpExtraError(
+        raise MissingExtraError(
             "contextfold mcp needs the MCP SDK, which the base install leaves out: "
             "pip install 'contextfold[mcp]'") from exc
     return sdk

@@ -16,6 +16,7 @@ from typing import Any
 from ..core.catalog import tokenizer_family
 from ..core.messages import ToolCallPart
 from ..core.resolver import ModelResolver, UnknownModelError, recorded_model
+from ..errors import ContextfoldError
 from ..ids import new_id
 from ..runtime.pinning import pin_stored, stored_pins
 from ..runtime.recall import DEFAULT_EXPAND_TOKENS, HISTORY_EXPAND, HISTORY_SEARCH, Recall
@@ -23,8 +24,10 @@ from ..store.protocol import SessionStore
 from .which import Asked, Found, which_session
 
 
-class ToolFailed(Exception):
+class ToolFailed(ContextfoldError, Exception):
     """A tool call the agent can correct: the message is its tool error."""
+
+    kind = "bad_input"
 
 
 @dataclass

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from importlib import import_module
 from typing import Any, Literal
 
-from ..errors import ContextfoldError
+from ..errors import ContextfoldError, MissingExtraError
 from .base import ChatModel
 
 Protocol = Literal["openai", "anthropic"]
@@ -76,12 +76,6 @@ class UnknownProviderError(ContextfoldError, ValueError):
 
     kind = "bad_input"
     code = "unknown_model"
-
-
-class MissingExtraError(ContextfoldError, ImportError):
-    """The provider SDK is not installed: the base install has none of them."""
-
-    kind = "unavailable"
 
 
 # protocol -> (adapter module, adapter class, SDK package)
