@@ -9,6 +9,7 @@ sessions: the task's (the one with every part) and the title's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +19,10 @@ from .clis import TIMED_OUT
 from .scenario import MODEL, PARTS, WINDOW, ledger_run
 
 AGENTS = ["codex", "opencode"]
-BASELINE_LIMIT = 240.0  # seconds an agent alone gets (OpenCode loops on its own compaction)
+# Seconds an agent alone gets (OpenCode loops on its own compaction, so it never ends by
+# itself). 60 s shows the failure (its first refusal comes after ~20 s); docs/real-agents.md's
+# OpenCode row was measured with CONTEXTFOLD_AGENT_BASELINE_SECONDS=240.
+BASELINE_LIMIT = float(os.environ.get("CONTEXTFOLD_AGENT_BASELINE_SECONDS", "60"))
 pytestmark = pytest.mark.slow
 
 
