@@ -32,6 +32,9 @@ from .prices import CacheRules, ModelPrice, TokenPrices, cache_rules
 # Below this share of the automatic threshold the cost trigger never compacts: a summary of
 # a short history keeps little and loses detail the model still needs.
 MIN_SHARE_OF_THRESHOLD = 0.5
+# The most turns a forecast looks ahead: a session that hardly grows is not forecast to run
+# for ever (and a tiny growth must not make the horizon astronomically long).
+MAX_HORIZON = 10_000
 
 
 @dataclass(frozen=True)
@@ -91,8 +94,8 @@ def turns_until(context: int, threshold: int, growth: float) -> int:
     if context >= threshold:
         return 1
     if growth <= 0:
-        return 10_000  # it does not grow: the threshold never forces a compaction
-    return max(1, math.ceil((threshold - context) / growth))
+        return MAX_HORIZON  # it does not grow: the threshold never forces a compaction
+    return max(1, min(MAX_HORIZON, math.ceil((threshold - context) / growth)))
 
 
 def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheRules
@@ -115,12 +118,11 @@ def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheR
     def carry(start: float, cached_first: float) -> float:
         """Dollars for `horizon` turns from a context of `start` tokens whose first request
         finds `cached_first` of them in the cache: each later turn reads the previous
-        request back and writes what the turn added."""
-        total = cached_first * read + (start - cached_first) * write
-        for turn in range(1, horizon):
-            size = start + turn * g
-            total += (size - g) * read + g * write
-        return total
+        request back and writes what the turn added. In closed form: turn t (1 ≤ t < H)
+        reads start + (t-1)·g and writes g."""
+        later = horizon - 1
+        first = cached_first * read + (start - cached_first) * write
+        return first + read * (later * start + g * later * (later - 1) / 2) + later * g * write
 
     # Keeping: the next request finds the previous one cached (nothing when cold).
     keep = carry(inputs.context, 0.0 if cold else max(0.0, inputs.context - g))
