@@ -47,7 +47,7 @@ lint: $(STAMP)
 
 test: $(STAMP) $(CHROMIUM) $(AGENTS)
 	$(VENV)/bin/ruff check src tests bench
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadfile
 
 # Benchmarks write bench/results/*.json; docs/benchmarks.md reports them (not timed tests).
 bench: $(STAMP)
