@@ -89,6 +89,7 @@ def test_q2_a_session_that_hardly_grows_is_forecast_a_bounded_horizon() -> None:
     from contextfold.core.cost_trigger import MAX_HORIZON
 
     assert turns_until(60_000, 85_000, 1e-300) == MAX_HORIZON
+    assert turns_until(60_000, 85_000, 5e-324) == MAX_HORIZON  # the quotient would be inf
     tiny = CostInputs(**{**BASE.__dict__, "growth": 1e-300})
     d = decide_by_cost(tiny, GPT4O.prices, GPT4O.rules)
     assert d.horizon == MAX_HORIZON and d.compact  # carrying 60k for ever is dear

@@ -93,9 +93,9 @@ def turns_until(context: int, threshold: int, growth: float) -> int:
     """Turns before a context growing by `growth` a turn passes `threshold` (at least 1)."""
     if context >= threshold:
         return 1
-    if growth <= 0:
-        return MAX_HORIZON  # it does not grow: the threshold never forces a compaction
-    return max(1, min(MAX_HORIZON, math.ceil((threshold - context) / growth)))
+    if growth <= 0 or threshold - context >= growth * MAX_HORIZON:
+        return MAX_HORIZON  # it (hardly) grows: the threshold does not force a compaction
+    return max(1, math.ceil((threshold - context) / growth))
 
 
 def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheRules
