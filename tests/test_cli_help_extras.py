@@ -70,6 +70,7 @@ def test_proxy_start_line_is_a_sentence():
     (["serve", "--host", "127.0.0.1"], "server", ("uvicorn",)),
     (["proxy", "--upstream", "http://127.0.0.1:9"], "proxy", ("uvicorn",)),
     (["proxy", "--upstream", "http://127.0.0.1:9"], "proxy", ("httpx2", "starlette")),
+    (["mcp"], "mcp", ("mcp",)),
 ])
 def test_a_missing_extra_is_one_line_naming_it(argv, extra, blocked, tmp_path):  # item 1
     proc = cf(*argv, blocked=blocked, env={"CONTEXTFOLD_DB": str(tmp_path / "cf.db")})

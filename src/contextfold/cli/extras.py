@@ -18,6 +18,7 @@ EXTRA_MODULES: dict[str, tuple[str, ...]] = {
     "proxy": ("starlette", "uvicorn", "httpx2"),
     "providers": ("openai", "anthropic"),
     "plot": ("matplotlib",),
+    "mcp": ("mcp",),  # anyio, which the command runs on, comes with it
 }
 
 

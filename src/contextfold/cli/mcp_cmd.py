@@ -35,6 +35,14 @@ def mcp_command(
     Add it to Claude Code with `claude mcp add contextfold -- contextfold mcp`; docs/mcp.md
     says how each agent names its conversation."""
     # Messages go to stderr: over stdio, stdout is the protocol's.
+    from ..errors import MissingExtraError
+    from .extras import require_extra
+
+    try:
+        require_extra("mcp", "mcp")  # before any import of it: one line, no traceback
+    except MissingExtraError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(EXIT_CODES[exc.kind]) from None
     import anyio
 
     from ..errors import MissingExtraError
