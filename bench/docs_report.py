@@ -556,7 +556,8 @@ def llama_section(data: dict[str, Any] | None) -> list[str]:
         "bodies (`tests/proxy/test_proxy_learning.py`).",
         "",
         f"Measured ({data.get('note', '')}): {data['client_requests']} requests, "
-        f"{data['client_errors']} client errors, {data['upstream_refusals']} refusals, "
+        f"{data['client_errors']} client errors, {data['upstream_refusals']} refused by the "
+        "server, "
         f"prompts of {prompts or 'none'} tokens by the server's count"
         + (f", {min(secs):.0f}–{max(secs):.0f} s per request" if secs else "")
         + f"; learned window: {learned if learned is not None else 'not reached'}; "
@@ -568,6 +569,40 @@ def llama_section(data: dict[str, Any] | None) -> list[str]:
         lines += ["The run did not reach the server's window, so the learned-window and "
                   "summariser-rate figures are not reported yet; run the command above on an "
                   "idle machine.", ""]
+        return lines
+    checkpoints = data["checkpoints"]
+    validated = data["checkpoints_llm_validated"]
+    lines += [
+        "| figure | value |",
+        "| --- | --- |",
+        f"| refusals by the server (its own `context_length_exceeded`) | "
+        f"{data['upstream_refusals']} of {data['upstream_requests']} upstream requests |",
+        f"| upstream requests after the first refusal / refused among them | "
+        f"{data['upstream_requests_after_first_refusal']} / "
+        f"{data['upstream_refusals_after_the_first']} |",
+        f"| window learned from the refusal (configured {data['configured_window']:,}, real "
+        f"{data['real_window']:,}) | {learned:,} |",
+        f"| answered requests over the real window (prompt + max_tokens) | "
+        f"{data['answered_over_window']} (largest prompt "
+        f"{data['largest_answered_prompt_tokens']:,}) |",
+        f"| requests the client saw fail | {data['client_errors']} of {data['client_requests']} |",
+        f"| checkpoints: LLM summary validated / replaced by the offline one | "
+        f"{validated} / {data['checkpoints_offline_fallback']} of {checkpoints}"
+        + (f" ({validated / checkpoints:.0%} validated)" if checkpoints else "") + " |",
+        f"| wall time | {data['wall_seconds']:,.0f} s |",
+        "",
+    ]
+    reasons = [s.get("fallback_reason") for s in data.get("summaries", []) if s.get("fell_back")]
+    if reasons:
+        # The first rejection and any budget overrun; the strict retry repeats the first.
+        said = ["; ".join(c for c in r.split("; ") if "strict retry" not in c) for r in reasons]
+        lines += ["Why each LLM summary was replaced (the validator's words): "
+                  + "; ".join(f"({i}) {r}" for i, r in enumerate(said, 1))
+                  + ". A 135M model does not follow the checkpoint's section template, so the "
+                  "offline summary stood in every time: the fallback is what a real tiny model "
+                  "exercises. The slowest requests are the ones that waited for a compaction "
+                  "in line (the request would not have fitted without it); the summariser's "
+                  "calls ran on the same two cores.", ""]
     return lines
 
 
