@@ -6,7 +6,7 @@ import {openCheckpoint, setupCheckpointDialog} from "./checkpoint.js";
 import {LOCK_REASON, setupComposer} from "./composer.js";
 import {byId, el, formatTime, replaceChildren} from "./dom.js";
 import {renderGauge} from "./gauge.js";
-import {activePins, renderProjection} from "./projection.js";
+import {activePins, clearPinField, renderProjection} from "./projection.js";
 import {setupReplay} from "./replay.js";
 import {clearSearch, setupSearch} from "./search.js";
 import {renderSessionList as renderSessionRows} from "./sessions.js";
@@ -113,7 +113,10 @@ const handlers = {
   onFork: (node) => fork(node),
   onPin: (node) => changePins(() => api.pin(state.sessionId, {node_id: node.id}), "Pinned: every request now carries this message."),
   onUnpin: (pinId) => changePins(() => api.unpin(state.sessionId, pinId), "Unpinned (the pin stays in the durable history)."),
-  onPinText: (text) => changePins(() => api.pin(state.sessionId, {text}), "Pinned."),
+  onPinText: (text) => changePins(async () => {
+    await api.pin(state.sessionId, {text});
+    clearPinField();
+  }, "Pinned."),
 };
 
 function render() {

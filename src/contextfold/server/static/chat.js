@@ -29,8 +29,13 @@ export function renderChat(tree, {onCheckpoint, onPin, onUnpin, pins = [], locke
   const pinnedBy = new Map(pins.filter((p) => p.source_id).map((p) => [p.source_id, p.pin_id]));
   const keepScroll = list.scrollHeight - list.scrollTop - list.clientHeight > 40;
   const top = list.scrollTop;
+  // A refresh rebuilds the list; the message a search opened keeps its mark and the focus.
+  const found = list.querySelector("li.msg.found");
+  const foundId = found?.dataset.nodeId;
+  const foundFocused = Boolean(found) && document.activeElement === found;
   replaceChildren(list, branch.map((node) => chatItem(node, {onCheckpoint, onPin, onUnpin, pinnedBy, locked})));
   list.scrollTop = keepScroll ? top : list.scrollHeight;
+  if (foundId && foundFocused) highlightMessage(foundId);
 }
 
 function chatItem(node, handlers) {
@@ -162,10 +167,13 @@ export function startPendingTurn(userText, status) {
 export function highlightMessage(nodeId) {
   const item = byId("messages").querySelector(`li[data-node-id="${CSS.escape(nodeId)}"]`);
   if (!item) return false;
+  for (const earlier of document.querySelectorAll("#messages .msg.found")) earlier.classList.remove("found");
   item.scrollIntoView({block: "center"});
   item.classList.add("found");
   item.setAttribute("tabindex", "-1");
   item.focus({preventScroll: true});
-  setTimeout(() => item.classList.remove("found"), 2500);
+  // The mark stays while the found message holds the focus, not for a fixed time: on a slow
+  // machine (or for a slow reader) a timed mark could vanish before it was seen.
+  item.addEventListener("blur", () => item.classList.remove("found"), {once: true});
   return true;
 }

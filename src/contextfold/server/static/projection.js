@@ -20,6 +20,11 @@ export function renderProjection(projection, {onCheckpoint, onUnpin, onPinText, 
   total.textContent = `${formatTokens(estimate.tokens)} of ${formatTokens(projection.limit)} tokens`;
   const checkpoint = projection.checkpoint;
   const pins = activePins(projection);
+  // Every refresh rebuilds this pane; what someone is typing into the pin field (and its focus)
+  // must survive a refresh that lands mid-typing, or the text and the Enter are lost.
+  const field = document.getElementById("pin-text"); // absent before the first render
+  const draft = field ? field.value : "";
+  const typing = Boolean(field) && document.activeElement === field;
   replaceChildren(box,
     context ? contextSection(context, cost) : null,
     countsSection(projection),
@@ -29,6 +34,17 @@ export function renderProjection(projection, {onCheckpoint, onUnpin, onPinText, 
     checkpoint ? ledgerSection(checkpoint) : null,
     pinsSection(pins, {onUnpin, onPinText, locked}),
     tailSection(projection.messages || []));
+  const rebuilt = document.getElementById("pin-text");
+  if (rebuilt) {
+    rebuilt.value = draft;
+    if (typing && !rebuilt.disabled) rebuilt.focus();
+  }
+}
+
+/** Empty the pin field once its text is stored (a refresh alone keeps what was typed). */
+export function clearPinField() {
+  const field = document.getElementById("pin-text");
+  if (field) field.value = "";
 }
 
 function countsSection(projection) {
