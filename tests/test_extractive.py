@@ -279,6 +279,39 @@ def test_update_merges_previous_summary_and_supersedes_stale_items():  # S4, M4
     assert "src/a.py" in s["Files Modified"] and "src/a.py" not in s["Files Read"]
 
 
+def test_a_superseded_placeholder_next_step_is_not_carried_as_context():  # S4, S6
+    """"Continue from the latest request: …" names the request of its time: once a newer
+    plan replaces it, carrying it into Critical Context contradicts the new Next Steps."""
+    previous = "\n\n".join([
+        "## Goal\n- (user) Draft the review",
+        "## Next Steps\n- (inferred) No next step was stated; continue from the latest "
+        "request: Draft paragraph 2\n- (user) Finish: Draft paragraph 3\n"
+        "- (inferred) Compare the two editions next",
+        "## Critical Context\n- (none)",
+    ])
+    nodes = chain([user("Draft paragraph 6."), assistant("Here is paragraph 6. Next I will "
+                                                          "check its citations.")])
+    text = summarize_checked(make_plan(nodes, profile="research", previous_summary=previous))
+    s = parse_sections(text, "research")
+    assert "paragraph 2" not in text and "paragraph 3" not in text
+    assert "Next I will check its citations." in s["Next Steps"]
+    # A real plan that was replaced is still context, marked as possibly done.
+    assert "Compare the two editions next [earlier next step; may be done since]" in \
+        s["Critical Context"]
+
+
+def test_rather_than_in_prose_is_not_a_decision():  # S2
+    nodes = chain([
+        user("Draft paragraph 1."),
+        assistant("The author argues that the pattern is deliberate rather than accidental, "
+                  "citing letters from 1901. We will use the 1902 edition rather than the "
+                  "serial text."),
+    ])
+    s = parse_sections(summarize_checked(make_plan(nodes, profile="research")), "research")
+    assert "deliberate rather than accidental" not in s["Decisions"]
+    assert "We will use the 1902 edition rather than the serial text." in s["Decisions"]
+
+
 def test_freeform_previous_summary_is_kept_as_context():  # S4
     previous = "The user asked to migrate the database. We chose Postgres 16."
     nodes = chain([user("continue the migration"), assistant("Migrated the users table.")])

@@ -57,10 +57,19 @@ _TASK = re.compile(
     re.IGNORECASE,
 )
 _DECISION = re.compile(
-    r"\b(?:I'll|I will|we'll|we will|decided|decision|chose|choose|going with|instead of|"
-    r"switch(?:ed)? to|will use|opted|settled on|rather than)\b|決定|にします|採用",
+    r"\b(?:I'll|I will|we'll|we will|decided|decision|chose|choose|going with|"
+    r"switch(?:ed)? to|will use|opted|settled on)\b|決定|にします|採用",
     re.IGNORECASE,
 )
+# "rather than" / "instead of" choose only when someone does: "the pattern is deliberate
+# rather than accidental" in a drafted paragraph is prose, not a decision.
+_CHOICE = re.compile(r"\b(?:rather than|instead of)\b", re.IGNORECASE)
+_CHOOSER = re.compile(r"\b(?:I|we|let's|let us|use|using|go with)\b", re.IGNORECASE)
+
+
+def _is_decision(sentence: str) -> bool:
+    return bool(_DECISION.search(sentence)) or bool(
+        _CHOICE.search(sentence) and _CHOOSER.search(sentence))
 _PLAN = re.compile(
     r"\b(?:next|then|will|I'll|we'll|let me|plan|todo|remaining|still need|want me to|"
     r"shall I|should I|would you like|after that)\b|次に|予定|していきます",
@@ -87,6 +96,9 @@ _TIMES = re.compile(r"\s+\(×\d+\)$")
 
 GOAL_CHARS = 500
 LATER_REQUEST = "(user) Later request: "  # a request after the goal: a restatement
+# The Next Steps line when the last answer stated no plan: it points at the request of its
+# time, so once a newer plan replaces it, it says nothing true about the present.
+NO_STATED_STEP = "(inferred) No next step was stated; continue from the latest request: "
 
 
 
@@ -339,7 +351,7 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
             item = f"(inferred) {clip_words(sentence, ITEM_CHARS)}"
             if STEP_START.match(sentence):
                 continue  # "Next I will …" is a plan: Next Steps takes it
-            if _DECISION.search(sentence):
+            if _is_decision(sentence):
                 f.decisions.append(item)
             elif profile == "coding":
                 f.done.append(item)
@@ -349,10 +361,7 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
             plan = [s for s in said if _PLAN.search(s)][-5:]
             f.next_steps.extend(f"(inferred) {one_line(s)}" for s in plan)
             if not plan and turn.request is not None:
-                f.next_steps.append(
-                    "(inferred) No next step was stated; continue from the latest request: "
-                    + _request_item(turn.request)
-                )
+                f.next_steps.append(NO_STATED_STEP + _request_item(turn.request))
 
 
 def _resources(nodes: Sequence[Node], f: Facts, identifiers: Sequence[LedgerEntry]) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from ..core.messages import LedgerEntry
 from ..core.plan import Plan, Profile
 from ..core.tool_calls import one_line
-from .extractive_facts import GOAL_CHARS, LATER_REQUEST, Facts, norm_item
+from .extractive_facts import GOAL_CHARS, LATER_REQUEST, NO_STATED_STEP, Facts, norm_item
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
 
 OMITTED_NOTE = "earlier items omitted for size; the durable history has them"
@@ -278,7 +278,10 @@ def _place_new(
         keep_user = [] if facts.user_next_steps else [
             i for i in old.items if i.startswith("(user) ") and not i.startswith(_FINISH)]
         fresh = {norm_item(n) for n in facts.next_steps} | {norm_item(i) for i in keep_user}
-        superseded = [i for i in old.items if norm_item(i) not in fresh]
+        # A placeholder ("continue from the latest request", "Finish: …") names an older
+        # request: carried on as context it would contradict the new Next Steps.
+        superseded = [i for i in old.items if norm_item(i) not in fresh
+                      and not i.startswith((NO_STATED_STEP, _FINISH))]
         sections[CRITICAL].add(_mark_earlier(i, "next step", "done") for i in superseded)
         sections[CRITICAL].omitted += old.omitted
         old.items, old.omitted = [], 0
