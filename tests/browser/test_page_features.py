@@ -339,6 +339,17 @@ def test_item7_compact_now_card_and_gauge_agree_and_growth_is_said(page: Any, st
     expect(page.locator("#gauge-text")).to_contain_text(f"{after:,} /")
 
 
+def test_an_unpriced_model_is_named_instead_of_a_dash(page: Any, stack: Stack) -> None:
+    """The service's own cost of a session whose model has no catalog price (the fake
+    model): the line says so, and which model, rather than "Cost so far: –."."""
+    with stack.client() as client:
+        sid = stack.new_session(client, "unpriced", ["hello"])
+    open_session(page, stack, sid)
+    cost = page.locator("#context-cost")
+    expect(cost).to_contain_text("Cost so far: no price known for ")
+    expect(cost).not_to_contain_text("–")
+
+
 def test_cost_is_rendered_when_the_session_has_one(page: Any, stack: Stack) -> None:
     """The `cost` object another part of the service adds to a session: shown when present
     (the page never prices anything itself)."""

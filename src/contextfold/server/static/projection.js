@@ -165,8 +165,12 @@ function costLine(cost) {
   const money = (v) => (v === null || v === undefined ? "–" : `$${Number(v).toFixed(4)}`);
   const saved = cost.full_history_usd !== null && cost.full_history_usd !== undefined && cost.usd !== null && cost.usd !== undefined
     ? ` — saved ${money(cost.full_history_usd - cost.usd)} against sending the full history (${money(cost.full_history_usd)})` : "";
+  // No price: say which model the catalog lacks instead of a bare dash.
+  const spent = cost.usd === null || cost.usd === undefined
+    ? `no price known for ${cost.model || "this model"} (the models file can add one)`
+    : money(cost.usd);
   return el("p", {class: "savings", id: "context-cost"},
-    `Cost so far: ${money(cost.usd)}${saved}. ${formatTokens(cost.input_tokens)} input tokens ` +
+    `Cost so far: ${spent}${saved}. ${formatTokens(cost.input_tokens)} input tokens ` +
     `(${formatTokens(cost.cached_tokens)} cached), ${formatTokens(cost.output_tokens)} output` +
     (cost.summarizer_usd ? `; summaries ${money(cost.summarizer_usd)}` : "") + ".");
 }
