@@ -38,6 +38,11 @@ export function renderChat(tree, {onCheckpoint, onPin, onUnpin, pins = [], locke
   if (foundId && foundFocused) highlightMessage(foundId);
 }
 
+function grew(p) {
+  return typeof p.tokens_before === "number" && typeof p.tokens_after_estimate === "number" &&
+    p.tokens_after_estimate >= p.tokens_before;
+}
+
 function chatItem(node, handlers) {
   if (node.kind === "checkpoint") {
     const p = node.payload || {};
@@ -46,7 +51,10 @@ function chatItem(node, handlers) {
         timeEl(node.created_at)),
       el("p", {class: "msg-text"},
         `Earlier context compacted: ${formatTokens(p.tokens_before)} → ` +
-        `${formatTokens(p.tokens_after_estimate)} tokens (${p.summarizer || "summary"}). ` +
+        `~${formatTokens(p.tokens_after_estimate)} tokens (estimated; ${p.summarizer || "summary"}). ` +
+        // A manual compaction may grow a short request (the automatic one never commits
+        // that): the card says so, so the numbers are not read as a saving.
+        (grew(p) ? "It did not make the request smaller: the summary outweighs what it folded. " : "") +
         "The full history stays in the durable tree. "),
       el("button", {type: "button", class: "link", onclick: () => handlers.onCheckpoint(node)},
         "Show what it folded"));
