@@ -163,3 +163,32 @@ def test_q4_an_unpriced_upstream_model_counts_tokens_and_no_dollars(upstream, tm
     assert cost["usd"] is None  # no price: never a made-up zero
     assert cost["input_tokens"] == reply.usage.prompt_tokens
     assert cost["output_tokens"] == reply.usage.completion_tokens
+
+
+def test_q4_responses_proxy_stats_price_input_tokens_details(upstream, tmp_path: Path):
+    """The Responses API (SPEC Y6) goes through the same stats: `input_tokens` include the
+    `input_tokens_details.cached_tokens`."""
+    db = f"sqlite:///{tmp_path / 'proxy.db'}"
+    proxy = start(upstream, db, upstream.openai_url)
+    oa = openai.OpenAI(base_url=proxy.url + "/v1", api_key=KEY, max_retries=0)
+    reported = []
+    try:
+        previous = None
+        for turn, cached in enumerate((0, 200)):
+            upstream.enqueue(Reply(text=f"noted {turn} " * 10, cached_tokens=cached))
+            response = oa.responses.create(model="gpt-4o-mini", previous_response_id=previous,
+                                           input="Note this down. " * 100 + str(turn))
+            previous = response.id
+            u = response.usage
+            reported.append((u.input_tokens, u.input_tokens_details.cached_tokens,
+                             u.output_tokens))
+    finally:
+        proxy.stop()
+    assert [c for _, c, _ in reported] == [0, 200]
+    p = GPT_4O_MINI
+    expected = sum((i - c) * p["input"] + c * p["cached"] + o * p["output"]
+                   for i, c, o in reported) / 1e6
+    (info,) = asyncio.run(stored(db))
+    cost = info.metadata["proxy_stats"]["cost"]
+    assert cost["usd"] == pytest.approx(expected, abs=1e-6) and cost["requests"] == 2
+    assert cost["cached_tokens"] == 200
