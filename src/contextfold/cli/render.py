@@ -121,8 +121,10 @@ def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
     """The sessions as a table, one line per session at any width: the id and the times are
     never cut (they are what a user copies and compares); the title and the model take what
     is left, cut with an ellipsis, never wrapped mid-word; on a narrow terminal the first
-    message's time, then the checkpoint count, then the model are left out (`--json` has
-    every field)."""
+    message's time, then the checkpoint count, then the model, then what was saved, then
+    the cost are left out (`--json` has every field). Cost (SPEC Q4): USD as billed and
+    saved against sending the full history, "—" where nothing is known (no price for the
+    model, or no usage recorded)."""
     from rich import box
     from rich.table import Table
 
@@ -143,11 +145,15 @@ def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
          lambda r: Text(f"{r['messages']:,}")),
         ("ckpts", widest("ckpts", (f"{r['checkpoints']:,}" for r in rows)), "right",
          lambda r: Text(f"{r['checkpoints']:,}")),
+        ("cost", widest("cost", (_billed(r) for r in rows)), "right",
+         lambda r: Text(_billed(r))),
+        ("saved", widest("saved", (_saved(r) for r in rows)), "right",
+         lambda r: Text(_saved(r))),
         ("model", min(28, widest("model", (r["model"] or "unknown" for r in rows))), "left",
          lambda r: plain(r["model"] or "unknown")),
     ]
     gap, least_title = 3, 12  # a space each side of the column rule; the title's minimum
-    for optional in ("first message", "ckpts", "model"):
+    for optional in ("first message", "ckpts", "model", "saved", "cost"):
         if sum(c[1] + gap for c in columns) + least_title <= console.width:
             break
         columns = [c for c in columns if c[0] != optional]
@@ -164,6 +170,33 @@ def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
         table.add_row(*(cell(r) for *_, cell in columns), title)
     console.print(table)
     say((f"times are UTC; {_count(len(rows), 'session')}", "dim"))
+
+
+def usd(amount: float | None) -> str:
+    """Dollars for a table cell: cents, or four places under a cent; "—" when unknown."""
+    if amount is None:
+        return "—"
+    size = abs(amount)
+    digits = f"{size:,.2f}" if size >= 0.01 or size == 0 else f"{size:.4f}"
+    return ("-" if amount < 0 and digits.strip("0.") else "") + "$" + digits
+
+
+def _charged(cost: dict[str, Any] | None) -> bool:
+    """Whether a session's `cost` object prices any reported usage (else its $0 is not a
+    bill but the absence of one: an import without usage, the offline model)."""
+    if not cost:
+        return False
+    return any((cost.get(part) or {}).get("requests") for part in ("requests", "summarizer"))
+
+
+def _billed(row: dict[str, Any]) -> str:
+    cost = row.get("cost")
+    return usd(cost.get("usd")) if cost and _charged(cost) else "—"
+
+
+def _saved(row: dict[str, Any]) -> str:
+    cost = row.get("cost")
+    return usd(cost.get("saved_usd")) if cost and _charged(cost) else "—"
 
 
 def _count(n: int, noun: str) -> str:

@@ -191,7 +191,7 @@ def import_command(
 
 @app.command("sessions")
 def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) -> None:
-    """List stored sessions: started / last written, messages, checkpoints, model."""
+    """List stored sessions: started / last written, messages, checkpoints, cost, model."""
     out = Output(as_json)
 
     def work() -> None:
@@ -205,7 +205,9 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
 
 
 async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any]:
-    """One `sessions` row: the stored fields plus what the branch says."""
+    """One `sessions` row: the stored fields plus what the branch says, and what it cost
+    (SPEC Q4: the service's `cost` object, from the same helper)."""
+    from ..billing import session_bill
     from ..core.tree import Branch
 
     branch = await store.load_full_branch(info.id)
@@ -219,7 +221,8 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
             "last_message_at": max(said, default=info.created_at).isoformat(),
             "messages": sum(1 for n in nodes if n.message is not None),
             "checkpoints": sum(1 for n in nodes if n.checkpoint is not None),
-            "model": recorded_model(branch) or info.metadata.get("model")}
+            "model": recorded_model(branch) or info.metadata.get("model"),
+            "cost": session_bill(branch, info.metadata).to_json()}
 
 
 @app.command("compact")

@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .mask_planner import MASKING_SUMMARIZER
-from .masking import MaskedNode
+from .masking import MASKING_SUMMARIZER, MaskedNode
 from .messages import Checkpoint, Message, Node, Usage
 from .prices import (
     Block,
@@ -99,10 +98,15 @@ class _Prices:
         return self._seen[name]
 
     def cost(self, name: str | None, usage: Usage) -> Cost:
-        price = self(name)
-        if price is None:
-            return request_cost(None, usage, cache_rules(None, name or ""))
-        return price.cost(usage)
+        return priced_usage(self(name), name, usage)
+
+
+def priced_usage(price: ModelPrice | None, name: str | None, usage: Usage) -> Cost:
+    """One request's reported usage at `price` (`name`'s lookup): its tokens, and `usd` None
+    when the model has no price."""
+    if price is None:
+        return request_cost(None, usage, cache_rules(None, name or ""))
+    return price.cost(usage)
 
 
 def summarizer_model(checkpoint: Checkpoint, usage: Usage) -> str | None:

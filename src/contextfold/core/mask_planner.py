@@ -22,14 +22,12 @@ from typing import Any
 from .boundary import Boundary
 from .budget import Budget, ModelCapacity
 from .estimator import Estimate, MessageCosts, estimate_message, estimate_request
-from .masking import MaskedNode, apply_mask, maskable
+from .masking import MASKING_SUMMARIZER, MaskedNode, apply_mask, maskable
 from .messages import Checkpoint, Ledger, Message, Node
 from .plan import Plan, Profile, Trigger
 from .projection import Projection, checkpoint_text, raw_start
 from .text_estimate import estimate_text
 from .tree import Branch
-
-MASKING_SUMMARIZER = "masking"  # the `summarizer` name of a masking checkpoint
 
 
 def _cost(capacity: ModelCapacity, costs: MessageCosts | None) -> Callable[[Node], int]:

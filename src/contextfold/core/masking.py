@@ -31,6 +31,9 @@ MASK_MIN_CHARS = 1_200
 ARGUMENT_CHARS = 240
 MAX_IDENTIFIERS = 12
 MASK_MARKER = "[masked tool result]"
+# The `summarizer` name of a masking checkpoint (here, not in the planner, so a reader of
+# checkpoints such as `core.costs` does not import the planner).
+MASKING_SUMMARIZER = "masking"
 
 MASKING_NOTE = (
     "Older tool results marked [masked tool result] were replaced by a placeholder to save "

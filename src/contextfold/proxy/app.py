@@ -181,6 +181,7 @@ async def _after(proxy: Proxy, synced: Synced, message: Message | None,
                  stats: SessionStats) -> None:
     """Record the reply (E1; starts the auto check, A1) and the session's proxy figures."""
     try:
+        stats.bill(message)  # SPEC Q4: the upstream's reported usage, priced
         if message is not None:
             await proxy.mirror.record_reply(synced, message)
         else:

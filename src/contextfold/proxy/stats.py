@@ -1,5 +1,6 @@
-"""Per-session prompt-cache figures (SPEC Y4): how much of each forwarded request repeats the
-previous request's prefix byte for byte."""
+"""Per-session proxy figures: how much of each forwarded request repeats the previous
+request's prefix byte for byte (SPEC Y4), and what the replies cost as the upstream reported
+their usage (SPEC Q4)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..billing import usage_cost
+from ..core.messages import Message
+from ..core.prices import Cost
 from .prefix_cache import dumps
 
 
@@ -29,11 +33,14 @@ def encode(body: dict[str, Any], known: Mapping[int, bytes] | None = None
 @dataclass
 class SessionStats:
     """Requests seen, forwarded tokens and the share of them that repeated the previous
-    request's prefix (estimated from the byte share of the identical leading pieces)."""
+    request's prefix (estimated from the byte share of the identical leading pieces), and
+    the cost of the replies: the usage the upstream reported (uncached input, cache reads,
+    cache writes, output) priced at the reply's model (`billing.usage_cost`)."""
 
     requests: int = 0
     forwarded_tokens: int = 0
     repeated_tokens: int = 0
+    cost: Cost = field(default_factory=Cost)
     _previous: list[bytes] = field(default_factory=list, repr=False)
 
     def observe(self, pieces: list[bytes], tokens: int) -> float | None:
@@ -54,6 +61,12 @@ class SessionStats:
         self._previous = pieces
         return share
 
+    def bill(self, reply: Message | None) -> None:
+        """Add a reply's reported usage to the cost (a reply without usage adds nothing: a
+        cost is never guessed where it was not reported)."""
+        if reply is not None and reply.usage is not None:
+            self.cost = self.cost + usage_cost(reply.usage, reply.model)
+
     @property
     def reuse(self) -> float | None:
         """Share of all forwarded tokens that repeated the previous request's prefix."""
@@ -62,4 +75,5 @@ class SessionStats:
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "forwarded_tokens": self.forwarded_tokens,
                 "repeated_prefix_tokens": self.repeated_tokens,
-                "prefix_reuse": None if self.reuse is None else round(self.reuse, 4)}
+                "prefix_reuse": None if self.reuse is None else round(self.reuse, 4),
+                "cost": {"currency": "USD", **self.cost.to_json()}}

@@ -17,9 +17,9 @@ from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from ..core.costs import session_cost
+from ..billing import SERVICE_KEY, session_bill
 from ..core.messages import text_message
-from ..core.resolver import recorded_model, user_prices
+from ..core.resolver import recorded_model
 from ..core.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..store.liveness import holder_is_dead
@@ -30,7 +30,7 @@ from .hub import Hub
 from .models import Opened, ServerModels, refuse_unavailable
 from .views import event_json, gauge_json, iso, state_json
 
-META_KEY = "service"
+META_KEY = SERVICE_KEY  # the session's settings in its metadata
 _MAX_LIVE = 2000  # idle conversations kept open per worker (least recently used go first)
 REMOTE_POLL = 0.25
 UNREAD = object()  # no lease holder read for this request: read it from the store
@@ -301,9 +301,10 @@ class SessionManager:
         if cached is not None and cached[0] == key:
             return cached[1]
         full = await live.conv.store.load_full_branch(live.session_id)
-        nodes = full.nodes if isinstance(full, Branch) else full.readable  # D2: what reads
-        cost = session_cost(nodes, user_prices(),
-                            model=live.opened.resolved.name).to_json()
+        # The one bill `contextfold sessions` shows too: same model resolution, same prices
+        # (`billing`), with the settings this worker runs the session with and its default.
+        metadata = {**live.info.metadata, META_KEY: _meta(live.settings)}
+        cost = session_bill(full, metadata, self.models.resolver).to_json()
         live.cost = (key, cost)
         return cost
 
