@@ -72,7 +72,11 @@ def test_q4_summariser_usage_and_the_full_history() -> None:
     # = 0.0027 + 0.0624 + 0.01 = 0.0751
     assert cost.full_history.usd == pytest.approx(0.135 + 0.0751)
     assert cost.full_history.prompt_tokens == 50_000 + 51_000
-    assert cost.saved_usd == pytest.approx(0.2101 - 0.2175)  # a small session loses money
+    # saved: the full history against the requests as sent through the same cache model
+    # (a1 0.135, a2 9,000 x 2.5 + 1,000 x 10 = 0.0325: shorter than a1, nothing cached)
+    # and the summariser's $0.05: a small session loses money.
+    assert cost.as_sent is not None and cost.as_sent.usd == pytest.approx(0.1675)
+    assert cost.saved_usd == pytest.approx(0.2101 - 0.1675 - 0.05)
 
 
 def test_q4_unknown_model_counts_tokens_and_is_unpriced() -> None:
@@ -98,3 +102,17 @@ def test_q4_a_cold_cache_costs_the_full_history_its_write_again() -> None:
     assert warm.full_history.cache_write_tokens == 2_000
     assert warm.full_history.cached_tokens == 4_000
     assert cold.full_history.usd > warm.full_history.usd
+
+
+def test_q4_a_session_never_compacted_saved_nothing() -> None:
+    """The reported bill and the modelled one differ (here the provider reported no cache
+    reads, the model reads OpenAI's automatic cache): "saved" compares two bills of the same
+    model, so that difference is not shown as money saved or lost."""
+    nodes = nodes_at([
+        user("q1"), assistant("a1", usage=Usage(input=20_000, output=500, model="gpt-4o")),
+        user("q2"), assistant("a2", usage=Usage(input=21_000, output=500, model="gpt-4o")),
+    ])
+    cost = session_cost(nodes, BOOK)
+    assert cost.full_history.usd < cost.requests.usd  # the model's cache reads differ
+    assert cost.saved_usd == 0
+    assert cost.to_json()["saved_usd"] == 0

@@ -361,6 +361,7 @@ def test_cost_is_rendered_when_the_session_has_one(page: Any, stack: Stack) -> N
         answer = route.fetch()
         body = answer.json()
         body["cost"] = {"currency": "USD", "usd": 0.0123, "full_history_usd": 0.05,
+                        "saved_usd": 0.0377,
                         "input_tokens": 1200, "cached_tokens": 300, "cache_write_tokens": 0,
                         "output_tokens": 80, "summarizer_usd": None}
         route.fulfill(response=answer, json=body)

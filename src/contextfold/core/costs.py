@@ -13,7 +13,12 @@
   `tokens_before - tokens_after_estimate`), sent through the provider's modelled prompt cache
   (`core.prices.PromptCache`, a breakpoint at the end of each request as agents place it), at
   the times the replies were stored. It is what the session would have been billed had the
-  window been large enough, so "saved" is a comparison of two bills, not a promise.
+  window been large enough.
+* **saved** — the full history's modelled bill minus the same model's bill of the requests
+  as they were sent (their prompts through the same modelled cache) and the summarising
+  calls. Both sides go through one model, so a session that never compacted saved exactly
+  nothing: the model's distance from the provider's real bill (a cache it does not see, a
+  TTL it guesses) cancels out instead of showing up as money saved or lost.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class SessionCost:
     summarizer: Cost
     full_history: Cost
     compactions: int
+    # The requests as sent, through the same modelled cache as `full_history` (for `saved`).
+    as_sent: Cost | None = None
 
     @property
     def usd(self) -> float | None:
@@ -55,8 +62,13 @@ class SessionCost:
 
     @property
     def saved_usd(self) -> float | None:
-        full, spent = self.full_history.usd, self.usd
-        return None if full is None or spent is None else full - spent
+        """The full history's modelled bill minus the modelled bill as sent and the
+        summarising calls (see the module docstring): 0 for a session never compacted."""
+        sent = self.as_sent if self.as_sent is not None else self.requests
+        full, spent, summaries = self.full_history.usd, sent.usd, self.summarizer.usd
+        if full is None or spent is None or summaries is None:
+            return None
+        return full - spent - summaries
 
     def to_json(self) -> dict[str, Any]:
         """The `cost` object of the CLI's and the service's session views (docs/service.md)."""
@@ -130,6 +142,7 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
     models: set[str] = set()
     folded = 0  # tokens the checkpoints so far took out of every later request
     full = _FullHistory()
+    sent = _FullHistory()  # the same model over the prompts as sent: `saved` compares these
     compactions = 0
     for node in nodes:
         payload = node.payload
@@ -153,9 +166,10 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
             models.add(name)
         requests.append(prices.cost(name, usage))
         full.add(prices(name), name or "", usage, folded, node.created_at.timestamp())
+        sent.add(prices(name), name or "", usage, 0, node.created_at.timestamp())
     return SessionCost(model=models.pop() if len(models) == 1 else None,
                        requests=total(requests), summarizer=total(summarising),
-                       full_history=full.cost(), compactions=compactions)
+                       full_history=full.cost(), compactions=compactions, as_sent=sent.cost())
 
 
 class _FullHistory:

@@ -163,8 +163,10 @@ function contextSection(context, cost) {
 
 function costLine(cost) {
   const money = (v) => (v === null || v === undefined ? "–" : `$${Number(v).toFixed(4)}`);
-  const saved = cost.full_history_usd !== null && cost.full_history_usd !== undefined && cost.usd !== null && cost.usd !== undefined
-    ? ` — saved ${money(cost.full_history_usd - cost.usd)} against sending the full history (${money(cost.full_history_usd)})` : "";
+  // `saved_usd` is the service's (full history against the requests as sent, both through
+  // one cache model): the page never subtracts bills of two different kinds itself.
+  const saved = cost.saved_usd !== null && cost.saved_usd !== undefined && cost.full_history_usd !== null && cost.full_history_usd !== undefined
+    ? ` — saved ${money(cost.saved_usd)} against sending the full history (${money(cost.full_history_usd)}, modelled)` : "";
   // No price: say which model the catalog lacks instead of a bare dash.
   const spent = cost.usd === null || cost.usd === undefined
     ? `no price known for ${cost.model || "this model"} (the models file can add one)`
