@@ -15,6 +15,8 @@ it). Deterministic for a seed.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
+from itertools import islice
 
 from .facts import CATEGORIES, Fact, ScriptedTurn, Session, ToolRound
 from .material import Prose, fulltext, prose_sentence, zotero_items, zotero_key
@@ -98,28 +100,41 @@ def _tool_fact(category: str, t: int, name: str, key: str, rng: random.Random
             ToolRound("zotero_abstract", {"item_key": key}, text))
 
 
-def planted_session(turns: int, seed: int = 27, user_tokens: tuple[int, int] = (150, 400),
-                    tool_tokens: tuple[int, int] = (400, 1_200)) -> Session:
-    """`turns` turns (at most `MAX_TURNS`) with two planted facts each (see the module doc);
-    user prose of `user_tokens` and a full text of `tool_tokens` (estimated) per turn."""
-    if not 1 <= turns <= MAX_TURNS:
-        raise ValueError(f"a planted session has 1 to {MAX_TURNS} turns, not {turns}")
+def planted_turns(seed: int = 27, user_tokens: tuple[int, int] = (150, 400),
+                  tool_tokens: tuple[int, int] = (400, 1_200)) -> Iterator[ScriptedTurn]:
+    """The planted session's turns, one at a time, `MAX_TURNS` in all (see the module
+    doc): user prose of `user_tokens` and a full text of `tool_tokens` (estimated) per
+    turn. Every prefix is the same whatever is read after it."""
     rng = random.Random(seed)
+    key_rng = random.Random(f"{seed}-keys")  # its own stream: turn t never depends on later
     prose = Prose(rng)
     items = zotero_items()
-    keys = [items[i]["key"] if i < len(items) else zotero_key(rng) for i in range(turns + 1)]
-    out: list[ScriptedTurn] = []
-    for t in range(turns):
-        name, key = topic(t), keys[t]
-        said = _user_fact(CATEGORIES[t % 6], t, name, (key, keys[t + 1]), rng)
+    keys: list[str] = []
+
+    def key(i: int) -> str:
+        while len(keys) <= i:
+            n = len(keys)
+            keys.append(items[n]["key"] if n < len(items) else zotero_key(key_rng))
+        return keys[i]
+
+    for t in range(MAX_TURNS):
+        name = topic(t)
+        said = _user_fact(CATEGORIES[t % 6], t, name, (key(t), key(t + 1)), rng)
         sentence = {"recall": f"For the {name} the pilot agreement was {said.text}.",
                     "artifact": f"Save your notes on the {name} to {said.text}."
                     }.get(said.category, said.text)
         body = prose.paragraph(rng.randint(*user_tokens), [sentence])
-        user = f"Zotero item {key} today, on the {name}. {body}"
-        returned, round_ = _tool_fact(CATEGORIES[(t + 3) % 6], t, name, key, rng)
-        rounds = [ToolRound("zotero_fulltext", {"item_key": key},
-                            fulltext(rng, key, name, rng.randint(*tool_tokens))), round_]
-        reply = f"Read {key} on the {name}: {prose_sentence(rng, 10_000 + t)}"
-        out.append(ScriptedTurn(user=user, rounds=rounds, reply=reply, facts=[said, returned]))
-    return Session(name=f"planted-{turns}", turns=out, system=SYSTEM)
+        user = f"Zotero item {key(t)} today, on the {name}. {body}"
+        returned, round_ = _tool_fact(CATEGORIES[(t + 3) % 6], t, name, key(t), rng)
+        rounds = [ToolRound("zotero_fulltext", {"item_key": key(t)},
+                            fulltext(rng, key(t), name, rng.randint(*tool_tokens))), round_]
+        reply = f"Read {key(t)} on the {name}: {prose_sentence(rng, 10_000 + t)}"
+        yield ScriptedTurn(user=user, rounds=rounds, reply=reply, facts=[said, returned])
+
+
+def planted_session(turns: int, seed: int = 27) -> Session:
+    """The first `turns` planted turns (1 to `MAX_TURNS`) as a session."""
+    if not 1 <= turns <= MAX_TURNS:
+        raise ValueError(f"a planted session has 1 to {MAX_TURNS} turns, not {turns}")
+    return Session(name=f"planted-{turns}", turns=list(islice(planted_turns(seed), turns)),
+                   system=SYSTEM)

@@ -2,8 +2,9 @@
 
 The session (`evaluate.planted`) is written turn by turn into a temporary SQLite store (the
 embedded store every face uses; it can search, so automatic recall works as in a real
-session). After a warm-up of `WARMUP` turns (so the first checkpoint already folds every
-category from both sources) every turn ends with one compaction through
+session). Once a compaction would fold `WARMUP` turns (beyond the raw tail the model's
+tail budget keeps; so the first checkpoint already folds every category from both
+sources) every turn ends with one compaction through
 `runtime.compaction.compact_session`, the path `contextfold compact` takes (prepare →
 summarise → conditional commit, S6/S7 checks included): automatic when the request is over
 the auto threshold (SPEC A1), else manual (M1). After compaction K, for K asked for, every
@@ -17,31 +18,33 @@ from __future__ import annotations
 
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..core.budget import Budget, ModelCapacity
 from ..core.fit import over_auto_threshold
 from ..core.messages import Message, TextPart, ToolCallPart, ToolResultPart, text_message
 from ..core.projection import project
+from ..errors import ContextfoldError
 from ..runtime.auto_recall import AutoRecall
 from ..runtime.compaction import CompactionOutcome, compact_session
 from ..runtime.sizing import Sizer
 from ..runtime.summarizers import Summarize, offline_summarize
 from ..store import open_store
 from ..store.protocol import SessionStore
-from .facts import ScriptedTurn, Session
-from .planted import MAX_TURNS, planted_session
+from .facts import ScriptedTurn
+from .planted import SYSTEM, planted_turns
 from .probes import probe
 from .report import CompactionRow, EvalResult, Milestone
 
 WARMUP = 6  # turns before the first compaction: each category planted once per source
 MAX_COMPACTIONS = 50  # the largest K a run goes to (one turn per compaction)
-_SLACK = 10  # turns beyond warm-up + K for compactions that were no-ops
 
 
-class EvalInputError(ValueError):
+class EvalInputError(ContextfoldError, ValueError):
     """What was asked of an evaluation cannot be run (the message says what)."""
+
+    kind = "bad_input"
 
 
 def parse_compactions(text: str) -> tuple[int, ...]:
@@ -88,8 +91,6 @@ async def run_eval(capacity: ModelCapacity, budget: Budget, *,
         raise EvalInputError(f"compactions must be between 1 and {MAX_COMPACTIONS}, "
                              f"not {list(compactions)}")
     say = progress or (lambda _line: None)
-    turns = min(MAX_TURNS, WARMUP + asked[-1] + _SLACK)
-    session = planted_session(turns, seed=seed)
     result = EvalResult(summarizer=summarizer, model=capacity.model,
                         context_window=capacity.context_window,
                         safe_input_limit=budget.safe_input_limit,
@@ -98,23 +99,41 @@ async def run_eval(capacity: ModelCapacity, budget: Budget, *,
     with tempfile.TemporaryDirectory(prefix="contextfold-eval-") as tmp:
         store = await open_store(f"sqlite:///{Path(tmp) / 'eval.db'}")
         try:
-            await _play(store, session, capacity, budget, summarize, result, say)
+            await _play(store, planted_turns(seed), capacity, budget, summarize, result, say)
         finally:
             await store.close()
     result.seconds = time.perf_counter() - started
     return result
 
 
-async def _play(store: SessionStore, session: Session, capacity: ModelCapacity,
+def folded_turns(turn_tokens: Sequence[int], tail_budget: int) -> int:
+    """How many of the turns a compaction would fold, the newest ones kept raw while they
+    fit `tail_budget` (the latest always: SPEC M2). An estimate, to time the first one."""
+    kept, used = 0, 0
+    for tokens in reversed(turn_tokens):
+        if kept and used + tokens > tail_budget:
+            break
+        kept, used = kept + 1, used + tokens
+    return len(turn_tokens) - kept
+
+
+async def _play(store: SessionStore, turns: Iterable[ScriptedTurn], capacity: ModelCapacity,
                 budget: Budget, summarize: Summarize, result: EvalResult,
                 say: Callable[[str], None]) -> None:
-    sid = (await store.create_session(title=f"contextfold eval ({session.name})")).id
-    sizer = Sizer(capacity, budget, session.system, ())
+    """Write the turns, compact after each once `WARMUP` turns would be folded, probe at
+    each K asked for; stop after the last K (or when the turns run out)."""
+    sid = (await store.create_session(title="contextfold eval")).id
+    sizer = Sizer(capacity, budget, SYSTEM, ())
     recall = AutoRecall(store)
-    for t, turn in enumerate(session.turns):
-        await store.append_many(sid, turn_messages(t, turn))
+    played: list[ScriptedTurn] = []
+    sizes: list[int] = []
+    for t, turn in enumerate(turns):
+        messages = turn_messages(t, turn)
+        await store.append_many(sid, messages)
+        played.append(turn)
+        sizes.append(sum(sizer.costs.measure(m) for m in messages))
         result.turns_played = t + 1
-        if t + 1 < WARMUP:
+        if not result.compactions and folded_turns(sizes, budget.tail_budget) < WARMUP:
             continue
         outcome = await _compact(store, sid, sizer, summarize)
         if outcome.status != "compacted":
@@ -130,8 +149,7 @@ async def _play(store: SessionStore, session: Session, capacity: ModelCapacity,
         say(f"compaction {k} after turn {t + 1}: {outcome.summarizer}, "
             f"{outcome.tokens_before:,} → {outcome.tokens_after:,} tokens")
         if k in result.asked:
-            result.milestones.append(await _milestone(store, sid, session, t + 1, k, sizer,
-                                                      recall))
+            result.milestones.append(await _milestone(store, sid, played, k, sizer, recall))
             say(f"probed after compaction {k}")
         if k >= result.asked[-1]:
             return
@@ -152,13 +170,12 @@ async def _compact(store: SessionStore, sid: str, sizer: Sizer, summarize: Summa
                                  trigger="manual", summarize=summarize, system=sizer.system)
 
 
-async def _milestone(store: SessionStore, sid: str, session: Session, played: int, k: int,
+async def _milestone(store: SessionStore, sid: str, played: Sequence[ScriptedTurn], k: int,
                      sizer: Sizer, recall: AutoRecall) -> Milestone:
     """Probe every fact of a turn no longer raw after compaction `k`."""
     projection = project(await store.load_branch(sid))
     raw_users = {n.message.text.strip() for n in projection.messages
                  if n.message is not None and n.message.role == "user"}
-    facts = [f for t in range(played) if session.turns[t].user.strip() not in raw_users
-             for f in session.turns[t].facts]
+    facts = [f for turn in played if turn.user.strip() not in raw_users for f in turn.facts]
     probes = [await probe(f, projection, recall, sid, sizer) for f in facts]
-    return Milestone(k=k, turn=played, probes=tuple(probes))
+    return Milestone(k=k, turn=len(played), probes=tuple(probes))
