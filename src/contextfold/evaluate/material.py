@@ -117,6 +117,7 @@ class Prose:
             if not placed and size >= planted_at:
                 parts.extend(planted)
                 placed = True
+                text = " ".join(parts)  # what is returned must hold what was planted
             if size >= target_tokens and placed:
                 return text
             self.n += 1
