@@ -81,6 +81,11 @@ def test_an_unknown_model_without_a_window_is_bad_input():
     assert "unknown-model-xyz" in out["error"] and "--context-window" in out["error"], out
 
 
+def test_a_window_too_small_to_compact_in_is_bad_input():
+    out = cf("--model", "my-model", "--context-window", "600", expect=2)
+    assert "--context-window" in out["error"], out
+
+
 def test_summariser_options_that_do_not_go_together_are_refused():
     assert "extractive" in cf("--summarizer", "bogus", expect=2)["error"]
     out = cf("--summarizer-model", "gpt-4o", expect=2)
