@@ -135,6 +135,6 @@ def render_eval(p: dict[str, Any]) -> None:
         console.print(f"  K={f['k']}: {escape(f['reason'])}", highlight=False)
     cost = p["cost"]["summarizer"]
     usd = "unpriced" if cost["usd"] is None else f"${cost['usd']:.4f}"
-    console.print(f"summariser: {cost['requests']} requests, {cost['input_tokens']:,} input "
-                  f"(+{cost['cached_tokens']:,} cached) and {cost['output_tokens']:,} output "
-                  f"tokens, {usd}")
+    console.print(f"summariser: {cost['input_tokens']:,} input (+{cost['cached_tokens']:,} "
+                  f"cached) and {cost['output_tokens']:,} output tokens over all compactions, "
+                  f"{usd}")
