@@ -16,12 +16,20 @@ import sys
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from contextfold.cli import app
 from contextfold.evaluate.facts import CATEGORIES, SOURCES
 from contextfold.evaluate.planted import MAX_TURNS, planted_session, topic
-from contextfold.evaluate.runner import WARMUP, folded_turns, parse_compactions
+from contextfold.evaluate.runner import (
+    MAX_COMPACTIONS,
+    WARMUP,
+    EvalInputError,
+    folded_turns,
+    parse_compactions,
+)
 from contextfold.summarize.prompts import PROGRESS_SECTION, PROGRESS_SUBSECTIONS
 from tests.fakeserver import Reply, server_fixture
 from tests.fakeserver.summaries import request_text, requested_sections
@@ -96,6 +104,26 @@ def test_parse_compactions_sorts_and_deduplicates():
     assert parse_compactions("10, 1,5,5") == (1, 5, 10)
 
 
+@given(st.lists(st.integers(-5, MAX_COMPACTIONS + 5), min_size=1, max_size=8))
+def test_parse_compactions_accepts_exactly_the_runnable_ks(ks):
+    text = ",".join(map(str, ks))
+    if all(1 <= k <= MAX_COMPACTIONS for k in ks):
+        assert parse_compactions(text) == tuple(sorted(set(ks)))
+    else:
+        with pytest.raises(EvalInputError, match="compactions"):
+            parse_compactions(text)
+
+
+def test_help_names_values_and_the_command_is_listed():
+    listed = CliRunner().invoke(app, ["--help"])
+    assert listed.exit_code == 0 and "eval" in listed.stdout
+    shown = CliRunner().invoke(app, ["eval", "--help"], terminal_width=100)
+    assert shown.exit_code == 0, shown.output
+    assert not re.search(r"<(bool|str|int)>", shown.stdout), shown.stdout
+    for words in ("--compactions", "--summarizer", "--base-url", "--context-window"):
+        assert words in shown.stdout, words
+
+
 def test_the_llm_summariser_without_the_providers_extra_names_it():
     code = ("import sys\nsys.modules['openai'] = None\nfrom contextfold.cli import app\n"
             "sys.argv = ['contextfold', 'eval', '--summarizer', 'llm', '--json']\napp()\n")
@@ -168,7 +196,7 @@ def _bad_summary(protocol: str, body: dict[str, Any]) -> Reply:
     return Reply(text="\n".join(lines))
 
 
-def test_a_summariser_that_drops_a_constraint_and_invents_an_instruction_is_caught(fake):
+def test_a_summariser_dropping_a_constraint_and_inventing_an_instruction_is_caught(fake):  # S6 S7
     fake.respond_with(_bad_summary)
     out = cf("--summarizer", "llm", "--summarizer-model", "scripted-summariser",
              "--base-url", fake.openai_url, "--model", "gpt-4o", "--context-window", "32000",

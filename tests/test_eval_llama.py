@@ -27,7 +27,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.skipif(os.environ.get("CONTEXTFOLD_LLAMA") != "1",
                     reason="opt-in: CONTEXTFOLD_LLAMA=1 runs a real llama.cpp server")
-def test_eval_measures_a_real_local_model():
+def test_eval_measures_a_real_local_model():  # S5 S6 Q4
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.fail("CONTEXTFOLD_LLAMA=1 but llama-cpp-python[server] is not installed")
     from bench.llama_upstream import find_gguf, llama_server
