@@ -13,7 +13,6 @@ from typing import Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from ..errors import MissingExtraError
 from .app import JSON_OPTION, BadInput, Output, app, console, exit_code, run
@@ -95,6 +94,8 @@ def _share(counts: dict[str, int], key: str) -> str:
 
 def render_eval(p: dict[str, Any]) -> None:
     """The table view of an `eval --json` document."""
+    from rich.table import Table  # only for the table view, as in `render`
+
     where = f" at {p['base_url']}" if p.get("base_url") else ""
     console.print(f"[bold]{escape(p['summarizer'])}[/]{escape(where)} on "
                   f"{escape(p['model'])} ({p['context_window']:,}-token window, safe limit "
