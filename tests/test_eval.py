@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from contextfold.cli import app
+from contextfold.core.messages import Usage
+from contextfold.core.resolver import user_prices
 from contextfold.evaluate.facts import CATEGORIES, SOURCES
 from contextfold.evaluate.planted import MAX_TURNS, planted_session, topic
 from contextfold.evaluate.runner import (
@@ -220,3 +222,18 @@ def test_a_summariser_dropping_a_constraint_and_inventing_an_instruction_is_caug
     assert cost["requests"] == len(summaries) and cost["input_tokens"] > 0
     assert cost["output_tokens"] > 0 and cost["usd"] is None
     assert out["base_url"] == fake.openai_url
+
+
+def test_a_priced_summariser_is_costed_at_the_packaged_price(fake):  # Q4
+    fake.respond_with(_bad_summary)
+    out = cf("--summarizer", "llm", "--summarizer-model", "gpt-4o-mini", "--base-url",
+             fake.openai_url, "--model", "gpt-4o", "--context-window", "32000",
+             "--compactions", "1")
+    cost = out["cost"]["summarizer"]
+    assert cost["input_tokens"] > 0 and cost["output_tokens"] > 0
+    price = user_prices().lookup("gpt-4o-mini")
+    assert price is not None
+    expected = price.cost(Usage(input=cost["input_tokens"], output=cost["output_tokens"],
+                                cache_read=cost["cached_tokens"])).usd
+    assert expected and cost["usd"] == pytest.approx(expected, abs=1e-6)
+    assert out["compaction_log"][0]["cost"]["usd"] == cost["usd"]  # one compaction
