@@ -224,6 +224,13 @@ def test_a_summariser_dropping_a_constraint_and_inventing_an_instruction_is_caug
     assert out["base_url"] == fake.openai_url
 
 
+def test_a_password_in_the_base_url_is_never_shown(fake):
+    url = fake.openai_url.replace("http://", "http://me:s3cret@")
+    out = cf("--summarizer", "llm", "--summarizer-model", "scripted", "--base-url", url,
+             "--model", "gpt-4o", "--context-window", "32000", "--compactions", "1")
+    assert "s3cret" not in json.dumps(out) and out["base_url"].startswith("http://me:***@")
+
+
 def test_a_priced_summariser_is_costed_at_the_packaged_price(fake):  # Q4
     fake.respond_with(_bad_summary)
     out = cf("--summarizer", "llm", "--summarizer-model", "gpt-4o-mini", "--base-url",

@@ -77,9 +77,12 @@ def eval_command(
 
             summarize = _llm_summarize(resolved, summarizer_model, base_url, fallbacks)
             name = f"llm:{summarizer_model or resolved.name}"
+        from ..store.engine import redact_url  # a URL's password is never shown
+
         result = await run_eval(resolved.capacity, resolved.budget, summarize=summarize,
                                 summarizer=name, compactions=ks, seed=seed,
-                                progress=stderr_progress(), base_url=base_url)
+                                progress=stderr_progress(),
+                                base_url=redact_url(base_url) if base_url else None)
         return result.to_json()
 
     payload = run(out, work)
