@@ -244,3 +244,46 @@ def test_a_priced_summariser_is_costed_at_the_packaged_price(fake):  # Q4
                                 cache_read=cost["cached_tokens"])).usd
     assert expected and cost["usd"] == pytest.approx(expected, abs=1e-6)
     assert out["compaction_log"][0]["cost"]["usd"] == cost["usd"]  # one compaction
+
+
+# --------------------------------------------------------------------------- one probe
+
+
+async def test_a_probe_counts_the_fact_only_where_the_request_holds_it():  # L5
+    from contextfold.core.budget import ModelCapacity, derive_budget
+    from contextfold.core.messages import Checkpoint, Node, text_message
+    from contextfold.core.projection import Projection
+    from contextfold.evaluate.facts import Fact
+    from contextfold.evaluate.probes import probe
+    from contextfold.runtime.auto_recall import AutoRecall
+    from contextfold.runtime.sizing import Sizer
+    from contextfold.store.memory import MemoryStore
+
+    capacity = ModelCapacity(model="m", context_window=32_000, max_output=4_000)
+    sizer = Sizer(capacity, derive_budget(capacity), "system", ())
+    recall = AutoRecall(MemoryStore())  # cannot search: no recall block
+    kept = Fact("decision", "We decided to use X because Y.", 0,
+                question="What did we decide about X?")
+    raw = Fact("recall", "Error: code ZS042", 1, question="Which error came back?")
+    lost = Fact("constraint", "Never touch Z.", 2, question="Which rule about Z?")
+    cp = Node(id="cp", payload=Checkpoint(summary=f"## Decisions\n- (user) {kept.text}",
+                                          first_kept_id="m1", tokens_before=10))
+    tail = Node(id="m1", payload=text_message("user", f"It said: {raw.text}"))
+    projection = Projection(checkpoint=cp, messages=(tail,))
+    got = {f.category: await probe(f, projection, recall, "s", sizer) for f in (kept, raw, lost)}
+    assert (got["decision"].in_request, got["decision"].in_checkpoint) == (True, True)
+    assert (got["recall"].in_request, got["recall"].in_checkpoint) == (True, False)
+    assert not got["constraint"].in_request and not got["constraint"].in_checkpoint
+    assert not any(p.in_recall_block for p in got.values())
+
+
+def test_what_automatic_recall_brings_back_counts_as_continued():  # L5
+    out = cf("--model", "gpt-4o", "--context-window", "32000", "--compactions", "1")
+    m = out["milestones"][0]
+    tool = m["sources"]["tool"]
+    # Tool-result decisions, rules, tasks and abstracts are not in the offline checkpoint;
+    # the recall block of the question's request brings them back.
+    assert tool["in_recall_block"] >= 1 and tool["in_request"] > tool["in_checkpoint"]
+    # The block is part of the request: nothing it holds is missing from the request.
+    assert not any(x["in_recall_block"] for x in m["missing"])
+    assert out["recall_budget"] == int(out["safe_input_limit"] * 0.03)
