@@ -5,8 +5,9 @@ bench/results/continuity.json and prints a table). Deterministic: scripted sessi
 scripted local model, the offline summariser (and, as a lower bound, an "LLM" summariser
 whose model remembers nothing: only the ledger carries identifiers through it).
 
-Each session (`bench.continuity_sessions`: a synthetic 60-turn Zotero research session with
-tool results of 2-6k tokens, and the first 60 turns of the real Pi transcript) is driven
+Each session (a synthetic 60-turn Zotero research session with tool results of 2-6k
+tokens, `contextfold.evaluate.research`, and the first 60 turns of the real Pi transcript,
+`bench.continuity_sessions`) is driven
 through the public path — `Conversation.send` with the model's tool calls run by a
 `run_tools` callback, compaction automatic (SPEC A1) — on gpt-4o with a catalog override of
 its window (16k, 32k; 128k is its real window). At 128k a session compacts on its own only
@@ -35,14 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.continuity_sessions import (
-    CATEGORIES,
-    Fact,
-    ScriptedTurn,
-    Session,
-    real_session,
-    research_session,
-)
+from bench.continuity_sessions import real_session
 from contextfold.core.catalog import capacity_for, default_catalog
 from contextfold.core.messages import (
     Message,
@@ -53,6 +47,8 @@ from contextfold.core.messages import (
 )
 from contextfold.core.projection import Projection, checkpoint_text
 from contextfold.core.recall_text import message_text
+from contextfold.evaluate.facts import CATEGORIES, Fact, ScriptedTurn, Session
+from contextfold.evaluate.research import research_session
 from contextfold.providers.base import ChatRequest, ChatResponse
 from contextfold.runtime import Conversation
 from contextfold.store import InvalidOperationError, open_store

@@ -62,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["Pin", "PinEvent"], "contextfold.core.messages"),
     **dict.fromkeys(["PinRefusedError", "pins_text"], "contextfold.core.pins"),
     **dict.fromkeys(["MaskedNode", "apply_mask"], "contextfold.core.masking"),
+    # measuring a summariser (`contextfold eval`)
+    **dict.fromkeys(["run_eval", "EvalResult"], "contextfold.evaluate"),
     # recall (SPEC L)
     **dict.fromkeys(["Recall", "RECALL_TOOLS"], "contextfold.runtime.recall"),
     "RecallHit": "contextfold.store.values",

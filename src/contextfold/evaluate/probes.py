@@ -1,0 +1,83 @@
+"""Probing one fact: the request its question goes out with, and whether that holds the fact.
+
+A probe puts the fact's question after the session as the next user message (in memory: the
+stored session never sees it), lets automatic recall (SPEC L5, `runtime.auto_recall`) add
+its block exactly as `Conversation` and the mirror do before a request, and exports the
+request as the provider would receive it. The fact counts as continued when its exact text
+is in that request (the checkpoint summary and its ledger, the recall block, the raw
+messages), and separately as kept by the checkpoint when the checkpoint message alone holds
+it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.messages import Node, text_message
+from ..core.projection import Projection, checkpoint_text
+from ..formats.request import export_session
+from ..runtime.auto_recall import AutoRecall
+from ..runtime.sizing import Sizer
+from .facts import Fact
+
+PROBE_NODE = "eval-probe"  # the id of the question's node (never stored)
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """One fact probed after a compaction."""
+
+    fact: Fact
+    in_request: bool  # in the request the question goes out with (L5 included)
+    in_checkpoint: bool  # in the checkpoint message (summary and ledger)
+    in_recall_block: bool  # in the automatic recall block of that request
+
+    def to_json(self) -> dict[str, Any]:
+        return {"category": self.fact.category, "source": self.fact.source,
+                "turn": self.fact.turn, "text": self.fact.text,
+                "in_request": self.in_request, "in_checkpoint": self.in_checkpoint,
+                "in_recall_block": self.in_recall_block}
+
+
+def strings(value: Any) -> Iterable[str]:
+    """Every string of a request body (contents, tool arguments, system prompt), in order;
+    a tool call's JSON arguments are read as the values they hold."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key == "arguments" and isinstance(item, str):
+                try:
+                    yield from strings(json.loads(item))
+                    continue
+                except ValueError:
+                    pass
+            yield from strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings(item)
+
+
+def request_text(projection: Projection, system: str | None = None) -> str:
+    """The request `projection` makes, as text: every string of its OpenAI body."""
+    return "\n".join(strings(export_session(projection, format="openai", system=system)))
+
+
+def with_question(projection: Projection, question: str) -> Projection:
+    """`projection` with `question` as the next user message."""
+    node = Node(id=PROBE_NODE, payload=text_message("user", question))
+    return replace(projection, messages=(*projection.messages, node))
+
+
+async def probe(fact: Fact, projection: Projection, recall: AutoRecall, session_id: str,
+                sizer: Sizer) -> ProbeResult:
+    """Ask `fact.question` after `projection`; is the fact in the request it goes out with?"""
+    asked = await recall.apply(session_id, with_question(projection, fact.question), sizer)
+    sent = request_text(asked, sizer.system)
+    block = asked.recalled.text if asked.recalled is not None else ""
+    held = checkpoint_text(projection.summary) if projection.summary is not None else ""
+    return ProbeResult(fact, in_request=fact.text in sent, in_checkpoint=fact.text in held,
+                       in_recall_block=fact.text in block)
