@@ -198,3 +198,17 @@ def test_export_session_shapes_and_validity():  # T3
     assert export_session(projection, "anthropic", system="S")["system"] == "S"
     with pytest.raises(ValueError, match="unknown export format 'gemini'"):
         export_session(projection, "gemini")  # type: ignore[arg-type]
+
+
+def test_a_call_only_assistant_turn_is_exported_with_empty_text_not_null() -> None:
+    """`"content": null` beside tool calls is valid OpenAI, but llama.cpp's server answers it
+    with a 500; `""` is valid for both, so the summariser's Q3 request (the session's own
+    messages) and every request built from the projection work there too."""
+    from contextfold.core.export import render_openai
+    from contextfold.core.messages import Message
+
+    call = Message(role="assistant", parts=[ToolCallPart(id="c1", name="read", input={})])
+    [rendered] = render_openai(call)
+    assert rendered["content"] == "" and rendered["tool_calls"][0]["id"] == "c1"
+    assert openai_problems([{"role": "user", "content": "q"}, rendered,
+                            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]) == []

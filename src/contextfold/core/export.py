@@ -194,7 +194,11 @@ def _openai_messages(groups: list[_Group]) -> list[dict[str, Any]]:
         if g.side == "user":
             out.append({"role": "user", "content": "\n\n".join(g.texts)})
         elif g.side == "assistant":
-            msg: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(g.texts) or None}
+            # A call-only turn says "" rather than null: both are valid OpenAI, and servers
+            # such as llama.cpp's answer null with a 500 (so a summariser there fell back).
+            text = "\n\n".join(g.texts)
+            msg: dict[str, Any] = {"role": "assistant",
+                                   "content": text or ("" if g.calls else None)}
             if g.calls:
                 msg["tool_calls"] = [
                     {
