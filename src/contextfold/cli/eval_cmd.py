@@ -73,9 +73,9 @@ def eval_command(
         summarize: Any = offline_summarize
         name = "extractive"
         if summarizer == "llm":
-            from .session_cmds import _llm_summarize  # `compact --summarizer llm`'s builder
+            from .llm_choice import guarded_llm_summarizer  # `compact`'s builder too
 
-            summarize = _llm_summarize(resolved, summarizer_model, base_url, fallbacks)
+            summarize = guarded_llm_summarizer(resolved, summarizer_model, base_url, fallbacks)
             name = f"llm:{summarizer_model or resolved.name}"
         from ..store.engine import redact_url  # a URL's password is never shown
 

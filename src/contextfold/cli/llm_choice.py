@@ -1,11 +1,15 @@
-"""The summariser options of the commands that serve others (`serve`, `proxy`); the
+"""The summariser options of the commands that serve others (`serve`, `proxy`), and the
+guarded LLM summariser of the commands that compact for the user (`compact`, `eval`); the
 summariser itself is built by `summarize.factory.summarizer_for`, as for every face."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from ..core.resolver import ResolvedModel
 
 
 def summarizer_options(served_by: str) -> tuple[Any, Any, Any]:
@@ -25,3 +29,20 @@ def summarizer_options(served_by: str) -> tuple[Any, Any, Any]:
                      "'anthropic' (default: from the model name; a bare name on a base URL, "
                      "claude-* too, is an OpenAI-compatible server's and gets no key)."),
     )
+
+
+def guarded_llm_summarizer(chat: ResolvedModel, model: str | None, base_url: str | None,
+                           fallbacks: list[str]) -> Any:
+    """`--summarizer llm` of `compact` and `eval`: `summarizer_for` the chosen model
+    (default: the chat model), with the user's own keys; guarded, so what it returns is
+    always safe to commit. Why it fell back (a rejected key, a timeout, an invalid answer)
+    is appended to `fallbacks`."""
+    from ..core.resolver import ModelResolver
+    from ..runtime.summarizers import FallbackNote, GuardedSummarizer
+    from ..summarize.factory import summarizer_for
+
+    def note(fallback: FallbackNote) -> None:
+        fallbacks.append("; ".join(fallback.problems) or "no reason given")
+
+    llm = summarizer_for(model or chat.name, ModelResolver(), chat=chat, base_url=base_url)
+    return GuardedSummarizer(llm, on_fallback=note)

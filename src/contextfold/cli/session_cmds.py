@@ -293,7 +293,10 @@ def compact_command(
                                      context_window, resolver=resolver)
             fitted.append((resolved.capacity, resolved.budget))
             if summarizer == "llm":
-                chosen.append(_llm_summarize(resolved, summarizer_model, base_url, fallbacks))
+                from .llm_choice import guarded_llm_summarizer
+
+                chosen.append(guarded_llm_summarizer(resolved, summarizer_model, base_url,
+                                                    fallbacks))
             return resolved.capacity, resolved.budget
 
         async def summarize(plan: Any) -> Any:
@@ -324,22 +327,6 @@ def compact_command(
     out.emit(payload, lambda: render_compaction(payload))
     if payload["status"] == "busy":
         raise typer.Exit(EXIT_BUSY)
-
-
-def _llm_summarize(chat: ResolvedModel, model: str | None, base_url: str | None,
-                   fallbacks: list[str]) -> Any:
-    """`--summarizer llm`: `summarizer_for` the chosen model (default: the chat model), with
-    the user's own keys; guarded, so what it returns is always safe to commit. Why it fell
-    back (a rejected key, a timeout, an invalid answer) is appended to `fallbacks`."""
-    from ..core.resolver import ModelResolver
-    from ..runtime.summarizers import FallbackNote, GuardedSummarizer
-    from ..summarize.factory import summarizer_for
-
-    def note(fallback: FallbackNote) -> None:
-        fallbacks.append("; ".join(fallback.problems) or "no reason given")
-
-    llm = summarizer_for(model or chat.name, ModelResolver(), chat=chat, base_url=base_url)
-    return GuardedSummarizer(llm, on_fallback=note)
 
 
 WAIT_POLL_SECONDS = 0.5
