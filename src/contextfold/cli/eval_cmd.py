@@ -17,7 +17,7 @@ from rich.markup import escape
 from ..errors import MissingExtraError
 from .app import JSON_OPTION, BadInput, Output, app, console, exit_code, run
 from .extras import require_extra
-from .session_cmds import UNKNOWN_MODEL_FIX, resolve_model, stderr_progress
+from .session_cmds import WINDOW_OPTION, resolve_model, stderr_progress
 
 _CATEGORIES = ("recall", "artifact", "continuation", "decision", "constraint", "language")
 _SHOWN = 5  # violations and fallback reasons listed in the table view
@@ -37,9 +37,7 @@ def eval_command(
         None, "--model", help="Model whose window the session is compacted for (default: "
         "$CONTEXTFOLD_MODEL, else offline/echo); with --summarizer llm and no "
         "--summarizer-model, also the summariser."),
-    context_window: int | None = typer.Option(
-        None, "--context-window", help="Context window in tokens, for a model the catalog "
-        f"lacks (or {UNKNOWN_MODEL_FIX.split(' (', 1)[1].rstrip(')')})."),
+    context_window: int | None = WINDOW_OPTION,
     seed: int = typer.Option(27, "--seed", help="Seed of the planted session."),
     as_json: bool = JSON_OPTION,
 ) -> None:
