@@ -104,7 +104,7 @@ def echo_checkpoint(prompt: str, coverage: str) -> str:
 class EchoChatModel:
     """contextfold's `ChatModel` protocol, answered by the offline fake."""
 
-    def __init__(self, summarize: Callable[[str], str]) -> None:
+    def __init__(self, summarize: Callable[..., str]) -> None:
         self.summarize = summarize
         self.requests = 0
 
@@ -114,8 +114,18 @@ class EchoChatModel:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         self.requests += 1
-        prompt = "\n\n".join([request.system or "", *(m.text for m in request.pending)])
-        reply = echo_checkpoint(prompt, self.summarize(prompt))
+        if request.projection.messages or request.projection.checkpoint is not None:
+            # SPEC Q3: the session's own prefix, then the instruction: shown as chat messages
+            # (what the session sent, byte for byte), so the bench prices its input through
+            # the session's prompt cache.
+            chat = [*([{"role": "system", "content": request.system}] if request.system
+                      else []), *to_openai(request.projection).messages,
+                    *({"role": "user", "content": m.text} for m in request.pending)]
+            prompt = "\n\n".join(str(m.get("content") or "") for m in chat)
+            reply = echo_checkpoint(prompt, self.summarize(prompt, chat))
+        else:
+            prompt = "\n\n".join([request.system or "", *(m.text for m in request.pending)])
+            reply = echo_checkpoint(prompt, self.summarize(prompt))
         return ChatResponse(message=text_message("assistant", reply), stop_reason="end_turn")
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -144,8 +154,11 @@ class Contextfold:
 
     name = "contextfold"
 
-    def __init__(self, summarize: Callable[[str], str]) -> None:
-        self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY)
+    def __init__(self, summarize: Callable[..., str]) -> None:
+        # The summariser is the session's own model (the shared one), as `summarize.factory`
+        # builds it when a user names no other: its request starts with the session's
+        # prefix (SPEC Q3).
+        self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY, session_prefix=True)
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
         # The summariser answers in-process, so the engine's steps finish without waiting.
         self.session = ManagedSession(CAPACITY, BUDGET, _Counting(self))
@@ -175,3 +188,14 @@ class Contextfold:
         exported = to_openai(request)
         self.repairs += len(exported.repairs)
         return exported.messages
+
+    @staticmethod
+    def cache_marks(request: Projection, chat: list[dict[str, Any]]) -> list[int]:
+        """Where contextfold's Anthropic wire puts `cache_control` (SPEC Q3): the system
+        prompt, the checkpoint (it opens the first user message) and the last message."""
+        if not chat:
+            return []
+        marks = [0] if chat[0].get("role") == "system" else []
+        if request.checkpoint is not None or request.summary is not None:
+            marks.append(len(marks))
+        return sorted({*marks, len(chat) - 1})

@@ -15,7 +15,8 @@ from typing import Any
 from .common import REPO_ROOT
 from .figures import (
     CF,
-    PRICING,
+    COLUMN_LABELS,
+    COLUMNS,
     REFERENCE,
     RULE_LABELS,
     cf_check_ms,
@@ -25,7 +26,6 @@ from .figures import (
     ok_systems,
     order,
     pct,
-    price_units,
     targets,
     timing_ratios,
     totals,
@@ -90,7 +90,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += framework_section(systems)
     lines += _content(systems, names)
     lines += _continuity(results, systems, names)
-    lines += _cost(systems, names)
+    lines += _cost(results, systems, names)
     lines += _timing(systems, names)
     lines += _per_transcript(results, systems, names)
     lines += _estimators(systems, names)
@@ -217,27 +217,55 @@ def _bounded_note(results: dict[str, Any], cf: dict[str, Any]) -> list[str]:
             "summary of any size."]
 
 
-def _cost(systems: dict[str, Any], names: list[str]) -> list[str]:
-    p = PRICING
+def _cost(results: dict[str, Any], systems: dict[str, Any], names: list[str]) -> list[str]:
+    rules = results["settings"].get("pricing", {})
+
+    def column(col: str) -> str:
+        r = rules.get(col, {})
+        if not r:
+            return COLUMN_LABELS[col]
+        write = (f", cache write ${r['cache_write']:.2f}" if r.get("cache_write") else
+                 ", no write charge")
+        marks = (f", at most {r['max_breakpoints']} `cache_control` marks"
+                 if r.get("max_breakpoints") else ", automatic by prefix")
+        return (f"**{COLUMN_LABELS[col]}**: `{r['model']}` from the packaged catalog, "
+                f"${r['input']:.2f} in / ${r['output']:.2f} out / ${r['cache_read']:.2f} "
+                f"cached{write} per million tokens; cached from {r['min_tokens']:,} tokens"
+                + (f" in {r['step']}-token steps" if r.get("step", 1) > 1 else "")
+                + f"{marks}; entries live {r['ttl_seconds'] / 60:.0f} minutes from last use")
+
     lines = ["## Cost and prompt cache", "",
-             f"Price at ${p['input_usd_per_mtok']:.2f} per million input tokens; a cache "
-             f"write costs {p['cache_write']}x input, a cache read {p['cache_read']}x, output "
-             f"{p['output']:.0f}x; cache TTL {p['ttl']}. *Cacheable*: tokens of a request that "
-             "repeat the previous request's leading messages exactly. A *prefix break* is a "
-             "request that does not start with the previous one (every compaction, clearing "
-             "or masking step causes one). Summariser calls are billed as plain input and "
-             "output; the fake's output is short, so summariser output is small for every "
-             "system alike.", "",
-             "| system | input tokens | cacheable | prefix breaks | compactions | summariser "
-             "calls | summariser in / out (tokens) | price, all sessions | per 100 calls |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "One price model for every row: each request is replayed at its message "
+             "boundaries through contextfold's prompt-cache model (`core/prices.py` "
+             "`PromptCache`, by `bench/peers/pricing.py`), under each provider's rules:", "",
+             *(f"- {column(col)}." for col in COLUMNS), "",
+             "Requests go out at the times the transcripts recorded (an idle gap longer than "
+             "the time to live empties the cache, as it did for the agent); the synthetic "
+             "sessions at a stated rhythm: a request every 20 s inside a turn, 60 s after the "
+             "previous reply when the user writes. The replies are the recorded ones, the "
+             "same for every row. Anthropic marks: contextfold's own (system prompt, "
+             "checkpoint, last message); a system that sets none is assumed to mark its system "
+             "prompt and its last message, where Anthropic's automatic caching, Claude Code "
+             "and Pi put them. Summariser requests are billed as uncached input plus output, "
+             "except contextfold's, which start with the session's own prefix (SPEC Q3: the "
+             "summariser is the session's model) and so go through the same cache. *Prefix "
+             "breaks*: requests that do not start with the previous one (every compaction, "
+             "clearing or masking step causes one).", "",
+             "| system | input tokens | per request | prefix breaks | compactions | "
+             "summariser in / out (tokens) | Anthropic: read / written | Anthropic price "
+             "(summariser) | OpenAI: cached | OpenAI price (summariser) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name in names:
         t = totals(systems[name])
         lines.append(
-            f"| {name} | {t['input_tokens']:,} | {pct(t['cached_share'])} | "
-            f"{t['prefix_breaks']} | {t['compactions']} | {t['summarizer_calls']} | "
+            f"| {name} | {t['input_tokens']:,} | {t['input_tokens'] // t['calls']:,} | "
+            f"{t['prefix_breaks']} | {t['compactions']} | "
             f"{t['summarizer_tokens']:,} / {t['summarizer_output']:,} | "
-            f"${usd(t['price_units']):.2f} | ${100 * usd(t['price_units']) / t['calls']:.3f} |")
+            f"{pct(t['cached_anthropic'] / (t['input_tokens'] or 1))} / "
+            f"{pct(t['written_anthropic'] / (t['input_tokens'] or 1))} | "
+            f"${t['usd_anthropic']:.2f} (${t['summarizer_usd_anthropic']:.2f}) | "
+            f"{pct(t['cached_openai'] / (t['input_tokens'] or 1))} | "
+            f"${t['usd_openai']:.2f} (${t['summarizer_usd_openai']:.2f}) |")
     return [*lines, ""]
 
 
@@ -284,7 +312,7 @@ def _per_transcript(results: dict[str, Any], systems: dict[str, Any],
         lines += [f"### {name} ({kind})", "",
                   f"`{w['source']}`: {w['messages']:,} messages, {w['calls']} model calls.", "",
                   "| system | invalid (pairing / OpenAI / Anthropic) | lost | shown | peak | "
-                  "compactions | summariser in | price |",
+                  "compactions | summariser in | price, Anthropic / OpenAI cache rules |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for sys_name in names:
             r = systems[sys_name]["quality"].get(name)
@@ -295,7 +323,8 @@ def _per_transcript(results: dict[str, Any], systems: dict[str, Any],
                      if r["evicted_chars"] else "-")
             lines.append(f"| {sys_name} | {inv} | {pct(r['lost_share'])} | {shown} | "
                          f"{r['peak_request_tokens']:,} | {r['compactions']} | "
-                         f"{r['summarizer_input_tokens']:,} | ${usd(price_units(r)):.2f} |")
+                         f"{r['summarizer_input_tokens']:,} | ${usd(r, 'anthropic'):.2f} / "
+                         f"${usd(r, 'openai'):.2f} |")
         examples = [f"{n} ({RULE_LABELS[rule]}): {ex[0]}" for n in names
                     for rule, ex in systems[n]["quality"].get(name, {}).get(
                         "invalid_examples", {}).items() if ex]

@@ -271,8 +271,12 @@ def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
              sizes: list[int], rounds: int, wall_seconds: int,
              load_at_start: list[float]) -> dict[str, Any]:
     """Merge the jobs' outputs into the results file (written to RESULTS) and return it."""
+    from .pricing import price_quality, price_rules
+
     merged: dict[str, Any] = {}
     for res in job_results:
+        for result in res.get("quality", {}).values():
+            price_quality(result)  # its trace becomes its bill (one price model for all)
         entry = merged.setdefault(res["system"], {"quality": {}, "timing": [], "estimator": {}})
         if "error" in res:
             entry.setdefault("errors", []).append(res["error"])
@@ -300,12 +304,22 @@ def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
             "timing_sizes": sizes, "timed_calls": TIMED_CALLS, "timing_rounds": rounds,
             "continuity": CONTINUITY,
             "summary_budget": _summary_budget(),
+            "pricing": price_rules(),
+            "summary_limits": _summary_limits(),
         },
         "workloads": [{k: v for k, v in w.items() if k != "path"} for w in workloads],
         "systems": merged,
     }
     dump(RESULTS, results)
     return results
+
+
+def _summary_limits() -> dict[str, dict[str, Any]]:
+    """Every system's summary cap and where it comes from (the fair fake summariser)."""
+    from .common import summary_limit, summary_limit_source
+
+    return {name: {"tokens": summary_limit(name), "source": summary_limit_source(name)}
+            for name in PEER_SYSTEMS + PROJECT_SYSTEMS}
 
 
 def _cpu_seconds() -> int:

@@ -25,8 +25,8 @@ The cache rules, as the providers document them:
   (2x for the 1-hour TTL), a read 0.1x.
 * **OpenAI** (`automatic`): every prompt of 1,024 tokens or more is cached by prefix, counted in
   128-token steps (modelled at message boundaries: a later prompt reads the longest start it
-  shares with any cached prompt, not only a whole earlier one); cached input at the listed cache price; no write charge; entries are
-  cleared after 5-10 minutes idle (5 is modelled).
+  shares with any cached prompt, not only a whole earlier one); cached input at the listed
+  cache price; no write charge; entries are cleared after 5-10 minutes idle (5 is modelled).
 * **Google** (`implicit`): automatic prefix caching on Gemini 2.5 and later, from 1,024 tokens
   (4,096 on Pro), read at the listed cache price, no write charge.
 * **Any other provider**: no cache is assumed unless the catalog lists a cache-read price, in
