@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.cost_trigger import compact_after_turn
+from ..core.cost_trigger import compact_after_turn, session_rhythm
 from ..core.estimator import Estimate, MessageCosts, estimate_request
 from ..core.fit import Decision, Fits, decide, over_auto_threshold, smallest_checkpoint
 from ..core.messages import Message
@@ -105,8 +105,11 @@ class Sizer:
         if self.budget.trigger != "cost":
             return over_auto_threshold(tokens, self.budget)
         nodes = projection.messages
-        users = sum(1 for n in nodes if n.message is not None and n.message.role == "user")
-        growth = sum(self.costs(n) for n in nodes) / max(1, users)  # the session's rhythm
+        # The session's rhythm per request, not per user turn: every round of a tool loop
+        # reads the whole prefix back (core.cost_trigger.session_rhythm).
+        roles = [n.message.role if n.message is not None else "" for n in nodes]
+        rhythm = session_rhythm(roles, [self.costs(n) for n in nodes])
+        growth = rhythm.per_request
         price = user_prices().lookup(self.capacity.model)
         return compact_after_turn(tokens, self.budget, fixed=self.floor(projection),
                                   growth=growth, price=price).compact
