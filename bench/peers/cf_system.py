@@ -53,6 +53,12 @@ BUDGET = derive_budget(CAPACITY, SETTINGS)
 _FORMAT = "Format:\n"
 
 
+def budget_with(**settings: Any) -> Any:
+    """The bench's budget with other settings (`CompactionSettings` fields), the rest the
+    same."""
+    return derive_budget(CAPACITY, SETTINGS.model_copy(update=settings))
+
+
 def to_message(m: Neutral) -> Message:
     """A neutral message as a contextfold message."""
     if m["role"] == "tool":
@@ -142,6 +148,11 @@ class _Counting:
     def name(self) -> str:
         return self.system.summarizer.name
 
+    @property
+    def session_prefix(self) -> bool:
+        """SPEC Q3, as the wrapped summariser says (the engine prices compactions by it)."""
+        return self.system.summarizer.session_prefix
+
     async def summarize(self, plan: Plan) -> Summary:
         outcome = await self.system.summarizer.summarize(plan)
         self.system.fallbacks += outcome.fell_back
@@ -154,14 +165,14 @@ class Contextfold:
 
     name = "contextfold"
 
-    def __init__(self, summarize: Callable[..., str]) -> None:
+    def __init__(self, summarize: Callable[..., str], budget: Any = None) -> None:
         # The summariser is the session's own model (the shared one), as `summarize.factory`
         # builds it when a user names no other: its request starts with the session's
         # prefix (SPEC Q3).
         self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY, session_prefix=True)
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
         # The summariser answers in-process, so the engine's steps finish without waiting.
-        self.session = ManagedSession(CAPACITY, BUDGET, _Counting(self))
+        self.session = ManagedSession(CAPACITY, budget or BUDGET, _Counting(self))
         self.pending: list[tuple[int, Message]] = []
         self.repairs = 0
         self.fallbacks = 0

@@ -13,13 +13,19 @@ CF = "contextfold"
 REFERENCE = "none (full history)"
 
 
+def is_own(name: str) -> bool:
+    """contextfold itself, or contextfold with another setting (never compared as a peer)."""
+    return name == CF or name.startswith(CF + " (")
+
+
 def ok_systems(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in results["systems"].items() if v.get("quality")}
 
 
 def order(systems: dict[str, Any]) -> list[str]:
-    names = [n for n in systems if n not in (CF, REFERENCE)]
-    return ([CF] if CF in systems else []) + sorted(names) + (
+    own = sorted((n for n in systems if is_own(n) and n != CF), key=len)
+    names = [n for n in systems if n != REFERENCE and not is_own(n)]
+    return ([CF] if CF in systems else []) + own + sorted(names) + (
         [REFERENCE] if REFERENCE in systems else [])
 
 
@@ -158,7 +164,8 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                     f"x{ratio:.2f} (round 0)" if ratio else "n/a"))
     else:
         out.append(("check cost growth <= 1.5", None, "timing not run"))
-    clean = [n for n, e in systems.items() if n not in (CF, REFERENCE) and is_clean(e)]
+    clean = [n for n, e in systems.items()
+             if n != REFERENCE and not is_own(n) and is_clean(e)]
     cf_end = continuity_share(cf, "end")
     for col in COLUMNS if clean else ():
         best = min(clean, key=lambda n: totals(systems[n])[f"usd_{col}"])
@@ -184,7 +191,7 @@ def losses(results: dict[str, Any]) -> list[str]:
         return []
     cf = totals(systems[CF])
     out: list[str] = []
-    peers = {n: e for n, e in systems.items() if n not in (CF, REFERENCE)}
+    peers = {n: e for n, e in systems.items() if n != REFERENCE and not is_own(n)}
     for name, entry in peers.items():
         t = totals(entry)
         dearer = [col for col in COLUMNS if t[f"usd_{col}"] < cf[f"usd_{col}"]]

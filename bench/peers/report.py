@@ -21,6 +21,8 @@ from .figures import (
     RULE_LABELS,
     cf_check_ms,
     continuity_share,
+    is_clean,
+    is_own,
     is_real,
     losses,
     ok_systems,
@@ -91,6 +93,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += _content(systems, names)
     lines += _continuity(results, systems, names)
     lines += _cost(results, systems, names)
+    lines += _settings(systems, names)
     lines += _timing(systems, names)
     lines += _per_transcript(results, systems, names)
     lines += _estimators(systems, names)
@@ -266,6 +269,43 @@ def _cost(results: dict[str, Any], systems: dict[str, Any], names: list[str]) ->
             f"${t['usd_anthropic']:.2f} (${t['summarizer_usd_anthropic']:.2f}) | "
             f"{pct(t['cached_openai'] / (t['input_tokens'] or 1))} | "
             f"${t['usd_openai']:.2f} (${t['summarizer_usd_openai']:.2f}) |")
+    return [*lines, ""]
+
+
+def _settings(systems: dict[str, Any], names: list[str]) -> list[str]:
+    """contextfold's own rows: the default beside other settings, and what chose it."""
+    own = [n for n in names if is_own(n)]
+    if len(own) < 2:
+        return []
+    clean = [n for n in names if not is_own(n) and n != REFERENCE and is_clean(systems[n])]
+    best = {col: min(clean, key=lambda n: totals(systems[n])[f"usd_{col}"]) for col in COLUMNS} \
+        if clean else {}
+    lines = ["## contextfold's settings and the price", "",
+             "The `contextfold` row runs the library's defaults (with the shared trigger and "
+             "tail); each row below it changes one setting a user can set. The default "
+             "trigger is the one of the first two rows that costs less here; the cheapest clean "
+             "peer under each cache rule set is listed for comparison.", "",
+             "| row | clean | input tokens per request | compactions | Anthropic price | "
+             "OpenAI price | continuity at the end |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name in [*own, *dict.fromkeys(best.values())]:
+        t = totals(systems[name])
+        end = continuity_share(systems[name], "end")
+        label = name if is_own(name) else f"{name} (cheapest clean peer)"
+        lines.append(f"| {label} | {'yes' if is_clean(systems[name]) else 'no'} | "
+                     f"{t['input_tokens'] // t['calls']:,} | {t['compactions']} | "
+                     f"${t['usd_anthropic']:.2f} | ${t['usd_openai']:.2f} | "
+                     + ("-" if end is None else pct(end)) + " |")
+    size = "contextfold (trigger=size)"
+    if size in systems and CF in systems:
+        cf, sz = totals(systems[CF]), totals(systems[size])
+        cheaper = [COLUMN_LABELS[c] for c in COLUMNS if cf[f"usd_{c}"] < sz[f"usd_{c}"]]
+        lines += ["", f"The cost trigger (the default, `CompactionSettings(trigger=\"cost\")`) "
+                  f"costs ${cf['usd_anthropic']:.2f} / ${cf['usd_openai']:.2f} against the size "
+                  f"trigger's ${sz['usd_anthropic']:.2f} / ${sz['usd_openai']:.2f} (Anthropic / "
+                  "OpenAI cache rules): "
+                  + (f"cheaper under {' and '.join(cheaper)}." if cheaper else
+                     "not cheaper under either rule set: the default should be revisited.")]
     return [*lines, ""]
 
 

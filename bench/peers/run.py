@@ -59,7 +59,9 @@ PEER_SYSTEMS = (
     "observation-masking (reimpl.)",
     "anthropic-server-compaction (reimpl.)",
 )
-PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfold")
+PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfold",
+                   "contextfold (trigger=size)", "contextfold (tail_tokens=8000)",
+                   "contextfold (tail_tokens=4000)")
 TIMING_SIZES = (500, 2_000, 10_000)
 TIMED_CALLS = 40
 TIMING_ROUNDS = 3  # every system timed once per round; ratios are taken within a round
@@ -174,7 +176,9 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
         for n, name in enumerate(systems):
             # The reference never checks; a reimplemented policy's check is not the tool's
             # code (it would read the provider's usage, not count), so neither is timed.
-            if name == "none (full history)" or name.endswith("(reimpl.)"):
+            # A contextfold setting's row checks as contextfold does: not timed again.
+            if name == "none (full history)" or name.endswith("(reimpl.)") or \
+                    name.startswith("contextfold ("):
                 continue
             timing.append((name, {
                 "system": name, "out": str(workdir / f"t{n}-r{r}.json"), "round": r,

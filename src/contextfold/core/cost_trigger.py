@@ -35,8 +35,10 @@ from .fit import over_auto_threshold
 from .prices import CacheRules, ModelPrice, TokenPrices, cache_rules
 
 # Below this share of the automatic threshold the cost trigger never compacts: a summary of
-# a short history keeps little and loses detail the model still needs.
-MIN_SHARE_OF_THRESHOLD = 0.5
+# a short history keeps little and loses detail the model still needs. 0.2, not 0.5: on the
+# side-by-side bench (docs/peers.md) compacting from half the threshold left requests twice
+# the size the cost-optimal point wanted, under both providers' cache rules.
+MIN_SHARE_OF_THRESHOLD = 0.2
 # The most requests a forecast looks ahead: a session that hardly grows is not forecast to run
 # for ever (and a tiny growth must not make the horizon astronomically long).
 MAX_HORIZON = 10_000
@@ -56,6 +58,10 @@ class CostInputs:
     threshold      the automatic threshold: the size trigger compacts above it
     idle_seconds   since the last request went out
     output         a request's reply tokens (the same either way; kept for the totals)
+    summary_reads_cache  the summariser is the session's own model and its request starts
+                   with the session's prefix (SPEC Q3): it reads the context from the cache
+                   (all but what the latest request added) instead of sending what it folds
+                   uncached
     """
 
     context: int
@@ -67,6 +73,7 @@ class CostInputs:
     threshold: int
     idle_seconds: float = 0.0
     output: int = 0
+    summary_reads_cache: bool = False
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,13 @@ def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheR
     keep = carry(inputs.context, 0.0 if cold else max(0.0, inputs.context - g))
     # Compacting: the summarising call, then the new projection written after the fixed
     # prefix that stays cached (all of it when cold), then the smaller context each request.
-    call = inputs.folded * uncached + inputs.summary * out
+    if inputs.summary_reads_cache:
+        # SPEC Q3: the summarising request is the session's prefix plus an instruction, so
+        # it reads what the previous request cached (nothing when cold) and writes the rest.
+        cached = 0.0 if cold else max(0.0, inputs.context - g)
+        call = cached * read + (inputs.context - cached) * write + inputs.summary * out
+    else:
+        call = inputs.folded * uncached + inputs.summary * out
     compact = call + carry(inputs.after, 0.0 if cold else float(min(inputs.fixed,
                                                                      inputs.after)))
     if compact < keep:
@@ -174,11 +187,16 @@ def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheR
 
 
 def compact_after_turn(tokens: int, budget: Budget, *, fixed: int, growth: float,
-                       price: ModelPrice | None) -> CostDecision:
+                       price: ModelPrice | None, summary: int | None = None,
+                       summary_reads_cache: bool = False) -> CostDecision:
     """SPEC A1 with Q2: should the background check after a turn compact? The size trigger
     compacts above the automatic threshold; the cost trigger also below it, when
     `decide_by_cost` finds that cheaper. `fixed`: the system prompt, tools and pins;
-    `growth`: tokens a request adds, from the session's own rhythm (`session_rhythm`)."""
+    `growth`: tokens a request adds, from the session's own rhythm (`session_rhythm`);
+    `summary`: the checkpoint a compaction is expected to write (None: its budget, or what it
+    folds when less; the runtime passes the current checkpoint's size, since a rolling
+    summary is about as long as the last one); `summary_reads_cache`: SPEC Q3 (see
+    `CostInputs`)."""
     if over_auto_threshold(tokens, budget):
         return CostDecision(True, "over the automatic threshold (A1)")
     if budget.trigger != "cost":
@@ -186,10 +204,12 @@ def compact_after_turn(tokens: int, budget: Budget, *, fixed: int, growth: float
     history = max(0, tokens - fixed)
     kept = min(history, budget.tail_budget)
     # The checkpoint a compaction would write: its budget, or what it folds when less.
-    summary = min(budget.summary_budget, history - kept)
-    inputs = CostInputs(context=tokens, after=fixed + kept + summary, fixed=fixed,
-                        folded=history - kept, summary=summary, growth=growth,
-                        threshold=budget.auto_threshold)
+    written = min(budget.summary_budget, history - kept, *(() if summary is None
+                                                            else (max(1, summary),)))
+    inputs = CostInputs(context=tokens, after=fixed + kept + written, fixed=fixed,
+                        folded=history - kept, summary=written, growth=growth,
+                        threshold=budget.auto_threshold,
+                        summary_reads_cache=summary_reads_cache)
     if price is None:
         return decide_by_cost(inputs, None, cache_rules(None, budget.model))
     return decide_by_cost(inputs, price.prices, price.rules)

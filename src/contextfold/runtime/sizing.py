@@ -64,6 +64,9 @@ class Sizer:
     budget: Budget
     system: str | None
     tools: tuple[ToolSpec | Mapping[str, Any], ...]
+    # SPEC Q3: the summariser is the session's own model and reads the session's prefix from
+    # the prompt cache, so a compaction's call costs reads, not uncached input (Q2 prices it).
+    summary_reads_cache: bool = False
     costs: MessageCosts = field(init=False, repr=False, compare=False)
     tool_json: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
 
@@ -111,8 +114,13 @@ class Sizer:
         rhythm = session_rhythm(roles, [self.costs(n) for n in nodes])
         growth = rhythm.per_request
         price = user_prices().lookup(self.capacity.model)
+        # A rolling summary is about as long as the last one: the current checkpoint's size
+        # is the forecast of the next (the budget when there is none yet).
+        previous = self.costs(projection.checkpoint) if projection.checkpoint is not None \
+            else None
         return compact_after_turn(tokens, self.budget, fixed=self.floor(projection),
-                                  growth=growth, price=price).compact
+                                  growth=growth, price=price, summary=previous,
+                                  summary_reads_cache=self.summary_reads_cache).compact
 
     def gauge(self, estimate: Estimate) -> Gauge:
         return Gauge(tokens=estimate.tokens, safe_input_limit=self.budget.safe_input_limit,
