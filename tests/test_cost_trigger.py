@@ -58,7 +58,7 @@ def test_q2_openai_half_price_reads_compact_early() -> None:
 def test_q2_hard_bounds_and_no_prices() -> None:
     over = CostInputs(**{**BASE.__dict__, "context": 90_000})
     assert decide_by_cost(over, SONNET.prices, SONNET.rules).compact  # A1 stays
-    small = CostInputs(**{**BASE.__dict__, "context": 30_000})
+    small = CostInputs(**{**BASE.__dict__, "context": 16_000})  # under 0.2 x 85k
     assert not decide_by_cost(small, GPT4O.prices, GPT4O.rules).compact
     bigger = CostInputs(**{**BASE.__dict__, "after": 61_000})
     assert not decide_by_cost(bigger, GPT4O.prices, GPT4O.rules).compact
@@ -141,3 +141,17 @@ def test_q2_per_request_carry_is_never_below_per_turn(context, growth, k, model)
         _, read, write, _ = _rates(price.prices, price.rules)
         first = growth * (1 - 1 / k) * (write - read)  # the first request's smaller write
         assert by_request.carry_usd >= by_turn.carry_usd - first - 1e-12
+
+
+# Q2 with Q3: a summariser that is the session's own model reads the context from the cache,
+# so the compaction's call costs reads, not the folded part sent uncached
+def test_q2_a_summariser_reading_the_session_prefix_costs_reads() -> None:
+    warm = CostInputs(**{**BASE.__dict__, "summary_reads_cache": True})
+    d = decide_by_cost(warm, SONNET.prices, SONNET.rules)
+    # call: 55k read x 0.3 + 5k written x 3.75 + 3k out x 15 = 80.25k (was 195k uncached);
+    # then 141k as in the warm test: 221.25k against carrying's 191.25k, still wait
+    assert d.compact_usd == pytest.approx(221_250e-6) and not d.compact
+    cold = CostInputs(**{**warm.__dict__, "idle_seconds": 600})
+    # cold: the whole 60k is written (225k) + 45k out = 270k; + 15k x 3.75 + 102k: 428.25k
+    assert decide_by_cost(cold, SONNET.prices, SONNET.rules).compact_usd == \
+        pytest.approx(428_250e-6)
