@@ -170,9 +170,12 @@ def _continuity(results: dict[str, Any], systems: dict[str, Any],
              f"A synthetic research session of {c.get('size', 0):,} messages with facts planted "
              "every 3 turns (`bench/peers/continuity.py`: recall and constraint in user "
              "messages, decision and continuation in answers, identifiers at the start of a "
-             "tool result and artifacts at its end). The shared fake summariser repeats every "
-             "fact it is shown, so a fact survives only if the system showed it to its "
-             "summariser or kept it raw, and carried its summary forward. Shares of the facts "
+             "tool result and artifacts at its end). The shared fake summariser lists every "
+             "fact it is shown, in the order shown, until its answer reaches the system's own "
+             "summary cap (below), so a fact survives only if the system showed it to its "
+             "summariser or kept it raw, carried its summary forward, and left it room. A fact "
+             "counts when it is in the request itself (so a system's retrieval would count "
+             "too). Shares of the facts "
              "planted so far that are in the request right after the K-th compaction (mean of "
              "the six categories); '-' = the system never compacted that often. Decisions are "
              f"sampled every {c.get('sample_every', 1)} calls.", "",
@@ -187,6 +190,7 @@ def _continuity(results: dict[str, Any], systems: dict[str, Any],
         lines.append(f"| {name} | {systems[name]['continuity']['compactions']} | "
                      + " | ".join(cells) + " |")
     lines += _bounded_note(results, systems.get(CF, {}).get("continuity", {}))
+    lines += _summary_limits(results, rows)
     lines += ["", "Per category at the end of the session:", "",
               "| system | " + " | ".join(CATEGORIES) + " |",
               "| --- | " + " | ".join("---:" for _ in CATEGORIES) + " |"]
@@ -195,6 +199,20 @@ def _continuity(results: dict[str, Any], systems: dict[str, Any],
         lines.append(f"| {name} | " + " | ".join(
             "-" if snap.get(cat) is None else pct(snap[cat]) for cat in CATEGORIES) + " |")
     return [*lines, ""]
+
+
+def _summary_limits(results: dict[str, Any], rows: list[str]) -> list[str]:
+    """Each system's summary cap, with its source (the fair fake summariser)."""
+    limits = results["settings"].get("summary_limits")
+    if not limits:
+        return []
+    lines = ["", "The fake's answer is capped at each system's own summary limit (o200k "
+             "tokens), as the system's model would be:", "",
+             "| system | summary cap | source |", "| --- | ---: | --- |"]
+    for name in rows:
+        if name in limits:
+            lines.append(f"| {name} | {limits[name]['tokens']:,} | {limits[name]['source']} |")
+    return lines
 
 
 def _bounded_note(results: dict[str, Any], cf: dict[str, Any]) -> list[str]:
@@ -209,9 +227,10 @@ def _bounded_note(results: dict[str, Any], cf: dict[str, Any]) -> list[str]:
     return ["", "contextfold's checkpoint has a budget"
             + (f" ({budget:,} tokens for this model, summary and identifier ledger together, "
                "by its conservative estimate)" if budget else "")
-            + ", and it is the only system here that checks a summary against one. The fake "
-            "repeats every fact it was ever shown, so its answer outgrows the budget as the "
-            f"session goes on: contextfold fitted {fitted} answers and replaced {fallbacks} "
+            + ", and it is the only system here that checks a summary against one, by its own "
+            "conservative estimate (about twice the o200k count of these fact lists): the "
+            "fake's answer fits its cap in o200k tokens but not always contextfold's check, "
+            f"so contextfold fitted {fitted} answers and replaced {fallbacks} "
             "with its offline summary. Both trim by priority (`summarize/extractive_fit.py`): "
             "the goal and the user's constraints last, then decisions, then what is open; "
             "done work, resources and context first, each list saying how many of its items "
@@ -467,10 +486,11 @@ def _method(results: dict[str, Any], systems: dict[str, Any], names: list[str]) 
         "*lost* when it left without either marker ever reaching a summariser.",
         "- **Fake summariser.** Each library's own summariser path runs (its prompt, its "
         "trimming) up to the model call; the model is one offline fake for all that answers "
-        "with the ranges of messages it saw (`~m3-m40~`), so rolling summaries stay short and "
-        "never fail. This favours systems that summarise often or re-summarise their own "
-        "summary (no drift, no growth) and handicaps none on validity; it says nothing about "
-        "summary quality, which the continuity probe measures.",
+        "with the ranges of messages it saw (`~m3-m40~`) and the planted facts it was shown, "
+        "clipped at the system's own summary cap (see the continuity section), so rolling "
+        "summaries stay short and never fail. This favours systems that summarise often or "
+        "re-summarise their own summary (no drift) and handicaps none on validity; it says "
+        "nothing about summary quality, which the continuity probe measures only in part.",
         "- **Invalid requests.** Each request is rendered in chat-completions shape one message "
         "for one, without repair, and checked by contextfold's independent oracles "
         "(`contextfold.core.validity`: `tool_pairing_problems`, `openai_problems`, and "
