@@ -203,7 +203,15 @@ def losses(results: dict[str, Any]) -> list[str]:
                        f"{cf['compactions']}, {t['input_tokens'] // t['calls']:,} input "
                        f"tokens per request on average vs contextfold's "
                        f"{cf['input_tokens'] // cf['calls']:,}, summariser input "
-                       f"{t['summarizer_tokens']:,} vs {cf['summarizer_tokens']:,} tokens.")
+                       f"{t['summarizer_tokens']:,} vs {cf['summarizer_tokens']:,} tokens "
+                       "(contextfold's read from the session's cache, SPEC Q3: "
+                       f"${cf['summarizer_usd_anthropic']:.2f} / "
+                       f"${cf['summarizer_usd_openai']:.2f} against "
+                       f"${t['summarizer_usd_anthropic']:.2f} / "
+                       f"${t['summarizer_usd_openai']:.2f}). It is cheaper because each "
+                       "request carries less: its own policy compacts far more often, "
+                       "keeping almost nothing raw, where contextfold keeps a recent tail "
+                       "(see contextfold's settings and the price).")
         elif not is_clean(entry) and t["summarizer_calls"] and \
                 t["summarizer_tokens"] < cf["summarizer_tokens"]:
             out.append(f"{name} sends its summariser fewer tokens ({t['summarizer_tokens']:,} "

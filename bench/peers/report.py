@@ -218,6 +218,15 @@ def _summary_limits(results: dict[str, Any], rows: list[str]) -> list[str]:
 def _bounded_note(results: dict[str, Any], cf: dict[str, Any]) -> list[str]:
     """Why contextfold keeps fewer facts at the end: its summary has a budget."""
     fitted, fallbacks = cf.get("contextfold_fitted", 0), cf.get("contextfold_fallbacks", 0)
+    if not (fitted or fallbacks) and cf.get("milestones", {}).get("end"):
+        return ["", "contextfold's summariser answered within its checks at every compaction "
+                "(0 answers fitted, 0 replaced by the offline summary), yet its checkpoints "
+                "carry fewer planted facts than the fake's answers held once a checkpoint "
+                "grows past about 300 facts: the checkpoint builder trims the summary's "
+                "sections to the summary budget by its conservative estimate (\"N earlier "
+                "items omitted for size; the durable history has them\"), keeping the user's "
+                "constraints. The peers accept a summary of any size up to their cap. Known "
+                "problem, open."]
     if not (fitted or fallbacks):
         return []
     end = cf.get("milestones", {}).get("end", {})
@@ -325,6 +334,22 @@ def _settings(systems: dict[str, Any], names: list[str]) -> list[str]:
                   "OpenAI cache rules): "
                   + (f"cheaper under {' and '.join(cheaper)}." if cheaper else
                      "not cheaper under either rule set: the default should be revisited.")]
+    tails = [n for n in own if "tail_tokens=" in n]
+    if tails and best:
+        beats = [n for n in tails if all(
+            totals(systems[n])[f"usd_{c}"] < totals(systems[best[c]])[f"usd_{c}"]
+            for c in COLUMNS)]
+        lines += ["", "A smaller recent tail moves the price most: "
+                  + (f"with {beats[-1].split('(')[1].rstrip(')')} contextfold is the cheapest "
+                     "clean row under both cache rule sets. " if beats else
+                     "no tail measured here makes contextfold the cheapest clean row under "
+                     "both cache rule sets. ")
+                  + "The default tail stays 20,000 tokens (Pi's keepRecentTokens): the fake "
+                  "summariser cannot measure what a smaller raw tail costs in the answers a "
+                  "model gives, and at every tail contextfold keeps far fewer planted facts "
+                  "than that peer (the last column), so a smaller default would buy the price "
+                  "goal without the continuity goal. `CompactionSettings(tail_tokens=...)` sets "
+                  "it per session."]
     return [*lines, ""]
 
 
