@@ -155,3 +155,27 @@ def test_q2_a_summariser_reading_the_session_prefix_costs_reads() -> None:
     # cold: the whole 60k is written (225k) + 45k out = 270k; + 15k x 3.75 + 102k: 428.25k
     assert decide_by_cost(cold, SONNET.prices, SONNET.rules).compact_usd == \
         pytest.approx(428_250e-6)
+
+
+# Q2 in the sizing policy: at the same context size and a warm Anthropic cache, a session of
+# tool loops (five requests a turn, each reading the prefix back) is compacted early, while
+# a session of one request a turn carries its context up to the threshold
+def test_q2_sizer_forecasts_a_tool_loop_per_request() -> None:
+    from contextfold.core.budget import ModelCapacity, derive_budget
+    from contextfold.core.projection import project
+    from contextfold.runtime.sizing import Sizer
+    from tests.builders import branch_of, chain, turn
+
+    cap = ModelCapacity(model="claude-sonnet-4-5", context_window=200_000, max_output=16_384)
+
+    def sized(turns: int, tools: int, size: int) -> tuple[int, bool]:
+        nodes = chain([m for i in range(turns) for m in turn(i, tools=tools, size=size)])
+        projection = project(branch_of(nodes))
+        sizer = Sizer(cap, derive_budget(cap), None, ())
+        assert sizer.budget.trigger == "cost"  # the default (docs/peers.md)
+        return sizer.estimate(projection).tokens, sizer.auto_due(projection)
+
+    chat_tokens, chat_due = sized(10, 0, 6_000)   # ~87k: one request per turn
+    loop_tokens, loop_due = sized(16, 4, 1_200)   # ~90k: five requests per turn
+    assert abs(chat_tokens - loop_tokens) < 5_000
+    assert loop_due and not chat_due
