@@ -82,8 +82,13 @@ def test_instructions_travel_with_plan_and_checkpoint():  # M6
     assert cp.details["instructions"] == "keep all DOIs"
 
 
-def test_auto_below_threshold_is_noop():  # A1
-    result = plan(chain([*turn(0), *turn(1)]), trigger="auto")
+def test_auto_below_threshold_is_noop():  # A1 (the size trigger; Q2's cost trigger, the
+    # default, has already decided in the check after the turn when it plans "auto")
+    from contextfold.core.budget import CompactionSettings
+
+    budget = derive_budget(BIG, CompactionSettings(trigger="size"))
+    result = plan_compaction(branch_of(chain([*turn(0), *turn(1)])), budget, "auto",
+                             capacity=BIG)
     assert isinstance(result, NoOp) and result.code == "below_threshold"
 
 

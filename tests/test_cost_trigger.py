@@ -58,7 +58,7 @@ def test_q2_openai_half_price_reads_compact_early() -> None:
 def test_q2_hard_bounds_and_no_prices() -> None:
     over = CostInputs(**{**BASE.__dict__, "context": 90_000})
     assert decide_by_cost(over, SONNET.prices, SONNET.rules).compact  # A1 stays
-    small = CostInputs(**{**BASE.__dict__, "context": 30_000})
+    small = CostInputs(**{**BASE.__dict__, "context": 16_000})  # under 0.2 x 85k
     assert not decide_by_cost(small, GPT4O.prices, GPT4O.rules).compact
     bigger = CostInputs(**{**BASE.__dict__, "after": 61_000})
     assert not decide_by_cost(bigger, GPT4O.prices, GPT4O.rules).compact
@@ -93,3 +93,89 @@ def test_q2_a_session_that_hardly_grows_is_forecast_a_bounded_horizon() -> None:
     tiny = CostInputs(**{**BASE.__dict__, "growth": 1e-300})
     d = decide_by_cost(tiny, GPT4O.prices, GPT4O.rules)
     assert d.horizon == MAX_HORIZON and d.compact  # carrying 60k for ever is dear
+
+
+# Q2: the forecast steps by request, not by user turn: a tool loop of five rounds a turn reads
+# the prefix back five times, so the same growth per turn costs more to carry
+def test_q2_a_tool_loop_is_forecast_per_request() -> None:
+    loop = CostInputs(**{**BASE.__dict__, "growth": 1_000})  # 5k a turn in 5 requests
+    d = decide_by_cost(loop, SONNET.prices, SONNET.rules)
+    # horizon 25k / 1k = 25 requests
+    # keep: 59k x 0.3 + 1k x 3.75 = 21.45k; requests 2-25 read 24 x 60k + 1k x 24 x 23 / 2
+    # = 1,716k at 0.3 (514.8k) and write 24 x 1k at 3.75 (90k): 626.25k
+    # compact: 195k; then 5k x 0.3 + 10k x 3.75 = 39k; reads 24 x 15k + 276k = 636k at 0.3
+    # (190.8k) and writes 90k: 514.8k in all
+    assert d.horizon == 25 and d.compact  # per turn (BASE) it waited: see the warm test
+    assert d.carry_usd == pytest.approx(626_250e-6)
+    assert d.compact_usd == pytest.approx(514_800e-6)
+
+
+def test_q2_session_rhythm_counts_requests_and_turns() -> None:
+    from contextfold.core.cost_trigger import session_rhythm
+
+    # one user turn, three model requests (two tool rounds and the answer)
+    roles = ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    r = session_rhythm(roles, [600, 100, 2_000, 100, 2_000, 200])
+    assert (r.turns, r.requests, r.tokens) == (1, 3, 5_000)
+    assert r.per_request == pytest.approx(5_000 / 3) and r.requests_per_turn == 3
+    with pytest.raises(ValueError, match="2 roles but 1 token counts"):
+        session_rhythm(["user", "assistant"], [1])
+
+
+# Q2: splitting a turn's growth over k requests never forecasts a cheaper carry (each
+# request reads the whole prefix back), apart from the first request, which writes only
+# what one request adds rather than a whole turn's growth
+@given(st.integers(40_000, 84_000), st.floats(200, 20_000), st.integers(1, 8),
+       st.sampled_from(["claude-sonnet-4-5", "gpt-4.1", "gemini-2.5-pro"]))
+def test_q2_per_request_carry_is_never_below_per_turn(context, growth, k, model) -> None:
+    from contextfold.core.cost_trigger import MAX_HORIZON, _rates
+
+    price = PriceBook.packaged().lookup(model)
+    assert price is not None
+    turn = CostInputs(**{**BASE.__dict__, "context": context, "growth": growth})
+    loop = CostInputs(**{**turn.__dict__, "growth": growth / k})
+    by_turn = decide_by_cost(turn, price.prices, price.rules)
+    by_request = decide_by_cost(loop, price.prices, price.rules)
+    if by_request.horizon < MAX_HORIZON and by_turn.horizon:
+        assert by_request.horizon >= by_turn.horizon
+        _, read, write, _ = _rates(price.prices, price.rules)
+        first = growth * (1 - 1 / k) * (write - read)  # the first request's smaller write
+        assert by_request.carry_usd >= by_turn.carry_usd - first - 1e-12
+
+
+# Q2 with Q3: a summariser that is the session's own model reads the context from the cache,
+# so the compaction's call costs reads, not the folded part sent uncached
+def test_q2_a_summariser_reading_the_session_prefix_costs_reads() -> None:
+    warm = CostInputs(**{**BASE.__dict__, "summary_reads_cache": True})
+    d = decide_by_cost(warm, SONNET.prices, SONNET.rules)
+    # call: 55k read x 0.3 + 5k written x 3.75 + 3k out x 15 = 80.25k (was 195k uncached);
+    # then 141k as in the warm test: 221.25k against carrying's 191.25k, still wait
+    assert d.compact_usd == pytest.approx(221_250e-6) and not d.compact
+    cold = CostInputs(**{**warm.__dict__, "idle_seconds": 600})
+    # cold: the whole 60k is written (225k) + 45k out = 270k; + 15k x 3.75 + 102k: 428.25k
+    assert decide_by_cost(cold, SONNET.prices, SONNET.rules).compact_usd == \
+        pytest.approx(428_250e-6)
+
+
+# Q2 in the sizing policy: at the same context size and a warm Anthropic cache, a session of
+# tool loops (five requests a turn, each reading the prefix back) is compacted early, while
+# a session of one request a turn carries its context up to the threshold
+def test_q2_sizer_forecasts_a_tool_loop_per_request() -> None:
+    from contextfold.core.budget import ModelCapacity, derive_budget
+    from contextfold.core.projection import project
+    from contextfold.runtime.sizing import Sizer
+    from tests.builders import branch_of, chain, turn
+
+    cap = ModelCapacity(model="claude-sonnet-4-5", context_window=200_000, max_output=16_384)
+
+    def sized(turns: int, tools: int, size: int) -> tuple[int, bool]:
+        nodes = chain([m for i in range(turns) for m in turn(i, tools=tools, size=size)])
+        projection = project(branch_of(nodes))
+        sizer = Sizer(cap, derive_budget(cap), None, ())
+        assert sizer.budget.trigger == "cost"  # the default (docs/peers.md)
+        return sizer.estimate(projection).tokens, sizer.auto_due(projection)
+
+    chat_tokens, chat_due = sized(10, 0, 6_000)   # ~87k: one request per turn
+    loop_tokens, loop_due = sized(16, 4, 1_200)   # ~90k: five requests per turn
+    assert abs(chat_tokens - loop_tokens) < 5_000
+    assert loop_due and not chat_due

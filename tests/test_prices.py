@@ -119,6 +119,33 @@ def test_q1_openai_automatic_cache_hand_computed() -> None:
     assert usage.cache_read == 0
 
 
+# Q1: OpenAI's cache reads the longest start shared with any cached prompt (at message
+# boundaries), not only a whole earlier prompt: a request that drops or rewrites its end
+# (a trimmed tail, a masked tool result) still reads the start it kept
+def test_q1_openai_reads_the_longest_shared_start() -> None:
+    cache = PromptCache(cache_rules("openai", "gpt-4.1"))
+    first = [Block("sys", 1000), Block("u1", 500), Block("t1", 2000)]   # 3,500 tokens
+    _, cache = cache.charge(first, 50, now=0)
+    # the tool result t1 is masked: sys + u1 (1,500 tokens) are shared; 1,500 // 128 = 11
+    # steps, 1,408 tokens read; 1,500 + 100 - 1,408 = 192 uncached
+    masked = [Block("sys", 1000), Block("u1", 500), Block("t1-masked", 100)]
+    usage, cache = cache.charge(masked, 50, now=10)
+    assert (usage.input, usage.cache_read, usage.cache_write) == (192, 1408, 0)
+    # both prompts stay cached: a third request that continues the first reads all 3,500
+    # tokens' steps (27 x 128 = 3,456) and the masked one's start is kept too
+    usage, cache = cache.charge([*first, Block("u2", 300)], 50, now=20)
+    assert (usage.input, usage.cache_read) == (3800 - 3456, 3456)
+    # a start shorter than the 1,024-token minimum is never read: sys alone (1,000)
+    usage, _ = cache.charge([Block("sys", 1000), Block("other", 2000)], 50, now=30)
+    assert usage.cache_read == 0
+    # gpt-4.1 at the packaged prices ($2 in, $0.50 cached, $8 out): the masked request
+    # cost 192 x 2 + 1,408 x 0.5 + 50 x 8 = 1,488 micro-dollars
+    price = BOOK.lookup("gpt-4.1")
+    assert price is not None
+    assert price.cost(Usage(input=192, cache_read=1408, output=50)).usd == \
+        pytest.approx(1488e-6)
+
+
 def test_q1_openai_short_prompt_is_never_cached() -> None:
     cache = PromptCache(cache_rules("openai", "gpt-4o"))
     blocks = [Block("sys", 600), Block("u1", 300)]          # 900 < 1,024

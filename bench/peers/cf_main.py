@@ -21,6 +21,15 @@ CONTEXTFOLD = "contextfold"
 # Framework + contextfold rows: name -> module with `factory` and `describe` (imported only
 # when that row runs, as it needs the framework).
 FRAMEWORK_ROWS = {"langchain + contextfold": ".frameworks_langchain"}
+# contextfold with another setting, rows of their own beside the default (never compared as
+# peers): the size trigger (what the cost trigger, the default, was chosen against) and a
+# smaller recent tail, the setting the price moves with most (docs/peers.md).
+# Name -> CompactionSettings fields.
+VARIANT_ROWS: dict[str, dict[str, Any]] = {
+    "contextfold (trigger=size)": {"trigger": "size"},
+    "contextfold (tail_tokens=8000)": {"tail_tokens": 8_000},
+    "contextfold (tail_tokens=4000)": {"tail_tokens": 4_000},
+}
 
 
 def _contextfold_estimate(msgs: Sequence[Neutral], model: str) -> int:
@@ -41,6 +50,17 @@ def _contextfold(summarize: Any, msgs: Sequence[Neutral]) -> Any:
     return Contextfold(summarize)
 
 
+def _contextfold_with(settings: dict[str, Any]) -> Factory:
+    """contextfold with other settings (ones a user can choose)."""
+
+    def make(summarize: Any, msgs: Sequence[Neutral]) -> Any:
+        from .cf_system import Contextfold, budget_with
+
+        return Contextfold(summarize, budget_with(**settings))
+
+    return make
+
+
 def _framework(module: str) -> Factory:
     """The factory of a framework + contextfold row, importing its module when it runs."""
 
@@ -55,31 +75,38 @@ def _factories(system: str) -> tuple[dict[str, Factory], dict[str, Estimator], d
         CONTEXTFOLD: _contextfold,
         FullHistory.name: lambda s, _m: FullHistory(s),
         **{name: _framework(module) for name, module in FRAMEWORK_ROWS.items()},
+        **{name: _contextfold_with(change) for name, change in VARIANT_ROWS.items()},
     }
     estimators: dict[str, Estimator] = {CONTEXTFOLD: _contextfold_estimate}
     describe: dict[str, Any] = {FullHistory.name: {
         "packages": {}, "config": "every message in every request", "estimator_name": "-"}}
     if system == CONTEXTFOLD:
         describe[CONTEXTFOLD] = _describe_contextfold()
+    if system in VARIANT_ROWS:
+        describe[system] = _describe_contextfold(VARIANT_ROWS[system])
     if system in FRAMEWORK_ROWS:
         describe[system] = import_module(FRAMEWORK_ROWS[system], __package__).describe()
     return factories, estimators, describe
 
 
-def _describe_contextfold() -> dict[str, Any]:
-    from .cf_system import BUDGET
+def _describe_contextfold(change: dict[str, Any] | None = None) -> dict[str, Any]:
+    from .cf_system import BUDGET, budget_with
 
+    budget = budget_with(**change) if change else BUDGET
+    tail_tokens = (change or {}).get("tail_tokens", TAIL_TOKENS)
     return {
         "packages": {"contextfold": version("contextfold")},
         "config": f"capacity_for('gpt-4o') (catalog: 128000 window, 16384 output, family "
                   f"'gpt'); "
-                  f"CompactionSettings(tail_tokens={TAIL_TOKENS}, auto_threshold_fraction="
-                  f"{TRIGGER_TOKENS}/{BUDGET.safe_input_limit}) -> auto threshold "
-                  f"{BUDGET.auto_threshold}, tail budget {BUDGET.tail_budget}; the engine of "
+                  f"CompactionSettings(tail_tokens={tail_tokens}, auto_threshold_fraction="
+                  f"{TRIGGER_TOKENS}/{budget.safe_input_limit}, trigger default "
+                  f"'{budget.trigger}') -> auto threshold "
+                  f"{budget.auto_threshold}, tail budget {budget.tail_budget}; the engine of "
                   "`contextfold replay` (ManagedSession as replay_messages builds it: auto "
                   "after a turn, preflight before a user message and before a request), "
                   "no exact tokenizer; summariser: summarize.llm.LlmSummarizer over an "
-                  "offline echo ChatModel",
+                  "offline echo ChatModel, as the session's own model (session_prefix=True, "
+                  "SPEC Q3)",
         "estimator_name": "contextfold.core.estimator (catalog family 'gpt', no tokenizer: "
                           "the estimate a user of the model gets)",
     }

@@ -53,6 +53,12 @@ BUDGET = derive_budget(CAPACITY, SETTINGS)
 _FORMAT = "Format:\n"
 
 
+def budget_with(**settings: Any) -> Any:
+    """The bench's budget with other settings (`CompactionSettings` fields), the rest the
+    same."""
+    return derive_budget(CAPACITY, SETTINGS.model_copy(update=settings))
+
+
 def to_message(m: Neutral) -> Message:
     """A neutral message as a contextfold message."""
     if m["role"] == "tool":
@@ -104,7 +110,7 @@ def echo_checkpoint(prompt: str, coverage: str) -> str:
 class EchoChatModel:
     """contextfold's `ChatModel` protocol, answered by the offline fake."""
 
-    def __init__(self, summarize: Callable[[str], str]) -> None:
+    def __init__(self, summarize: Callable[..., str]) -> None:
         self.summarize = summarize
         self.requests = 0
 
@@ -114,8 +120,18 @@ class EchoChatModel:
 
     async def complete(self, request: ChatRequest) -> ChatResponse:
         self.requests += 1
-        prompt = "\n\n".join([request.system or "", *(m.text for m in request.pending)])
-        reply = echo_checkpoint(prompt, self.summarize(prompt))
+        if request.projection.messages or request.projection.checkpoint is not None:
+            # SPEC Q3: the session's own prefix, then the instruction: shown as chat messages
+            # (what the session sent, byte for byte), so the bench prices its input through
+            # the session's prompt cache.
+            chat = [*([{"role": "system", "content": request.system}] if request.system
+                      else []), *to_openai(request.projection).messages,
+                    *({"role": "user", "content": m.text} for m in request.pending)]
+            prompt = "\n\n".join(str(m.get("content") or "") for m in chat)
+            reply = echo_checkpoint(prompt, self.summarize(prompt, chat))
+        else:
+            prompt = "\n\n".join([request.system or "", *(m.text for m in request.pending)])
+            reply = echo_checkpoint(prompt, self.summarize(prompt))
         return ChatResponse(message=text_message("assistant", reply), stop_reason="end_turn")
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
@@ -132,6 +148,11 @@ class _Counting:
     def name(self) -> str:
         return self.system.summarizer.name
 
+    @property
+    def session_prefix(self) -> bool:
+        """SPEC Q3, as the wrapped summariser says (the engine prices compactions by it)."""
+        return self.system.summarizer.session_prefix
+
     async def summarize(self, plan: Plan) -> Summary:
         outcome = await self.system.summarizer.summarize(plan)
         self.system.fallbacks += outcome.fell_back
@@ -144,11 +165,14 @@ class Contextfold:
 
     name = "contextfold"
 
-    def __init__(self, summarize: Callable[[str], str]) -> None:
-        self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY)
+    def __init__(self, summarize: Callable[..., str], budget: Any = None) -> None:
+        # The summariser is the session's own model (the shared one), as `summarize.factory`
+        # builds it when a user names no other: its request starts with the session's
+        # prefix (SPEC Q3).
+        self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY, session_prefix=True)
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
         # The summariser answers in-process, so the engine's steps finish without waiting.
-        self.session = ManagedSession(CAPACITY, BUDGET, _Counting(self))
+        self.session = ManagedSession(CAPACITY, budget or BUDGET, _Counting(self))
         self.pending: list[tuple[int, Message]] = []
         self.repairs = 0
         self.fallbacks = 0
@@ -175,3 +199,14 @@ class Contextfold:
         exported = to_openai(request)
         self.repairs += len(exported.repairs)
         return exported.messages
+
+    @staticmethod
+    def cache_marks(request: Projection, chat: list[dict[str, Any]]) -> list[int]:
+        """Where contextfold's Anthropic wire puts `cache_control` (SPEC Q3): the system
+        prompt, the checkpoint (it opens the first user message) and the last message."""
+        if not chat:
+            return []
+        marks = [0] if chat[0].get("role") == "system" else []
+        if request.checkpoint is not None or request.summary is not None:
+            marks.append(len(marks))
+        return sorted({*marks, len(chat) - 1})

@@ -10,7 +10,12 @@ run in their own virtual environment and import this module too.
   summariser was shown (fully: both markers; in part: one of them).
 * **Fake summariser.** `Recorder.summarize` stands in for each library's summariser model: it
   records what it was shown and answers with the message indices it saw (as compact ranges
-  `~m3-m40~`), so a rolling summary carries its coverage forward without growing per message.
+  `~m3-m40~`), so a rolling summary carries its coverage forward without growing per message,
+  and the planted facts it was shown, clipped at the system's own summary limit
+  (`SUMMARY_LIMITS`, each cited): no fake answer is longer than the system lets its model write.
+* **Trace.** Every request is recorded at its message boundaries (an id per distinct message,
+  its tokens), with when it went out and the reply's tokens, and every summariser request
+  beside it, so `bench/peers/pricing.py` can bill each row through the providers' cache rules.
 * **Metrics.** `Recorder.record_call` checks each request with contextfold's independent
   validity oracle (`contextfold/core/validity.py`, loaded by path so the peers venv does not need
   contextfold installed), counts it with a real tokenizer (`o200k_base`) and tracks evictions.
@@ -39,6 +44,35 @@ SAFE_LIMIT = CONTEXT_WINDOW - MAX_OUTPUT  # contextfold's derive_budget gives th
 TRIGGER_TOKENS = int(CONTEXT_WINDOW * 0.6)  # every system compacts above 60% of the window
 TAIL_TOKENS = 20_000  # every system keeps about this much recent history raw
 
+# Each system's own cap on a summary (tokens of its answer), with where it comes from. The
+# fake summariser stops listing facts at the cap, as a model whose `max_tokens` is the cap
+# stops writing; a system that sets no cap gets the summarising model's maximum output.
+MODEL_MAX_OUTPUT_CITE = ("no summary cap of its own: the summarising model's maximum output "
+                         f"({MAX_OUTPUT:,}, the shared model's)")
+SUMMARY_LIMITS: dict[str, tuple[int, str]] = {
+    "contextfold": (13_107, "summary budget 0.8 x the 16,384 reserve "
+                            "(`core/budget.py` summary_share_of_reserve, after Pi)"),
+    "langchain + contextfold": (13_107, "contextfold's summary budget (as contextfold)"),
+    **{f"contextfold ({v})": (13_107, "contextfold's summary budget (as contextfold)")
+       for v in ("trigger=size", "tail_tokens=8000", "tail_tokens=4000")},
+    "langmem-summarize_messages": (2_048, "`summarize_messages(max_summary_tokens=2048)`, "
+                                          "LangMem's default, bound as the model's max_tokens"),
+    "pi (reimpl.)": (13_107, "pi-mono `compaction.ts`: maxTokens = 0.8 x reserveTokens "
+                             "(16,384)"),
+    "claude-code (reimpl.)": (MAX_OUTPUT, "Claude Code's 20,000-token summary output, capped "
+                                          f"at the model's maximum output ({MAX_OUTPUT:,})"),
+}
+
+
+def summary_limit(system: str) -> int:
+    """The token cap of `system`'s summaries (`SUMMARY_LIMITS`, else the model's output)."""
+    return SUMMARY_LIMITS.get(system, (MAX_OUTPUT, ""))[0]
+
+
+def summary_limit_source(system: str) -> str:
+    """Where `system`'s summary cap comes from, for the report."""
+    return SUMMARY_LIMITS.get(system, (MAX_OUTPUT, MODEL_MAX_OUTPUT_CITE))[1]
+
 Neutral = dict[str, Any]
 
 _MARK_RE = re.compile(r"\[\[(/?)m(\d+)\]\]")
@@ -58,8 +92,10 @@ def neutral(
     tool_name: str | None = None,
     is_error: bool = False,
     usage: dict[str, int] | None = None,
+    t: float | None = None,
 ) -> Neutral:
-    """One workload message, with its markers already in `text`."""
+    """One workload message, with its markers already in `text`; `t`: when it was recorded
+    (seconds from the session's start; None for a synthetic message)."""
     if role not in ("user", "assistant", "tool", "system"):
         raise ValueError(f"message {i}: unknown role {role!r}")
     if role == "tool" and not call_id:
@@ -73,6 +109,7 @@ def neutral(
         "tool_name": tool_name,
         "is_error": is_error,
         "usage": usage,
+        **({"t": t} if t is not None else {}),
     }
 
 
@@ -124,14 +161,57 @@ def ranges(indices: Iterable[int]) -> str:
 _FACT_RE = re.compile(r"FACT-[a-z]+-\d+")
 
 
-def echo_summary(prompt: str) -> str:
+def echo_summary(prompt: str, request: Any = None, *, limit: int | None = None,
+                 count: Callable[[str], int] | None = None) -> str:
     """The fake summariser's answer: which messages it has seen, directly or via a summary,
-    and every planted fact token it was shown (the continuity probe's ideal extractor)."""
+    and the planted fact tokens it was shown, in the order the prompt shows them, answered
+    only from `prompt` (what the system showed it). With a `limit` (tokens, measured by
+    `count`), facts are listed while the answer stays within it: a model capped at
+    `max_tokens` stops writing there. `request`: unused (the prompt holds its text)."""
+    del request
     heads, tails = markers(prompt)
     seen = heads | tails | echoed(prompt)
     answer = f"Summary (offline fake). Messages covered: {ranges(seen) or 'none'}"
-    facts = sorted(set(_FACT_RE.findall(prompt)))
+    facts = list(dict.fromkeys(_FACT_RE.findall(prompt)))
+    if limit is not None and facts:
+        measure = count or (lambda text: max(1, len(text) // 4))
+        used = measure(answer) + measure(". Facts:")
+        kept: list[str] = []
+        for fact in facts:
+            used += measure(" " + fact)
+            if used > limit:
+                break
+            kept.append(fact)
+        facts = kept
     return f"{answer}. Facts: {' '.join(facts)}" if facts else answer
+
+
+def capped_echo(limit: int, tokens: Tokenizer | None = None) -> Callable[..., str]:
+    """`echo_summary` clipped at `limit` tokens (a system's own summary cap)."""
+    count = tokens.count if tokens is not None else None
+
+    def answer(prompt: str, request: Any = None) -> str:
+        return echo_summary(prompt, request, limit=limit, count=count)
+
+    return answer
+
+
+def call_times(msgs: Sequence[Neutral]) -> list[float]:
+    """When each call point's request went out, in seconds from the session's start: the
+    recorded time of the last message before it (a real transcript's timestamps, `t`), else
+    the synthetic rhythm stated in docs/peers.md: a request every 20 s inside a turn, 60 s
+    after the previous reply when the user writes."""
+    out: list[float] = []
+    clock = 0.0
+    for n, k in enumerate(call_points(msgs)):
+        before = msgs[k - 1] if k else None
+        recorded = before.get("t") if before is not None else None
+        if recorded is not None:
+            clock = float(recorded)
+        elif n:
+            clock += 60.0 if before is not None and before["role"] == "user" else 20.0
+        out.append(clock)
+    return out
 
 
 def call_points(msgs: Sequence[Neutral]) -> list[int]:
@@ -340,42 +420,87 @@ class Recorder:
     summarizer_output_tokens: int = 0
     seconds: list[float] = field(default_factory=list)
     history_total: int = 0
+    summary_limit: int | None = None  # the system's own summary cap (`SUMMARY_LIMITS`)
+    # The requests for pricing (`bench/peers/pricing.py`): per request its message ids,
+    # cache marks, time and reply tokens; per summariser request its tokens (or its ids,
+    # when it starts with the session's own prefix). `sizes[id]`: tokens of message `id`.
+    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace_sizes: list[int] = field(default_factory=list)
+    _ids: dict[Any, int] = field(default_factory=dict)
+    _pending_summaries: list[dict[str, Any]] = field(default_factory=list)
     _previous: list[dict[str, Any]] = field(default_factory=list)
     _markers: dict[str, set[int]] = field(default_factory=dict)
     _sizes: dict[Any, int] = field(default_factory=dict)
 
+    @staticmethod
+    def _key(m: dict[str, Any]) -> Any:
+        content = m.get("content")
+        return (m.get("role"), content if isinstance(content, str) else repr(content),
+                tuple((c["function"]["name"], c["function"]["arguments"])
+                      for c in m.get("tool_calls") or ()))
+
     def _message_tokens(self, m: dict[str, Any]) -> int:
         """Tokens of one chat message (as `Tokenizer.request` counts it), memoised."""
-        content = m.get("content")
-        key = (m.get("role"), content if isinstance(content, str) else repr(content),
-               tuple((c["function"]["name"], c["function"]["arguments"])
-                     for c in m.get("tool_calls") or ()))
+        key = self._key(m)
         n = self._sizes.get(key)
         if n is None:
             n = self._sizes[key] = self.tokens.request([m]) - 3
         return n
 
+    def _block_ids(self, request: Sequence[dict[str, Any]]) -> list[int]:
+        """One id per distinct message (equal ids, equal bytes), its size in `trace_sizes`."""
+        out = []
+        for m in request:
+            key = self._key(m)
+            n = self._ids.get(key)
+            if n is None:
+                n = self._ids[key] = len(self.trace_sizes)
+                self.trace_sizes.append(self._message_tokens(m))
+            out.append(n)
+        return out
+
     def workload(self, msgs: Sequence[Neutral]) -> None:
         """The transcript's messages, so the share of characters shown can be measured."""
         self.bodies = {m["i"]: _alnum(body_of(m["text"])) for m in msgs}
 
-    def summarize(self, prompt: str) -> str:
-        """The fake summariser: record what the library showed it, echo the coverage."""
+    def summarize(self, prompt: str, request: Sequence[dict[str, Any]] | None = None) -> str:
+        """The fake summariser: record what the library showed it, echo the coverage (clipped
+        at the system's summary cap). `request`: the summarising request as chat messages,
+        when it starts with the session's own prefix (contextfold's SPEC Q3), so its input is
+        priced through the same prompt cache as the session's requests."""
         self.summarizer_calls += 1
-        self.summarizer_input_tokens += self.tokens.count(prompt)
+        prompt_tokens = self.tokens.count(prompt)
+        self.summarizer_input_tokens += prompt_tokens
         heads, tails = markers(prompt)
         self.shown |= heads | tails
         self.shown_full |= heads & tails
         if self.bodies:
             for i, n in shown_characters(prompt, self.bodies).items():
                 self.shown_chars[i] = max(n, self.shown_chars.get(i, 0))
-        answer = echo_summary(prompt)
-        self.summarizer_output_tokens += self.tokens.count(answer)
+        answer = echo_summary(prompt, limit=self.summary_limit, count=self.tokens.count)
+        out = self.tokens.count(answer)
+        self.summarizer_output_tokens += out
+        entry: dict[str, Any] = {"kind": "summary", "out": out}
+        if request is not None:
+            entry["ids"] = self._block_ids(request)
+        else:
+            entry["in"] = prompt_tokens
+        self._pending_summaries.append(entry)
         return answer
 
-    def record_call(self, history_len: int, request: list[dict[str, Any]], seconds: float) -> None:
-        """One model call: validity, size, prefix reuse, and which raw messages left."""
+    def record_call(self, history_len: int, request: list[dict[str, Any]], seconds: float,
+                    *, at: float = 0.0, output_tokens: int = 0,
+                    marks: Sequence[int] | None = None) -> None:
+        """One model call: validity, size, prefix reuse, and which raw messages left.
+        `at`: when it went out (seconds); `output_tokens`: the recorded reply's; `marks`:
+        the indices of the messages the system marks for Anthropic's cache (None: the
+        assumption every unmarked system gets, `default_marks`)."""
         self.calls += 1
+        for entry in self._pending_summaries:  # made by this call's decision, just before
+            self.trace.append({**entry, "t": at})
+        self._pending_summaries = []
+        self.trace.append({"t": at, "ids": self._block_ids(request), "out": output_tokens,
+                           "marks": list(default_marks(request) if marks is None else marks)})
         self.seconds.append(seconds)
         self.history_total = max(self.history_total, history_len)
         for rule, problems in request_problems(request).items():
@@ -441,7 +566,21 @@ class Recorder:
             "summarizer_input_tokens": self.summarizer_input_tokens,
             "summarizer_output_tokens": self.summarizer_output_tokens,
             "check_seconds": summarize_times(self.seconds),
+            "summary_limit": self.summary_limit,
+            # Priced by `bench/peers/pricing.py` in the run, then dropped from the results.
+            "trace": {"requests": self.trace, "sizes": self.trace_sizes},
         }
+
+
+def default_marks(request: Sequence[dict[str, Any]]) -> list[int]:
+    """Where a system that sets no `cache_control` of its own is assumed to have Anthropic's
+    cache marks: the system prompt (when the request has one) and the last message, as
+    Anthropic's automatic caching (a top-level `cache_control`) and Claude Code and Pi put
+    them, so every system reads its previous request back when it is a prefix."""
+    if not request:
+        return []
+    first = [0] if request[0].get("role") == "system" and len(request) > 1 else []
+    return [*first, len(request) - 1]
 
 
 def summarize_times(seconds: Sequence[float]) -> dict[str, float]:
@@ -494,8 +633,10 @@ def replay(
     """
     timings: list[tuple[int, float]] = []
     fed = 0
+    times: list[float] = []
     if recorder is not None:
         recorder.workload(msgs)
+        times = call_times(msgs)
     for n, k in enumerate(call_points(msgs)):
         if recorder is None and n < dense_from_call and n % check_every:
             continue
@@ -505,10 +646,24 @@ def replay(
         request = system.decide()
         elapsed = time.perf_counter() - start
         if recorder is not None:
-            recorder.record_call(k, system.to_openai(request), elapsed)
+            exported = system.to_openai(request)
+            marks = system.cache_marks(request, exported) if hasattr(system, "cache_marks") \
+                else None
+            recorder.record_call(k, exported, elapsed, at=times[n],
+                                 output_tokens=reply_tokens(recorder.tokens, msgs[k]),
+                                 marks=marks)
         if recorder is not None or n >= timed_from_call:
             timings.append((k, elapsed))
     return timings
+
+
+def reply_tokens(tokens: Tokenizer, m: Neutral) -> int:
+    """Output tokens of a recorded reply (its text and its tool calls), the same for every
+    system: each row pays the same replies."""
+    calls = [{"function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
+             for c in m.get("calls") or ()]
+    return tokens.request([{"role": "assistant", "content": body_of(m["text"]),
+                            "tool_calls": calls}]) - 6
 
 
 def dump(path: Path, data: Any) -> None:

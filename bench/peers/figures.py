@@ -13,13 +13,19 @@ CF = "contextfold"
 REFERENCE = "none (full history)"
 
 
+def is_own(name: str) -> bool:
+    """contextfold itself, or contextfold with another setting (never compared as a peer)."""
+    return name == CF or name.startswith(CF + " (")
+
+
 def ok_systems(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in results["systems"].items() if v.get("quality")}
 
 
 def order(systems: dict[str, Any]) -> list[str]:
-    names = [n for n in systems if n not in (CF, REFERENCE)]
-    return ([CF] if CF in systems else []) + sorted(names) + (
+    own = sorted((n for n in systems if is_own(n) and n != CF), key=len)
+    names = [n for n in systems if n != REFERENCE and not is_own(n)]
+    return ([CF] if CF in systems else []) + own + sorted(names) + (
         [REFERENCE] if REFERENCE in systems else [])
 
 
@@ -27,30 +33,20 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-# Prices in units of one uncached input token, multiplied out at a stated list price.
-PRICING = {
-    "input_usd_per_mtok": 3.0,  # Claude Sonnet 4.5 list price; OpenAI gpt-4o lists 2.50
-    "cache_write": 1.25,  # Anthropic: a 5-minute cache write costs 1.25x input
-    "cache_read": 0.10,  # a cache hit costs 0.1x input
-    "output": 5.0,  # output tokens: 5x input ($15 / M)
-    "ttl": "5 minutes, assumed never to lapse between two calls of a session",
-}
+# One price model for every row: `bench/peers/pricing.py` bills each request through
+# contextfold's prompt-cache model (`core/prices.py`), one column per provider's cache rules.
+COLUMNS = ("anthropic", "openai")
+COLUMN_LABELS = {"anthropic": "Anthropic cache rules (claude-sonnet-4-5)",
+                 "openai": "OpenAI cache rules (gpt-4.1)"}
 
 
-def price_units(r: dict[str, Any]) -> float:
-    """One transcript's price in uncached-input-token units (see PRICING).
-
-    Every request writes what is not a repeat of the previous request's prefix to the cache
-    (1.25x) and reads the repeated prefix (0.1x); summariser calls are billed as plain input
-    and output (their prompts differ every time).
-    """
-    cached = r["cached_prefix_tokens"]
-    return ((r["input_tokens"] - cached) * PRICING["cache_write"] + cached * PRICING["cache_read"]
-            + r["summarizer_input_tokens"] + r["summarizer_output_tokens"] * PRICING["output"])
+def usd(r: dict[str, Any], column: str) -> float:
+    """One transcript's bill (US dollars) under `column`'s cache rules; 0 if not priced."""
+    return float(r.get("pricing", {}).get(column, {}).get("usd") or 0.0)
 
 
-def usd(units: float) -> float:
-    return units * PRICING["input_usd_per_mtok"] / 1e6
+def _priced(r: dict[str, Any], column: str, key: str) -> float:
+    return float(r.get("pricing", {}).get(column, {}).get(key) or 0.0)
 
 
 def is_real(workload: str) -> bool:
@@ -81,8 +77,13 @@ def totals(entry: dict[str, Any], real_only: bool = False) -> dict[str, float]:
         "input_tokens": sum(r["input_tokens"] for r in q),
         "cached_tokens": sum(r["cached_prefix_tokens"] for r in q),
         "prefix_breaks": sum(r["prefix_breaks"] for r in q),
-        "price_units": sum(price_units(r) for r in q),
     }
+    for col in COLUMNS:
+        out[f"usd_{col}"] = sum(usd(r, col) for r in q)
+        out[f"summarizer_usd_{col}"] = sum(_priced(r, col, "summarizer_usd") for r in q)
+        out[f"cached_{col}"] = sum(_priced(r, col, "cached_tokens") for r in q)
+        out[f"written_{col}"] = sum(_priced(r, col, "cache_write_tokens") for r in q)
+        out[f"uncached_{col}"] = sum(_priced(r, col, "input_tokens") for r in q)
     ev = out["evicted_chars"]
     out["shown_share"] = sum(r["evicted_chars_shown"] for r in q) / ev if ev else 1.0
     out["cached_share"] = out["cached_tokens"] / (out["input_tokens"] or 1)
@@ -163,14 +164,23 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                     f"x{ratio:.2f} (round 0)" if ratio else "n/a"))
     else:
         out.append(("check cost growth <= 1.5", None, "timing not run"))
-    clean = [n for n, e in systems.items() if n not in (CF, REFERENCE) and is_clean(e)]
-    if clean:
-        best = min(clean, key=lambda n: totals(systems[n])["price_units"])
+    clean = [n for n, e in systems.items()
+             if n != REFERENCE and not is_own(n) and is_clean(e)]
+    cf_end = continuity_share(cf, "end")
+    for col in COLUMNS if clean else ():
+        best = min(clean, key=lambda n: totals(systems[n])[f"usd_{col}"])
         bt = totals(systems[best])
-        out.append(("price no higher than every clean peer's (cache-aware)",
-                    t["price_units"] <= bt["price_units"],
-                    f"${usd(t['price_units']):.2f} vs ${usd(bt['price_units']):.2f} ({best}); "
-                    "clean = no lost content, no invalid request, none over the limit"))
+        best_end = continuity_share(systems[best], "end")
+        cheaper = t[f"usd_{col}"] <= bt[f"usd_{col}"]
+        kept = cf_end is None or best_end is None or cf_end + 1e-9 >= best_end
+        out.append((f"the cheapest of all clean rows under {COLUMN_LABELS[col]}, at "
+                    "continuity no lower than the row it beats",
+                    cheaper and kept and is_clean(cf),
+                    f"${t[f'usd_{col}']:.2f} vs ${bt[f'usd_{col}']:.2f} ({best}, the "
+                    "cheapest clean peer); continuity at the end "
+                    + (f"{pct(cf_end)} vs {pct(best_end)}" if cf_end is not None
+                       and best_end is not None else "not measured")
+                    + "; clean = no lost content, no invalid request, none over the limit"))
     return out
 
 
@@ -181,22 +191,29 @@ def losses(results: dict[str, Any]) -> list[str]:
         return []
     cf = totals(systems[CF])
     out: list[str] = []
-    peers = {n: e for n, e in systems.items() if n not in (CF, REFERENCE)}
+    peers = {n: e for n, e in systems.items() if n != REFERENCE and not is_own(n)}
     for name, entry in peers.items():
         t = totals(entry)
-        if is_clean(entry) and t["price_units"] < cf["price_units"]:
-            out.append(f"{name} costs less (${usd(t['price_units']):.2f} vs "
-                       f"${usd(cf['price_units']):.2f}) with no lost content, no invalid "
-                       f"request and no request over the limit: {t['compactions']} "
-                       f"compactions vs {cf['compactions']}, summariser input "
-                       f"{t['summarizer_tokens']:,} vs {cf['summarizer_tokens']:,} tokens, "
-                       f"{pct(t['cached_share'])} vs {pct(cf['cached_share'])} of input "
-                       "tokens cacheable. It is cheaper because each request carries less: "
-                       f"{t['input_tokens'] // t['calls']:,} input tokens per call on average "
-                       f"vs contextfold's {cf['input_tokens'] // cf['calls']:,}: its own "
-                       "policy compacts far earlier than the 60% of the window the other "
-                       "summarising systems share, and so summarises more often.")
-        elif t["summarizer_calls"] and t["summarizer_tokens"] < cf["summarizer_tokens"]:
+        dearer = [col for col in COLUMNS if t[f"usd_{col}"] < cf[f"usd_{col}"]]
+        if is_clean(entry) and dearer:
+            bills = "; ".join(f"{COLUMN_LABELS[col]}: ${t[f'usd_{col}']:.2f} vs "
+                              f"${cf[f'usd_{col}']:.2f}" for col in dearer)
+            out.append(f"{name} costs less with no lost content, no invalid request and no "
+                       f"request over the limit ({bills}): {t['compactions']} compactions vs "
+                       f"{cf['compactions']}, {t['input_tokens'] // t['calls']:,} input "
+                       f"tokens per request on average vs contextfold's "
+                       f"{cf['input_tokens'] // cf['calls']:,}, summariser input "
+                       f"{t['summarizer_tokens']:,} vs {cf['summarizer_tokens']:,} tokens "
+                       "(contextfold's read from the session's cache, SPEC Q3: "
+                       f"${cf['summarizer_usd_anthropic']:.2f} / "
+                       f"${cf['summarizer_usd_openai']:.2f} against "
+                       f"${t['summarizer_usd_anthropic']:.2f} / "
+                       f"${t['summarizer_usd_openai']:.2f}). It is cheaper because each "
+                       "request carries less: its own policy compacts far more often, "
+                       "keeping almost nothing raw, where contextfold keeps a recent tail "
+                       "(see contextfold's settings and the price).")
+        elif not is_clean(entry) and t["summarizer_calls"] and \
+                t["summarizer_tokens"] < cf["summarizer_tokens"]:
             out.append(f"{name} sends its summariser fewer tokens ({t['summarizer_tokens']:,} "
                        f"vs {cf['summarizer_tokens']:,}), at the price of "
                        f"{pct(t['lost_share'])} lost content, "

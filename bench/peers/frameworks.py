@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .figures import pct, totals, usd
+from .figures import pct, totals
 
 # framework label -> (the framework + contextfold row, the built-in rows it is read against)
 PAIRS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -33,7 +33,8 @@ def framework_section(systems: dict[str, Any]) -> list[str]:
              "Anthropic rules; *lost*: messages that left the context unseen by any summariser.",
              "",
              "| framework | system | invalid (pairing / OpenAI / Anthropic) | lost | shown | "
-             "peak request | over safe limit | compactions | price |",
+             "peak request | over safe limit | compactions | price, Anthropic / OpenAI cache "
+             "rules |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for label, ours, builtins in pairs:
         for name in [*builtins, ours]:
@@ -44,5 +45,5 @@ def framework_section(systems: dict[str, Any]) -> list[str]:
                 f"| {label} | {bold}{name}{bold} | {t['invalid_tool_pairing']} / "
                 f"{t['invalid_openai']} / {t['invalid_anthropic']} | {pct(t['lost_share'])} | "
                 f"{shown} | {t['peak']:,} | {t['over']} | {t['compactions']} | "
-                f"${usd(t['price_units']):.2f} |")
+                f"${t['usd_anthropic']:.2f} / ${t['usd_openai']:.2f} |")
     return [*lines, ""]

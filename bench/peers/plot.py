@@ -18,7 +18,6 @@ from .figures import (
     order,
     timing_ratios,
     totals,
-    usd,
 )
 
 # (title, value of one system's totals, format, include the reference row)
@@ -50,8 +49,10 @@ def panels(results: dict[str, Any]) -> list[Panel]:
         ("Requests over the safe limit", lambda n, t: t["over"], "%d", True),
         ("Planted facts kept after 10 compactions (%)",
          lambda n, t: _pct_or_none(continuity_share(systems[n], "10")), "%.0f", False),
-        ("Price per 100 calls (USD, cache-aware)",
-         lambda n, t: 100 * usd(t["price_units"]) / t["calls"], "%.2f", True),
+        ("Price per 100 calls (USD, Anthropic cache rules)",
+         lambda n, t: 100 * t["usd_anthropic"] / t["calls"], "%.2f", True),
+        ("Price per 100 calls (USD, OpenAI cache rules)",
+         lambda n, t: 100 * t["usd_openai"] / t["calls"], "%.2f", True),
         ("Prefix breaks (prompt-cache misses)", lambda n, t: t["prefix_breaks"], "%d", False),
         (f"Check cost / contextfold's, {big:,} msgs" if big else "Check cost", ratio, "%.2f",
          False),

@@ -59,7 +59,9 @@ PEER_SYSTEMS = (
     "observation-masking (reimpl.)",
     "anthropic-server-compaction (reimpl.)",
 )
-PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfold")
+PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfold",
+                   "contextfold (trigger=size)", "contextfold (tail_tokens=8000)",
+                   "contextfold (tail_tokens=4000)")
 TIMING_SIZES = (500, 2_000, 10_000)
 TIMED_CALLS = 40
 TIMING_ROUNDS = 3  # every system timed once per round; ratios are taken within a round
@@ -174,7 +176,9 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
         for n, name in enumerate(systems):
             # The reference never checks; a reimplemented policy's check is not the tool's
             # code (it would read the provider's usage, not count), so neither is timed.
-            if name == "none (full history)" or name.endswith("(reimpl.)"):
+            # A contextfold setting's row checks as contextfold does: not timed again.
+            if name == "none (full history)" or name.endswith("(reimpl.)") or \
+                    name.startswith("contextfold ("):
                 continue
             timing.append((name, {
                 "system": name, "out": str(workdir / f"t{n}-r{r}.json"), "round": r,
@@ -271,8 +275,12 @@ def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
              sizes: list[int], rounds: int, wall_seconds: int,
              load_at_start: list[float]) -> dict[str, Any]:
     """Merge the jobs' outputs into the results file (written to RESULTS) and return it."""
+    from .pricing import price_quality, price_rules
+
     merged: dict[str, Any] = {}
     for res in job_results:
+        for result in res.get("quality", {}).values():
+            price_quality(result)  # its trace becomes its bill (one price model for all)
         entry = merged.setdefault(res["system"], {"quality": {}, "timing": [], "estimator": {}})
         if "error" in res:
             entry.setdefault("errors", []).append(res["error"])
@@ -300,12 +308,22 @@ def assemble(job_results: list[dict[str, Any]], workloads: list[dict[str, Any]],
             "timing_sizes": sizes, "timed_calls": TIMED_CALLS, "timing_rounds": rounds,
             "continuity": CONTINUITY,
             "summary_budget": _summary_budget(),
+            "pricing": price_rules(),
+            "summary_limits": _summary_limits(),
         },
         "workloads": [{k: v for k, v in w.items() if k != "path"} for w in workloads],
         "systems": merged,
     }
     dump(RESULTS, results)
     return results
+
+
+def _summary_limits() -> dict[str, dict[str, Any]]:
+    """Every system's summary cap and where it comes from (the fair fake summariser)."""
+    from .common import summary_limit, summary_limit_source
+
+    return {name: {"tokens": summary_limit(name), "source": summary_limit_source(name)}
+            for name in PEER_SYSTEMS + PROJECT_SYSTEMS}
 
 
 def _cpu_seconds() -> int:

@@ -25,10 +25,12 @@ from .common import (
     Tokenizer,
     body_of,
     call_points,
+    capped_echo,
     dump,
     echo_summary,
     replay,
     summarize_times,
+    summary_limit,
 )
 from .synth import research_session, session_prefix
 
@@ -45,9 +47,10 @@ def load_workload(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def run_quality(factory: Factory, workload: dict[str, Any], tokens: Tokenizer) -> dict[str, Any]:
-    """Every figure of one system on one transcript."""
-    recorder = Recorder(tokens)
+def run_quality(factory: Factory, workload: dict[str, Any], tokens: Tokenizer,
+                limit: int | None = None) -> dict[str, Any]:
+    """Every figure of one system on one transcript; `limit`: the system's summary cap."""
+    recorder = Recorder(tokens, summary_limit=limit)
     msgs = workload["messages"]
     system = factory(recorder.summarize, msgs)
     started = time.perf_counter()
@@ -124,13 +127,15 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
     name = job["system"]
     if name not in factories:
         raise SystemExit(f"unknown system {name!r}; known: {', '.join(sorted(factories))}")
-    tokens = Tokenizer() if job.get("quality") else None  # loading o200k takes seconds
+    # Loading o200k takes seconds: only for the runs that count tokens.
+    tokens = Tokenizer() if job.get("quality") or job.get("continuity") else None
     out: dict[str, Any] = {"system": name, **describe.get(name, {}),
                            "quality": {}, "timing": [], "estimator": {}}
     for task in job.get("quality", []):
         workload = load_workload(task["path"])
         assert tokens is not None
-        out["quality"][workload["name"]] = run_quality(factories[name], workload, tokens)
+        out["quality"][workload["name"]] = run_quality(factories[name], workload, tokens,
+                                                       summary_limit(name))
         if name in estimators:
             figure = estimator_figure(estimators[name], workload, tokens)
             if figure is not None:
@@ -142,7 +147,8 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
         msgs = (json.loads(Path(task["path"]).read_text(encoding="utf-8")) if "path" in task
                 else planted_session(task["size"]))
         started = time.perf_counter()
-        system = factories[name](echo_summary, msgs)
+        # The same fair fake as the quality runs: clipped at the system's own summary cap.
+        system = factories[name](capped_echo(summary_limit(name), tokens), msgs)
         out["continuity"] = run_continuity(system, msgs, task["sample_every"])
         out["continuity"]["wall_seconds"] = round(time.perf_counter() - started, 2)
         for extra in ("fallbacks", "fitted"):  # contextfold: summaries replaced / fitted

@@ -39,10 +39,21 @@ TRANSCRIPTS = (
 
 def active_messages(path: Path) -> list[Message]:
     """The messages on the imported session's active branch, oldest first."""
+    return [m for m, _ in timed_messages(path)]
+
+
+def timed_messages(path: Path) -> list[tuple[Message, float]]:
+    """The active branch's messages with when each was recorded (seconds from the first):
+    the transcript's own timestamps, so the prompt cache's time to live is priced as the
+    session really ran."""
     result = import_file(path)
     branch = build_branch(result.nodes, result.leaf_id)
-    nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
-    return [n.payload for n in nodes if isinstance(n.payload, Message)]
+    nodes = [n for n in (branch.nodes if isinstance(branch, Branch) else branch.readable)
+             if isinstance(n.payload, Message)]
+    if not nodes:
+        return []
+    start = nodes[0].created_at
+    return [(n.payload, (n.created_at - start).total_seconds()) for n in nodes]
 
 
 def _extras(msg: Message) -> list[str]:
@@ -55,14 +66,17 @@ def _extras(msg: Message) -> list[str]:
     return out
 
 
-def to_neutral(messages: Sequence[Message]) -> tuple[list[Neutral], dict[str, int]]:
-    """contextfold messages -> neutral messages (with markers), and what was cleaned."""
+def to_neutral(messages: Sequence[Message], times: Sequence[float] | None = None
+               ) -> tuple[list[Neutral], dict[str, int]]:
+    """contextfold messages -> neutral messages (with markers), and what was cleaned.
+    `times`: when each message was recorded (seconds), carried as the neutral `t`."""
     answered = {r.call_id for m in messages for r in m.tool_results}
     issued: set[str] = set()
     names: dict[str, str] = {}
     cleaned = {"void_calls": 0, "orphan_results": 0}
     out: list[Neutral] = []
-    for msg in messages:
+    for n_msg, msg in enumerate(messages):
+        at = times[n_msg] if times is not None else None
         texts = [p.text for p in msg.parts if isinstance(p, TextPart) and p.text.strip()]
         if msg.role == "tool":
             extras = _extras(msg)
@@ -76,11 +90,11 @@ def to_neutral(messages: Sequence[Message]) -> tuple[list[Neutral], dict[str, in
                 out.append(neutral(len(out), "tool", body or "(no output)",
                                    call_id=result.call_id,
                                    tool_name=result.name or names.get(result.call_id),
-                                   is_error=result.is_error or result.denied))
+                                   is_error=result.is_error or result.denied, t=at))
             continue
         body = "\n\n".join(texts + _extras(msg))
         if msg.role != "assistant":
-            out.append(neutral(len(out), msg.role, body))
+            out.append(neutral(len(out), msg.role, body, t=at))
             continue
         calls = []
         for c in msg.tool_calls:
@@ -94,7 +108,7 @@ def to_neutral(messages: Sequence[Message]) -> tuple[list[Neutral], dict[str, in
         if msg.usage is not None and msg.status == "complete" and msg.usage.prompt > 0:
             usage = {"prompt": msg.usage.prompt, "output": msg.usage.output,
                      "model": msg.usage.model or msg.model or ""}
-        out.append(neutral(len(out), "assistant", body, calls=calls, usage=usage))
+        out.append(neutral(len(out), "assistant", body, calls=calls, usage=usage, t=at))
     return out, cleaned
 
 
@@ -116,7 +130,8 @@ def intervals(msgs: Sequence[Neutral]) -> list[dict[str, Any]]:
 
 def build_transcript_workload(name: str, path: Path) -> dict[str, Any]:
     """One real transcript as a workload, with its estimator intervals."""
-    msgs, cleaned = to_neutral(active_messages(path))
+    timed = timed_messages(path)
+    msgs, cleaned = to_neutral([m for m, _ in timed], [t for _, t in timed])
     return {
         "name": name,
         "source": str(path.relative_to(REPO_ROOT)),

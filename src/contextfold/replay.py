@@ -112,7 +112,9 @@ class ManagedSession:
         else:
             info = _now(self.store.create_session(title="replay"))
         self.session_id = info.id
-        self.sizer = Sizer(capacity, budget, system, ())
+        # SPEC Q2/Q3: a summariser reading the session's prefix makes compacting cheaper.
+        self.sizer = Sizer(capacity, budget, system, (),
+                           summary_reads_cache=bool(getattr(summarizer, "session_prefix", False)))
         self.fit = SessionFit(self.store, self.session_id, self.sizer,
                               guarded(summarizer, timeout=None),
                               _now(self.store.load_branch(self.session_id)))

@@ -60,8 +60,10 @@ class CompactionSettings(Value):
     masking: MaskingMode = "off"
     # SPEC Q2: "size" compacts above the automatic threshold; "cost" may compact earlier,
     # between turns, when the model's prices and cache rules make that cheaper
-    # (core.cost_trigger). The hard bounds are the same for both.
-    trigger: CompactionTrigger = "size"
+    # (core.cost_trigger). The hard bounds are the same for both. "cost" by default: on the
+    # side-by-side bench (docs/peers.md) it costs less than "size" under both Anthropic's
+    # and OpenAI's cache rules; an unpriced model is left to the size trigger either way.
+    trigger: CompactionTrigger = "cost"
     # SPEC L5: share of the safe input limit the automatic recall block may use (0: off).
     # Small by default: a few excerpts (~850 tokens at a 32k window), enough to bring back
     # a decision or an identifier the checkpoint lost, never a second history.
@@ -83,7 +85,7 @@ class Budget(Value):
     split_turn: bool = True
     pin_budget: int = 0  # SPEC N1: tokens the pins message may use
     masking: MaskingMode = "off"  # SPEC V2 (derive_budget takes it from the settings)
-    trigger: CompactionTrigger = "size"  # SPEC Q2 (from the settings)
+    trigger: CompactionTrigger = "cost"  # SPEC Q2 (from the settings)
     recall_budget: int = 0  # SPEC L5: tokens the automatic recall block may use (0: off)
 
 

@@ -5,17 +5,21 @@ first or refused (P1-P5), and above the automatic threshold a compaction always 
 Below that threshold the size trigger waits; the cost trigger asks whether compacting *now*
 is cheaper than carrying the context until the threshold forces it:
 
-* **carrying** the context costs, every turn, the cached prefix read again plus the new
-  tokens written (or sent uncached, where the provider charges no write);
+* **carrying** the context costs, every *request*, the cached prefix read again plus the
+  new tokens written (or sent uncached, where the provider charges no write);
 * **compacting** costs the summarising call (it reads what it folds and writes a summary),
   then one cache rewrite of the new projection after the part that stays cached (the system
-  prompt and tools), after which each turn carries the smaller context.
+  prompt and tools), after which each request carries the smaller context.
 
-Compaction is chosen when its one-off cost is repaid within the turns expected before the
-threshold would force it anyway (`horizon`): the break-even of lossless-claw, with the
-cache's state folded in. A cache already cold (idle longer than its TTL) has nothing left to
-lose: carrying pays a full rewrite of the large context on the next turn, compacting a
-rewrite of the small one, so a cold cache makes compacting cheaper by their difference.
+The forecast counts requests, not user turns: a turn of an agent's tool loop sends one
+request per tool round, and each of them reads the whole prefix back, so a forecast per
+turn would count one read where the provider bills several (`session_rhythm` measures the
+session's own requests per turn and tokens per request). Compaction is chosen when its
+one-off cost is repaid within the requests expected before the threshold would force it
+anyway (`horizon`): the break-even of lossless-claw, with the cache's state folded in. A
+cache already cold (idle longer than its TTL) has nothing left to lose: carrying pays a
+full rewrite of the large context on the next request, compacting a rewrite of the small
+one, so a cold cache makes compacting cheaper by their difference.
 
 Without prices (an unpriced model) the answer is the size trigger's: wait.
 """
@@ -23,6 +27,7 @@ Without prices (an unpriced model) the answer is the size trigger's: wait.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .budget import Budget
@@ -30,9 +35,11 @@ from .fit import over_auto_threshold
 from .prices import CacheRules, ModelPrice, TokenPrices, cache_rules
 
 # Below this share of the automatic threshold the cost trigger never compacts: a summary of
-# a short history keeps little and loses detail the model still needs.
-MIN_SHARE_OF_THRESHOLD = 0.5
-# The most turns a forecast looks ahead: a session that hardly grows is not forecast to run
+# a short history keeps little and loses detail the model still needs. 0.2, not 0.5: on the
+# side-by-side bench (docs/peers.md) compacting from half the threshold left requests twice
+# the size the cost-optimal point wanted, under both providers' cache rules.
+MIN_SHARE_OF_THRESHOLD = 0.2
+# The most requests a forecast looks ahead: a session that hardly grows is not forecast to run
 # for ever (and a tiny growth must not make the horizon astronomically long).
 MAX_HORIZON = 10_000
 
@@ -46,10 +53,15 @@ class CostInputs:
     fixed          the prefix a compaction leaves cached: system prompt and tools
     folded         what the summarising call would read
     summary        what it would write
-    growth         tokens the context grows per turn (the session's own rhythm)
+    growth         tokens the context grows per request (the session's own rhythm,
+                   `session_rhythm`: a tool loop's rounds are requests of their own)
     threshold      the automatic threshold: the size trigger compacts above it
     idle_seconds   since the last request went out
-    output         a turn's reply tokens (the same either way; kept for the totals)
+    output         a request's reply tokens (the same either way; kept for the totals)
+    summary_reads_cache  the summariser is the session's own model and its request starts
+                   with the session's prefix (SPEC Q3): it reads the context from the cache
+                   (all but what the latest request added) instead of sending what it folds
+                   uncached
     """
 
     context: int
@@ -61,11 +73,40 @@ class CostInputs:
     threshold: int
     idle_seconds: float = 0.0
     output: int = 0
+    summary_reads_cache: bool = False
+
+
+@dataclass(frozen=True)
+class Rhythm:
+    """How a session has been running: user turns, model requests and the tokens they added."""
+
+    turns: int
+    requests: int
+    tokens: int
+
+    @property
+    def per_request(self) -> float:
+        """Tokens the context grows per request (what the forecast steps by)."""
+        return self.tokens / max(1, self.requests)
+
+    @property
+    def requests_per_turn(self) -> float:
+        return self.requests / max(1, self.turns)
+
+
+def session_rhythm(roles: Sequence[str], tokens: Sequence[int]) -> Rhythm:
+    """The rhythm of the messages `roles` (with their `tokens`): each assistant message is
+    one model request (a tool loop's round included), each user message one turn."""
+    if len(roles) != len(tokens):
+        raise ValueError(f"{len(roles)} roles but {len(tokens)} token counts")
+    return Rhythm(turns=sum(1 for r in roles if r == "user"),
+                  requests=sum(1 for r in roles if r == "assistant"), tokens=sum(tokens))
 
 
 @dataclass(frozen=True)
 class CostDecision:
-    """The decision and its figures (dollars over `horizon` turns, for logs and the bench)."""
+    """The decision and its figures (dollars over `horizon` requests, for logs and the
+    bench)."""
 
     compact: bool
     reason: str
@@ -90,7 +131,8 @@ def _rates(prices: TokenPrices, rules: CacheRules) -> tuple[float, float, float,
 
 
 def turns_until(context: int, threshold: int, growth: float) -> int:
-    """Turns before a context growing by `growth` a turn passes `threshold` (at least 1)."""
+    """Requests (the forecast's steps) before a context growing by `growth` a request passes
+    `threshold` (at least 1)."""
     if context >= threshold:
         return 1
     if growth <= 0 or threshold - context >= growth * MAX_HORIZON:
@@ -100,7 +142,7 @@ def turns_until(context: int, threshold: int, growth: float) -> int:
 
 def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheRules
                    ) -> CostDecision:
-    """Compact now (below the threshold) when that is cheaper over the turns until the
+    """Compact now (below the threshold) when that is cheaper over the requests until the
     threshold would force it; see the module docstring."""
     if prices is None:
         return CostDecision(False, "unpriced model: the size trigger decides")
@@ -116,10 +158,10 @@ def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheR
     g = max(0.0, inputs.growth)
 
     def carry(start: float, cached_first: float) -> float:
-        """Dollars for `horizon` turns from a context of `start` tokens whose first request
-        finds `cached_first` of them in the cache: each later turn reads the previous
-        request back and writes what the turn added. In closed form: turn t (1 ≤ t < H)
-        reads start + (t-1)·g and writes g."""
+        """Dollars for `horizon` requests from a context of `start` tokens whose first
+        finds `cached_first` of them in the cache: each later request reads the previous
+        one back and writes what it added. In closed form: request t (1 ≤ t < H) reads
+        start + (t-1)·g and writes g."""
         later = horizon - 1
         first = cached_first * read + (start - cached_first) * write
         return first + read * (later * start + g * later * (later - 1) / 2) + later * g * write
@@ -127,23 +169,34 @@ def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheR
     # Keeping: the next request finds the previous one cached (nothing when cold).
     keep = carry(inputs.context, 0.0 if cold else max(0.0, inputs.context - g))
     # Compacting: the summarising call, then the new projection written after the fixed
-    # prefix that stays cached (all of it when cold), then the smaller context each turn.
-    call = inputs.folded * uncached + inputs.summary * out
+    # prefix that stays cached (all of it when cold), then the smaller context each request.
+    if inputs.summary_reads_cache:
+        # SPEC Q3: the summarising request is the session's prefix plus an instruction, so
+        # it reads what the previous request cached (nothing when cold) and writes the rest.
+        cached = 0.0 if cold else max(0.0, inputs.context - g)
+        call = cached * read + (inputs.context - cached) * write + inputs.summary * out
+    else:
+        call = inputs.folded * uncached + inputs.summary * out
     compact = call + carry(inputs.after, 0.0 if cold else float(min(inputs.fixed,
                                                                      inputs.after)))
     if compact < keep:
-        why = "the cache is cold" if cold else f"repaid within {horizon} turns"
+        why = "the cache is cold" if cold else f"repaid within {horizon} requests"
         return CostDecision(True, f"cheaper to compact now ({why})", horizon, keep, compact)
-    return CostDecision(False, f"cheaper to carry the context for {horizon} more turns",
+    return CostDecision(False, f"cheaper to carry the context for {horizon} more requests",
                         horizon, keep, compact)
 
 
 def compact_after_turn(tokens: int, budget: Budget, *, fixed: int, growth: float,
-                       price: ModelPrice | None) -> CostDecision:
+                       price: ModelPrice | None, summary: int | None = None,
+                       summary_reads_cache: bool = False) -> CostDecision:
     """SPEC A1 with Q2: should the background check after a turn compact? The size trigger
     compacts above the automatic threshold; the cost trigger also below it, when
     `decide_by_cost` finds that cheaper. `fixed`: the system prompt, tools and pins;
-    `growth`: tokens a turn adds, from the session's own rhythm."""
+    `growth`: tokens a request adds, from the session's own rhythm (`session_rhythm`);
+    `summary`: the checkpoint a compaction is expected to write (None: its budget, or what it
+    folds when less; the runtime passes the current checkpoint's size, since a rolling
+    summary is about as long as the last one); `summary_reads_cache`: SPEC Q3 (see
+    `CostInputs`)."""
     if over_auto_threshold(tokens, budget):
         return CostDecision(True, "over the automatic threshold (A1)")
     if budget.trigger != "cost":
@@ -151,10 +204,12 @@ def compact_after_turn(tokens: int, budget: Budget, *, fixed: int, growth: float
     history = max(0, tokens - fixed)
     kept = min(history, budget.tail_budget)
     # The checkpoint a compaction would write: its budget, or what it folds when less.
-    summary = min(budget.summary_budget, history - kept)
-    inputs = CostInputs(context=tokens, after=fixed + kept + summary, fixed=fixed,
-                        folded=history - kept, summary=summary, growth=growth,
-                        threshold=budget.auto_threshold)
+    written = min(budget.summary_budget, history - kept, *(() if summary is None
+                                                            else (max(1, summary),)))
+    inputs = CostInputs(context=tokens, after=fixed + kept + written, fixed=fixed,
+                        folded=history - kept, summary=written, growth=growth,
+                        threshold=budget.auto_threshold,
+                        summary_reads_cache=summary_reads_cache)
     if price is None:
         return decide_by_cost(inputs, None, cache_rules(None, budget.model))
     return decide_by_cost(inputs, price.prices, price.rules)

@@ -24,8 +24,9 @@ The cache rules, as the providers document them:
   entry lives 5 minutes from its last use (or 1 hour when asked); a write costs 1.25x input
   (2x for the 1-hour TTL), a read 0.1x.
 * **OpenAI** (`automatic`): every prompt of 1,024 tokens or more is cached by prefix, counted in
-  128-token steps; cached input at the listed cache price; no write charge; entries are
-  cleared after 5-10 minutes idle (5 is modelled).
+  128-token steps (modelled at message boundaries: a later prompt reads the longest start it
+  shares with any cached prompt, not only a whole earlier one); cached input at the listed
+  cache price; no write charge; entries are cleared after 5-10 minutes idle (5 is modelled).
 * **Google** (`implicit`): automatic prefix caching on Gemini 2.5 and later, from 1,024 tokens
   (4,096 on Pro), read at the listed cache price, no write charge.
 * **Any other provider**: no cache is assumed unless the catalog lists a cache-read price, in
@@ -249,17 +250,22 @@ class PromptCache:
     def _automatic(self, names: list[int], cumulative: list[int], prompt: int,
                    output: int, live: dict[int, tuple[int, float]], now: float
                    ) -> tuple[Usage, PromptCache]:
-        # The longest cached prefix of this prompt, counted down to the provider's step.
+        # The longest start this prompt shares with a cached prompt, at a message boundary
+        # (the provider caches every prompt by prefix, so any shared start is a hit, not
+        # only a whole earlier prompt), counted down to the provider's step.
         hit = 0
         for n in range(len(names) - 1, 0, -1):
             if names[n] in live:
                 hit = cumulative[n]
-                live[names[n]] = (cumulative[n], now)
                 break
         read = (hit // self.rules.step) * self.rules.step if hit >= self.rules.min_tokens \
             else 0
         if prompt >= self.rules.min_tokens:
-            live[names[-1]] = (prompt, now)  # the whole prompt is cached, at no charge
+            # The whole prompt is cached at no charge, so each of its starts can be read
+            # back by a later prompt that shares it (and each start is used again now).
+            for n in range(1, len(names)):
+                if cumulative[n] >= self.rules.min_tokens:
+                    live[names[n]] = (cumulative[n], now)
         usage = Usage(input=prompt - read, cache_read=read, output=output)
         return usage, PromptCache(self.rules, live)
 

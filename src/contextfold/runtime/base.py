@@ -257,8 +257,11 @@ class ConversationBase:
                             f"not {type(capacity).__name__}")
         self._model = model
         self._capacity = capacity
+        # SPEC Q2/Q3: a summariser reading the session's prefix makes compacting cheaper.
+        summarizer = getattr(getattr(self, "_summarize", None), "summarizer", None)
+        reads = bool(getattr(summarizer, "session_prefix", False))
         self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
-                            self._tools)
+                            self._tools, summary_reads_cache=reads)
         if self._recall is not None:
             # One expansion may take a tenth of the safe limit: enough to read a few
             # messages, never enough to force a compaction by itself.

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.cost_trigger import compact_after_turn
+from ..core.cost_trigger import compact_after_turn, session_rhythm
 from ..core.estimator import Estimate, MessageCosts, estimate_request
 from ..core.fit import Decision, Fits, decide, over_auto_threshold, smallest_checkpoint
 from ..core.messages import Message
@@ -64,6 +64,9 @@ class Sizer:
     budget: Budget
     system: str | None
     tools: tuple[ToolSpec | Mapping[str, Any], ...]
+    # SPEC Q3: the summariser is the session's own model and reads the session's prefix from
+    # the prompt cache, so a compaction's call costs reads, not uncached input (Q2 prices it).
+    summary_reads_cache: bool = False
     costs: MessageCosts = field(init=False, repr=False, compare=False)
     tool_json: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
 
@@ -105,11 +108,19 @@ class Sizer:
         if self.budget.trigger != "cost":
             return over_auto_threshold(tokens, self.budget)
         nodes = projection.messages
-        users = sum(1 for n in nodes if n.message is not None and n.message.role == "user")
-        growth = sum(self.costs(n) for n in nodes) / max(1, users)  # the session's rhythm
+        # The session's rhythm per request, not per user turn: every round of a tool loop
+        # reads the whole prefix back (core.cost_trigger.session_rhythm).
+        roles = [n.message.role if n.message is not None else "" for n in nodes]
+        rhythm = session_rhythm(roles, [self.costs(n) for n in nodes])
+        growth = rhythm.per_request
         price = user_prices().lookup(self.capacity.model)
+        # A rolling summary is about as long as the last one: the current checkpoint's size
+        # is the forecast of the next (the budget when there is none yet).
+        previous = self.costs(projection.checkpoint) if projection.checkpoint is not None \
+            else None
         return compact_after_turn(tokens, self.budget, fixed=self.floor(projection),
-                                  growth=growth, price=price).compact
+                                  growth=growth, price=price, summary=previous,
+                                  summary_reads_cache=self.summary_reads_cache).compact
 
     def gauge(self, estimate: Estimate) -> Gauge:
         return Gauge(tokens=estimate.tokens, safe_input_limit=self.budget.safe_input_limit,
