@@ -5,6 +5,7 @@ revision and is logged in `leaf_moves`).
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import json
 from collections import OrderedDict
@@ -27,12 +28,17 @@ from .errors import (
     SessionNotFoundError,
 )
 from .loading import is_damaged
+from .memo import KnownRow, StaleMemo, WriteMemo
 from .rows import node_row, session_info
 from .schema import leaf_moves, nodes, sessions
 from .values import DEFAULT_TENANT, SessionInfo
 
 T = TypeVar("T")
 _SOUND_CACHE_SIZE = 4096
+_PENDING = "contextfold_after_commit"  # conn.info key: what to remember once committed
+# Set while a write runs again after `StaleMemo`: it then reads and locks as without a memo.
+_READ_ALL: contextvars.ContextVar[bool] = contextvars.ContextVar("contextfold_read_all",
+                                                                 default=False)
 
 
 class StoreBase:
@@ -51,6 +57,9 @@ class StoreBase:
         # never change, so a verified chain stays verified; a child of one is verified by
         # construction. Saves re-reading the tail on every append.
         self._sound: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # What this instance read or wrote already: node bookkeeping, recall places,
+        # session rows (a guess, proved by the leaf move), checked index rows (issue 26).
+        self._memo = WriteMemo()
         # Test hook: awaited at named points of a commit (cancellation and crash tests).
         self._step_hook: Callable[[str], Awaitable[None]] | None = None
 
@@ -94,10 +103,36 @@ class StoreBase:
 
     async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         async def attempt() -> T:
+            pending: list[Callable[[], None]] = []
             async with write_connection(self.engine) as conn:
-                return await op(conn)
+                conn.info[_PENDING] = pending
+                try:
+                    result = await op(conn)
+                finally:
+                    conn.info.pop(_PENDING, None)
+            for remember in pending:  # committed: now it is true
+                remember()
+            return result
 
-        return await retry_transient(attempt)
+        try:
+            return await retry_transient(attempt)
+        except StaleMemo:
+            pass
+        # A remembered row or place was not the stored one (another writer, or a racer on
+        # the same guess): run the write again at once, reading and locking what it needs.
+        token = _READ_ALL.set(True)
+        try:
+            return await retry_transient(attempt)
+        finally:
+            _READ_ALL.reset(token)
+
+    def _after_commit(self, conn: AsyncConnection, remember: Callable[[], None]) -> None:
+        """Run `remember` once the write on `conn` has committed (at once outside one)."""
+        pending = conn.info.get(_PENDING)
+        if pending is None:
+            remember()
+        else:
+            pending.append(remember)
 
     async def _step(self, name: str) -> None:
         if self._step_hook is not None:
@@ -110,16 +145,39 @@ class StoreBase:
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id, self.database)
+        self._after_commit(conn, lambda: self._memo.remember_row(row))
         return row
 
-    async def _lock_session(self, conn: AsyncConnection, session_id: str) -> RowMapping:
+    async def _lock_session(self, conn: AsyncConnection, session_id: str, *,
+                            known: bool = False, expect_leaf: str | None = None
+                            ) -> RowMapping:
+        """The session row, locked for this write. `known`: the row this instance read or
+        wrote last, when it has one (and its leaf is `expect_leaf`, if given), without
+        reading it: the leaf move that ends the write is guarded by it (issue 26). Only for
+        writes whose checks all follow from the row (appends), never for a commit."""
+        if known and not _READ_ALL.get():
+            guess = self._memo.known_row(session_id, self.tenant)
+            if guess is not None and (expect_leaf is None or guess["leaf_id"] == expect_leaf):
+                return guess  # type: ignore[return-value]
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(session_id, self.database)
         stmt = self._scoped(select(sessions).where(sessions.c.id == session_id)).with_for_update()
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id, self.database)
+        self._after_commit(conn, lambda: self._memo.remember_row(row))
         return row
+
+    async def _prove_known(self, conn: AsyncConnection, row: Mapping[str, Any]) -> None:
+        """A write from a remembered row that ends without a leaf move (nothing new) reads
+        the row after all: `StaleMemo` if it is not the one remembered."""
+        if not isinstance(row, KnownRow):
+            return
+        real = await self._lock_session(conn, row["id"])
+        if (real["leaf_id"], real["branch_revision"], bool(real["read_only"])) != \
+                (row["leaf_id"], row["branch_revision"], False):
+            self._memo.rows.pop(row["id"])
+            raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
 
     def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
         return session_info(row, read_only=read_only)
@@ -170,7 +228,7 @@ class StoreBase:
         first_parent = chain[0].parent_id
         depth, latest, parent_chain = 0, None, None
         if first_parent is not None:
-            meta = await queries.node_meta(conn, tree_id, first_parent)
+            meta = await self._node_meta(conn, tree_id, first_parent)
             if meta is None:
                 raise ReadOnlySessionError(row["id"], reason=f"parent {first_parent!r} is missing")
             depth, latest = meta["depth"] + 1, meta["latest_checkpoint_id"]
@@ -187,9 +245,33 @@ class StoreBase:
         # read-only commands skip the search-text machinery.
         from .recall_index import index_nodes
 
-        await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in zip(chain, rows,
-                                                                            strict=True)])
+        placed = await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in
+                                                   zip(chain, rows, strict=True)],
+                                   places=None if _READ_ALL.get() else self._memo.places)
+
+        def remember() -> None:
+            if first_parent is not None:  # its next place on its line may be taken now
+                self._memo.places.pop((tree_id, first_parent))
+            for r in rows:
+                self._memo.remember_node(tree_id, r)
+            for node_id, place in placed.items():
+                self._memo.places.put((tree_id, node_id), place)
+
+        self._after_commit(conn, remember)
         return int(rows[0]["depth"])
+
+    async def _node_meta(self, conn: AsyncConnection, tree_id: str,
+                         node_id: str) -> Mapping[str, Any] | None:
+        """`queries.node_meta`, from the memo when this instance read or wrote it before
+        (a node's bookkeeping columns never change)."""
+        meta = self._memo.nodes.get((tree_id, node_id))
+        if meta is None:
+            row = await queries.node_meta(conn, tree_id, node_id)
+            if row is None:
+                return None
+            meta = dict(row)
+            self._after_commit(conn, lambda: self._memo.remember_node(tree_id, meta))
+        return meta
 
     async def _move_leaf(
         self, conn: AsyncConnection, row: RowMapping, to_leaf: str | None, *, op: str,
@@ -202,12 +284,18 @@ class StoreBase:
         if self._guard_commit or op != "commit":
             guard += [sessions.c.leaf_id.is_not_distinct_from(row["leaf_id"]),
                       sessions.c.branch_revision == row["branch_revision"]]
+        known = isinstance(row, KnownRow)
+        if known:  # not read under the lock: this statement proves it (and locks it)
+            guard.append(sessions.c.read_only.is_(False))
         result = await conn.execute(
             update(sessions).where(*guard)
             .values(leaf_id=to_leaf, branch_revision=sessions.c.branch_revision + 1,
                     updated_at=now)
         )
         if result.rowcount != 1:
+            if known:
+                self._memo.rows.pop(row["id"])
+                raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
             raise LeafConflict(f"session {row['id']} changed under its lock")
         await conn.execute(insert(leaf_moves).values(
             tree_id=row["tree_id"], session_id=row["id"], revision=revision, op=op,
@@ -219,6 +307,7 @@ class StoreBase:
             self._remember_sound(row["tree_id"], node_id)
         new = dict(row)
         new.update(leaf_id=to_leaf, branch_revision=revision, updated_at=now)
+        self._after_commit(conn, lambda: self._memo.remember_row(new))
         return self._info(new, read_only=False)  # type: ignore[arg-type]
 
     async def _insert_session(
