@@ -14,13 +14,14 @@ from typing import Any, Self, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from contextfold.core.messages import Node, utc_now
 from contextfold.core.tree import Branch, DamagedBranch
 from contextfold.ids import new_id
 
-from . import queries
+from . import folded, queries
 from .engine import LeafConflict, retry_transient, write_connection
 from .errors import (
     InvalidOperationError,
@@ -30,7 +31,7 @@ from .errors import (
 from .loading import is_damaged
 from .memo import KnownRow, StaleMemo, WriteMemo
 from .rows import node_row, session_info
-from .schema import leaf_moves, nodes, sessions
+from .schema import leaf_moves, sessions
 from .values import DEFAULT_TENANT, SessionInfo
 
 T = TypeVar("T")
@@ -221,9 +222,12 @@ class StoreBase:
             self._sound.popitem(last=False)
 
     async def _insert_chain(self, conn: AsyncConnection, row: RowMapping,
-                            chain: Sequence[Node]) -> int:
+                            chain: Sequence[Node], prefix_hashes: Sequence[str] = ()) -> int:
         """Insert linked nodes whose first parent is stored; compute depth and latest
-        checkpoint. Returns the depth of the first (so a caller need not read it again)."""
+        checkpoint. Each node gets its recall row (SPEC L1: searchable in the transaction
+        that stores it) and, with `prefix_hashes` (one per leading node), its mirror index
+        row: one statement (`folded`). Returns the depth of the first (so a caller need not
+        read it again)."""
         tree_id = row["tree_id"]
         first_parent = chain[0].parent_id
         depth, latest, parent_chain = 0, None, None
@@ -240,22 +244,32 @@ class StoreBase:
                                  parent_chain=parent_chain))
             latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
-        await conn.execute(insert(nodes), rows)
-        # Searchable in the same transaction as stored (SPEC L1). Imported on first write:
-        # read-only commands skip the search-text machinery.
-        from .recall_index import index_nodes
+        # Imported on first write: read-only commands skip the search-text machinery.
+        from .recall_index import place_nodes
 
-        placed = await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in
-                                                   zip(chain, rows, strict=True)],
-                                   places=None if _READ_ALL.get() else self._memo.places)
+        remembered = None if _READ_ALL.get() else self._memo.places
+        placement = await place_nodes(conn, tree_id, [(n, r["depth"]) for n, r in
+                                                      zip(chain, rows, strict=True)],
+                                      remembered)
+        try:
+            await folded.insert_nodes(conn, rows, placement.rows, prefix_hashes)
+        except IntegrityError as exc:
+            if not folded.is_place_race(exc):
+                raise
+            # Another writer took the place first: a fork of a remembered parent, or one
+            # that skipped the parent's row lock because it remembered the parent. Run the
+            # write again reading what is stored (issue 26).
+            placement.forget(remembered, tree_id)
+            raise StaleMemo(f"a recall place in tree {tree_id} was taken by another "
+                            "writer") from exc
 
         def remember() -> None:
             if first_parent is not None:  # its next place on its line may be taken now
                 self._memo.places.pop((tree_id, first_parent))
             for r in rows:
                 self._memo.remember_node(tree_id, r)
-            for node_id, place in placed.items():
-                self._memo.places.put((tree_id, node_id), place)
+            last = chain[-1].id  # the others have a child on their line already
+            self._memo.places.put((tree_id, last), placement.places[last])
 
         self._after_commit(conn, remember)
         return int(rows[0]["depth"])
@@ -280,29 +294,23 @@ class StoreBase:
         """Move the leaf and bump the revision, conditional on the row we locked; log the move."""
         revision = row["branch_revision"] + 1
         now = utc_now()
-        guard = [sessions.c.id == row["id"]]
-        if self._guard_commit or op != "commit":
-            guard += [sessions.c.leaf_id.is_not_distinct_from(row["leaf_id"]),
-                      sessions.c.branch_revision == row["branch_revision"]]
         known = isinstance(row, KnownRow)
-        if known:  # not read under the lock: this statement proves it (and locks it)
-            guard.append(sessions.c.read_only.is_(False))
-        result = await conn.execute(
-            update(sessions).where(*guard)
-            .values(leaf_id=to_leaf, branch_revision=sessions.c.branch_revision + 1,
-                    updated_at=now)
-        )
-        if result.rowcount != 1:
-            if known:
-                self._memo.rows.pop(row["id"])
-                raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
-            raise LeafConflict(f"session {row['id']} changed under its lock")
-        await conn.execute(insert(leaf_moves).values(
-            tree_id=row["tree_id"], session_id=row["id"], revision=revision, op=op,
-            from_leaf_id=row["leaf_id"], to_leaf_id=to_leaf, node_id=node_id,
-            planned_leaf_id=planned[0] if planned else None,
-            planned_revision=planned[1] if planned else None, at=now,
-        ))
+        values = dict(tree_id=row["tree_id"], session_id=row["id"], revision=revision, op=op,
+                      from_leaf_id=row["leaf_id"], to_leaf_id=to_leaf, node_id=node_id,
+                      planned_leaf_id=planned[0] if planned else None,
+                      planned_revision=planned[1] if planned else None, at=now)
+        if self._guard_commit or op != "commit":
+            # Conditional on the row as locked, or as remembered (not read under the lock:
+            # then this statement proves it, and that it is still writable).
+            if not await folded.move_leaf(conn, values, writable=known):
+                if known:
+                    self._memo.rows.pop(row["id"])
+                    raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
+                raise LeafConflict(f"session {row['id']} changed under its lock")
+        else:  # the test hook that lets a stale commit through (the checker must catch it)
+            await conn.execute(update(sessions).where(sessions.c.id == row["id"]).values(
+                leaf_id=to_leaf, branch_revision=revision, updated_at=now))
+            await conn.execute(insert(leaf_moves).values(**values))
         if node_id is not None and node_id == to_leaf:
             self._remember_sound(row["tree_id"], node_id)
         new = dict(row)

@@ -192,18 +192,12 @@ class MirrorOps(StoreBase):
                                   created_at=stamp, payload=msg))
             ids = [*known[:skip], *(found[h].message_id for h in hashes[skip:n])]
             if chain:
-                depth0 = await self._insert_chain(conn, row, chain)  # not read again
-                written = [dict(tree_id=tree_id, node_id=node.id, prefix_hash=h,
-                                depth=depth0 + i, message_id=node.id)
-                           for i, (node, h) in enumerate(zip(chain, hashes[n:], strict=False))]
-                await conn.execute(insert(mirror_index), written)
-
-                def remember() -> None:
-                    for w in written:
-                        self._memo.hits.put((tree_id, w["prefix_hash"], w["node_id"],
-                                             w["message_id"]), True)
-
-                self._after_commit(conn, remember)
+                # With their index rows, in the same statement (not read again).
+                await self._insert_chain(conn, row, chain, hashes[n:])
+                written = [(tree_id, h, node.id, node.id)
+                           for node, h in zip(chain, hashes[n:], strict=False)]
+                self._after_commit(conn, lambda: [self._memo.hits.put(w, True)
+                                                  for w in written])
                 moved = "append" if parent == row["leaf_id"] else "branch"
                 info = await self._move_leaf(conn, row, chain[-1].id, op=moved,
                                              node_id=chain[-1].id)

@@ -124,39 +124,50 @@ def place_new_tree(tree_id: str, entries: Sequence[Entry]) -> list[dict[str, Any
     return rows
 
 
-async def index_nodes(conn: AsyncConnection, tree_id: str, nodes: Sequence[tuple[Node, int]],
-                      *, new_tree: bool = False,
-                      places: Lru[tuple[str, str], Place] | None = None) -> dict[str, Place]:
-    """Place and index `nodes` (parents before children, each with its stored depth); the
-    places given to them. `places`: parents' places already known (issue 26: a steady
-    append reads none); a remembered parent whose next place turns out taken (a fork from
-    it) is forgotten and `StaleMemo` raised, so the write runs again reading it."""
-    entries = [Entry.of(node, depth) for node, depth in nodes]
-    known: dict[str, Place] = {}
-    if new_tree:  # an import: placed in memory, nothing remembered (it may be large)
-        await insert_rows(conn, place_new_tree(tree_id, entries))
-        return {}
-    rows = []
-    trusted: list[str] = []  # parents whose remembered place the unique index checks
-    for node, entry in zip((n for n, _ in nodes), entries, strict=True):
-        base, check = await _base(conn, tree_id, node, entry.depth, known, new_tree, places)
-        if check == "index":
-            trusted.append(node.parent_id or "")
-        taken = check == "db" and await _taken(conn, tree_id, base.line_id, entry.depth)
-        known[node.id] = _placed(entry, base, taken)
-        rows.append(_row(tree_id, entry, known[node.id]))
-    try:
-        await insert_rows(conn, rows)
-    except IntegrityError as exc:
-        # Another writer took the place first: a fork of a remembered parent, or (reading
-        # it) one that skipped the parent's row lock because it remembered the parent.
-        # Forgotten, and the write runs again reading what is stored (issue 26).
+@dataclass
+class Placement:
+    """Where new nodes go: their recall rows, their places by node id, and the parents
+    whose remembered place only the unique index checks."""
+
+    rows: list[dict[str, Any]]
+    places: dict[str, Place]
+    trusted: list[str]
+
+    def forget(self, places: Lru[tuple[str, str], Place] | None, tree_id: str) -> None:
+        """Drop the trusted parents' remembered places (one of them was taken)."""
         if places is not None:
-            for parent in trusted:
+            for parent in self.trusted:
                 places.pop((tree_id, parent))
+
+
+async def place_nodes(conn: AsyncConnection, tree_id: str, nodes: Sequence[tuple[Node, int]],
+                      places: Lru[tuple[str, str], Place] | None = None) -> Placement:
+    """Place `nodes` (parents before children, each with its stored depth) on a stored
+    tree. `places`: parents' places already known (issue 26: a steady append reads none)."""
+    entries = [Entry.of(node, depth) for node, depth in nodes]
+    out = Placement([], {}, [])
+    for node, entry in zip((n for n, _ in nodes), entries, strict=True):
+        base, check = await _base(conn, tree_id, node, entry.depth, out.places, False, places)
+        if check == "index":
+            out.trusted.append(node.parent_id or "")
+        taken = check == "db" and await _taken(conn, tree_id, base.line_id, entry.depth)
+        out.places[node.id] = _placed(entry, base, taken)
+        out.rows.append(_row(tree_id, entry, out.places[node.id]))
+    return out
+
+
+async def index_nodes(conn: AsyncConnection, tree_id: str, nodes: Sequence[tuple[Node, int]],
+                      *, new_tree: bool = False) -> None:
+    """Place and index `nodes` (parents before children, each with its stored depth)."""
+    if new_tree:  # an import: placed in memory
+        entries = [Entry.of(node, depth) for node, depth in nodes]
+        await insert_rows(conn, place_new_tree(tree_id, entries))
+        return
+    try:
+        await insert_rows(conn, (await place_nodes(conn, tree_id, nodes)).rows)
+    except IntegrityError as exc:
         raise StaleMemo(f"a recall place in tree {tree_id} was taken by another writer") \
             from exc
-    return known
 
 
 async def insert_rows(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:

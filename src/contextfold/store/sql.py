@@ -25,7 +25,7 @@ from contextfold.ids import new_id
 from . import queries
 from .base import metadata_json
 from .branching import BranchingOps
-from .engine import read_connection
+from .engine import read_connection, single_read
 from .errors import (
     DuplicateNodeError,
     InvalidOperationError,
@@ -118,7 +118,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         ).scalar_subquery().label("lease_holder")
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(session_id, self.database)
-        async with read_connection(self.engine) as conn:
+        async with single_read(self.engine) as conn:  # the damage check reads only nodes
             stmt = self._scoped(select(sessions, holder).where(sessions.c.id == session_id))
             row = (await conn.execute(stmt)).mappings().first()
             if row is None:
