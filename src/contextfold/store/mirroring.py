@@ -164,7 +164,10 @@ class MirrorOps(StoreBase):
         """
         if len(hashes) != len(messages):
             raise InvalidOperationError("one hash per message")
-        msgs = [as_message(m) for m in messages]
+        # A resent list is all messages already (the mirror built them): checked in one
+        # pass rather than converted one by one on every request (issue 26).
+        msgs = messages if all(type(m) is Message for m in messages) else \
+            [as_message(m) for m in messages]
 
         async def op(conn: AsyncConnection) -> MirrorWrite:
             row = await self._lock_session(conn, session_id, known=True)
