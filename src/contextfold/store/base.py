@@ -121,9 +121,17 @@ class StoreBase:
             pass
         # A remembered row or place was not the stored one (another writer, or a racer on
         # the same guess): run the write again at once, reading and locking what it needs.
+        # Still a taken recall place then: a writer that raced this one for it committed
+        # first; run again (each round reads what the last one could not see).
         token = _READ_ALL.set(True)
         try:
-            return await retry_transient(attempt)
+            for tries in range(4):
+                try:
+                    return await retry_transient(attempt)
+                except StaleMemo:
+                    if tries == 3:
+                        raise
+            raise AssertionError("unreachable")
         finally:
             _READ_ALL.reset(token)
 
