@@ -533,7 +533,8 @@ def benchmarks_md() -> str:
     lines += proxy_section(load("proxy"), load("proxy_before"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
-    lines += service_turn_section(load("service_turn"), load("service_turn_before"))
+    lines += service_turn_section(load("service_turn"), load("service_turn_before"),
+                                  load("service_load"))
     lines += varied_fit_section(load("scale"), load("scale_varied_before"))
     return "\n".join(lines)
 

@@ -30,8 +30,14 @@ def _lat(runs: list[dict[str, Any]]) -> str:
     return f"{p50:,.0f} / {p99:,.0f}"
 
 
+# The 200-session load run (bench/service_load.py) before issue 26's store work, kept beside
+# the current one: turns/s, send p50 / p99 ms.
+LOAD_BEFORE = (6.76, 18586.1, 46646.3)
+
+
 def service_turn_section(data: dict[str, Any] | None,
-                         before: dict[str, Any] | None) -> list[str]:
+                         before: dict[str, Any] | None,
+                         load_run: dict[str, Any] | None = None) -> list[str]:
     if data is None:
         return [TURN_HEAD, "", "Not run yet: `python -m bench.service_turn` (needs "
                 "PostgreSQL).", ""]
@@ -107,6 +113,15 @@ def service_turn_section(data: dict[str, Any] | None,
               "growth was not profiled in this round: the likely place is the runtime, "
               "which projects and estimates the whole tail each turn, and the incremental "
               "projection of issue 26 is not done).", ""]
+    if load_run is not None:
+        send = load_run["send_ms"]
+        lines += [f"Beside it, the {load_run['sessions']}-session load run (Service under "
+                  f"load, below: {load_run['workers']} workers, {load_run['database']}, a "
+                  f"killed worker): {load_run['turns_per_second']} turns/s, send p50 / p99 "
+                  f"{send['p50']:,.0f} / {send['p99']:,.0f} ms, invariants "
+                  f"{'clean' if load_run['audit']['invariants_ok'] else '**broken**'}; "
+                  f"before the folded writes {LOAD_BEFORE[0]} turns/s, "
+                  f"{LOAD_BEFORE[1]:,.0f} / {LOAD_BEFORE[2]:,.0f} ms.", ""]
     return lines
 
 
