@@ -497,6 +497,20 @@ def proxy_section(data: dict[str, Any] | None,
               "message).",
               "- below LiteLLM's added p50 / p99: LiteLLM was not re-run here (see the issue's "
               "figures in the last column)."]
+    prof = load("proxy_profile")
+    for key, run in (prof or {}).items():
+        lines += ["", f"Profile of a steady request at {key} (`python -m bench.proxy_profile "
+                  f"--{'messages' if 'messages' in key else 'tokens'} {key.split()[0]} "
+                  f"--save`; cProfile on CPU time, {run['profiled_requests']} requests, the "
+                  f"store's statements per request {sum(run['statements_last_request'].values())}"
+                  "; the whole process: the bench's client encodes the request with the "
+                  "standard library's json, which is the `iterencode` row; the profiler's own "
+                  "cost per call inflates functions called thousands of times, so read the "
+                  "order, not the milliseconds):", "",
+                  "| function | calls per request | own ms | cumulative ms |",
+                  "| --- | ---: | ---: | ---: |"]
+        lines += [f"| `{r['function']}` | {r['calls_per_request']:,.0f} | {r['own_ms']:.1f} | "
+                  f"{r['cumulative_ms']:.1f} |" for r in run["top_own_time"][:8]]
     h = data.get("hashing")
     if h:
         lines += ["", f"Content hashes of a resent {h['messages']:,}-message list (a real "

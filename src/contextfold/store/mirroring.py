@@ -166,7 +166,7 @@ class MirrorOps(StoreBase):
             raise InvalidOperationError("one hash per message")
         # A resent list is all messages already (the mirror built them): checked in one
         # pass rather than converted one by one on every request (issue 26).
-        msgs = messages if all(type(m) is Message for m in messages) else \
+        msgs = messages if set(map(type, messages)) <= {Message} else \
             [as_message(m) for m in messages]
 
         async def op(conn: AsyncConnection) -> MirrorWrite:
