@@ -497,6 +497,23 @@ def proxy_section(data: dict[str, Any] | None,
               "message).",
               "- below LiteLLM's added p50 / p99: LiteLLM was not re-run here (see the issue's "
               "figures in the last column)."]
+    imports = data.get("import")
+    if imports:
+        firsts = {"200k": rows.get("200k", {}).get("first_ms", {}).get("contextfold"),
+                  "5000": scaling.get("5000", {}).get("first_ms", {}).get("contextfold")}
+        parts = []
+        for key, label in (("200k", "a 200k-token session"), ("5000", "5,000 messages")):
+            first, imp = firsts.get(key), imports.get(key)
+            if first is None or imp is None:
+                continue
+            parts.append(f"{label}: {first:,.0f} ms against `contextfold import` of "
+                         f"{imp['messages']:,} such messages in {imp['import_s'] * 1000:,.0f} "
+                         f"ms ({_met(first <= imp['import_s'] * 1000)})")
+        lines.append("- the first request of a long session ≤ the CLI's import time of the same "
+                     "messages (its own process, start-up included, best of 3; `python -m "
+                     "bench.proxy_bench --import`): " + "; ".join(parts) + ". Besides storing, "
+                     "the first request hashes the list, sizes and projects it and reads "
+                     "the stored tail back once (the mirror holds no branch yet).")
     prof = load("proxy_profile")
     for key, run in (prof or {}).items():
         lines += ["", f"Profile of a steady request at {key} (`python -m bench.proxy_profile "
