@@ -402,6 +402,11 @@ def _met(ok: bool) -> str:
 ISSUE26 = {"2k": (2.4, 51.9, 29.2), "50k": (3.0, 89.5, 47.1), "200k": (5.5, 247.0, 121.0)}
 
 
+# Added CPU p50 (ms) of the run before the store's statements were folded (main before the
+# h-speed branch), kept beside the current run.
+PREVIOUS_RUN = {"100": 32.4, "5000": 125.7, "2k": 29.2, "50k": 35.1, "200k": 56.7}
+
+
 def proxy_section(data: dict[str, Any] | None,
                   before: dict[str, Any] | None = None) -> list[str]:
     """What `contextfold proxy` adds per request, beside a bare pass-through (issue 26);
@@ -489,9 +494,17 @@ def proxy_section(data: dict[str, Any] | None,
               f"{int(next(iter(scaling))):,}, on CPU: {_met(goals['cost_5000_le_1_5x_100'])} "
               f"({data['scaling_ratio']:.1f}×{was}; the ratio grew because the fixed part "
               "fell: with the store's statements folded (26 → 8 per request), added CPU went "
-              "from 32.4 to 15.5 ms at 100 messages and from 125.7 to 93.8 ms at 5,000, and "
-              "at 2k / 50k / 200k tokens from 29.2 / 35.1 / 56.7 ms, the previous run of this "
-              "bench, a busier machine's. What is linear in the messages resent is outside "
+              f"from {PREVIOUS_RUN['100']} to "
+              f"{scaling['100']['contextfold']['added_cpu_p50_ms']:.1f} ms at 100 messages "
+              f"and from {PREVIOUS_RUN['5000']} to "
+              f"{scaling['5000']['contextfold']['added_cpu_p50_ms']:.1f} ms at 5,000, and at "
+              "2k / 50k / 200k tokens from "
+              f"{PREVIOUS_RUN['2k']} / {PREVIOUS_RUN['50k']} / {PREVIOUS_RUN['200k']} to "
+              + " / ".join(f"{rows[k]['contextfold']['added_cpu_p50_ms']:.1f}"
+                           for k in ("2k", "50k", "200k") if k in rows)
+              + " ms (the previous run of this bench, on a busier machine, against this one; "
+              "consecutive runs here differ by up to ~25%). What is linear in the messages "
+              "resent is outside "
               "the store now: the JSON decode and the depth check, the prefix cache's encode "
               "and compare, the mirror's list checks and the auto-recall search of the new "
               "message).",
@@ -512,8 +525,9 @@ def proxy_section(data: dict[str, Any] | None,
         lines.append("- the first request of a long session ≤ the CLI's import time of the same "
                      "messages (its own process, start-up included, best of 3; `python -m "
                      "bench.proxy_bench --import`): " + "; ".join(parts) + ". Besides storing, "
-                     "the first request hashes the list, sizes and projects it and reads "
-                     "the stored tail back once (the mirror holds no branch yet).")
+                     "the first request parses, hashes, sizes and projects the list; the "
+                     "mirror no longer reads the stored tail back after writing a new "
+                     "session (it holds what it wrote).")
     prof = load("proxy_profile")
     for key, run in (prof or {}).items():
         lines += ["", f"Profile of a steady request at {key} (`python -m bench.proxy_profile "
