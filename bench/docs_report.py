@@ -404,7 +404,8 @@ ISSUE26 = {"2k": (2.4, 51.9, 29.2), "50k": (3.0, 89.5, 47.1), "200k": (5.5, 247.
 
 # Added CPU p50 (ms) of the run before the store's statements were folded (main before the
 # h-speed branch), kept beside the current run.
-PREVIOUS_RUN = {"100": 32.4, "5000": 125.7, "2k": 29.2, "50k": 35.1, "200k": 56.7}
+PREVIOUS_RUN = {"100": 32.4, "5000": 125.7, "2k": 29.2, "50k": 35.1, "200k": 56.7,
+                "ratio": 3.9}
 
 
 def proxy_section(data: dict[str, Any] | None,
@@ -492,7 +493,8 @@ def proxy_section(data: dict[str, Any] | None,
               "statements each.",
               f"- per-request cost at {int(list(scaling)[-1]):,} messages ≤ 1.5× at "
               f"{int(next(iter(scaling))):,}, on CPU: {_met(goals['cost_5000_le_1_5x_100'])} "
-              f"({data['scaling_ratio']:.1f}×{was}; the ratio grew because the fixed part "
+              f"({data['scaling_ratio']:.1f}×{was}, {PREVIOUS_RUN['ratio']}× in the previous "
+              "run; the ratio grew because the fixed part "
               "fell: with the store's statements folded (26 → 8 per request), added CPU went "
               f"from {PREVIOUS_RUN['100']} to "
               f"{scaling['100']['contextfold']['added_cpu_p50_ms']:.1f} ms at 100 messages "
