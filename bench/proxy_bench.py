@@ -13,6 +13,7 @@ TCP_NODELAY (the old "direct" 44 ms p50 was Nagle's algorithm on the bench's own
     python -m bench.proxy_bench            # -> bench/results/proxy.json (about 3 minutes)
     python -m bench.proxy_bench --quick    # a few rounds, nothing written
     python -m bench.proxy_bench --hashing  # only its "hashing" row (no servers)
+    python -m bench.proxy_bench --import   # only the CLI import times the first request meets
 
 The "hashing" row is the content-hash chain of a long resent list (SPEC Y1, a real Claude Code
 session's messages), which the proxy computes on every request: in full, and with the
@@ -256,6 +257,28 @@ def hashing() -> dict[str, Any]:
     return {"messages": len(resent), "full_s": full, "memo_s": min(timed)}
 
 
+def import_times() -> dict[str, Any]:
+    """Wall seconds of `contextfold import` (its own process, a new SQLite file, best of 3)
+    of histories like the first requests': the goal is a first request no slower."""
+    import subprocess
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for key, msgs in (("200k", history(SIZES["200k"], "import")),
+                          ("5000", _n_messages(5000, "import"))):
+            path = Path(tmp) / f"{key}.json"
+            path.write_text(json.dumps(msgs), encoding="utf-8")
+            times = []
+            for i in range(3):
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "contextfold", "import", str(path),
+                                "--format", "openai", "--db", f"sqlite:///{tmp}/{key}{i}.db"],
+                               check=True, capture_output=True)
+                times.append(time.perf_counter() - started)
+            out[key] = {"messages": len(msgs), "import_s": round(min(times), 3)}
+    return out
+
+
 def main() -> int:
     if "--hashing" in sys.argv[1:]:  # refresh that row only, keep the measured latencies
         data = json.loads(RESULTS.read_text(encoding="utf-8"))
@@ -263,11 +286,17 @@ def main() -> int:
         RESULTS.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         print(json.dumps(data["hashing"]))
         return 0
+    if "--import" in sys.argv[1:]:  # the same for the import row
+        data = json.loads(RESULTS.read_text(encoding="utf-8"))
+        data["import"] = import_times()
+        RESULTS.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+        print(json.dumps(data["import"]))
+        return 0
     started = time.perf_counter()
     data = run_all(quick="--quick" in sys.argv[1:])
     data.update({"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                              "note": "2 shared cores, other jobs running"},
-                 "store": "SQLite file", "hashing": hashing(),
+                 "store": "SQLite file", "hashing": hashing(), "import": import_times(),
                  "seconds": round(time.perf_counter() - started, 1)})
     out = RESULTS
     if "--out" in sys.argv[1:]:  # e.g. a run of an older checkout, kept beside

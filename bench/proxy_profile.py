@@ -2,6 +2,7 @@
 an agent-style history resent in full plus one new turn per request, profiled with cProfile.
 
     python -m bench.proxy_profile [--tokens 200000] [--requests 10] [--top 25] [--db URL]
+    python -m bench.proxy_profile --messages 5000 --save   # -> bench/results/proxy_profile.json
 
 Prints the mean CPU per steady request (the first, which stores the whole history, is
 reported apart) and the top functions by cumulative time.
@@ -106,6 +107,26 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
             "steady_cpu_ms": sorted(steady)[len(steady) // 2] * 1000 if steady else None}
 
 
+RESULTS = Path(__file__).resolve().parent / "results" / "proxy_profile.json"
+
+
+def top_functions(profile: cProfile.Profile, requests: int, n: int = 12) -> list[dict[str, Any]]:
+    """The `n` functions with the most own time, in ms per profiled request."""
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    rows = []
+    for (path, line, name), (_cc, calls, own, cum, _callers) in stats.items():
+        where = path.split("/src/")[-1].split("site-packages/")[-1].split("lib/python3")[-1]
+        rows.append({"function": f"{where}:{line}({name})" if line else name,
+                     "calls_per_request": round(calls / requests, 1),
+                     "own_ms": round(own * 1000 / requests, 2),
+                     "cumulative_ms": round(cum * 1000 / requests, 2)})
+    # The bench's own loop and the event loop's idle wait are not the proxy's work.
+    rows = [r for r in rows if "proxy_profile.py" not in r["function"]
+            and "epoll" not in r["function"]]
+    rows.sort(key=lambda r: -r["own_ms"])
+    return rows[:n]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=200_000)
@@ -114,12 +135,25 @@ def main() -> int:
     ap.add_argument("--db", default=None)
     ap.add_argument("--messages", type=int, default=None, help="N small messages instead")
     ap.add_argument("--sort", default="cumulative")
+    ap.add_argument("--save", action="store_true",
+                    help=f"add this run (and its top functions) to {RESULTS.name}")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"sqlite:///{Path(tmp) / 'prof.db'}"
-        profile = cProfile.Profile() if args.top else None
+        # CPU time, not wall time: on a shared machine another job's turn would be
+        # charged to whatever function was running when it was preempted.
+        profile = cProfile.Profile(time.process_time) if args.top or args.save else None
         out = asyncio.run(run(args.tokens, args.requests, db, profile, args.messages))
     print(out)
+    if args.save and profile is not None:
+        import json
+
+        key = f"{args.messages} messages" if args.messages else f"{args.tokens} tokens"
+        saved = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        saved[key] = {**out, "profiled_requests": args.requests - 1,
+                      "top_own_time": top_functions(profile, args.requests - 1)}
+        RESULTS.write_text(json.dumps(saved, indent=2) + "\n")
+        print(f"wrote {RESULTS}")
     if profile is not None:
         pstats.Stats(profile).sort_stats(args.sort).print_stats(args.top)
     return 0

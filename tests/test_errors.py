@@ -62,6 +62,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 NOT_IN_THE_VOCABULARY = {
     "contextfold.store.snapshot.SnapshotUnusable": "control flow: the full store runs the reads",
     "contextfold.store.engine.LeafConflict": "control flow: the write is retried",
+    "contextfold.store.memo.StaleMemo": "control flow: the write runs again, reading all",
     "contextfold.guard.body.BodyTooLarge": "control flow of the body limit (answered 413)",
     "contextfold.guard.bearer.TokenRefused": "the auth guard's own answer (401 or 429, chosen)",
     "contextfold.summarize.llm._ChunkFailed": "control flow: the chunk falls back offline",

@@ -5,7 +5,9 @@ had moved (`(leaf_id, branch_revision)` unchanged), and to read the session row 
 compaction lease in transactions of their own: 6 transactions, 30 statements on SQLite,
 growing CPU with the session. Now one read gives the row and the lease, the tail is read
 again only when another writer moved the leaf (SPEC C1: every move bumps the revision),
-and the count is the same at turn 60 as at turn 2.
+each append is two statements (nodes with their index rows, then the guarded leaf move
+with its log row) and reads nothing the worker holds, and the count is the same at turn 60
+as at turn 2.
 """
 
 from __future__ import annotations
@@ -20,11 +22,20 @@ from contextfold.core.messages import text_message
 from tests.server_fixtures import create, say, service_factory  # noqa: F401
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 
-# Every statement the driver executes, BEGIN included (SQLite's BEGIN IMMEDIATE is one).
-# The two appends (user message, reply) are 10 each on SQLite (lock, parent, node, recall
-# index ×4, leaf move, move log, BEGIN); the read before the turn and the lease check after
-# it 2 each (PostgreSQL: no BEGIN statements). It was 30 on SQLite, 22 on PostgreSQL.
-MAX_STATEMENTS = {"sqlite": 24, "postgresql": 18}
+# Every statement the driver executes, BEGIN included (SQLite's BEGIN IMMEDIATE is one;
+# PostgreSQL sends none): the read of the session row with its lease before the turn (one
+# statement, no BEGIN), the user message's append and the reply's (BEGIN, the nodes with
+# their recall rows, the leaf move with its log row), and the lease read for the state the
+# reply reports. It was 30 on SQLite and 22 on PostgreSQL, then 24 and 18.
+EXACT_STATEMENTS = {"sqlite": 8, "postgresql": 6}
+SHAPE = {
+    "sqlite": ["SELECT sessions", "BEGIN IMMEDIATE", "INSERT INTO cf_node_write",
+               "INSERT INTO cf_move", "BEGIN IMMEDIATE", "INSERT INTO cf_node_write",
+               "INSERT INTO cf_move", "SELECT compaction_leases"],
+    "postgresql": ["SELECT sessions", "WITH n AS (INSERT INTO nodes", "WITH u AS (UPDATE sessions",
+                   "WITH n AS (INSERT INTO nodes", "WITH u AS (UPDATE sessions",
+                   "SELECT compaction_leases"],
+}
 
 
 @contextmanager
@@ -54,8 +65,11 @@ async def test_a_turn_costs_a_bounded_flat_number_of_statements(service_factory,
             counts.append(len(seen))
             assert not any(s.startswith("WITH RECURSIVE") for s in seen), \
                 "the branch tail was re-read although nothing had moved"
-        assert max(counts) <= MAX_STATEMENTS[backend], counts
-        assert counts[-1] == counts[0], counts  # flat: no cost that grows with the session
+            assert [s for s in seen if not any(s.startswith(p) for p in SHAPE[backend])] \
+                == [], seen
+        assert counts == [EXACT_STATEMENTS[backend]] * len(counts), counts  # flat, and ≤ 8
+        assert [next(p for p in SHAPE[backend] if s.startswith(p)) for s in seen] \
+            == SHAPE[backend], seen
 
 
 async def test_c1_a_turn_after_another_writer_reads_what_it_wrote(service_factory):  # noqa: F811

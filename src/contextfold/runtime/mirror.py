@@ -227,6 +227,10 @@ class Mirror:
             first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold,
                                                    known=known)
             cached = self._branches.get(session_id)
+            if cached is None and created and first.from_leaf is None:
+                # A session this call created: its branch is what was just written, not
+                # read back (issue 26: the first request of a long session).
+                cached = Branch(nodes=(), complete=True, revision=0)
             if cached is not None and cached.leaf_id == first.from_leaf and \
                     first.moved in (None, "append"):
                 branch = await self._grown(session_id, cached, first.nodes)

@@ -5,6 +5,7 @@ revision and is logged in `leaf_moves`).
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import json
 from collections import OrderedDict
@@ -13,13 +14,14 @@ from typing import Any, Self, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from contextfold.core.messages import Node, utc_now
 from contextfold.core.tree import Branch, DamagedBranch
 from contextfold.ids import new_id
 
-from . import queries
+from . import folded, queries
 from .engine import LeafConflict, retry_transient, write_connection
 from .errors import (
     InvalidOperationError,
@@ -27,12 +29,17 @@ from .errors import (
     SessionNotFoundError,
 )
 from .loading import is_damaged
+from .memo import KnownRow, StaleMemo, WriteMemo
 from .rows import node_row, session_info
-from .schema import leaf_moves, nodes, sessions
+from .schema import leaf_moves, sessions
 from .values import DEFAULT_TENANT, SessionInfo
 
 T = TypeVar("T")
 _SOUND_CACHE_SIZE = 4096
+_PENDING = "contextfold_after_commit"  # conn.info key: what to remember once committed
+# Set while a write runs again after `StaleMemo`: it then reads and locks as without a memo.
+_READ_ALL: contextvars.ContextVar[bool] = contextvars.ContextVar("contextfold_read_all",
+                                                                 default=False)
 
 
 class StoreBase:
@@ -51,6 +58,9 @@ class StoreBase:
         # never change, so a verified chain stays verified; a child of one is verified by
         # construction. Saves re-reading the tail on every append.
         self._sound: OrderedDict[tuple[str, str], None] = OrderedDict()
+        # What this instance read or wrote already: node bookkeeping, recall places,
+        # session rows (a guess, proved by the leaf move), checked index rows (issue 26).
+        self._memo = WriteMemo()
         # Test hook: awaited at named points of a commit (cancellation and crash tests).
         self._step_hook: Callable[[str], Awaitable[None]] | None = None
 
@@ -94,10 +104,44 @@ class StoreBase:
 
     async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         async def attempt() -> T:
+            pending: list[Callable[[], None]] = []
             async with write_connection(self.engine) as conn:
-                return await op(conn)
+                conn.info[_PENDING] = pending
+                try:
+                    result = await op(conn)
+                finally:
+                    conn.info.pop(_PENDING, None)
+            for remember in pending:  # committed: now it is true
+                remember()
+            return result
 
-        return await retry_transient(attempt)
+        try:
+            return await retry_transient(attempt)
+        except StaleMemo:
+            pass
+        # A remembered row or place was not the stored one (another writer, or a racer on
+        # the same guess): run the write again at once, reading and locking what it needs.
+        # Still a taken recall place then: a writer that raced this one for it committed
+        # first; run again (each round reads what the last one could not see).
+        token = _READ_ALL.set(True)
+        try:
+            for tries in range(4):
+                try:
+                    return await retry_transient(attempt)
+                except StaleMemo:
+                    if tries == 3:
+                        raise
+            raise AssertionError("unreachable")
+        finally:
+            _READ_ALL.reset(token)
+
+    def _after_commit(self, conn: AsyncConnection, remember: Callable[[], None]) -> None:
+        """Run `remember` once the write on `conn` has committed (at once outside one)."""
+        pending = conn.info.get(_PENDING)
+        if pending is None:
+            remember()
+        else:
+            pending.append(remember)
 
     async def _step(self, name: str) -> None:
         if self._step_hook is not None:
@@ -110,16 +154,39 @@ class StoreBase:
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id, self.database)
+        self._after_commit(conn, lambda: self._memo.remember_row(row))
         return row
 
-    async def _lock_session(self, conn: AsyncConnection, session_id: str) -> RowMapping:
+    async def _lock_session(self, conn: AsyncConnection, session_id: str, *,
+                            known: bool = False, expect_leaf: str | None = None
+                            ) -> RowMapping:
+        """The session row, locked for this write. `known`: the row this instance read or
+        wrote last, when it has one (and its leaf is `expect_leaf`, if given), without
+        reading it: the leaf move that ends the write is guarded by it (issue 26). Only for
+        writes whose checks all follow from the row (appends), never for a commit."""
+        if known and not _READ_ALL.get():
+            guess = self._memo.known_row(session_id, self.tenant)
+            if guess is not None and (expect_leaf is None or guess["leaf_id"] == expect_leaf):
+                return guess  # type: ignore[return-value]
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(session_id, self.database)
         stmt = self._scoped(select(sessions).where(sessions.c.id == session_id)).with_for_update()
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id, self.database)
+        self._after_commit(conn, lambda: self._memo.remember_row(row))
         return row
+
+    async def _prove_known(self, conn: AsyncConnection, row: Mapping[str, Any]) -> None:
+        """A write from a remembered row that ends without a leaf move (nothing new) reads
+        the row after all: `StaleMemo` if it is not the one remembered."""
+        if not isinstance(row, KnownRow):
+            return
+        real = await self._lock_session(conn, row["id"])
+        if (real["leaf_id"], real["branch_revision"], bool(real["read_only"])) != \
+                (row["leaf_id"], row["branch_revision"], False):
+            self._memo.rows.pop(row["id"])
+            raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
 
     def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
         return session_info(row, read_only=read_only)
@@ -163,14 +230,17 @@ class StoreBase:
             self._sound.popitem(last=False)
 
     async def _insert_chain(self, conn: AsyncConnection, row: RowMapping,
-                            chain: Sequence[Node]) -> int:
+                            chain: Sequence[Node], prefix_hashes: Sequence[str] = ()) -> int:
         """Insert linked nodes whose first parent is stored; compute depth and latest
-        checkpoint. Returns the depth of the first (so a caller need not read it again)."""
+        checkpoint. Each node gets its recall row (SPEC L1: searchable in the transaction
+        that stores it) and, with `prefix_hashes` (one per leading node), its mirror index
+        row: one statement (`folded`). Returns the depth of the first (so a caller need not
+        read it again)."""
         tree_id = row["tree_id"]
         first_parent = chain[0].parent_id
         depth, latest, parent_chain = 0, None, None
         if first_parent is not None:
-            meta = await queries.node_meta(conn, tree_id, first_parent)
+            meta = await self._node_meta(conn, tree_id, first_parent)
             if meta is None:
                 raise ReadOnlySessionError(row["id"], reason=f"parent {first_parent!r} is missing")
             depth, latest = meta["depth"] + 1, meta["latest_checkpoint_id"]
@@ -182,14 +252,48 @@ class StoreBase:
                                  parent_chain=parent_chain))
             latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
-        await conn.execute(insert(nodes), rows)
-        # Searchable in the same transaction as stored (SPEC L1). Imported on first write:
-        # read-only commands skip the search-text machinery.
-        from .recall_index import index_nodes
+        # Imported on first write: read-only commands skip the search-text machinery.
+        from .recall_index import place_nodes
 
-        await index_nodes(conn, tree_id, [(n, r["depth"]) for n, r in zip(chain, rows,
-                                                                            strict=True)])
+        remembered = None if _READ_ALL.get() else self._memo.places
+        placement = await place_nodes(conn, tree_id, [(n, r["depth"]) for n, r in
+                                                      zip(chain, rows, strict=True)],
+                                      remembered)
+        try:
+            await folded.insert_nodes(conn, rows, placement.rows, prefix_hashes)
+        except IntegrityError as exc:
+            if not folded.is_place_race(exc):
+                raise
+            # Another writer took the place first: a fork of a remembered parent, or one
+            # that skipped the parent's row lock because it remembered the parent. Run the
+            # write again reading what is stored (issue 26).
+            placement.forget(remembered, tree_id)
+            raise StaleMemo(f"a recall place in tree {tree_id} was taken by another "
+                            "writer") from exc
+
+        def remember() -> None:
+            if first_parent is not None:  # its next place on its line may be taken now
+                self._memo.places.pop((tree_id, first_parent))
+            for r in rows:
+                self._memo.remember_node(tree_id, r)
+            last = chain[-1].id  # the others have a child on their line already
+            self._memo.places.put((tree_id, last), placement.places[last])
+
+        self._after_commit(conn, remember)
         return int(rows[0]["depth"])
+
+    async def _node_meta(self, conn: AsyncConnection, tree_id: str,
+                         node_id: str) -> Mapping[str, Any] | None:
+        """`queries.node_meta`, from the memo when this instance read or wrote it before
+        (a node's bookkeeping columns never change)."""
+        meta = self._memo.nodes.get((tree_id, node_id))
+        if meta is None:
+            row = await queries.node_meta(conn, tree_id, node_id)
+            if row is None:
+                return None
+            meta = dict(row)
+            self._after_commit(conn, lambda: self._memo.remember_node(tree_id, meta))
+        return meta
 
     async def _move_leaf(
         self, conn: AsyncConnection, row: RowMapping, to_leaf: str | None, *, op: str,
@@ -198,27 +302,28 @@ class StoreBase:
         """Move the leaf and bump the revision, conditional on the row we locked; log the move."""
         revision = row["branch_revision"] + 1
         now = utc_now()
-        guard = [sessions.c.id == row["id"]]
+        known = isinstance(row, KnownRow)
+        values = dict(tree_id=row["tree_id"], session_id=row["id"], revision=revision, op=op,
+                      from_leaf_id=row["leaf_id"], to_leaf_id=to_leaf, node_id=node_id,
+                      planned_leaf_id=planned[0] if planned else None,
+                      planned_revision=planned[1] if planned else None, at=now)
         if self._guard_commit or op != "commit":
-            guard += [sessions.c.leaf_id.is_not_distinct_from(row["leaf_id"]),
-                      sessions.c.branch_revision == row["branch_revision"]]
-        result = await conn.execute(
-            update(sessions).where(*guard)
-            .values(leaf_id=to_leaf, branch_revision=sessions.c.branch_revision + 1,
-                    updated_at=now)
-        )
-        if result.rowcount != 1:
-            raise LeafConflict(f"session {row['id']} changed under its lock")
-        await conn.execute(insert(leaf_moves).values(
-            tree_id=row["tree_id"], session_id=row["id"], revision=revision, op=op,
-            from_leaf_id=row["leaf_id"], to_leaf_id=to_leaf, node_id=node_id,
-            planned_leaf_id=planned[0] if planned else None,
-            planned_revision=planned[1] if planned else None, at=now,
-        ))
+            # Conditional on the row as locked, or as remembered (not read under the lock:
+            # then this statement proves it, and that it is still writable).
+            if not await folded.move_leaf(conn, values, writable=known):
+                if known:
+                    self._memo.rows.pop(row["id"])
+                    raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
+                raise LeafConflict(f"session {row['id']} changed under its lock")
+        else:  # the test hook that lets a stale commit through (the checker must catch it)
+            await conn.execute(update(sessions).where(sessions.c.id == row["id"]).values(
+                leaf_id=to_leaf, branch_revision=revision, updated_at=now))
+            await conn.execute(insert(leaf_moves).values(**values))
         if node_id is not None and node_id == to_leaf:
             self._remember_sound(row["tree_id"], node_id)
         new = dict(row)
         new.update(leaf_id=to_leaf, branch_revision=revision, updated_at=now)
+        self._after_commit(conn, lambda: self._memo.remember_row(new))
         return self._info(new, read_only=False)  # type: ignore[arg-type]
 
     async def _insert_session(

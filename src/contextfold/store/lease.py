@@ -23,7 +23,7 @@ from sqlalchemy import func as sqlfunc
 
 from contextfold.ids import new_id
 
-from .engine import read_connection, retry_transient, write_connection
+from .engine import retry_transient, single_read, write_connection
 from .errors import InvalidOperationError, SessionBusyError, SessionNotFoundError
 from .liveness import holder_is_dead, holder_name
 from .schema import compaction_leases, sessions
@@ -76,7 +76,7 @@ class LeaseMixin:
     async def lease_holder(self, session_id: str) -> str | None:
         """Who holds an unexpired lease on the session (None if nobody)."""
         now = db_now(self.engine.dialect.name)
-        async with read_connection(self.engine) as conn:
+        async with single_read(self.engine) as conn:
             stmt = select(compaction_leases.c.holder).where(
                 compaction_leases.c.session_id == session_id,
                 compaction_leases.c.expires_at > now,

@@ -80,7 +80,7 @@ async def _stored_revision(engine: AsyncEngine) -> str | None:
 
 
 async def _run(engine: AsyncEngine, action: Callable[[Connection], None]) -> None:
-    async with write_connection(engine) as conn:
+    async with write_connection(engine, folded=False) as conn:
         if engine.dialect.name == "postgresql":
             # SQLite's write lock already serialises; PostgreSQL needs an explicit lock so two
             # workers opening an empty database do not both create the tables.

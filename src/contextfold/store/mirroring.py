@@ -49,7 +49,8 @@ async def _lookup(conn: AsyncConnection, hashes: Sequence[str],
 
 
 async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
-                    msgs: Sequence[Message], found: dict[str, MirrorHit], n: int) -> int:
+                    msgs: Sequence[Message], found: dict[str, MirrorHit], n: int,
+                    store: MirrorOps) -> int:
     """How many leading messages really are stored: the index row where the conversation
     would continue is checked against the nodes (its message node holds the client's
     message, its node follows that message), and a row that disagrees is not trusted (the
@@ -62,11 +63,15 @@ async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
         hit = found.get(hashes[n - 1])
         if hit is None:
             return n  # known from this store's own earlier write (`known`)
+        seen = (tree_id, hit.prefix_hash, hit.node_id, hit.message_id)
+        if store._memo.hits.get(seen):
+            return n  # written or checked by this instance (index rows never change)
         loaded = await queries.walk_up(conn, tree_id, hit.message_id, hit.message_id)
         node = loaded.get(hit.message_id)
         if isinstance(node, Node) and node.message is not None and \
                 message_key(node.message) == message_key(msgs[n - 1]) and \
-                await _follows(conn, tree_id, hit.node_id, hit.message_id):
+                await _follows(conn, tree_id, hit.node_id, hit.message_id, store):
+            store._after_commit(conn, lambda seen=seen: store._memo.hits.put(seen, True))
             return n
         log.warning("mirror_index row %s of tree %s disagrees with its node: not used "
                     "(run `contextfold verify`)", hit.node_id, tree_id)
@@ -74,13 +79,14 @@ async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
     return 0
 
 
-async def _follows(conn: AsyncConnection, tree_id: str, node_id: str, message_id: str) -> bool:
+async def _follows(conn: AsyncConnection, tree_id: str, node_id: str, message_id: str,
+                   store: MirrorOps) -> bool:
     """`node_id` is the message itself, or a checkpoint or pin event after it."""
     current: str | None = node_id
     for _ in range(_CHECKS):
         if current == message_id:
             return True
-        meta = await queries.node_meta(conn, tree_id, current) if current else None
+        meta = await store._node_meta(conn, tree_id, current) if current else None
         if meta is None or meta["kind"] == "message":
             return False
         current = meta["parent_id"]
@@ -158,10 +164,13 @@ class MirrorOps(StoreBase):
         """
         if len(hashes) != len(messages):
             raise InvalidOperationError("one hash per message")
-        msgs = [as_message(m) for m in messages]
+        # A resent list is all messages already (the mirror built them): checked in one
+        # pass rather than converted one by one on every request (issue 26).
+        msgs = messages if set(map(type, messages)) <= {Message} else \
+            [as_message(m) for m in messages]
 
         async def op(conn: AsyncConnection) -> MirrorWrite:
-            row = await self._lock_session(conn, session_id)
+            row = await self._lock_session(conn, session_id, known=True)
             await self._check_writable(conn, row)
             tree_id = row["tree_id"]
             skip = max(0, min(len(known), len(hashes)) - 1)
@@ -171,11 +180,12 @@ class MirrorOps(StoreBase):
                 skip = 0
                 found = await _lookup(conn, hashes, tree_id)
             n = await _verified(conn, tree_id, hashes, msgs, found,
-                                skip + longest(hashes[skip:], found))
+                                skip + longest(hashes[skip:], found), self)
             if skip and n <= skip:  # not even where `known` ends agrees: look all up
                 skip = 0
                 found = await _lookup(conn, hashes, tree_id)
-                n = await _verified(conn, tree_id, hashes, msgs, found, longest(hashes, found))
+                n = await _verified(conn, tree_id, hashes, msgs, found, longest(hashes, found),
+                                    self)
             parent = await self._continue_from(conn, row, hashes[n - 1] if n else None, found)
             stamp = utc_now()
             held = hold_last and n < len(msgs)
@@ -185,11 +195,12 @@ class MirrorOps(StoreBase):
                                   created_at=stamp, payload=msg))
             ids = [*known[:skip], *(found[h].message_id for h in hashes[skip:n])]
             if chain:
-                depth0 = await self._insert_chain(conn, row, chain)  # not read again
-                await conn.execute(insert(mirror_index), [
-                    dict(tree_id=tree_id, node_id=node.id, prefix_hash=h, depth=depth0 + i,
-                         message_id=node.id)
-                    for i, (node, h) in enumerate(zip(chain, hashes[n:], strict=False))])
+                # With their index rows, in the same statement (not read again).
+                await self._insert_chain(conn, row, chain, hashes[n:])
+                written = [(tree_id, h, node.id, node.id)
+                           for node, h in zip(chain, hashes[n:], strict=False)]
+                self._after_commit(conn, lambda: [self._memo.hits.put(w, True)
+                                                  for w in written])
                 moved = "append" if parent == row["leaf_id"] else "branch"
                 info = await self._move_leaf(conn, row, chain[-1].id, op=moved,
                                              node_id=chain[-1].id)
@@ -198,6 +209,7 @@ class MirrorOps(StoreBase):
             if parent != row["leaf_id"]:
                 info = await self._move_leaf(conn, row, parent, op="switch")
                 return MirrorWrite((), tuple(ids), info.leaf_id, "switch", row["leaf_id"], held)
+            await self._prove_known(conn, row)  # nothing moves: the guess needs a read
             return MirrorWrite((), tuple(ids), row["leaf_id"], None, row["leaf_id"], held)
 
         return await self._write(op)
@@ -214,7 +226,7 @@ class MirrorOps(StoreBase):
         while node is not None:
             if node in (hit.node_id, hit.message_id):
                 return leaf
-            meta = await queries.node_meta(conn, row["tree_id"], node)  # type: ignore[index]
+            meta = await self._node_meta(conn, row["tree_id"], node)  # type: ignore[index]
             if meta is None or meta["kind"] == "message":
                 break
             node = meta["parent_id"]

@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Text, bindparam, func, insert, literal_column, select, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from contextfold.core.messages import Node
 from contextfold.core.recall_text import index_document, indexed_text
 
+from .memo import Lru, StaleMemo
 from .schema import recall_nodes, trees
 
 ROOT_DEPTH = -1
@@ -54,22 +56,27 @@ async def _taken(conn: AsyncConnection, tree_id: str, line_id: str, depth: int) 
 
 
 async def _base(conn: AsyncConnection, tree_id: str, node: Node, depth: int,
-                known: dict[str, Place], new_tree: bool) -> tuple[Place, bool]:
-    """The place the node would continue from, and whether its (line, depth+1) must be
-    checked in the database (only for a parent stored before this batch)."""
+                known: dict[str, Place], new_tree: bool,
+                places: Lru[tuple[str, str], Place] | None = None) -> tuple[Place, str]:
+    """The place the node would continue from, and how its (line, depth+1) is checked:
+    "no" (a parent of this batch), "db" (read it), "index" (the parent's place was
+    remembered: the unique index refuses a taken place, and the write is run again)."""
     if node.parent_id is None:
         if not new_tree and conn.dialect.name == "postgresql":
             # A second root (an edit of the first message) races only with other roots.
             await conn.execute(select(trees.c.id).where(trees.c.id == tree_id).with_for_update())
-        return Place(tree_id, ROOT_DEPTH, 0), not new_tree
+        return Place(tree_id, ROOT_DEPTH, 0), "no" if new_tree else "db"
     if node.parent_id in known:
-        return known[node.parent_id], False
+        return known[node.parent_id], "no"
+    remembered = places.get((tree_id, node.parent_id)) if places is not None else None
+    if remembered is not None:
+        return remembered, "index"
     stored = await place_of(conn, tree_id, node.parent_id, lock=True)
     if stored is None:
         # A parent without a recall row (written outside the store): start a line here so
         # the node itself is still found; its unindexed ancestors cannot be.
-        return Place(node.id, depth - 1, 0), False
-    return stored, True
+        return Place(node.id, depth - 1, 0), "no"
+    return stored, "db"
 
 
 @dataclass(frozen=True)
@@ -117,21 +124,50 @@ def place_new_tree(tree_id: str, entries: Sequence[Entry]) -> list[dict[str, Any
     return rows
 
 
+@dataclass
+class Placement:
+    """Where new nodes go: their recall rows, their places by node id, and the parents
+    whose remembered place only the unique index checks."""
+
+    rows: list[dict[str, Any]]
+    places: dict[str, Place]
+    trusted: list[str]
+
+    def forget(self, places: Lru[tuple[str, str], Place] | None, tree_id: str) -> None:
+        """Drop the trusted parents' remembered places (one of them was taken)."""
+        if places is not None:
+            for parent in self.trusted:
+                places.pop((tree_id, parent))
+
+
+async def place_nodes(conn: AsyncConnection, tree_id: str, nodes: Sequence[tuple[Node, int]],
+                      places: Lru[tuple[str, str], Place] | None = None) -> Placement:
+    """Place `nodes` (parents before children, each with its stored depth) on a stored
+    tree. `places`: parents' places already known (issue 26: a steady append reads none)."""
+    entries = [Entry.of(node, depth) for node, depth in nodes]
+    out = Placement([], {}, [])
+    for node, entry in zip((n for n, _ in nodes), entries, strict=True):
+        base, check = await _base(conn, tree_id, node, entry.depth, out.places, False, places)
+        if check == "index":
+            out.trusted.append(node.parent_id or "")
+        taken = check == "db" and await _taken(conn, tree_id, base.line_id, entry.depth)
+        out.places[node.id] = _placed(entry, base, taken)
+        out.rows.append(_row(tree_id, entry, out.places[node.id]))
+    return out
+
+
 async def index_nodes(conn: AsyncConnection, tree_id: str, nodes: Sequence[tuple[Node, int]],
                       *, new_tree: bool = False) -> None:
     """Place and index `nodes` (parents before children, each with its stored depth)."""
-    entries = [Entry.of(node, depth) for node, depth in nodes]
-    if new_tree:
-        rows = place_new_tree(tree_id, entries)
-    else:
-        rows = []
-        known: dict[str, Place] = {}
-        for node, entry in zip((n for n, _ in nodes), entries, strict=True):
-            base, check = await _base(conn, tree_id, node, entry.depth, known, new_tree)
-            taken = check and await _taken(conn, tree_id, base.line_id, entry.depth)
-            known[node.id] = _placed(entry, base, taken)
-            rows.append(_row(tree_id, entry, known[node.id]))
-    await insert_rows(conn, rows)
+    if new_tree:  # an import: placed in memory
+        entries = [Entry.of(node, depth) for node, depth in nodes]
+        await insert_rows(conn, place_new_tree(tree_id, entries))
+        return
+    try:
+        await insert_rows(conn, (await place_nodes(conn, tree_id, nodes)).rows)
+    except IntegrityError as exc:
+        raise StaleMemo(f"a recall place in tree {tree_id} was taken by another writer") \
+            from exc
 
 
 async def insert_rows(conn: AsyncConnection, rows: Sequence[dict[str, Any]]) -> None:

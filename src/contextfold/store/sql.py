@@ -25,7 +25,7 @@ from contextfold.ids import new_id
 from . import queries
 from .base import metadata_json
 from .branching import BranchingOps
-from .engine import read_connection
+from .engine import read_connection, single_read
 from .errors import (
     DuplicateNodeError,
     InvalidOperationError,
@@ -118,7 +118,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         ).scalar_subquery().label("lease_holder")
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(session_id, self.database)
-        async with read_connection(self.engine) as conn:
+        async with single_read(self.engine) as conn:  # the damage check reads only nodes
             stmt = self._scoped(select(sessions, holder).where(sessions.c.id == session_id))
             row = (await conn.execute(stmt)).mappings().first()
             if row is None:
@@ -232,7 +232,10 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         stamp = utc(created_at) if created_at is not None else utc_now()
 
         async def op(conn: AsyncConnection) -> Node:
-            row = await self._lock_session(conn, session_id)
+            # A caller-chosen id reads first whether it is stored (exactly once), so only
+            # an append with a new id starts from the remembered row (issue 26).
+            row = await self._lock_session(conn, session_id, known=node_id is None,
+                                           expect_leaf=expected_leaf_id)
             if node_id is not None:
                 again = await self._already_appended(conn, row, nid, msg, stamp)
                 if again is not None:
@@ -254,7 +257,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
             return []
 
         async def op(conn: AsyncConnection) -> list[Node]:
-            row = await self._lock_session(conn, session_id)
+            row = await self._lock_session(conn, session_id, known=True)
             await self._check_writable(conn, row)
             stamp = utc_now()
             parent, chain = row["leaf_id"], []
