@@ -21,11 +21,11 @@ import json
 import random
 
 import pytest
-from bench.continuity_sessions import _SENTENCES, _fulltext
 
 from contextfold.core.catalog import capacity_for, default_catalog
 from contextfold.core.estimator import estimate_text
 from contextfold.core.messages import ToolResultPart
+from contextfold.evaluate.material import SENTENCES, fulltext
 from contextfold.runtime import Conversation
 from tests.fakeserver import Reply, ToolCallSpec
 from tests.test_runtime_support import (
@@ -65,7 +65,7 @@ def _user_message(rng: random.Random, turn: int, target: int) -> str:
     parts = [f"Turn {turn}: please read item K{turn:03d} and compare it with "
              f"doi:10.{rng.randint(1000, 9999)}/x.{turn}."]
     while estimate_text("\n".join(parts), "gpt") < target:
-        parts.append(rng.choice([" ".join(rng.choice(_SENTENCES) for _ in range(5)), _CODE,
+        parts.append(rng.choice([" ".join(rng.choice(SENTENCES) for _ in range(5)), _CODE,
                                  _JA]))
     return "\n".join(parts)
 
@@ -79,7 +79,7 @@ async def test_60_turns_of_long_messages_on_16k_complete_with_the_offline_summar
     capacity = capacity_for("gpt-4o", catalog=catalog)
 
     async def run_tools(calls):
-        return [ToolResultPart(call_id=c.id, output=_fulltext(rng, f"K{c.id}", "Item",
+        return [ToolResultPart(call_id=c.id, output=fulltext(rng, f"K{c.id}", "Item",
                                                                rng.randint(2_000, 6_000)))
                 for c in calls]
 
