@@ -60,6 +60,7 @@ bench: $(STAMP)
 	$(PY) -m bench.recall_bench
 	$(PY) -m bench.scale_bench
 	$(PY) -m bench.split_turn_bench
+	$(PY) -m bench.replay_cost
 	$(PY) -m bench.docs_report
 
 bench-peers: $(STAMP)

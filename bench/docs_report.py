@@ -258,6 +258,48 @@ def peers_section(peers: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
+def replay_cost_section(data: dict[str, Any] | None) -> list[str]:
+    """Real sessions with recorded usage: billed as recorded vs contextfold, per trigger."""
+    head = ["## Recorded cost against contextfold's, by trigger", ""]
+    if data is None:
+        return [*head, "Not run yet: `python -m bench.replay_cost`.", ""]
+    lines = [*head,
+             f"`python -m bench.replay_cost`: the real sessions of `tests/fixtures` replayed by "
+             f"`contextfold replay`'s engine at a {data['window']:,}-token window, once with "
+             "each trigger (SPEC Q2). *As billed*: the agent's recorded usage at the packaged "
+             "prices; *modelled*: the same requests through the modelled prompt cache "
+             "(`core/prices.py`); *contextfold*: contextfold's requests through that cache. "
+             "The summaries are the offline ones, so contextfold's column has no summariser "
+             "cost (docs/peers.md prices model summaries). *Recorded models*: what the agent's "
+             "own requests ran on; the replay sends every request as the session's model with "
+             "the whole conversation, so where the agent sent side requests to a smaller model "
+             "with their own short context (Claude Code's helper model) the row is not like for "
+             "like and contextfold's column is an upper bound. contextfold's requests are "
+             "counted by its own estimator (conservative: it over-counts rather than under), "
+             "the agent's by the provider, which is part of why a session compacted once "
+             "costs a little more in contextfold's column.", "",
+             "| session | messages | recorded models | trigger | compactions | as billed | "
+             "modelled | contextfold | contextfold ÷ modelled |",
+             "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in data["rows"]:
+        c = r["cost"]
+        ours, modelled = c["contextfold"]["usd"], c["recorded_modelled"]["usd"]
+        models = ", ".join(f"{name} ×{n}" for name, n in r["recorded_models"].items())
+        lines.append(f"| {r['label']} `{Path(r['session']).name[:12]}` | {r['messages']:,} | "
+                     f"{models} | {r['trigger']} | {r['compactions']} | "
+                     f"${c['recorded']['usd']:.2f} | ${modelled:.2f} | ${ours:.2f} | "
+                     f"{ours / modelled:.2f} |")
+    by = {(r["session"], r["trigger"]): r["cost"]["contextfold"]["usd"] for r in data["rows"]}
+    worse = [Path(s).name[:12] for (s, t), usd in by.items()
+             if t == "cost" and usd > by.get((s, "size"), usd)]
+    lines += ["", "The cost trigger is cheaper than the size trigger on every session" if not
+              worse else "The cost trigger costs more than the size trigger on "
+              + ", ".join(f"`{w}`" for w in worse) + " (it compacted earlier than paid off "
+              "there: the forecast of the turns still to come is the session's own rhythm so "
+              "far, and a session that ends soon after never earns the rewrite back)", ""]
+    return lines
+
+
 def _k(tokens: int) -> str:
     return f"{tokens / 1000:.1f}k"
 
@@ -577,6 +619,7 @@ def benchmarks_md() -> str:
     lines += split_turn_section(load("split_turn"))
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
+    lines += replay_cost_section(load("replay_cost"))
     lines += proxy_section(load("proxy"), load("proxy_before"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
