@@ -75,7 +75,7 @@ def test_q4_summariser_usage_and_the_full_history() -> None:
     # saved: the full history against the requests as sent through the same cache model
     # (a1 0.135, a2 9,000 x 2.5 + 1,000 x 10 = 0.0325: shorter than a1, nothing cached)
     # and the summariser's $0.05: a small session loses money.
-    assert cost.as_sent is not None and cost.as_sent.usd == pytest.approx(0.1675)
+    assert cost.as_sent.usd == pytest.approx(0.1675)
     assert cost.saved_usd == pytest.approx(0.2101 - 0.1675 - 0.05)
 
 

@@ -53,7 +53,7 @@ class SessionCost:
     full_history: Cost
     compactions: int
     # The requests as sent, through the same modelled cache as `full_history` (for `saved`).
-    as_sent: Cost | None = None
+    as_sent: Cost
 
     @property
     def usd(self) -> float | None:
@@ -64,8 +64,7 @@ class SessionCost:
     def saved_usd(self) -> float | None:
         """The full history's modelled bill minus the modelled bill as sent and the
         summarising calls (see the module docstring): 0 for a session never compacted."""
-        sent = self.as_sent if self.as_sent is not None else self.requests
-        full, spent, summaries = self.full_history.usd, sent.usd, self.summarizer.usd
+        full, spent, summaries = self.full_history.usd, self.as_sent.usd, self.summarizer.usd
         if full is None or spent is None or summaries is None:
             return None
         return full - spent - summaries
