@@ -17,6 +17,7 @@ from rich.markup import escape
 from ..errors import MissingExtraError
 from .app import JSON_OPTION, BadInput, Output, app, console, exit_code, run
 from .extras import require_extra
+from .render import usd
 from .session_cmds import WINDOW_OPTION, resolve_model, stderr_progress
 
 _CATEGORIES = ("recall", "artifact", "continuation", "decision", "constraint", "language")
@@ -136,7 +137,7 @@ def render_eval(p: dict[str, Any]) -> None:
     for f in p["fallback_reasons"][:_SHOWN]:
         console.print(f"  K={f['k']}: {escape(f['reason'])}", highlight=False)
     cost = p["cost"]["summarizer"]
-    usd = "unpriced" if cost["usd"] is None else f"${cost['usd']:.4f}"
+    dollars = "unpriced" if cost["usd"] is None else usd(cost["usd"])  # `sessions`' format
     console.print(f"summariser: {cost['input_tokens']:,} input (+{cost['cached_tokens']:,} "
                   f"cached) and {cost['output_tokens']:,} output tokens over all compactions, "
-                  f"{usd}")
+                  f"{dollars}")
