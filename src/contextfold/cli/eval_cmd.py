@@ -48,8 +48,10 @@ def eval_command(
     from ..evaluate import EvalInputError, parse_compactions
 
     out = Output(as_json)
-    if summarizer not in ("extractive", "llm"):
-        out.fail(BadInput(f"--summarizer must be 'extractive' or 'llm', not {summarizer!r}"), 2)
+    from .llm_choice import summarizer_choice_problem
+
+    if (problem := summarizer_choice_problem(summarizer)) is not None:
+        out.fail(BadInput(problem), 2)
     if summarizer == "extractive" and (summarizer_model or base_url):
         given = "--summarizer-model" if summarizer_model else "--base-url"
         out.fail(BadInput(f"{given} names an LLM summariser: add --summarizer llm"), 2)

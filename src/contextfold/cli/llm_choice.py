@@ -46,3 +46,13 @@ def guarded_llm_summarizer(chat: ResolvedModel, model: str | None, base_url: str
 
     llm = summarizer_for(model or chat.name, ModelResolver(), chat=chat, base_url=base_url)
     return GuardedSummarizer(llm, on_fallback=note)
+
+
+SUMMARIZERS = ("extractive", "llm")
+
+
+def summarizer_choice_problem(summarizer: str) -> str | None:
+    """What is wrong with a `--summarizer` value of `compact` and `eval` (None: nothing)."""
+    if summarizer in SUMMARIZERS:
+        return None
+    return f"--summarizer must be 'extractive' or 'llm', not {summarizer!r}"

@@ -254,8 +254,10 @@ def compact_command(
 
     SPEC M7: --preview shows what would be committed; --summary-file commits your edit."""
     out = Output(as_json)
-    if summarizer not in ("extractive", "llm"):
-        out.fail(BadInput(f"--summarizer must be 'extractive' or 'llm', not {summarizer!r}"), 2)
+    from .llm_choice import summarizer_choice_problem
+
+    if (problem := summarizer_choice_problem(summarizer)) is not None:
+        out.fail(BadInput(problem), 2)
     if preview and summary_file is not None:
         out.fail(BadInput("--preview shows the summariser's text and --summary-file commits "
                           "yours: give one of them"), 2)
