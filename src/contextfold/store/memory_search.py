@@ -133,7 +133,10 @@ class MemoryIndex:
         """BM25 of each found entry: idf by how many messages hold each term, the term's
         frequency by its rarest token's count (a prefix counts once)."""
         n = len(self._entries)
+        entries = self._entries
         average = self._total_length / n if n else 1.0
+        # BM25's length normalisation, split so the loop below does one multiply-add.
+        flat, per_token = _K1 * (1 - _B), _K1 * _B / average
         scores = dict.fromkeys(found, 0.0)
         for term, holders in zip(terms, matched, strict=True):
             if not holders:
@@ -141,10 +144,10 @@ class MemoryIndex:
             idf = math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
             whole = term.tokens[:-1] if term.prefix else term.tokens
             for e in holders & found:
-                entry = self._entries[e]
-                tf = min((entry.counts[t] for t in whole), default=1)
-                norm = _K1 * (1 - _B + _B * entry.length / average)
-                scores[e] += idf * tf * (_K1 + 1) / (tf + norm)
+                entry = entries[e]
+                tf = (entry.counts[whole[0]] if len(whole) == 1
+                      else min((entry.counts[t] for t in whole), default=1))
+                scores[e] += idf * tf * (_K1 + 1) / (tf + flat + per_token * entry.length)
         return scores
 
 
