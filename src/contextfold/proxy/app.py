@@ -82,7 +82,7 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
     raw = await request.body()
     scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     try:
-        body = loads_bounded(raw)
+        body = proxy.prefixes.loads(raw, (protocol, scope))  # what is new decoded (Y10)
         parsed = wire.parse(protocol, body, cache=proxy.prefixes, key=scope)
         capacity = proxy.config.capacity(parsed.model)
     except (ContextfoldError, ValueError) as exc:  # answered by kind (proxy/errors.py)

@@ -57,7 +57,8 @@ class Parsed:
 def parse(protocol: Protocol, body: Any, *, cache: PrefixCache | None = None,
           key: Any = None) -> Parsed:
     """The mirror's view of a chat completions / Messages request body. With `cache`, the
-    known prefix of the conversation `key` (its last list) is reused, not parsed again."""
+    messages a body from `cache.loads(raw, (protocol, key))` shares with the conversation's
+    last one are reused, not read again."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) \
             or not body["messages"]:
         raise WireError("messages: at least one message is required")
@@ -72,12 +73,12 @@ def parse(protocol: Protocol, body: Any, *, cache: PrefixCache | None = None,
         raise WireError(f"messages: {exc}") from exc
 
 
-def _read_all(wire: list[Any], reader: Any, cache: PrefixCache | None,
+def _read_all(wire: list[Any], offset: int, reader: Any, cache: PrefixCache | None,
               key: Any) -> tuple[list[Message], list[bytes] | None, int]:
     if cache is None:
         names: dict[str, str] = {}
-        return [reader(m, call_names=names) for m in wire], None, 0
-    got = cache.read(key, wire, lambda m, names: reader(m, call_names=names))
+        return [reader(m, call_names=names) for m in wire[offset:]], None, 0
+    got = cache.read(key, wire, offset, reader)
     return got.messages, got.raw, got.reused
 
 
@@ -89,7 +90,7 @@ def _parse_openai(body: dict[str, Any], model: str, cache: PrefixCache | None = 
     while offset < len(wire) and wire[offset].get("role") in ("system", "developer"):
         systems.append(system_text(wire[offset].get("content")))
         offset += 1
-    msgs, raw, reused = _read_all(wire[offset:], openai_chat.read_message, cache, key)
+    msgs, raw, reused = _read_all(wire, offset, openai_chat.read_message, cache, key)
     return Parsed("openai", model, "\n\n".join(s for s in systems if s) or None,
                   openai_chat.read_tools(body.get("tools")), msgs, offset,
                   bool(body.get("stream")), raw, reused)
@@ -97,8 +98,8 @@ def _parse_openai(body: dict[str, Any], model: str, cache: PrefixCache | None = 
 
 def _parse_anthropic(body: dict[str, Any], model: str, cache: PrefixCache | None = None,
                      key: Any = None) -> Parsed:
-    msgs, raw, reused = _read_all(body["messages"], anthropic_messages.read_message, cache,
-                                  key)
+    msgs, raw, reused = _read_all(body["messages"], 0, anthropic_messages.read_message,
+                                  cache, key)
     return Parsed("anthropic", model, system_text(body.get("system")) or None,
                   anthropic_messages.read_tools(body.get("tools")), msgs, 0,
                   bool(body.get("stream")), raw, reused)
