@@ -303,8 +303,7 @@ class Mirror:
         cached = self._branches.pop(synced.session_id, None)
         branch = None
         if cached is not None and len(write.nodes) == 1 and node.parent_id == cached.leaf_id:
-            branch = Branch(nodes=(*cached.nodes, node), complete=cached.complete,
-                            revision=cached.revision + 1)
+            branch = cached.grown((node,))
             self._branches[synced.session_id] = branch
             self._leaf_hash[synced.session_id] = reply_hash
         sizer = self._sizers.get(synced.session_id)
@@ -390,8 +389,7 @@ class Mirror:
         if not nodes:
             return branch
         if nodes[0].parent_id == branch.leaf_id:
-            return Branch(nodes=(*branch.nodes, *nodes), complete=branch.complete,
-                          revision=branch.revision + 1)
+            return branch.grown(nodes)
         return await self._branch(session_id)
 
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
