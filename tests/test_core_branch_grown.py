@@ -76,7 +76,10 @@ def test_grown_hands_on_only_over_messages() -> None:
     project(base)
     after_message = base.grown(chain([user("b")], prefix="b", parent="a0"))
     # what was derived is handed on (the projection), never the shorter branch itself
-    assert after_message.__dict__[GROWN_FROM] == (1, {"_projection": project(base)})
+    assert after_message.__dict__[GROWN_FROM] == {"_projection": (1, project(base))}
+    twice = after_message.grown(chain([user("c")], prefix="c", parent="b0"))
+    assert twice.__dict__[GROWN_FROM] == {"_projection": (1, project(base))}  # not derived
+    assert project(twice) == project(Branch(nodes=twice.nodes))
     assert after_message.revision == base.revision + 1
     assert project(after_message).messages == after_message.nodes
     after_pin = base.grown([Node(id="p", parent_id="a0", payload=pin_event("p", "x"))])

@@ -194,9 +194,8 @@ def _derived(branch: Branch, key: str, derive: Callable[[Branch], Any],
     known = branch.__dict__
     value = known.get(key, _NOTHING)
     if value is _NOTHING:
-        start, carried = known.get(GROWN_FROM, (0, {}))
-        before = carried.get(key, _NOTHING)
-        value = derive(branch) if before is _NOTHING else grown(before, branch, start)
+        handed = known.get(GROWN_FROM, {}).get(key)
+        value = derive(branch) if handed is None else grown(handed[1], branch, handed[0])
         known[key] = value
     return value
 

@@ -35,8 +35,8 @@ class Problem:
 
 
 # Keys of what a module derives from a branch and keeps in its `__dict__` (the way a
-# cached_property does), to be handed on by `Branch.grown`; GROWN_FROM holds (how many
-# nodes the shorter branch had, what was derived from it).
+# cached_property does), to be handed on by `Branch.grown`; GROWN_FROM maps each to (how
+# many nodes the shorter branch it was derived from had, the value).
 DERIVED = frozenset({"_projection", "_provider_compaction_index"})
 GROWN_FROM = "_grown_from"
 
@@ -94,9 +94,12 @@ class Branch:
             known = self.__dict__
             if "latest_checkpoint_index" in known:
                 out.__dict__["latest_checkpoint_index"] = known["latest_checkpoint_index"]
-            carried = {k: v for k, v in known.items() if k in DERIVED}
+            # Values derived from this branch, or handed to it and not derived since (two
+            # messages-only steps in a row: the nodes after their start are messages too).
+            carried = dict(known.get(GROWN_FROM, {}))
+            carried.update((k, (len(self.nodes), v)) for k, v in known.items() if k in DERIVED)
             if carried:
-                out.__dict__[GROWN_FROM] = (len(self.nodes), carried)
+                out.__dict__[GROWN_FROM] = carried
         return out
 
     @property
