@@ -110,14 +110,19 @@ def _parse_anthropic(body: dict[str, Any], model: str, cache: PrefixCache | None
 _WIRE = {"openai": openai_chat, "anthropic": anthropic_messages}
 
 
-def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any]:
+def build(parsed: Parsed, body: dict[str, Any], synced: Synced
+          ) -> tuple[dict[str, Any], list[bytes | None]]:
     """The body to forward: the client's own fields, the projected messages, max tokens
-    clamped so prompt + reply fit the window (SPEC B1)."""
+    clamped so prompt + reply fit the window (SPEC B1); with, for each forwarded message,
+    the bytes the parse made of it when it is the client's own (`stats.encode` reuses them),
+    else None."""
     out = dict(body)
     wire = body["messages"]
     items = synced.items()
     render = _WIRE[parsed.protocol].render_message
     messages: list[Any] = list(wire[:parsed.offset])
+    raw = parsed.raw
+    pieces: list[bytes | None] = [None] * len(messages)
     anthropic = parsed.protocol == "anthropic"
     breakpoints = _count_breakpoints(body) if anthropic else 0
     skip = False
@@ -128,6 +133,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
             continue
         if item.verbatim and item.index is not None:
             messages.append(wire[parsed.offset + item.index])  # the client's own JSON (Y2, Y4)
+            pieces.append(None if raw is None else raw[item.index])
             continue
         if item.index is None and n == prefix_at and _provider_base(item.message):
             prefix_at = n + 1
@@ -137,6 +143,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
                 if base is not None:
                     breakpoints += int(cache)
                     messages.append(base)
+                    pieces.append(None)
             continue  # never shown to another protocol's provider
         rendered = render(item.message)
         if anthropic and rendered and item.index is None:
@@ -152,9 +159,11 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
                 merged = copy.deepcopy(first)
                 merged["content"] = [*prefix["content"], *_blocks(merged.get("content"))]
                 messages.append(merged)
+                pieces.append(None)
                 skip = True
                 continue
         messages.extend(rendered)
+        pieces += [None] * len(rendered)
     out["messages"] = messages
     window = synced.budget.context_window
     room = max(1, window - synced.estimate.tokens)
@@ -165,16 +174,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         opts = dict(out.get("stream_options") or {})
         opts.setdefault("include_usage", True)  # usage is what E1 records
         out["stream_options"] = opts
-    return out
-
-
-def known_bytes(parsed: Parsed, body: dict[str, Any]) -> dict[int, bytes]:
-    """The bytes the parse made for each of the client's wire messages, by object id (what
-    `stats.encode` reuses for the messages `build` forwards as they came)."""
-    if parsed.raw is None:
-        return {}
-    wire = body["messages"][parsed.offset:]
-    return {id(m): b for m, b in zip(wire, parsed.raw, strict=True)}
+    return out, pieces
 
 
 def _provider_base(msg: Message) -> bool:
@@ -281,5 +281,5 @@ def bad_request(protocol: Protocol, message: str) -> dict[str, Any]:
 
 
 __all__ = ["Parsed", "Protocol", "StreamReader", "WireError", "bad_request", "build",
-           "known_bytes", "parse",
+           "parse",
            "reply_of", "too_large"]
