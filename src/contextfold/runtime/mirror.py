@@ -33,7 +33,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
@@ -56,14 +56,14 @@ log = logging.getLogger("contextfold.mirror")
 Tools = Sequence[ToolSpec | Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class ProjectedItem:
+class ProjectedItem(NamedTuple):
     """One message of the request to send, in order.
 
     `index`: position in the messages given to `sync` (None for the checkpoint and pins
     prefix, and for the recall block, SPEC L5, which has `recall` set). `verbatim`: the
     message is what the client sent, so a face may forward its own object or bytes;
-    otherwise send `message` (masked or clipped by the projection, V1/K6).
+    otherwise send `message` (masked or clipped by the projection, V1/K6). (A named tuple:
+    one is made per message of every request.)
     """
 
     index: int | None
@@ -121,9 +121,12 @@ class Synced:
         if text is not None:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
-        recalled = self.projection.recalled
-        for node in self.projection.messages:
-            if recalled is not None and node.id == recalled.before_id:
+        projection = self.projection
+        recalled, clips, index_of = projection.recalled, projection.clips, self.source_index
+        before = recalled.before_id if recalled is not None else None
+        for node in projection.messages:
+            if node.id == before:
+                assert recalled is not None
                 # SPEC L5: its own user-side message right before the latest request; right
                 # after the prefix it joins the prefix's message (two user messages in a
                 # row are not a valid Messages request).
@@ -135,13 +138,14 @@ class Synced:
                 else:
                     out.append(ProjectedItem(None, Message(role="user", parts=(block,)),
                                              False, recall=True))
-            msg = self.projection.message_of(node)
-            index = self.source_index.get(node.id)
+            index = index_of.get(node.id)
+            if node.id in clips:  # SPEC K6: a clipped copy differs from the stored node
+                out.append(ProjectedItem(index, projection.message_of(node), False))
+                continue
             # The stored node has the client's message content (same chain hash); only a
-            # masked (V1) or clipped (K6) projection copy differs from it.
-            same = index is not None and not isinstance(node, MaskedNode) and \
-                node.id not in self.projection.clips
-            out.append(ProjectedItem(index, msg, same))
+            # masked (V1) projection copy differs from it.
+            out.append(ProjectedItem(index, node.payload,  # type: ignore[arg-type]
+                                     index is not None and not isinstance(node, MaskedNode)))
         return out
 
 
