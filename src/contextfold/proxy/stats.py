@@ -11,6 +11,7 @@ from typing import Any
 from ..billing import usage_cost
 from ..core.messages import Message
 from ..core.prices import Cost
+from ..core.runs import leading_run
 from .prefix_cache import dumps
 
 
@@ -49,12 +50,8 @@ class SessionStats:
         previous one (None for the first request)."""
         share = None
         if self._previous:
-            same = 0
-            for a, b in zip(pieces, self._previous, strict=False):
-                if a != b:
-                    break
-                same += len(a)
-            total = sum(len(p) for p in pieces) or 1
+            same = sum(map(len, pieces[:leading_run(pieces, self._previous)]))
+            total = sum(map(len, pieces)) or 1
             share = same / total
             self.repeated_tokens += round(tokens * share)
         self.requests += 1

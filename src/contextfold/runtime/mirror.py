@@ -41,6 +41,7 @@ from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
 from ..core.projection import Projection, prefix_text, project, provider_compaction_index
 from ..core.recall_text import client_recall_tools
+from ..core.runs import leading_run
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
 from ..store.protocol import SessionStore
@@ -158,11 +159,8 @@ def _known(stored: _Stored | None, session_id: str, hashes: Sequence[str]) -> tu
     if stored is None or stored[0] != session_id:
         return ()
     old, ids = stored[1], stored[2]
-    n = 0
     limit = min(len(old), len(ids), len(hashes))
-    while n < limit and hashes[n] == old[n]:
-        n += 1
-    return ids[:n]
+    return ids[:leading_run(hashes[:limit], old[:limit])]
 
 
 class Mirror:
@@ -266,7 +264,8 @@ class Mirror:
                       estimate=sizer.estimate(projection), budget=sizer.budget,
                       capacity=capacity, compactions=tuple(compactions), appended=len(new_nodes),
                       moved=moved, created=created,
-                      source_index={nid: i for i, nid in enumerate(write.node_ids)},
+                      source_index=dict(zip(write.node_ids, range(len(write.node_ids)),
+                                            strict=True)),
                       recall_tools=client_recall_tools(_tool_names(tools or ())))
 
     def expect_reply(self, synced: Synced) -> None:
