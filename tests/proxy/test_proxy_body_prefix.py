@@ -67,7 +67,7 @@ def _steps(draw: st.DrawFn) -> list[bytes]:
             current.append({"role": "assistant", "content": "y" * 5})
         elif op == "deep":
             nested: Any = 1
-            for _ in range(draw(st.sampled_from([100, 126, 127, 140]))):
+            for _ in range(draw(st.sampled_from([100, 123, 124, 140]))):
                 nested = [nested]
             current.append({"role": "user", "content": [{"type": "text", "text": "d",
                                                          "extra": nested}]})
@@ -128,14 +128,21 @@ def test_shared_elements_and_resume_reuse_the_objects() -> None:
     assert shared_elements(old, edited) == 1
 
 
-def test_a_too_deep_new_message_is_refused_as_in_full() -> None:
-    # Y8: the depth check of what is new, decoded alone
+@pytest.mark.parametrize(("levels", "refused"), [(125, False), (126, True), (400, True)])
+def test_a_too_deep_new_message_is_refused_as_in_full(levels, refused) -> None:
+    # Y8: the depth check of what is new, decoded alone: 128 levels pass, 129 do not
     cache = PrefixCache()
     msgs: list[Any] = [{"role": "user", "content": "a"}]
     cache.loads(json.dumps({"model": "m", "messages": msgs}).encode(), "k")
     deep: Any = "x"
-    for _ in range(130):
+    for _ in range(levels):  # body, messages and the message add 3
         deep = [deep]
     raw = json.dumps({"model": "m", "messages": [*msgs, {"role": "user", "content": deep}]})
-    with pytest.raises(JsonTooDeepError):
-        cache.loads(raw.encode(), "k")
+    if refused:
+        with pytest.raises(JsonTooDeepError):
+            loads_bounded(raw.encode())
+        with pytest.raises(JsonTooDeepError):
+            cache.loads(raw.encode(), "k")
+    else:
+        assert cache.loads(raw.encode(), "k") == loads_bounded(raw.encode())
+    assert cache.decoded == 1 + (0 if refused else 1)  # decoded from the shared bytes on
