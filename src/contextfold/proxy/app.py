@@ -102,7 +102,7 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
         _log(proxy, None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,
              started)
         return JSONResponse(error, status_code=status)
-    forwarded, known = wire.build(parsed, body, synced)
+    forwarded, known = wire.build_with_pieces(parsed, body, synced)
     reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
                                       len(raw), known)
     compaction, stats = note["compaction"], proxy.stats[synced.session_id]

@@ -110,12 +110,16 @@ def _parse_anthropic(body: dict[str, Any], model: str, cache: PrefixCache | None
 _WIRE = {"openai": openai_chat, "anthropic": anthropic_messages}
 
 
-def build(parsed: Parsed, body: dict[str, Any], synced: Synced
-          ) -> tuple[dict[str, Any], list[bytes | None]]:
+def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any]:
     """The body to forward: the client's own fields, the projected messages, max tokens
-    clamped so prompt + reply fit the window (SPEC B1); with, for each forwarded message,
-    the bytes the parse made of it when it is the client's own (`stats.encode` reuses them),
-    else None."""
+    clamped so prompt + reply fit the window (SPEC B1)."""
+    return build_with_pieces(parsed, body, synced)[0]
+
+
+def build_with_pieces(parsed: Parsed, body: dict[str, Any], synced: Synced
+                      ) -> tuple[dict[str, Any], list[bytes | None]]:
+    """`build`, with, for each forwarded message, the bytes the parse made of it when it is
+    the client's own (what `stats.encode` reuses), else None."""
     out = dict(body)
     wire = body["messages"]
     items = synced.items()
@@ -281,5 +285,6 @@ def bad_request(protocol: Protocol, message: str) -> dict[str, Any]:
 
 
 __all__ = ["Parsed", "Protocol", "StreamReader", "WireError", "bad_request", "build",
+           "build_with_pieces",
            "parse",
            "reply_of", "too_large"]
