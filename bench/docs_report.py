@@ -523,9 +523,10 @@ def proxy_section(data: dict[str, Any] | None,
               f"{worst:.1f}× on wall clock; on CPU {worst_cpu:.1f}×, a bare added CPU below "
               "0.5 ms counted as 0.5 ms: "
               f"{_met(goals['added_cpu_p50_le_3x_bare'])}). A pass-through never decodes the "
-              "body; contextfold decodes it, checks its depth, encodes the list once to "
-              "recognise the known prefix (Y10), stores what is new and the reply and builds "
-              "the forwarded body. The store's part is now two write transactions of 4 "
+              "body; contextfold compares it byte for byte with the conversation's previous "
+              "body and decodes, depth-checks and reads only what follows the bytes they "
+              "share (Y10), stores what is new and the reply and builds the forwarded body. "
+              "The store's part is now two write transactions of 4 "
               "statements each (BEGIN IMMEDIATE, the mirror index look-up of the new "
               "messages, the nodes with their recall and index rows, the leaf move with its "
               "log row; `SHOW_SQL=1 python -m bench.proxy_profile` lists them), 26 before: "
@@ -547,11 +548,12 @@ def proxy_section(data: dict[str, Any] | None,
               + " / ".join(f"{rows[k]['contextfold']['added_cpu_p50_ms']:.1f}"
                            for k in ("2k", "50k", "200k") if k in rows)
               + " ms (the previous run of this bench, on a busier machine, against this one; "
-              "consecutive runs here differ by up to ~25%). What is linear in the messages "
-              "resent is outside "
-              "the store now: the JSON decode and the depth check, the prefix cache's encode "
-              "and compare, the mirror's list checks and the auto-recall search of the new "
-              "message).",
+              "consecutive runs here differ by up to ~25%). What is still linear in the "
+              "messages resent is outside the store and the decoding: Python walks of the "
+              "kept list (the mirror's list checks, the projected items and the forwarded "
+              "list, the prefix-reuse figure, the cost trigger's rhythm); and, once a "
+              "checkpoint folded something, the auto-recall search of each new user message "
+              "(L5), which ranks up to 2,000 full-text matches (bm25) once per user turn).",
               "- below LiteLLM's added p50 / p99: LiteLLM was not re-run here (see the issue's "
               "figures in the last column)."]
     imports = data.get("import")

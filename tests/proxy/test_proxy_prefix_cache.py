@@ -203,6 +203,10 @@ def _lists(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
     return out
 
 
+def _loads(cache: PrefixCache, body: Any, key: Any = "s", protocol: str = "openai") -> Any:
+    return cache.loads(json.dumps(body).encode(), (protocol, key))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_lists())
 def test_cached_parse_equals_cold_parse_over_random_edits(lists) -> None:
@@ -214,28 +218,34 @@ def test_cached_parse_equals_cold_parse_over_random_edits(lists) -> None:
             cold = proxy_wire.parse("openai", body)
         except proxy_wire.WireError:
             with pytest.raises(proxy_wire.WireError):  # refused alike
-                proxy_wire.parse("openai", body, cache=cache, key="s")
+                proxy_wire.parse("openai", _loads(cache, body), cache=cache, key="s")
             continue
-        warm = proxy_wire.parse("openai", body, cache=cache, key="s")
+        warm = proxy_wire.parse("openai", _loads(cache, body), cache=cache, key="s")
         assert warm.messages == cold.messages
         assert chain_hashes("s", warm.messages) == chain_hashes("s", cold.messages)
         assert (warm.system, warm.offset) == (cold.system, cold.offset)
 
 
 def test_a_resent_list_parses_only_its_new_messages() -> None:
-    # Y10: work per request proportional to what is new
+    # Y10: work per request proportional to what is new, decoding included
     cache = PrefixCache()
     history = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i}"}
                for i in range(500)]
-    proxy_wire.parse("openai", {"model": "m", "messages": history}, cache=cache, key="k")
-    assert cache.parsed == 500
+    body = _loads(cache, {"model": "m", "messages": history}, "k")
+    proxy_wire.parse("openai", body, cache=cache, key="k")
+    assert cache.parsed == 500 and cache.decoded == 500
     more = [*history, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "go"}]
-    got = proxy_wire.parse("openai", {"model": "m", "messages": more}, cache=cache, key="k")
-    assert cache.parsed == 502 and got.reused == 500
+    body = _loads(cache, {"model": "m", "messages": more}, "k")
+    got = proxy_wire.parse("openai", body, cache=cache, key="k")
+    assert cache.parsed == 502 and got.reused == 500 and cache.decoded == 502
     # another conversation under the same key is told apart by its first message
     other = [{"role": "user", "content": "another conversation"}, *history[1:]]
-    proxy_wire.parse("openai", {"model": "m", "messages": other}, cache=cache, key="k")
-    assert cache.parsed == 502 + 500
+    proxy_wire.parse("openai", _loads(cache, {"model": "m", "messages": other}, "k"),
+                     cache=cache, key="k")
+    assert cache.parsed == 502 + 500 and cache.decoded == 502 + 500
+    # a dict that did not come from `loads` is read in full
+    proxy_wire.parse("openai", {"model": "m", "messages": more}, cache=cache, key="k")
+    assert cache.parsed == 502 + 500 + 502
 
 
 def test_encode_reuses_the_bytes_the_parse_made() -> None:
@@ -246,7 +256,7 @@ def test_encode_reuses_the_bytes_the_parse_made() -> None:
     rendered = {"role": "user", "content": "[contextfold checkpoint] ..."}
     body = {"model": "m", "max_tokens": 5, "messages": [rendered, kept]}
     spelled = b'{"role": "user",  "content": "kept as the client sent it"}'  # the parse's bytes
-    data, pieces = encode(body, {id(kept): spelled})
+    data, pieces = encode(body, [None, spelled])
     assert spelled in data and pieces[-1] == spelled
     assert json.loads(data) == body
     assert encode(body)[0] != data and json.loads(encode(body)[0]) == body

@@ -8,8 +8,9 @@ checkpoint's `masked_before_id` are projected as placeholders (SPEC V1, `masking
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .masking import MASKING_NOTE, apply_mask
 from .messages import (
@@ -26,7 +27,7 @@ from .messages import (
 from .pins import active_pins, last_pin_change, pins_text
 from .resources import clip_middle
 from .text_estimate import text_cost
-from .tree import Branch
+from .tree import GROWN_FROM, Branch
 
 SUMMARY_HEADER = (
     "[contextfold checkpoint] The earlier part of this conversation was compacted. "
@@ -141,6 +142,22 @@ def raw_start(branch: Branch) -> int:
 def provider_compaction_index(branch: Branch) -> int | None:
     """Index in `branch.nodes` of the latest message holding a provider's own compaction
     (SPEC Y7) that no checkpoint has taken up yet (None: there is none)."""
+    return _derived(branch, "_provider_compaction_index", _provider_compaction_index,
+                    _provider_compaction_grown)
+
+
+def _provider_compaction_grown(before: int | None, branch: Branch, start: int) -> int | None:
+    if any(_has_provider_compaction(n) for n in branch.nodes[start:]):
+        return _provider_compaction_index(branch)
+    return before
+
+
+def _has_provider_compaction(node: Node) -> bool:
+    msg = node.message
+    return msg is not None and any(isinstance(p, ProviderCompactionPart) for p in msg.parts)
+
+
+def _provider_compaction_index(branch: Branch) -> int | None:
     stop = branch.latest_checkpoint_index
     for i in range(len(branch.nodes) - 1, -1 if stop is None else stop, -1):
         msg = branch.nodes[i].message
@@ -167,8 +184,35 @@ def provider_base(branch: Branch, index: int) -> tuple[Message, ...]:
                  for n in branch.nodes[raw_start(branch):index + 1] if n.message is not None)
 
 
+_NOTHING = object()
+
+
+def _derived(branch: Branch, key: str, derive: Callable[[Branch], Any],
+             grown: Callable[[Any, Branch, int], Any]) -> Any:
+    """`derive(branch)`, kept on `branch`; for a branch `Branch.grown` made from one whose
+    value was known, `grown(that value, branch, where the new nodes start)`."""
+    known = branch.__dict__
+    value = known.get(key, _NOTHING)
+    if value is _NOTHING:
+        handed = known.get(GROWN_FROM, {}).get(key)
+        value = derive(branch) if handed is None else grown(handed[1], branch, handed[0])
+        known[key] = value
+    return value
+
+
 def project(branch: Branch) -> Projection:
-    """Derive the projection of a healthy branch."""
+    """Derive the projection of a healthy branch (kept on the branch: a branch is
+    immutable, and one grown at its leaf by messages extends its parent's projection)."""
+    return _derived(branch, "_projection", _project, _project_grown)
+
+
+def _project_grown(before: Projection, branch: Branch, start: int) -> Projection:
+    # `Branch.grown` hands on only when the new nodes are all messages: they follow the
+    # checkpoint, the pins and the mask, so they are projected as they are, after the rest.
+    return replace(before, messages=(*before.messages, *branch.nodes[start:]))
+
+
+def _project(branch: Branch) -> Projection:
     ci = branch.latest_checkpoint_index
     start = raw_start(branch)
     nodes = branch.nodes

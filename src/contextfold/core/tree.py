@@ -34,6 +34,13 @@ class Problem:
         return f"{self.kind} at {self.node_id}: {self.detail}"
 
 
+# Keys of what a module derives from a branch and keeps in its `__dict__` (the way a
+# cached_property does), to be handed on by `Branch.grown`; GROWN_FROM maps each to (how
+# many nodes the shorter branch it was derived from had, the value).
+DERIVED = frozenset({"_projection", "_provider_compaction_index"})
+GROWN_FROM = "_grown_from"
+
+
 @dataclass(frozen=True)
 class Branch:
     """Nodes from the oldest loaded ancestor to the leaf, in order.
@@ -71,6 +78,29 @@ class Branch:
             if isinstance(self.nodes[i].payload, Checkpoint):
                 return i
         return None
+
+    def grown(self, nodes: Iterable[Node]) -> Branch:
+        """This branch with `nodes` appended at its leaf (one leaf move: revision + 1).
+
+        What was derived from this branch and stays true when only messages follow it (the
+        latest checkpoint's index, `projection.project` and the index of a provider's
+        compaction) is handed on, so the longer branch derives it from the new nodes
+        alone, not from every node again (issue 26: a mirrored session grows at the leaf on
+        every request). The hand-over holds derived values only, never this branch."""
+        added = tuple(nodes)
+        out = Branch(nodes=(*self.nodes, *added), complete=self.complete,
+                     revision=self.revision + 1)
+        if all(isinstance(n.payload, Message) for n in added):
+            known = self.__dict__
+            if "latest_checkpoint_index" in known:
+                out.__dict__["latest_checkpoint_index"] = known["latest_checkpoint_index"]
+            # Values derived from this branch, or handed to it and not derived since (two
+            # messages-only steps in a row: the nodes after their start are messages too).
+            carried = dict(known.get(GROWN_FROM, {}))
+            carried.update((k, (len(self.nodes), v)) for k, v in known.items() if k in DERIVED)
+            if carried:
+                out.__dict__[GROWN_FROM] = carried
+        return out
 
     @property
     def latest_checkpoint(self) -> Node | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -82,7 +82,7 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
     raw = await request.body()
     scope = conversation_scope(protocol, request.headers, salt_for(proxy.config))
     try:
-        body = loads_bounded(raw)
+        body = proxy.prefixes.loads(raw, (protocol, scope))  # what is new decoded (Y10)
         parsed = wire.parse(protocol, body, cache=proxy.prefixes, key=scope)
         capacity = proxy.config.capacity(parsed.model)
     except (ContextfoldError, ValueError) as exc:  # answered by kind (proxy/errors.py)
@@ -102,9 +102,9 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
         _log(proxy, None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,
              started)
         return JSONResponse(error, status_code=status)
-    forwarded = wire.build(parsed, body, synced)
+    forwarded, known = wire.build_with_pieces(parsed, body, synced)
     reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
-                                      len(raw), wire.known_bytes(parsed, body))
+                                      len(raw), known)
     compaction, stats = note["compaction"], proxy.stats[synced.session_id]
     if reply.status_code != 200 or not parsed.stream:
         content = await reply.aread()
@@ -155,7 +155,8 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
 
 async def send_upstream(proxy: Proxy, request: Request, synced: Synced,
                         forwarded: dict[str, Any], model: str, client_bytes: int,
-                        known: dict[int, bytes] | None = None) -> tuple[Any, dict[str, Any]]:
+                        known: Sequence[bytes | None] | None = None
+                        ) -> tuple[Any, dict[str, Any]]:
     """Send a fitted body upstream (every protocol's one way): encode it (reusing the bytes
     the parse made, `known`), count its prefix reuse (Y4), tell the mirror a reply is due,
     and open the upstream's streamed answer. Returns it with the log note of the request."""

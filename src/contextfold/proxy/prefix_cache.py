@@ -1,23 +1,27 @@
-"""Known-prefix reuse: a resent message list costs what its new messages cost.
+"""Known-prefix reuse: a resent message list costs what its new messages cost (Y10).
 
-An agent behind the proxy resends its whole history on every call. Parsing it again (one
-validated `Message` per wire message, ~40 µs each) made every request linear in the
-history. `PrefixCache` keeps, per conversation, the last list's wire messages as canonical
-bytes with the `Message` parsed from each; a new list whose leading messages encode to the
-same bytes reuses those `Message` objects (the same objects, so the mirror's chain memo and
-the estimator's cost memo recognise them at once) and parses only what follows.
+An agent behind the proxy resends its whole history on every call. Decoding the body,
+checking its depth and reading one validated `Message` per wire message again made every
+request linear in the history. `PrefixCache` keeps, per conversation, the last raw body
+with where each of its messages ends (`body_prefix`), the wire messages decoded from it, the
+`Message` read from each and each one's canonical bytes. A new body is compared with it byte
+for byte (C-speed `startswith`, no decoding): the elements that end inside the bytes both
+share are the same values, so `loads` reuses those objects and decodes only what follows,
+and `read` reuses their `Message` objects (the same objects, so the mirror's chain memo and
+the estimator's cost memo recognise them at once) and reads only the rest.
 
-Correctness does not depend on the cache: equal canonical bytes are equal JSON values
-(`orjson` / `json` spell `1`, `1.0` and `true` apart, unlike `==` on the decoded values),
-and a message's parse depends only on it and the tool-call names of the messages before it,
-which are rebuilt from the reused messages. A miss (a new process, another worker, an
-evicted or edited list) parses in full, which gives the same messages; the store stays the
-truth for what is stored. The bytes double as the forwarded body's pieces (`stats.encode`),
-so a kept message is serialised once per request, not twice.
+Correctness does not depend on the cache: equal leading bytes parse to equal values (`1`,
+`1.0` and `true` are different bytes, unlike `==` on decoded values), and a message's read
+depends only on it and the tool-call names of the messages before it, which are rebuilt from
+the reused messages. A miss (a new process, another worker, an evicted or edited list, a
+body `body_prefix` does not read) decodes and reads in full, which gives the same values;
+the store stays the truth for what is stored. The canonical bytes, one message at a time,
+are the forwarded body's pieces (`stats.encode`), so a kept message is serialised once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -26,13 +30,16 @@ from typing import Any
 
 from ..core.messages import Message, ToolCallPart
 from ..core.surrogates import without_surrogates
+from ..guard.body import MAX_JSON_DEPTH, loads_bounded, text_depth
+from .body_prefix import Split, Unsplit, resume, shared_elements, split
 
 try:  # the `proxy` extra; the stdlib fallback gives the same values, slower
     import orjson as _orjson
 except ImportError:  # pragma: no cover - exercised when the extra is not installed
     _orjson = None
 
-Reader = Callable[[Any, dict[str, str]], Message]
+# A protocol's `read_message(m, call_names=names)`: the same function for a whole cache entry.
+Reader = Callable[..., Message]
 
 
 def _stdlib(value: Any) -> bytes:
@@ -57,29 +64,6 @@ def dumps(value: Any) -> bytes:
     return _encoder(value)[1]
 
 
-def _spans(blob: bytes, lens: Sequence[int]) -> list[bytes]:
-    """The elements of the JSON array `blob` whose encoded lengths are `lens`."""
-    out, pos = [], 1
-    for n in lens:
-        out.append(blob[pos:pos + n])
-        pos += n + 1
-    return out
-
-
-def _common(blob: bytes, old: bytes, lens: Sequence[int], limit: int) -> int:
-    """How many leading elements of the arrays `blob` and `old` are the same bytes: element
-    by element at the same offsets (the earlier ones being equal), each followed by a
-    delimiter, so an equal slice is a whole, equal element."""
-    n, pos = 0, 1
-    for size in lens[:limit]:
-        end = pos + size
-        if blob[pos:end] != old[pos:end] or blob[end:end + 1] not in (b",", b"]"):
-            break
-        n += 1
-        pos = end + 1
-    return n
-
-
 @dataclass
 class Parsed:
     """A list read through the cache: its messages, each wire message's bytes, and how
@@ -91,12 +75,21 @@ class Parsed:
 
 
 @dataclass
-class _Entry:
-    blob: bytes  # the list as one JSON array
-    lens: list[int]  # the encoded length of each element
-    encoder: Callable[[Any], bytes]
+class _Parse:
+    """The messages read from a body's `messages[offset:]`, with their canonical bytes."""
+
+    offset: int
+    reader: Any
     messages: list[Message]
-    names: dict[str, str]  # tool call id -> name after the whole list
+    canon: list[bytes]
+    names: dict[str, str]  # tool call id -> name after all of `messages`
+
+
+@dataclass
+class _Entry:
+    split: Split  # the conversation's last body, with where its messages end
+    inherited: int  # leading elements of `split` that the body `parse` read had too
+    parse: _Parse | None = None
 
 
 def _names_of(messages: Sequence[Message]) -> dict[str, str]:
@@ -110,56 +103,94 @@ def _names_of(messages: Sequence[Message]) -> dict[str, str]:
 
 
 class PrefixCache:
-    """The last message list of up to `size` conversations (least recently used out);
-    `per_key` lists are kept under one key (several conversations sharing a scope)."""
+    """The last body of up to `size` conversations (least recently used out, and no more
+    than `max_bytes` of raw bodies held); `per_key` of them under one key (several
+    conversations sharing a scope)."""
 
-    def __init__(self, size: int = 64, per_key: int = 8) -> None:
+    def __init__(self, size: int = 64, per_key: int = 8, max_bytes: int = 256 << 20) -> None:
         self.size = size
         self.per_key = per_key
+        self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[Any, int], _Entry] = OrderedDict()
         self._next = 0
+        self._bytes = 0
         self.parsed = 0  # messages parsed so far (the rest were reused)
+        self.decoded = 0  # `messages` elements decoded so far (the rest were reused)
 
-    def read(self, key: Any, wire: Sequence[Any], reader: Reader) -> Parsed:
-        """`[reader(m, names) for m in wire]` (with one shared `names`), reusing the longest
-        known prefix of the lists stored under `key`."""
-        # One encoder call for the whole list (thousands of per-message calls cost ~50x
-        # more), the known prefix found by comparing byte ranges at the old list's offsets.
-        encoder, blob = _encoder(list(wire))
-        best, entry_key, known = None, None, 0
+    def loads(self, raw: bytes, key: Any) -> Any:
+        """`loads_bounded(raw)` (the same value, the same errors), decoding only the bytes
+        after those `raw` shares with the last body of one of `key`'s conversations."""
+        if self.size <= 0:
+            return loads_bounded(raw)
+        best_key, shared = None, 0
         for k, entry in self._entries.items():
-            if k[0] != key or entry.encoder is not encoder:
-                continue
-            n = _common(blob, entry.blob, entry.lens, min(len(entry.lens), len(wire)))
-            if n > known:
-                best, entry_key, known = entry, k, n
-        lens = [*(best.lens[:known] if best else ()), *(len(encoder(m)) for m in wire[known:])]
-        if len(wire) and 1 + sum(lens) + len(lens) != len(blob):  # never seen; be safe
-            best, known = None, 0
-            lens = [len(encoder(m)) for m in wire]
-        raw = _spans(blob, lens) if 1 + sum(lens) + len(lens) == len(blob) else \
-            [encoder(m) for m in wire]
-        if best is None:
+            if k[0] == key:
+                n = shared_elements(entry.split, raw)
+                if n > shared:
+                    best_key, shared = k, n
+        got = None
+        if best_key is not None:
+            with contextlib.suppress(Unsplit):
+                got = resume(self._entries[best_key].split, raw, shared)
+        if got is None:
+            best_key, shared = None, 0
+            try:  # the same scanner as json.loads, noting where each message ends
+                got = split(raw)
+            except Unsplit:
+                return loads_bounded(raw)  # its value, or its error
+            if text_depth(raw, stop_after=MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+                return loads_bounded(raw)  # refused as it refuses
+        self.decoded += len(got.ends) - shared
+        self._keep(key, best_key, got, shared)
+        return got.body
+
+    def read(self, key: Any, wire: list[Any], offset: int, reader: Reader) -> Parsed:
+        """`[reader(m, call_names=names) for m in wire[offset:]]` (one shared `names`), reusing the
+        messages read from the leading elements `wire` shares with the conversation's last
+        body (when `wire` came from `loads` of the same `key`)."""
+        entry = next((e for k, e in self._entries.items()
+                      if k[0] == key and e.split.body.get("messages") is wire), None)
+        known, previous = 0, entry.parse if entry is not None else None
+        if entry is not None and previous is not None and previous.offset == offset and \
+                previous.reader is reader:
+            known = max(0, min(entry.inherited - offset, len(previous.messages)))
+        if previous is None or known == 0:
             messages: list[Message] = []
+            canon: list[bytes] = []
             names: dict[str, str] = {}
         else:
-            messages = best.messages[:known]
-            names = dict(best.names) if known == len(best.messages) else _names_of(messages)
-        for m in wire[known:]:
-            messages.append(reader(m, names))
-        self.parsed += len(wire) - known
-        if self.size > 0 and wire:
-            if entry_key is None:
-                entry_key = (key, self._next)
-                self._next += 1
-            self._entries[entry_key] = _Entry(blob, lens, encoder, messages, names)
-            self._entries.move_to_end(entry_key)
-            self._evict(key)
-        return Parsed(list(messages), raw, known)
+            messages, canon = previous.messages[:known], previous.canon[:known]
+            names = dict(previous.names) if known == len(previous.messages) else \
+                _names_of(messages)
+        for m in wire[offset + known:]:
+            messages.append(reader(m, call_names=names))
+            canon.append(dumps(m))
+        self.parsed += len(wire) - offset - known
+        if entry is not None:
+            entry.parse = _Parse(offset, reader, messages, canon, dict(names))
+            entry.inherited = len(wire)
+        return Parsed(list(messages), list(canon), known)
 
-    def _evict(self, key: Any) -> None:
+    def _keep(self, key: Any, entry_key: tuple[Any, int] | None, got: Split,
+              shared: int) -> None:
+        if entry_key is None:
+            entry_key = (key, self._next)
+            self._next += 1
+            self._entries[entry_key] = _Entry(got, 0)
+        else:
+            entry = self._entries[entry_key]
+            self._bytes -= len(entry.split.raw)
+            # What the entry's parse read is shared by both bodies: a body decoded twice
+            # before it is read (a retry, two requests at once) keeps the smaller count.
+            entry.split, entry.inherited = got, min(shared, entry.inherited)
+        self._bytes += len(got.raw)
+        self._entries.move_to_end(entry_key)
         same = [k for k in self._entries if k[0] == key]
         for k in same[:-self.per_key]:
-            del self._entries[k]
-        while len(self._entries) > self.size:
-            self._entries.popitem(last=False)
+            self._drop(k)
+        while self._entries and (len(self._entries) > self.size or
+                                 self._bytes > self.max_bytes):
+            self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: tuple[Any, int]) -> None:
+        self._bytes -= len(self._entries.pop(key).split.raw)

@@ -4,25 +4,27 @@ their usage (SPEC Q4)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..billing import usage_cost
 from ..core.messages import Message
 from ..core.prices import Cost
+from ..core.runs import leading_run
 from .prefix_cache import dumps
 
 
-def encode(body: dict[str, Any], known: Mapping[int, bytes] | None = None
+def encode(body: dict[str, Any], known: Sequence[bytes | None] | None = None
            ) -> tuple[bytes, list[bytes]]:
     """The request body as sent, and its pieces in prefix order (what a prompt cache keys
     on: system and tools, then each message), each message encoded once for both.
 
-    `known`: bytes already made for some message objects (by `id`, the client's own wire
-    messages the parse encoded), so a kept message is not serialised again."""
-    known = known or {}
-    messages = [known.get(id(m)) or dumps(m) for m in body.get("messages") or []]
+    `known`: for each message, the bytes already made of it (the client's own wire messages
+    the parse encoded, `wire.build`) or None, so a kept message is not serialised again."""
+    wire = body.get("messages") or []
+    messages = [dumps(m) for m in wire] if known is None else \
+        [b if b is not None else dumps(m) for m, b in zip(wire, known, strict=True)]
     rest = dumps({k: v for k, v in body.items() if k != "messages"})
     data = rest[:-1] + (b"," if len(rest) > 2 else b"") + b'"messages":[' + \
         b",".join(messages) + b"]}"
@@ -48,12 +50,8 @@ class SessionStats:
         previous one (None for the first request)."""
         share = None
         if self._previous:
-            same = 0
-            for a, b in zip(pieces, self._previous, strict=False):
-                if a != b:
-                    break
-                same += len(a)
-            total = sum(len(p) for p in pieces) or 1
+            same = sum(map(len, pieces[:leading_run(pieces, self._previous)]))
+            total = sum(map(len, pieces)) or 1
             share = same / total
             self.repeated_tokens += round(tokens * share)
         self.requests += 1

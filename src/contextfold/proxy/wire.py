@@ -57,7 +57,8 @@ class Parsed:
 def parse(protocol: Protocol, body: Any, *, cache: PrefixCache | None = None,
           key: Any = None) -> Parsed:
     """The mirror's view of a chat completions / Messages request body. With `cache`, the
-    known prefix of the conversation `key` (its last list) is reused, not parsed again."""
+    messages a body from `cache.loads(raw, (protocol, key))` shares with the conversation's
+    last one are reused, not read again."""
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list) \
             or not body["messages"]:
         raise WireError("messages: at least one message is required")
@@ -72,12 +73,12 @@ def parse(protocol: Protocol, body: Any, *, cache: PrefixCache | None = None,
         raise WireError(f"messages: {exc}") from exc
 
 
-def _read_all(wire: list[Any], reader: Any, cache: PrefixCache | None,
+def _read_all(wire: list[Any], offset: int, reader: Any, cache: PrefixCache | None,
               key: Any) -> tuple[list[Message], list[bytes] | None, int]:
     if cache is None:
         names: dict[str, str] = {}
-        return [reader(m, call_names=names) for m in wire], None, 0
-    got = cache.read(key, wire, lambda m, names: reader(m, call_names=names))
+        return [reader(m, call_names=names) for m in wire[offset:]], None, 0
+    got = cache.read(key, wire, offset, reader)
     return got.messages, got.raw, got.reused
 
 
@@ -89,7 +90,7 @@ def _parse_openai(body: dict[str, Any], model: str, cache: PrefixCache | None = 
     while offset < len(wire) and wire[offset].get("role") in ("system", "developer"):
         systems.append(system_text(wire[offset].get("content")))
         offset += 1
-    msgs, raw, reused = _read_all(wire[offset:], openai_chat.read_message, cache, key)
+    msgs, raw, reused = _read_all(wire, offset, openai_chat.read_message, cache, key)
     return Parsed("openai", model, "\n\n".join(s for s in systems if s) or None,
                   openai_chat.read_tools(body.get("tools")), msgs, offset,
                   bool(body.get("stream")), raw, reused)
@@ -97,8 +98,8 @@ def _parse_openai(body: dict[str, Any], model: str, cache: PrefixCache | None = 
 
 def _parse_anthropic(body: dict[str, Any], model: str, cache: PrefixCache | None = None,
                      key: Any = None) -> Parsed:
-    msgs, raw, reused = _read_all(body["messages"], anthropic_messages.read_message, cache,
-                                  key)
+    msgs, raw, reused = _read_all(body["messages"], 0, anthropic_messages.read_message,
+                                  cache, key)
     return Parsed("anthropic", model, system_text(body.get("system")) or None,
                   anthropic_messages.read_tools(body.get("tools")), msgs, 0,
                   bool(body.get("stream")), raw, reused)
@@ -112,11 +113,20 @@ _WIRE = {"openai": openai_chat, "anthropic": anthropic_messages}
 def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any]:
     """The body to forward: the client's own fields, the projected messages, max tokens
     clamped so prompt + reply fit the window (SPEC B1)."""
+    return build_with_pieces(parsed, body, synced)[0]
+
+
+def build_with_pieces(parsed: Parsed, body: dict[str, Any], synced: Synced
+                      ) -> tuple[dict[str, Any], list[bytes | None]]:
+    """`build`, with, for each forwarded message, the bytes the parse made of it when it is
+    the client's own (what `stats.encode` reuses), else None."""
     out = dict(body)
     wire = body["messages"]
     items = synced.items()
     render = _WIRE[parsed.protocol].render_message
     messages: list[Any] = list(wire[:parsed.offset])
+    raw = parsed.raw
+    pieces: list[bytes | None] = [None] * len(messages)
     anthropic = parsed.protocol == "anthropic"
     breakpoints = _count_breakpoints(body) if anthropic else 0
     skip = False
@@ -127,6 +137,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
             continue
         if item.verbatim and item.index is not None:
             messages.append(wire[parsed.offset + item.index])  # the client's own JSON (Y2, Y4)
+            pieces.append(None if raw is None else raw[item.index])
             continue
         if item.index is None and n == prefix_at and _provider_base(item.message):
             prefix_at = n + 1
@@ -136,6 +147,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
                 if base is not None:
                     breakpoints += int(cache)
                     messages.append(base)
+                    pieces.append(None)
             continue  # never shown to another protocol's provider
         rendered = render(item.message)
         if anthropic and rendered and item.index is None:
@@ -151,9 +163,11 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
                 merged = copy.deepcopy(first)
                 merged["content"] = [*prefix["content"], *_blocks(merged.get("content"))]
                 messages.append(merged)
+                pieces.append(None)
                 skip = True
                 continue
         messages.extend(rendered)
+        pieces += [None] * len(rendered)
     out["messages"] = messages
     window = synced.budget.context_window
     room = max(1, window - synced.estimate.tokens)
@@ -164,16 +178,7 @@ def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any
         opts = dict(out.get("stream_options") or {})
         opts.setdefault("include_usage", True)  # usage is what E1 records
         out["stream_options"] = opts
-    return out
-
-
-def known_bytes(parsed: Parsed, body: dict[str, Any]) -> dict[int, bytes]:
-    """The bytes the parse made for each of the client's wire messages, by object id (what
-    `stats.encode` reuses for the messages `build` forwards as they came)."""
-    if parsed.raw is None:
-        return {}
-    wire = body["messages"][parsed.offset:]
-    return {id(m): b for m, b in zip(wire, parsed.raw, strict=True)}
+    return out, pieces
 
 
 def _provider_base(msg: Message) -> bool:
@@ -280,5 +285,6 @@ def bad_request(protocol: Protocol, message: str) -> dict[str, Any]:
 
 
 __all__ = ["Parsed", "Protocol", "StreamReader", "WireError", "bad_request", "build",
-           "known_bytes", "parse",
+           "build_with_pieces",
+           "parse",
            "reply_of", "too_large"]

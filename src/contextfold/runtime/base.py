@@ -277,8 +277,7 @@ class ConversationBase:
             await self.reload()
             return
         # One append (or append_many) is one leaf move, one revision bump.
-        self._branch = Branch(nodes=branch.nodes + tuple(nodes), complete=branch.complete,
-                              revision=branch.revision + 1)
+        self._branch = branch.grown(nodes)
 
     def _not_busy(self, operation: str) -> None:
         if self._runner.running:

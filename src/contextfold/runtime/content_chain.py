@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ..core.runs import leading_run
 
 CHAIN_VERSION = "contextfold-mirror-v1"
 
@@ -94,9 +95,7 @@ class ChainMemo:
         seen = self._lists.get(key)
         if seen is not None:
             old, old_hashes = seen
-            limit = min(len(old), len(msgs))
-            while known < limit and (msgs[known] is old[known] or msgs[known] == old[known]):
-                known += 1
+            known += leading_run(msgs[1:], old[1:])  # the same object, or equal
             out = old_hashes[:known]
         previous = out[-1]
         for msg in msgs[known:]:

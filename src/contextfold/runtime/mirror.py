@@ -33,7 +33,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
@@ -41,6 +41,7 @@ from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart
 from ..core.projection import Projection, prefix_text, project, provider_compaction_index
 from ..core.recall_text import client_recall_tools
+from ..core.runs import leading_run
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
 from ..store.protocol import SessionStore
@@ -56,14 +57,14 @@ log = logging.getLogger("contextfold.mirror")
 Tools = Sequence[ToolSpec | Mapping[str, Any]]
 
 
-@dataclass(frozen=True)
-class ProjectedItem:
+class ProjectedItem(NamedTuple):
     """One message of the request to send, in order.
 
     `index`: position in the messages given to `sync` (None for the checkpoint and pins
     prefix, and for the recall block, SPEC L5, which has `recall` set). `verbatim`: the
     message is what the client sent, so a face may forward its own object or bytes;
-    otherwise send `message` (masked or clipped by the projection, V1/K6).
+    otherwise send `message` (masked or clipped by the projection, V1/K6). (A named tuple:
+    one is made per message of every request.)
     """
 
     index: int | None
@@ -121,9 +122,12 @@ class Synced:
         if text is not None:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
-        recalled = self.projection.recalled
-        for node in self.projection.messages:
-            if recalled is not None and node.id == recalled.before_id:
+        projection = self.projection
+        recalled, clips, index_of = projection.recalled, projection.clips, self.source_index
+        before = recalled.before_id if recalled is not None else None
+        for node in projection.messages:
+            if node.id == before:
+                assert recalled is not None
                 # SPEC L5: its own user-side message right before the latest request; right
                 # after the prefix it joins the prefix's message (two user messages in a
                 # row are not a valid Messages request).
@@ -135,13 +139,14 @@ class Synced:
                 else:
                     out.append(ProjectedItem(None, Message(role="user", parts=(block,)),
                                              False, recall=True))
-            msg = self.projection.message_of(node)
-            index = self.source_index.get(node.id)
+            index = index_of.get(node.id)
+            if node.id in clips:  # SPEC K6: a clipped copy differs from the stored node
+                out.append(ProjectedItem(index, projection.message_of(node), False))
+                continue
             # The stored node has the client's message content (same chain hash); only a
-            # masked (V1) or clipped (K6) projection copy differs from it.
-            same = index is not None and not isinstance(node, MaskedNode) and \
-                node.id not in self.projection.clips
-            out.append(ProjectedItem(index, msg, same))
+            # masked (V1) projection copy differs from it.
+            out.append(ProjectedItem(index, node.payload,  # type: ignore[arg-type]
+                                     index is not None and not isinstance(node, MaskedNode)))
         return out
 
 
@@ -154,11 +159,8 @@ def _known(stored: _Stored | None, session_id: str, hashes: Sequence[str]) -> tu
     if stored is None or stored[0] != session_id:
         return ()
     old, ids = stored[1], stored[2]
-    n = 0
     limit = min(len(old), len(ids), len(hashes))
-    while n < limit and hashes[n] == old[n]:
-        n += 1
-    return ids[:n]
+    return ids[:leading_run(hashes[:limit], old[:limit])]
 
 
 class Mirror:
@@ -262,7 +264,8 @@ class Mirror:
                       estimate=sizer.estimate(projection), budget=sizer.budget,
                       capacity=capacity, compactions=tuple(compactions), appended=len(new_nodes),
                       moved=moved, created=created,
-                      source_index={nid: i for i, nid in enumerate(write.node_ids)},
+                      source_index=dict(zip(write.node_ids, range(len(write.node_ids)),
+                                            strict=True)),
                       recall_tools=client_recall_tools(_tool_names(tools or ())))
 
     def expect_reply(self, synced: Synced) -> None:
@@ -303,8 +306,7 @@ class Mirror:
         cached = self._branches.pop(synced.session_id, None)
         branch = None
         if cached is not None and len(write.nodes) == 1 and node.parent_id == cached.leaf_id:
-            branch = Branch(nodes=(*cached.nodes, node), complete=cached.complete,
-                            revision=cached.revision + 1)
+            branch = cached.grown((node,))
             self._branches[synced.session_id] = branch
             self._leaf_hash[synced.session_id] = reply_hash
         sizer = self._sizers.get(synced.session_id)
@@ -390,8 +392,7 @@ class Mirror:
         if not nodes:
             return branch
         if nodes[0].parent_id == branch.leaf_id:
-            return Branch(nodes=(*branch.nodes, *nodes), complete=branch.complete,
-                          revision=branch.revision + 1)
+            return branch.grown(nodes)
         return await self._branch(session_id)
 
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,

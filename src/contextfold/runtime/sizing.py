@@ -14,12 +14,13 @@ from functools import cached_property
 from typing import Any
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.cost_trigger import compact_after_turn, session_rhythm
+from ..core.cost_trigger import Rhythm, compact_after_turn, session_rhythm
 from ..core.estimator import Estimate, MessageCosts, estimate_request
 from ..core.fit import Decision, Fits, decide, over_auto_threshold, smallest_checkpoint
-from ..core.messages import Message
+from ..core.messages import Message, Node
 from ..core.projection import Projection, fixed_part
 from ..core.resolver import user_prices
+from ..core.runs import leading_run
 from ..providers.base import ToolSpec
 
 
@@ -69,9 +70,12 @@ class Sizer:
     summary_reads_cache: bool = False
     costs: MessageCosts = field(init=False, repr=False, compare=False)
     tool_json: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
+    _rhythm_memo: list[Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "costs", MessageCosts(self.capacity))
+        # [the nodes of the last `_rhythm`, their rhythm]: a holder, the Sizer is frozen
+        object.__setattr__(self, "_rhythm_memo", [])
         object.__setattr__(self, "tool_json", tool_dicts(self.tools) or None)
 
     def estimate(self, projection: Projection, pending: Sequence[Message] = ()) -> Estimate:
@@ -107,12 +111,9 @@ class Sizer:
         tokens = self.estimate(projection).tokens
         if self.budget.trigger != "cost":
             return over_auto_threshold(tokens, self.budget)
-        nodes = projection.messages
         # The session's rhythm per request, not per user turn: every round of a tool loop
         # reads the whole prefix back (core.cost_trigger.session_rhythm).
-        roles = [n.message.role if n.message is not None else "" for n in nodes]
-        rhythm = session_rhythm(roles, [self.costs(n) for n in nodes])
-        growth = rhythm.per_request
+        growth = self._rhythm(projection.messages).per_request
         price = user_prices().lookup(self.capacity.model)
         # A rolling summary is about as long as the last one: the current checkpoint's size
         # is the forecast of the next (the budget when there is none yet).
@@ -121,6 +122,25 @@ class Sizer:
         return compact_after_turn(tokens, self.budget, fixed=self.floor(projection),
                                   growth=growth, price=price, summary=previous,
                                   summary_reads_cache=self.summary_reads_cache).compact
+
+    def _rhythm(self, nodes: tuple[Node, ...]) -> Rhythm:
+        """`session_rhythm` of `nodes`, counted from the new nodes only when they extend
+        the ones of the last call (a session's projection grows at its end between checks).
+        """
+        memo = self._rhythm_memo
+        known = 0
+        if memo and len(memo[0]) <= len(nodes) and leading_run(memo[0], nodes) == len(memo[0]):
+            known = len(memo[0])
+        new = nodes[known:]
+        roles = [n.message.role if n.message is not None else "" for n in new]
+        part = session_rhythm(roles, [self.costs(n) for n in new])
+        if known:
+            before = memo[1]
+            part = Rhythm(turns=before.turns + part.turns,
+                          requests=before.requests + part.requests,
+                          tokens=before.tokens + part.tokens)
+        memo[:] = [nodes, part]
+        return part
 
     def gauge(self, estimate: Estimate) -> Gauge:
         return Gauge(tokens=estimate.tokens, safe_input_limit=self.budget.safe_input_limit,
