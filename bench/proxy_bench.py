@@ -1,16 +1,20 @@
-"""What `contextfold proxy` adds per request, side by side with a bare pass-through (issue 26).
+"""What `contextfold proxy` adds per request, side by side with a bare pass-through and
+LiteLLM, with 1 and 4 clients (issue 26).
 
-Three systems in interleaved rounds, each round one request to each (its own agent session,
-the same history size): the instant scripted upstream alone ("direct"), a ~30-line Starlette
-+ httpx2 pass-through (`bench/bare_proxy.py`, the floor for a Python proxy) and `contextfold
-proxy` with a window that needs no compaction (SQLite store). Histories are agent-style and
-never repeat (`bench/agent_history.py`: tool calls, standard-library source, test logs),
-resent in full plus one new message per request. Added latency is each request's minus the
-same round's direct request; the ratio to bare is per round (median, quartiles). Then the
-per-request cost by messages resent (100, 1,000, 5,000). Every listening socket has
-TCP_NODELAY (the old "direct" 44 ms p50 was Nagle's algorithm on the bench's own socket).
+The systems, each a process of its own: the instant scripted upstream alone ("direct"), a
+~30-line Starlette + httpx2 pass-through (`bench/bare_proxy.py`, the floor for a Python
+proxy), LiteLLM's proxy from its own venv (`bench/litellm_proxy.py`), and `contextfold proxy`
+with a window that needs no compaction (SQLite, PostgreSQL) and with one that makes it
+compact (SQLite). Histories are agent-style and never repeat (`bench/agent_history.py`: tool
+calls, standard-library source, test logs), resent in full plus one new message per request.
+In interleaved rounds (one request to each, each its own session) added latency is each
+request's minus the same round's direct request, and CPU is what the server's processes
+spent on it. Then 1 and 4 clients at once, back to back, req/s (bare, LiteLLM, contextfold on
+SQLite, PostgreSQL and PostgreSQL `--workers 2`), and the per-request cost by messages
+resent (100, 1,000, 5,000). Every listening socket has TCP_NODELAY.
 
-    python -m bench.proxy_bench            # -> bench/results/proxy.json (about 3 minutes)
+    python -m bench.proxy_bench            # -> bench/results/proxy.json (5-10 minutes; the
+                                           #    first run also makes bench/.venv-litellm)
     python -m bench.proxy_bench --quick    # a few rounds, nothing written
     python -m bench.proxy_bench --hashing  # only its "hashing" row (no servers)
     python -m bench.proxy_bench --import   # only the CLI import times the first request meets
