@@ -10,6 +10,7 @@ start without one (`UnsafeMasterKeyError`), so every request is checked against 
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 import sys
@@ -30,7 +31,12 @@ def pinned_version() -> str:
 
 
 def ensure_venv() -> Path:
-    """The `litellm` executable, the venv created and installed first if missing."""
+    """The `litellm` executable: `$CONTEXTFOLD_BENCH_LITELLM` when set (a venv made before,
+    e.g. another checkout's), else this checkout's venv, created and installed first if
+    missing."""
+    given = os.environ.get("CONTEXTFOLD_BENCH_LITELLM")
+    if given:
+        return Path(given)
     exe = VENV / "bin" / "litellm"
     if not exe.exists():
         print(f"creating {VENV} (litellm {pinned_version()}, a few minutes) ...",
