@@ -30,6 +30,16 @@ def pinned_version() -> str:
     raise ValueError(f"{REQUIREMENTS}: no litellm line")
 
 
+def installed_version(exe: Path) -> str:
+    """The litellm version installed beside `exe` (its venv's dist-info), else the pin."""
+    site = exe.resolve().parent.parent.glob("lib/python*/site-packages/litellm-*.dist-info")
+    for info in site:  # litellm-1.106.12.dist-info, not litellm-proxy-extras-…
+        version = info.name.removeprefix("litellm-").removesuffix(".dist-info")
+        if version[:1].isdigit():
+            return version
+    return pinned_version()
+
+
 def ensure_venv() -> Path:
     """The `litellm` executable: `$CONTEXTFOLD_BENCH_LITELLM` when set (a venv made before,
     e.g. another checkout's), else this checkout's venv, created and installed first if

@@ -391,7 +391,7 @@ def run_all(quick: bool = False) -> dict[str, Any]:
     return {"rows": rows, "scaling": scaling, "clients": clients, "phase_seconds": phases,
             "throughput_requests": {s: 2 for s in SIZES} if quick else THROUGHPUT_REQUESTS,
             "scaling_ratio": top / max(base, 0.01),
-            "litellm": {"version": litellm_proxy.pinned_version()},
+            "litellm": {"version": litellm_proxy.installed_version(exe)},
             "goals": goals(rows, clients, top / max(base, 0.01))}
 
 
