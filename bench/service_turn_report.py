@@ -150,6 +150,27 @@ def _varied_rows(data: dict[str, Any] | None, label: str) -> list[str]:
     return rows
 
 
+# The compaction's stages, found in a profile by module and function (not line).
+_STAGES = (("store/loading.py", "load_tail", "loading the branch"),
+           ("core/planner.py", "plan_compaction", "planning"),
+           ("summarize/extractive_fit.py", "fit_sections", "fitting the sections"),
+           ("summarize/retention.py", "check_summary", "the summary's retention check"),
+           ("core/text_estimate.py", "estimate_text", "token estimates (within the others)"))
+
+
+def _stages(prof: dict[str, Any]) -> str:
+    total = prof["profiled_seconds"]
+    found = []
+    for module, name, label in _STAGES:
+        for r in prof.get("top_cumulative_contextfold", []):
+            where, _, func = r["function"].partition(" ")
+            if where.split(":")[0].endswith(module) and func == name:
+                found.append(f"{label} {100 * r['cumulative_s'] / total:.0f}%")
+                break
+    return ("Where the time goes (cumulative, of the profiled run; stages overlap): "
+            + ", ".join(found) + ".") if found else ""
+
+
 def _profile_rows(data: dict[str, Any] | None) -> tuple[str, list[str]]:
     """The largest varied size's compaction profile (`--profile`): its size and rows."""
     runs = ((data or {}).get("cli_compact_varied") or {})
@@ -172,7 +193,8 @@ def _profile_rows(data: dict[str, Any] | None) -> tuple[str, list[str]]:
         "| function | calls | own time | cumulative | main caller |",
         "| --- | ---: | ---: | ---: | --- |", *rows, "",
         "contextfold's functions by cumulative time (below the command itself):", "",
-        "| function | calls | cumulative |", "| --- | ---: | ---: |", *ours, ""]
+        "| function | calls | cumulative |", "| --- | ---: | ---: |", *ours, "",
+        _stages(prof), ""]
 
 
 def varied_fit_section(data: dict[str, Any] | None,
