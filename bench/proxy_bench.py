@@ -313,6 +313,8 @@ def run_all(quick: bool = False) -> dict[str, Any]:
     pg, schema = pg_url()
     pg2, schema2 = pg_url()
     with tempfile.TemporaryDirectory() as name, contextlib.ExitStack() as stack:
+        stack.callback(drop_pg, schema2)  # after the servers stopped (callbacks run last first)
+        stack.callback(drop_pg, schema)
         tmp = Path(name)
 
         def started(server: ServerProcess) -> ServerProcess:
@@ -384,8 +386,6 @@ def run_all(quick: bool = False) -> dict[str, Any]:
         compactions = _checkpoints(f"sqlite:///{tmp / 'compact.db'}")
         for size in rows:
             rows[size]["checkpoints"] = compactions.get(f"{size}-contextfold_compacting")
-    drop_pg(schema)
-    drop_pg(schema2)
     base = scaling[str(SCALING[0])]["contextfold"]["added_cpu_p50_ms"]
     top = scaling[str(SCALING[-1])]["contextfold"]["added_cpu_p50_ms"]
     return {"rows": rows, "scaling": scaling, "clients": clients, "phase_seconds": phases,
