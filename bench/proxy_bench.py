@@ -57,14 +57,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "proxy.json"
 REPLY = "ok, noted."
 SIZES = {"2k": 2_000, "50k": 50_000, "200k": 200_000}
-ROUNDS = {"2k": 24, "50k": 16, "200k": 10}
+ROUNDS = {"2k": 30, "50k": 20, "200k": 14}
 SCALING = (100, 1_000, 5_000)  # messages resent per request (the per-request cost row)
-SCALING_ROUNDS = 6
+SCALING_ROUNDS = 8
 # The compacting contextfold's window per history size: common model windows below what the
 # proxy estimates each history at (code and logs estimate at ~2.5 characters a token, these
 # sizes are at 4), so its first request compacts in line and later ones fit what it kept.
 COMPACT_WINDOW = {"2k": 4_096, "50k": 32_768, "200k": 131_072}
-THROUGHPUT_REQUESTS = {"2k": 12, "50k": 6, "200k": 4}  # per client, after its first
+THROUGHPUT_REQUESTS = {"2k": 24, "50k": 12, "200k": 8}  # per client, after its first
 PAUSE = 0.03  # s idle after each answer: the server's after-answer work lands in its request
 
 
