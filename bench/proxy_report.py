@@ -69,13 +69,13 @@ _PROXY_WHY_BARE = (
 _PROXY_WHY_CLIENTS = (
     "Why: two cores are shared by the clients, the upstream, the proxy and other jobs (see "
     "the load average), so four clients never get four times one client's CPU, and a proxy "
-    "that spends several times the pass-through's CPU per request (the table above) meets "
-    "that limit first. That is not the whole of it: contextfold's CPU per request would "
-    "allow more requests per second than it serves with four clients, and on PostgreSQL "
-    "four clients are slower than one. The rest is waiting: back to back, a session's "
-    "request meets the recording of its previous reply (one client back to back is slower "
-    "than the rounds' latency, which leave a 30 ms pause), and the sessions' write "
-    "transactions queue on the store (SQLite has one writer; each request writes twice).")
+    "that spends several times the pass-through's CPU per request meets that limit first. "
+    "CPU is not all of it: at contextfold's CPU per request (SQLite, the table above) two "
+    "cores would serve {cap} req/s, against the 4 clients' {served}; one client back to back "
+    "got {one}. The rest is waiting, not computing; the likely place is the store, where the "
+    "sessions' write transactions queue (SQLite has one writer, each request writes twice), "
+    "but this bench does not measure the waits apart. The 4 clients' req/s varied up to ~3× "
+    "between runs on this machine.")
 
 _PROXY_WHY_FIRST = (
     "The first request of a long session stores every message in one request, as an import "
@@ -206,7 +206,16 @@ def _goals(data: dict[str, Any]) -> list[str]:
                    + (f" (lost: {'; '.join(lost)})" if lost else "") + ".")
     better = [size for size, c in clients.items()
               if c["contextfold_pg_2_workers"]["4"]["req_s"] > c["contextfold_pg"]["4"]["req_s"]]
-    out.append("  " + _PROXY_WHY_CLIENTS + " With 4 clients on PostgreSQL, `--workers 2` "
+    sizes = [size for size in clients if size in rows]
+
+    def each(value: Any) -> str:
+        return ", ".join(f"{z}: {value(z)}" for z in sizes)
+
+    why = _PROXY_WHY_CLIENTS.format(
+        cap=each(lambda z: f"{2000 / rows[z]['contextfold']['added_cpu_p50_ms']:.0f}"),
+        served=each(lambda z: f"{clients[z]['contextfold']['4']['req_s']:.1f}"),
+        one=each(lambda z: f"{clients[z]['contextfold']['1']['req_s']:.1f}"))
+    out.append("  " + why + " With 4 clients on PostgreSQL, `--workers 2` "
                "served more than one worker at " + (", ".join(better) or "no size")
                + (f" and less at {', '.join(s for s in clients if s not in better)}"
                   if len(better) < len(clients) else "") + ".")
