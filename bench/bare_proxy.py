@@ -34,3 +34,20 @@ def bare_app(upstream: str) -> Starlette:
 
     return Starlette(routes=[Route("/v1/chat/completions", relay, methods=["POST"])],
                      lifespan=lifespan)
+
+
+def main(argv: list[str]) -> None:
+    """`python -m bench.bare_proxy UPSTREAM PORT`: serve it on 127.0.0.1:PORT (TCP_NODELAY)."""
+    import uvicorn
+
+    from contextfold._net import listening_socket
+
+    upstream, port = argv
+    sock = listening_socket("127.0.0.1", int(port))
+    uvicorn.Server(uvicorn.Config(bare_app(upstream), log_level="warning")).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .proxy_report import proxy_section
 from .recall_report import recall_section
 from .scale_report import scale_section
 from .service_report import service_section
@@ -439,166 +440,6 @@ def _met(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-# Issue 26's figures from before the prefix cache (same machine, same method), kept beside
-# the new ones; LiteLLM's row was not re-run here (its own venv did not fit the time box).
-ISSUE26 = {"2k": (2.4, 51.9, 29.2), "50k": (3.0, 89.5, 47.1), "200k": (5.5, 247.0, 121.0)}
-
-
-# Added CPU p50 (ms) of the run before the store's statements were folded (main before the
-# h-speed branch), kept beside the current run.
-PREVIOUS_RUN = {"100": 32.4, "5000": 125.7, "2k": 29.2, "50k": 35.1, "200k": 56.7,
-                "ratio": 3.9}
-
-
-def proxy_section(data: dict[str, Any] | None,
-                  before: dict[str, Any] | None = None) -> list[str]:
-    """What `contextfold proxy` adds per request, beside a bare pass-through (issue 26);
-    `before`: the same bench run on the code before issue 26's work (`--out`)."""
-    head = ["## Proxy (`bench/proxy_bench.py` → `bench/results/proxy.json`)", ""]
-    if data is None:
-        return [*head, "Not run yet: `python -m bench.proxy_bench`.", ""]
-    if "scaling" not in data:  # results from before issue 26
-        return [*head, "Results predate the side-by-side bench: rerun "
-                "`python -m bench.proxy_bench`.", ""]
-    rows, scaling, goals = data["rows"], data["scaling"], data["goals"]
-    lines = [*head,
-             "Agent-style histories that never repeat (`bench/agent_history.py`: tool calls, "
-             "standard-library source, test logs) are resent in full plus one new message per "
-             "request, on loopback, to an instant scripted upstream: directly, through a "
-             "~30-line Starlette + httpx2 pass-through (`bench/bare_proxy.py`, the floor) and "
-             "through `contextfold proxy` (SQLite, a window that needs no compaction). Rounds "
-             "are interleaved (one request to each per round, each its own session); *added* "
-             "is a request's latency minus the same round's direct request; the ratio to bare "
-             "is per round (median and quartiles). Each session's first request (it stores "
-             "the whole history) is shown apart. Every listening socket has TCP_NODELAY "
-             f"(Y11). *Added CPU* is the process CPU a request cost (client, servers and the "
-             "store's threads, until a short idle pause after the answer) minus the same "
-             "round's direct request: on this shared machine (load ~12 on 2 cores) wall-clock "
-             "differences are mostly other jobs' scheduling, CPU is the steadier figure. "
-             "*Before this work*: the same bench on the code before it (`--out "
-             "bench/results/proxy_before.json`; its proxy socket still without TCP_NODELAY). "
-             f"{data['machine']['note']}; the run took {data.get('seconds', 0):.0f} s.",
-             "",
-             "| history | messages | direct p50 | bare added p50 / p99 | contextfold added p50 "
-             "/ p99 | added CPU p50: bare / contextfold | contextfold ÷ bare added (per round: "
-             "median, quartiles) | first request through contextfold | before (issue 26): "
-             "bare / LiteLLM / contextfold added p50 | contextfold before this work: added "
-             "p50 / CPU, first request |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for size, r in rows.items():
-        b, c, q = r["bare"], r["contextfold"], r["ratio_to_bare"]
-        old = ISSUE26.get(size)
-        issue = f"{old[0]} / {old[1]} / {old[2]} ms" if old else "-"
-        prev = (before or {}).get("rows", {}).get(size)
-        mine = (f"{prev['contextfold']['added_p50_ms']:.1f} / "
-                f"{prev['contextfold']['added_cpu_p50_ms']:.1f} ms, "
-                f"{prev['first_ms']['contextfold']:,.0f} ms") if prev else "-"
-        lines.append(
-            f"| {_k(r['history_tokens'])} tokens | {r['messages']:,} | "
-            f"{r['direct']['p50_ms']:.1f} ms | {b['added_p50_ms']:.1f} / "
-            f"{b['added_p99_ms']:.1f} ms | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms "
-            f"| {b['added_cpu_p50_ms']:.1f} / {c['added_cpu_p50_ms']:.1f} ms "
-            f"| {q['p50']:.1f}× ({q['p25']:.1f}–{q['p75']:.1f}) | "
-            f"{r['first_ms']['contextfold']:,.0f} ms | {issue} | {mine} |")
-    lines += ["", "Per-request cost by messages resent (small agent messages, same method, "
-              "direct and contextfold interleaved):", "",
-              "| messages resent | contextfold added p50 / p99 | added CPU p50 | first request | "
-              "before this work: added p50 / CPU, first request |",
-              "| ---: | ---: | ---: | ---: | ---: |"]
-    for n, r in scaling.items():
-        c = r["contextfold"]
-        prev = (before or {}).get("scaling", {}).get(n)
-        mine = (f"{prev['contextfold']['added_p50_ms']:,.1f} / "
-                f"{prev['contextfold']['added_cpu_p50_ms']:.1f} ms, "
-                f"{prev['first_ms']['contextfold']:,.0f} ms") if prev else "-"
-        lines.append(f"| {int(n):,} | {c['added_p50_ms']:.1f} / {c['added_p99_ms']:.1f} ms | "
-                     f"{c['added_cpu_p50_ms']:.1f} ms | {r['first_ms']['contextfold']:,.0f} ms | "
-                     f"{mine} |")
-    worst = max(r["ratio_to_bare"]["of_p50s"] for r in rows.values())
-    worst_cpu = max(r["ratio_to_bare"]["of_cpu_p50s"] for r in rows.values())
-    was = f", {before['scaling_ratio']:.1f}× before this work" if before else ""
-    lines += ["", "Goals (issue 26):", "",
-              f"- contextfold's added p50 ≤ 3× the bare pass-through's at every size: "
-              f"{_met(goals['added_p50_le_3x_bare'])} (worst ratio of the added p50s "
-              f"{worst:.1f}× on wall clock; on CPU {worst_cpu:.1f}×, a bare added CPU below "
-              "0.5 ms counted as 0.5 ms: "
-              f"{_met(goals['added_cpu_p50_le_3x_bare'])}). A pass-through never decodes the "
-              "body; contextfold compares it byte for byte with the conversation's previous "
-              "body and decodes, depth-checks and reads only what follows the bytes they "
-              "share (Y10), stores what is new and the reply and builds the forwarded body. "
-              "The store's part is now two write transactions of 4 "
-              "statements each (BEGIN IMMEDIATE, the mirror index look-up of the new "
-              "messages, the nodes with their recall and index rows, the leaf move with its "
-              "log row; `SHOW_SQL=1 python -m bench.proxy_profile` lists them), 26 before: "
-              "the store remembers what it read or wrote and folds each table's rows into "
-              "one statement (docs/store.md, What an append costs). Above ~1,000 messages "
-              "the auto-recall search of the new user message (L2) adds two reads of 5 "
-              "statements each.",
-              f"- per-request cost at {int(list(scaling)[-1]):,} messages ≤ 1.5× at "
-              f"{int(next(iter(scaling))):,}, on CPU: {_met(goals['cost_5000_le_1_5x_100'])} "
-              f"({data['scaling_ratio']:.1f}×{was}, {PREVIOUS_RUN['ratio']}× in the previous "
-              "run; the ratio grew because the fixed part "
-              "fell: with the store's statements folded (26 → 8 per request), added CPU went "
-              f"from {PREVIOUS_RUN['100']} to "
-              f"{scaling['100']['contextfold']['added_cpu_p50_ms']:.1f} ms at 100 messages "
-              f"and from {PREVIOUS_RUN['5000']} to "
-              f"{scaling['5000']['contextfold']['added_cpu_p50_ms']:.1f} ms at 5,000, and at "
-              "2k / 50k / 200k tokens from "
-              f"{PREVIOUS_RUN['2k']} / {PREVIOUS_RUN['50k']} / {PREVIOUS_RUN['200k']} to "
-              + " / ".join(f"{rows[k]['contextfold']['added_cpu_p50_ms']:.1f}"
-                           for k in ("2k", "50k", "200k") if k in rows)
-              + " ms (the previous run of this bench, on a busier machine, against this one; "
-              "consecutive runs here differ by up to ~25%). What is still linear in the "
-              "messages resent is outside the store and the decoding: Python walks of the "
-              "kept list (the mirror's list checks, the projected items and the forwarded "
-              "list, the prefix-reuse figure, the cost trigger's rhythm); and, once a "
-              "checkpoint folded something, the auto-recall search of each new user message "
-              "(L5), which ranks up to 2,000 full-text matches (bm25) once per user turn).",
-              "- below LiteLLM's added p50 / p99: LiteLLM was not re-run here (see the issue's "
-              "figures in the last column)."]
-    imports = data.get("import")
-    if imports:
-        firsts = {"200k": rows.get("200k", {}).get("first_ms", {}).get("contextfold"),
-                  "5000": scaling.get("5000", {}).get("first_ms", {}).get("contextfold")}
-        parts = []
-        for key, label in (("200k", "a 200k-token session"), ("5000", "5,000 messages")):
-            first, imp = firsts.get(key), imports.get(key)
-            if first is None or imp is None:
-                continue
-            parts.append(f"{label}: {first:,.0f} ms against `contextfold import` of "
-                         f"{imp['messages']:,} such messages in {imp['import_s'] * 1000:,.0f} "
-                         f"ms ({_met(first <= imp['import_s'] * 1000)})")
-        lines.append("- the first request of a long session ≤ the CLI's import time of the same "
-                     "messages (its own process, start-up included, best of 3; `python -m "
-                     "bench.proxy_bench --import`): " + "; ".join(parts) + ". Besides storing, "
-                     "the first request parses, hashes, sizes and projects the list; the "
-                     "mirror no longer reads the stored tail back after writing a new "
-                     "session (it holds what it wrote).")
-    prof = load("proxy_profile")
-    for key, run in (prof or {}).items():
-        lines += ["", f"Profile of a steady request at {key} (`python -m bench.proxy_profile "
-                  f"--{'messages' if 'messages' in key else 'tokens'} {key.split()[0]} "
-                  f"--save`; cProfile on CPU time, {run['profiled_requests']} requests, the "
-                  f"store's statements per request {sum(run['statements_last_request'].values())}"
-                  "; the whole process: the bench's client encodes the request with the "
-                  "standard library's json, which is the `iterencode` row; the profiler's own "
-                  "cost per call inflates functions called thousands of times, so read the "
-                  "order, not the milliseconds):", "",
-                  "| function | calls per request | own ms | cumulative ms |",
-                  "| --- | ---: | ---: | ---: |"]
-        lines += [f"| `{r['function']}` | {r['calls_per_request']:,.0f} | {r['own_ms']:.1f} | "
-                  f"{r['cumulative_ms']:.1f} |" for r in run["top_own_time"][:8]]
-    h = data.get("hashing")
-    if h:
-        lines += ["", f"Content hashes of a resent {h['messages']:,}-message list (a real "
-                  "Claude Code session's messages, two of them new), computed on every "
-                  f"request: {h['full_s'] * 1000:,.0f} ms for the whole list, "
-                  f"{h['memo_s'] * 1000:,.1f} ms with the mirror's memo of the previous list "
-                  "(it compares the messages and hashes the new ones only; `python -m "
-                  "bench.proxy_bench --hashing`)."]
-    return [*lines, ""]
-
-
 def benchmarks_md() -> str:
     lines = ["# Benchmarks", "",
              "Generated by `python -m bench.docs_report` from `bench/results/*.json` (do not "
@@ -622,7 +463,7 @@ def benchmarks_md() -> str:
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
     lines += replay_cost_section(load("replay_cost"))
-    lines += proxy_section(load("proxy"), load("proxy_before"))
+    lines += proxy_section(load("proxy"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),

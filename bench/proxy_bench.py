@@ -1,16 +1,20 @@
-"""What `contextfold proxy` adds per request, side by side with a bare pass-through (issue 26).
+"""What `contextfold proxy` adds per request, side by side with a bare pass-through and
+LiteLLM, with 1 and 4 clients (issue 26).
 
-Three systems in interleaved rounds, each round one request to each (its own agent session,
-the same history size): the instant scripted upstream alone ("direct"), a ~30-line Starlette
-+ httpx2 pass-through (`bench/bare_proxy.py`, the floor for a Python proxy) and `contextfold
-proxy` with a window that needs no compaction (SQLite store). Histories are agent-style and
-never repeat (`bench/agent_history.py`: tool calls, standard-library source, test logs),
-resent in full plus one new message per request. Added latency is each request's minus the
-same round's direct request; the ratio to bare is per round (median, quartiles). Then the
-per-request cost by messages resent (100, 1,000, 5,000). Every listening socket has
-TCP_NODELAY (the old "direct" 44 ms p50 was Nagle's algorithm on the bench's own socket).
+The systems, each a process of its own: the instant scripted upstream alone ("direct"), a
+~30-line Starlette + httpx2 pass-through (`bench/bare_proxy.py`, the floor for a Python
+proxy), LiteLLM's proxy from its own venv (`bench/litellm_proxy.py`), and `contextfold proxy`
+with a window that needs no compaction (SQLite, PostgreSQL) and with one that makes it
+compact (SQLite). Histories are agent-style and never repeat (`bench/agent_history.py`: tool
+calls, standard-library source, test logs), resent in full plus one new message per request.
+In interleaved rounds (one request to each, each its own session) added latency is each
+request's minus the same round's direct request, and CPU is what the server's processes
+spent on it. Then 1 and 4 clients at once, back to back, req/s (bare, LiteLLM, contextfold on
+SQLite, PostgreSQL and PostgreSQL `--workers 2`), and the per-request cost by messages
+resent (100, 1,000, 5,000). Every listening socket has TCP_NODELAY.
 
-    python -m bench.proxy_bench            # -> bench/results/proxy.json (about 3 minutes)
+    python -m bench.proxy_bench            # -> bench/results/proxy.json (5-10 minutes; the
+                                           #    first run also makes bench/.venv-litellm)
     python -m bench.proxy_bench --quick    # a few rounds, nothing written
     python -m bench.proxy_bench --hashing  # only its "hashing" row (no servers)
     python -m bench.proxy_bench --import   # only the CLI import times the first request meets
@@ -22,13 +26,17 @@ mirror's memo of the previous list.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import os
 import platform
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -39,18 +47,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from bench import litellm_proxy
 from bench.agent_history import TOOLS, history
-from bench.bare_proxy import bare_app
+from bench.server_process import ServerProcess, free_port
+from bench.store_bench import drop_pg, pg_url
 from contextfold._net import listening_socket
-from contextfold.proxy import ProxyConfig
-from contextfold.proxy.serve import ProxyThread
 
-RESULTS = Path(__file__).resolve().parent / "results" / "proxy.json"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "proxy.json"
 REPLY = "ok, noted."
 SIZES = {"2k": 2_000, "50k": 50_000, "200k": 200_000}
 ROUNDS = {"2k": 30, "50k": 20, "200k": 14}
 SCALING = (100, 1_000, 5_000)  # messages resent per request (the per-request cost row)
 SCALING_ROUNDS = 8
+# The compacting contextfold's window per history size: common model windows below what the
+# proxy estimates each history at (code and logs estimate at ~2.5 characters a token, these
+# sizes are at 4), so its first request compacts in line and later ones fit what it kept.
+COMPACT_WINDOW = {"2k": 4_096, "50k": 32_768, "200k": 131_072}
+THROUGHPUT_REQUESTS = {"2k": 24, "50k": 12, "200k": 8}  # per client, after its first
 PAUSE = 0.03  # s idle after each answer: the server's after-answer work lands in its request
 
 
@@ -96,29 +110,46 @@ class Upstream(Server):
 
 
 class Agent:
-    """One agent session against one base URL: each `step` resends the whole history plus
-    one new message, and keeps the reply (latency in seconds)."""
+    """One agent session against one server: each `step` resends the whole history plus one
+    new message, and keeps the reply. The history is kept encoded, message by message, so the
+    client's own JSON encoding (the same for every system) stays out of the way."""
 
-    def __init__(self, base: str, msgs: list[dict[str, Any]], tag: str) -> None:
-        self.base, self.msgs, self.tag, self.n = base, msgs, tag, 0
+    def __init__(self, server: Any, msgs: list[dict[str, Any]], tag: str,
+                 model: str = "bench-model", pause: float = PAUSE) -> None:
+        self.server, self.tag, self.model, self.pause, self.n = server, tag, model, pause, 0
+        self.parts = [json.dumps(m).encode() for m in msgs]
+        self.head = (b'{"model": ' + json.dumps(model).encode() + b', "max_tokens": 64, '
+                     b'"tools": ' + json.dumps(TOOLS).encode() + b', "messages": [')
         self.client = httpx2.Client(timeout=600)
+        self.forwarded: list[int] = []  # the prompt tokens the upstream saw, per request
 
     def step(self) -> tuple[float, float]:
-        """One request: its latency and the process CPU it cost (client, servers and the
-        store's threads; measured until a short idle pause after the answer, so work the
-        server does after answering, like recording the reply, counts too)."""
-        cpu = time.process_time()
+        """One request: its latency and the CPU the server's processes spent on it (measured
+        until a short idle pause after the answer, so work a server does after answering,
+        like recording the reply, counts too)."""
+        cpu = self.server.cpu_seconds()
+        body = self.head + b", ".join(self.parts) + b"]}"
         started = time.perf_counter()
-        r = self.client.post(f"{self.base}/v1/chat/completions", headers={
-            "authorization": "Bearer sk-bench"}, json={
-            "model": "bench-model", "messages": self.msgs, "tools": TOOLS, "max_tokens": 64})
+        r = self.client.post(f"{self.server.url}/v1/chat/completions", content=body, headers={
+            **self.server.headers, "content-type": "application/json"})
         took = time.perf_counter() - started
-        r.raise_for_status()
-        self.msgs = [*self.msgs, r.json()["choices"][0]["message"],
-                     {"role": "user", "content": f"[{self.tag}] and then {self.n}?"}]
+        if r.status_code != 200:
+            raise RuntimeError(f"{self.server.name} ({self.model}): {r.status_code} "
+                               f"{r.text[:500]}")
+        answer = r.json()
+        self.forwarded.append(answer["usage"]["prompt_tokens"])
+        # The reply as a client keeps it (LiteLLM adds fields of its own: not resent).
+        reply = {"role": "assistant", "content": answer["choices"][0]["message"]["content"]}
+        self.parts += [json.dumps(reply).encode(), json.dumps(
+            {"role": "user", "content": f"[{self.tag}] and then {self.n}?"}).encode()]
         self.n += 1
-        time.sleep(PAUSE)
-        return took, time.process_time() - cpu
+        if self.pause:
+            time.sleep(self.pause)
+        return took, self.server.cpu_seconds() - cpu
+
+    @property
+    def messages(self) -> int:
+        return len(self.parts)
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -126,15 +157,20 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-SYSTEMS = ("direct", "bare", "contextfold")
+# The systems side by side (issue 26's five, and contextfold on PostgreSQL): direct, the bare
+# pass-through, LiteLLM's proxy, contextfold with a window that needs no compaction (SQLite,
+# PostgreSQL) and with one that makes it compact (SQLite).
+PROXIES = ("bare", "litellm", "contextfold", "contextfold_pg", "contextfold_compacting")
 
 
-def interleaved(bases: dict[str, str], make: Any, rounds: int, label: str) -> dict[str, Any]:
+def interleaved(servers: dict[str, Any], make: Any, rounds: int, label: str,
+                models: dict[str, str] | None = None) -> dict[str, Any]:
     """`rounds` rounds, each one request per system (same history size, its own session);
     latencies, added ms over direct and the ratio of contextfold's added to bare's, per round
     (the first request of each session, which stores the whole history, apart)."""
-    agents = {name: Agent(base, make(f"{label}-{name}"), f"{label}-{name}")
-              for name, base in bases.items()}
+    agents = {name: Agent(server, make(f"{label}-{name}"), f"{label}-{name}",
+                          model=(models or {}).get(name, "bench-model"))
+              for name, server in servers.items()}
     first = {name: a.step()[0] * 1000 for name, a in agents.items()}
     lat: dict[str, list[float]] = {name: [] for name in agents}
     cpu: dict[str, list[float]] = {name: [] for name in agents}
@@ -145,18 +181,20 @@ def interleaved(bases: dict[str, str], make: Any, rounds: int, label: str) -> di
             cpu[name].append(used * 1000)
     for a in agents.values():
         a.client.close()
-    out: dict[str, Any] = {"rounds": rounds, "messages": len(agents["direct"].msgs),
+    out: dict[str, Any] = {"rounds": rounds, "messages": agents["direct"].messages,
                            "first_ms": first}
     for name, values in lat.items():
         out[name] = {"p50_ms": statistics.median(values), "p99_ms": _pct(values, 0.99),
-                     "cpu_p50_ms": statistics.median(cpu[name])}
-    for name in ("bare", "contextfold"):
-        if name in lat:
+                     "cpu_p50_ms": statistics.median(cpu[name]),
+                     "forwarded_tokens_p50": statistics.median(agents[name].forwarded[1:])}
+    for name in lat:
+        if name != "direct":
             added = [x - d for x, d in zip(lat[name], lat["direct"], strict=True)]
             out[name]["added_p50_ms"] = statistics.median(added)
             out[name]["added_p99_ms"] = _pct(added, 0.99)
-            added_cpu = [x - d for x, d in zip(cpu[name], cpu["direct"], strict=True)]
-            out[name]["added_cpu_p50_ms"] = statistics.median(added_cpu)
+            # A proxy's own processes: what it spends is what it adds (the upstream's and
+            # the client's CPU are not in it).
+            out[name]["added_cpu_p50_ms"] = statistics.median(cpu[name])
     if "bare" in lat:
         # Per round on wall clock; a bare added below 0.5 ms (scheduling noise on a shared
         # machine can make it negative) counts as 0.5 ms so one round cannot blow the ratio up.
@@ -171,51 +209,214 @@ def interleaved(bases: dict[str, str], make: Any, rounds: int, label: str) -> di
     out["per_round_ms"] = {name: [round(x, 2) for x in values] for name, values in lat.items()}
     out["per_round_cpu_ms"] = {name: [round(x, 2) for x in values]
                                for name, values in cpu.items()}
-    print(json.dumps({label: out}), flush=True)
+    print(json.dumps({label: {k: v for k, v in out.items() if not k.startswith("per_round")}}),
+          flush=True)
     return out
+
+
+def throughput(server: Any, make: Any, clients: int, requests: int,
+               label: str) -> dict[str, Any]:
+    """`clients` agents at once, each its own session, back to back (no pause): after each
+    one's first request (which stores its history), `requests` each; req/s over the wall
+    time of those, with their latency p50 / p99."""
+    agents = [Agent(server, make(f"{label}-{i}"), f"{label}-{i}", pause=0)
+              for i in range(clients)]
+    with ThreadPoolExecutor(clients) as pool:
+        list(pool.map(lambda a: a.step(), agents))
+        started = time.perf_counter()
+        lat = [t for ts in pool.map(lambda a: [a.step()[0] for _ in range(requests)], agents)
+               for t in ts]
+        wall = time.perf_counter() - started
+    for a in agents:
+        a.client.close()
+    return {"clients": clients, "requests": len(lat), "req_s": len(lat) / wall,
+            "p50_ms": statistics.median(lat) * 1000, "p99_ms": _pct(lat, 0.99) * 1000}
+
+
+_TEMPLATE = "tag-of-this-agent"
+
+
+@functools.lru_cache(maxsize=8)
+def _template(tokens: int, chunk: int) -> str:
+    return json.dumps(history(tokens, _TEMPLATE, chunk=chunk))
+
+
+def agent_history(tokens: int, tag: str, chunk: int = 5_200) -> list[dict[str, Any]]:
+    """`history(tokens, tag, chunk=chunk)`, built once per size (reading the standard
+    library's files takes seconds) and given each agent's tag: its first message and call
+    ids differ."""
+    return json.loads(_template(tokens, chunk).replace(_TEMPLATE, tag))
 
 
 def _n_messages(n: int, tag: str) -> list[dict[str, Any]]:
     """An agent history of exactly `n` messages after the system prompt, ending on a user
     message (small tool results, so 5,000 messages stay within the window)."""
-    msgs = history(n * 120, tag, chunk=300)
+    msgs = agent_history(n * 120, tag, chunk=300)
     body = msgs[1:n]
     while body and body[-1]["role"] != "user":
         body.pop()
     return [msgs[0], *body]
 
 
+def _contextfold(name: str, upstream: str, db: str, tmp: Path, windows: list[str],
+                 workers: int = 1) -> ServerProcess:
+    port = free_port()
+    cmd = [sys.executable, "-m", "contextfold", "proxy", "--upstream", upstream, "--db", db,
+           "--port", str(port), "--workers", str(workers)]
+    for w in windows:
+        cmd += ["--model-window", w]
+    return ServerProcess(name, cmd, port, log=tmp / f"{name}.log", cwd=ROOT,
+                         env={"CONTEXTFOLD_PROXY_SALT": "bench"})
+
+
+def _checkpoints(db: str) -> dict[str, int]:
+    """Compactions in each session of a stopped proxy's store, by the agent's tag (the
+    `[tag]` its first user message opens with)."""
+    import asyncio
+
+    from contextfold.store import open_store
+
+    async def count() -> dict[str, int]:
+        store = await open_store(db)
+        try:
+            out = {}
+            for info in await store.list_sessions():
+                tree = await store.load_tree(info.id)
+                users = [n.message for n in tree
+                         if n.message is not None and n.message.role == "user"]
+                text = users[0].parts[0].text if users and users[0].parts else ""
+                tag = text[1:text.find("]")] if text.startswith("[") else info.id
+                out[tag] = sum(1 for n in tree if n.checkpoint is not None)
+            return out
+        finally:
+            await store.close()
+
+    return asyncio.run(count())
+
+
 def run_all(quick: bool = False) -> dict[str, Any]:
-    """Every row: the sizes side by side, then the per-request cost by messages resent."""
+    """Every row: the sizes side by side, 1 and 4 clients, then the per-request cost by
+    messages resent."""
     rows: dict[str, Any] = {}
     scaling: dict[str, Any] = {}
-    with Upstream() as upstream, tempfile.TemporaryDirectory() as tmp, \
-            Server(bare_app(upstream.url)) as bare:
-        proxy = ProxyThread(ProxyConfig(upstream=upstream.url, windows={"*": 2_000_000},
-                                        db=f"sqlite:///{Path(tmp) / 'bench.db'}")).start()
-        try:
-            bases = {"direct": upstream.url, "bare": bare.url, "contextfold": proxy.url}
-            for size, tokens in SIZES.items():
-                rounds = 4 if quick else ROUNDS[size]
-                rows[size] = interleaved(bases, lambda tag, t=tokens: history(t, tag),
-                                         rounds, size)
-                rows[size]["history_tokens"] = tokens
-            for n in SCALING:
-                scaling[str(n)] = interleaved(
-                    {"direct": upstream.url, "contextfold": proxy.url},
-                    lambda tag, n=n: _n_messages(n, tag), 3 if quick else SCALING_ROUNDS,
-                    f"msgs{n}")
-        finally:
-            proxy.stop()
+    clients: dict[str, Any] = {}
+    phases: dict[str, float] = {}
+    lap = [time.perf_counter()]
+
+    def _lap() -> float:  # seconds since the last lap, printed: where a run's time goes
+        now = time.perf_counter()
+        took, lap[0] = round(now - lap[0], 1), now
+        print(f"[{len(phases) + 1}] {took} s", file=sys.stderr, flush=True)
+        return took
+
+    compact_windows = [f"bench-compact-{size}={COMPACT_WINDOW[size]}" for size in SIZES]
+    pg, schema = pg_url()
+    pg2, schema2 = pg_url()
+    with tempfile.TemporaryDirectory() as name, contextlib.ExitStack() as stack:
+        stack.callback(drop_pg, schema2)  # after the servers stopped (callbacks run last first)
+        stack.callback(drop_pg, schema)
+        tmp = Path(name)
+
+        def started(server: ServerProcess) -> ServerProcess:
+            stack.callback(server.stop)
+            return server
+
+        up_port = free_port()
+        upstream = started(ServerProcess("direct", [
+            sys.executable, "-m", "bench.proxy_bench", "--serve-upstream", str(up_port)],
+            up_port, log=tmp / "upstream.log", cwd=ROOT))
+        upstream.ready()
+        exe = litellm_proxy.ensure_venv()
+        key = litellm_proxy.write_config(tmp / "litellm.yaml", upstream.url)
+        ll_port, bare_port = free_port(), free_port()
+        servers = {
+            "direct": upstream,
+            "bare": started(ServerProcess("bare", [
+                sys.executable, "-m", "bench.bare_proxy", upstream.url, str(bare_port)],
+                bare_port, log=tmp / "bare.log", cwd=ROOT)),
+            "litellm": started(ServerProcess(
+                "litellm", litellm_proxy.command(exe, tmp / "litellm.yaml", ll_port), ll_port,
+                log=tmp / "litellm.log", headers={"authorization": f"Bearer {key}"},
+                cwd=tmp)),
+            "contextfold": started(_contextfold("contextfold", upstream.url,
+                                                f"sqlite:///{tmp / 'cf.db'}", tmp,
+                                                ["*=2000000"])),
+            "contextfold_pg": started(_contextfold("contextfold_pg", upstream.url, pg, tmp,
+                                                   ["*=2000000"])),
+            "contextfold_compacting": started(_contextfold(
+                "contextfold_compacting", upstream.url, f"sqlite:///{tmp / 'compact.db'}", tmp,
+                ["*=2000000", *compact_windows])),
+        }
+        for server in servers.values():
+            server.ready()
+        phases["start"] = _lap()
+        for size, tokens in SIZES.items():
+            rounds = 4 if quick else ROUNDS[size]
+            rows[size] = interleaved(servers, lambda tag, t=tokens: agent_history(t, tag), rounds,
+                                     size, models={"contextfold_compacting":
+                                                   f"bench-compact-{size}"})
+            rows[size]["history_tokens"] = tokens
+            rows[size]["compact_window"] = COMPACT_WINDOW[size]
+        phases["sizes"] = _lap()
+        for n in SCALING:
+            scaling[str(n)] = interleaved(
+                {"direct": upstream, "contextfold": servers["contextfold"]},
+                lambda tag, n=n: _n_messages(n, tag), 3 if quick else SCALING_ROUNDS,
+                f"msgs{n}")
+        phases["scaling"] = _lap()
+        workers2 = started(_contextfold("contextfold_pg_2_workers", upstream.url, pg2, tmp,
+                                        ["*=2000000"], workers=2)).ready()
+        loaded = {**{k: servers[k] for k in ("bare", "litellm", "contextfold",
+                                              "contextfold_pg")},
+                  "contextfold_pg_2_workers": workers2}
+        for size, tokens in SIZES.items():
+            per_client = 2 if quick else THROUGHPUT_REQUESTS[size]
+            clients[size] = {}
+            for sysname, server in loaded.items():
+                clients[size][sysname] = {
+                    str(n): throughput(server, lambda tag, t=tokens: agent_history(t, tag), n,
+                                       per_client, f"thr-{size}-{sysname}-{n}")
+                    for n in (1, 4)}
+            print(json.dumps({f"clients {size}": {k: {n: round(v["req_s"], 1)
+                                                      for n, v in c.items()}
+                                                  for k, c in clients[size].items()}}),
+                  flush=True)
+        phases["clients"] = _lap()
+        servers["contextfold_compacting"].stop()  # its last replies recorded
+        compactions = _checkpoints(f"sqlite:///{tmp / 'compact.db'}")
+        for size in rows:
+            rows[size]["checkpoints"] = compactions.get(f"{size}-contextfold_compacting")
     base = scaling[str(SCALING[0])]["contextfold"]["added_cpu_p50_ms"]
     top = scaling[str(SCALING[-1])]["contextfold"]["added_cpu_p50_ms"]
-    return {"rows": rows, "scaling": scaling,
+    return {"rows": rows, "scaling": scaling, "clients": clients, "phase_seconds": phases,
+            "throughput_requests": {s: 2 for s in SIZES} if quick else THROUGHPUT_REQUESTS,
             "scaling_ratio": top / max(base, 0.01),
-            "goals": {"added_p50_le_3x_bare": all(r["ratio_to_bare"]["of_p50s"] <= 3
-                                                  for r in rows.values()),
-                      "added_cpu_p50_le_3x_bare": all(r["ratio_to_bare"]["of_cpu_p50s"] <= 3
-                                                      for r in rows.values()),
-                      "cost_5000_le_1_5x_100": top / max(base, 0.01) <= 1.5}}
+            "litellm": {"version": litellm_proxy.installed_version(exe)},
+            "goals": goals(rows, clients, top / max(base, 0.01))}
+
+
+def goals(rows: dict[str, Any], clients: dict[str, Any], scaling_ratio: float
+          ) -> dict[str, bool]:
+    """Issue 26's goals, each met or not, over every size."""
+    def beats_litellm(name: str, q: str) -> bool:
+        return all(r[name][f"added_{q}_ms"] < r["litellm"][f"added_{q}_ms"]
+                   for r in rows.values())
+
+    def four(name: str) -> bool:  # >= 0.5x bare's with 4 clients and never below 1 client's
+        return all(c[name]["4"]["req_s"] >= 0.5 * c["bare"]["4"]["req_s"]
+                   and c[name]["4"]["req_s"] >= c[name]["1"]["req_s"] for c in clients.values())
+
+    return {"added_p50_le_3x_bare": all(r["ratio_to_bare"]["of_p50s"] <= 3
+                                        for r in rows.values()),
+            "added_cpu_p50_le_3x_bare": all(r["ratio_to_bare"]["of_cpu_p50s"] <= 3
+                                            for r in rows.values()),
+            "below_litellm_p50": beats_litellm("contextfold", "p50"),
+            "below_litellm_p99": beats_litellm("contextfold", "p99"),
+            "below_litellm_p50_pg": beats_litellm("contextfold_pg", "p50"),
+            "below_litellm_p99_pg": beats_litellm("contextfold_pg", "p99"),
+            "cost_5000_le_1_5x_100": scaling_ratio <= 1.5,
+            **{f"four_clients_{name}": four(name) for name in
+               ("contextfold", "contextfold_pg", "contextfold_pg_2_workers")}}
 
 
 HASHED_MESSAGES = 5_100
@@ -264,7 +465,7 @@ def import_times() -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for key, msgs in (("200k", history(SIZES["200k"], "import")),
+        for key, msgs in (("200k", agent_history(SIZES["200k"], "import")),
                           ("5000", _n_messages(5000, "import"))):
             path = Path(tmp) / f"{key}.json"
             path.write_text(json.dumps(msgs), encoding="utf-8")
@@ -279,7 +480,18 @@ def import_times() -> dict[str, Any]:
     return out
 
 
+def serve_upstream(port: int) -> None:
+    """`--serve-upstream PORT`: the scripted upstream alone, in this process (the bench runs
+    it as its own process, like every server it measures)."""
+    sock = listening_socket("127.0.0.1", port)
+    app = Starlette(routes=[Route("/v1/chat/completions", _chat, methods=["POST"])])
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
 def main() -> int:
+    if "--serve-upstream" in sys.argv[1:]:
+        serve_upstream(int(sys.argv[sys.argv.index("--serve-upstream") + 1]))
+        return 0
     if "--hashing" in sys.argv[1:]:  # refresh that row only, keep the measured latencies
         data = json.loads(RESULTS.read_text(encoding="utf-8"))
         data["hashing"] = hashing()
@@ -293,11 +505,19 @@ def main() -> int:
         print(json.dumps(data["import"]))
         return 0
     started = time.perf_counter()
+    load_before = os.getloadavg()[0]
     data = run_all(quick="--quick" in sys.argv[1:])
     data.update({"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
+                             "cpus": os.cpu_count(),
+                             "load_1min": [round(load_before, 1),
+                                           round(os.getloadavg()[0], 1)],
                              "note": "2 shared cores, other jobs running"},
-                 "store": "SQLite file", "hashing": hashing(), "import": import_times(),
-                 "seconds": round(time.perf_counter() - started, 1)})
+                 "store": "SQLite file (contextfold), PostgreSQL (contextfold_pg)",
+                 "hashing": hashing()})
+    lap = time.perf_counter()
+    data["import"] = import_times()
+    data["phase_seconds"]["import"] = round(time.perf_counter() - lap, 1)
+    data["seconds"] = round(time.perf_counter() - started, 1)
     out = RESULTS
     if "--out" in sys.argv[1:]:  # e.g. a run of an older checkout, kept beside
         out = Path(sys.argv[sys.argv.index("--out") + 1])

@@ -10,9 +10,9 @@ import socket
 import uvicorn
 
 from contextfold._net import listening_socket, nodelay
+from contextfold._workers import worker_socket
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
-from contextfold.server.run import worker_socket
 
 
 def _nodelay(sock: socket.socket) -> int:

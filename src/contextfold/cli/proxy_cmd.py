@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import MissingExtraError
-from .app import DB_OPTION, Output, app, console, exit_code
+from .app import DB_OPTION, BadInput, Output, app, console, exit_code, run
 from .extras import require_extra
 from .llm_choice import summarizer_options
 
@@ -23,6 +23,8 @@ def proxy_command(
                                            "upstream's real context window for MODEL "
                                            "(repeatable; '*=TOKENS' for every model)."),
     port: int = typer.Option(8788, "--port", help="Port to listen on."),
+    workers: int = typer.Option(1, "--workers", min=1, max=64,
+                                help="Worker processes (more than 1 needs PostgreSQL)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on "
                              "(non-loopback needs --auth)."),
     auth: bool = typer.Option(False, "--auth", help="Require a tenant's token (`contextfold "
@@ -78,13 +80,41 @@ def proxy_command(
         except (LookupError, ValueError, ImportError) as exc:
             console.print(f"--summarizer-model {summarizer_model!r}: {exc}")
             raise typer.Exit(2) from None
-    console.print(start_line(host, port, upstream, windows, summarizer_model, auth),
+    summarizer = None
+    if workers > 1:
+        config.db = check_workers(db, workers)
+        if summarizer_model:  # each worker builds its own from these
+            summarizer = {"model": summarizer_model, "base_url": summarizer_base_url,
+                          "provider": summarizer_provider}
+    console.print(start_line(host, port, upstream, windows, summarizer_model, auth, workers),
                   markup=False, highlight=False)
-    serve(config, host=host, port=port)
+    serve(config, host=host, port=port, workers=workers, summarizer=summarizer)
+
+
+def check_workers(db: str | None, workers: int) -> str:
+    """The store URL every worker opens, migrated once here, before they start; exits 2
+    when `workers` processes cannot share it (SQLite: as `serve --workers` does)."""
+    from .._workers import workers_problem
+
+    out = Output(False)
+
+    async def prepare() -> tuple[str, str]:
+        from ..store import open_store, resolve_url
+
+        url = resolve_url(db)
+        async with await open_store(url) as store:
+            return url, store.dialect
+
+    url, dialect = run(out, prepare)
+    problem = workers_problem(workers, dialect)
+    if problem:
+        out.fail(BadInput(f"{problem} (each worker keeps its own memo of the sessions, and "
+                          "the store's conditional writes decide between them)"), 2)
+    return url
 
 
 def start_line(host: str, port: int, upstream: str, windows: dict[str, int],
-               summarizer_model: str | None, auth: bool) -> str:
+               summarizer_model: str | None, auth: bool, workers: int = 1) -> str:
     """The sentence the proxy prints when it starts (what it listens on and how it sizes)."""
     shown = f"[{host}]" if ":" in host else host
     if windows:
@@ -94,6 +124,8 @@ def start_line(host: str, port: int, upstream: str, windows: dict[str, int],
     else:
         sizing = "windows from the model catalog"
     access = "bearer tokens (--auth)" if auth else "no --auth: loopback only"
+    if workers > 1:
+        access += f"; {workers} workers"
     return (f"contextfold proxy: http://{shown}:{port}/ forwards to {upstream} ({sizing}; "
             f"summaries {'by ' + summarizer_model if summarizer_model else 'offline'}; "
             f"{access}).")

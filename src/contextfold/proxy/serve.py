@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
+from typing import Any
 
 from .._net import listening_socket
 from .config import ProxyConfig
@@ -43,11 +46,16 @@ class ProxyThread:
         self._sock.close()
 
 
-def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8788) -> None:
+def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8788, workers: int = 1,
+          summarizer: dict[str, str | None] | None = None) -> None:
     """Run the proxy in the foreground until interrupted (one log line per request). The
-    bind address, when it is a name, is answered too (SPEC Y8)."""
+    bind address, when it is a name, is answered too (SPEC Y8).
+
+    `workers` > 1: that many processes sharing one socket (`_workers.run_workers`); the
+    configuration travels to them in `CONTEXTFOLD_PROXY_CONFIG` (`config_to_env`), and
+    `summarizer` (the `llm_summarizer` arguments, None: offline) is rebuilt in each. The
+    store must be PostgreSQL (the caller checks: `_workers.workers_problem`)."""
     import dataclasses
-    import logging
 
     import uvicorn
 
@@ -56,7 +64,56 @@ def serve(config: ProxyConfig, host: str = "127.0.0.1", port: int = 8788) -> Non
 
     config = dataclasses.replace(config, allowed_hosts=with_bind_host(config.allowed_hosts,
                                                                       host, port))
+    if workers == 1:
+        _log_setup()
+        uvicorn.run(create_app(config), host=host, port=port, log_level="warning")
+        return
+    from .._workers import run_workers
+    from .identity import SALT_ENV, default_salt
+
+    # One salt for every worker: a key's fingerprint, hence its sessions, must not depend
+    # on the worker a request lands on (the salt file, else a salt for this run).
+    os.environ.setdefault(SALT_ENV, default_salt().decode("utf-8"))
+    os.environ[ENV_CONFIG] = config_to_env(config, summarizer)
+    run_workers("contextfold.proxy.serve:app_from_env", host=host, port=port, workers=workers,
+                log_level="warning")
+
+
+ENV_CONFIG = "CONTEXTFOLD_PROXY_CONFIG"
+# What a worker can be given as JSON: not the summariser object (rebuilt from its options),
+# nor `settings` (the CLI never sets them) or `learned` (each process learns its own, Y9).
+_PORTABLE = ("upstream", "windows", "protocol", "db", "timeout", "auth", "allowed_hosts",
+             "max_body_bytes", "identity_salt")
+
+
+def config_to_env(config: ProxyConfig, summarizer: dict[str, str | None] | None = None) -> str:
+    """`config` as the JSON a worker process rebuilds it from (`app_from_env`); no key is in
+    it (client keys live for one request, the summariser's key stays in its own variable)."""
+    data: dict[str, Any] = {name: getattr(config, name) for name in _PORTABLE}
+    data["windows"] = dict(config.windows)
+    data["summarizer"] = summarizer
+    return json.dumps(data)
+
+
+def app_from_env() -> Any:
+    """uvicorn's app factory for the proxy's worker processes (`--workers N`)."""
+    from .app import create_app
+    from .config import llm_summarizer
+
+    _log_setup()
+    raw = json.loads(os.environ[ENV_CONFIG])
+    summarizer = raw.pop("summarizer", None)
+    raw["allowed_hosts"] = tuple(raw.get("allowed_hosts") or ())
+    config = ProxyConfig(**{k: v for k, v in raw.items() if k in _PORTABLE})
+    if summarizer:
+        config.summarizer = llm_summarizer(config, **summarizer)
+    return create_app(config)
+
+
+def _log_setup() -> None:
+    """One log line per request, ours (in the process that serves)."""
+    import logging
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    for noisy in ("httpx2", "httpcore", "alembic"):  # one line per request is ours
+    for noisy in ("httpx2", "httpcore", "alembic"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    uvicorn.run(create_app(config), host=host, port=port, log_level="warning")

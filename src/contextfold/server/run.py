@@ -7,15 +7,12 @@ configuration travels in an environment variable (`CONTEXTFOLD_SERVE_CONFIG`, JS
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import json
 import os
-import socket
 from dataclasses import asdict, fields, replace
 from typing import Any
 
-from .._net import nodelay
+from .._workers import run_workers, workers_problem
 from ..errors import ContextfoldError
 from ..guard.hosts import HostPolicy, is_loopback, with_bind_host
 from .config import ServiceConfig
@@ -41,12 +38,9 @@ def check_options(config: ServiceConfig, host: str, workers: int, dialect: str) 
         HostPolicy.of(config.allowed_hosts)
     except ValueError as exc:
         raise ServeError(str(exc)) from None
-    if workers < 1:
-        raise ServeError(f"--workers must be at least 1, not {workers}")
-    if workers > 1 and dialect != "postgresql":
-        raise ServeError(f"--workers {workers} needs PostgreSQL (--db postgresql://...): "
-                         "SQLite is one process's embedded database, and the workers must "
-                         "share compaction leases and events")
+    problem = workers_problem(workers, dialect)
+    if problem:
+        raise ServeError(f"{problem} (compaction leases and events)")
 
 
 def check_models(config: ServiceConfig) -> None:
@@ -97,8 +91,8 @@ def serve(config: ServiceConfig, host: str, port: int, workers: int = 1,
           log_level: str = "info") -> None:
     """Run uvicorn until interrupted (the bind address, when it is a name, is answered too).
 
-    Several workers share a socket bound here (`worker_socket`: `TCP_NODELAY` on
-    every connection); one worker lets asyncio bind, which sets it itself.
+    Several workers share a socket their supervisor binds (`_workers.run_workers`:
+    `TCP_NODELAY` on every connection); one worker lets asyncio bind, which sets it itself.
     """
     import uvicorn
 
@@ -108,21 +102,5 @@ def serve(config: ServiceConfig, host: str, port: int, workers: int = 1,
         uvicorn.run("contextfold.server.run:app_from_env", factory=True, host=host, port=port,
                     log_level=log_level, proxy_headers=False, timeout_graceful_shutdown=10)
         return
-    # Several workers share one socket the supervisor binds: ours, with TCP_NODELAY, since
-    # some uvicorn versions bind it with proto 0 and their connections kept Nagle's
-    # algorithm (~44 ms on every keep-alive response, issue 26).
-    from uvicorn.supervisors import Multiprocess
-
-    cfg = uvicorn.Config("contextfold.server.run:app_from_env", factory=True, host=host,
-                         port=port, workers=workers, log_level=log_level, proxy_headers=False,
-                         timeout_graceful_shutdown=10)
-    sock = worker_socket(cfg)
-    params = inspect.signature(Multiprocess).parameters
-    extra = {"target": uvicorn.Server(cfg).run} if "target" in params else {}
-    with contextlib.suppress(KeyboardInterrupt):
-        Multiprocess(cfg, sockets=[sock], **extra).run()
-
-
-def worker_socket(cfg: Any) -> socket.socket:
-    """The socket uvicorn's supervisor would bind for `cfg`, with TCP_NODELAY set."""
-    return nodelay(cfg.bind_socket())
+    run_workers("contextfold.server.run:app_from_env", host=host, port=port, workers=workers,
+                log_level=log_level, proxy_headers=False, timeout_graceful_shutdown=10)
