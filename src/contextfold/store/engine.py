@@ -208,10 +208,13 @@ async def read_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]
 @asynccontextmanager
 async def single_read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """A connection for a read that is one statement (a statement is its own consistent
-    snapshot): on SQLite no BEGIN is sent for it, a round trip saved on every service turn
-    (issue 26); elsewhere `read_connection`."""
+    snapshot): no BEGIN is sent for it, a round trip saved on every service turn (issue
+    26); on PostgreSQL it runs in autocommit, which also spares the COMMIT's round trip.
+    Further statements on the connection each see their own snapshot: only for reads of
+    rows that never change (nodes) after the one statement."""
     if engine.dialect.name != "sqlite":
-        async with read_connection(engine) as conn:
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
         return
     async with engine.connect() as conn:
