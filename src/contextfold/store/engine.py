@@ -113,6 +113,9 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        from .sqlite_hops import install
+
+        install(dbapi_connection)  # one thread hop per statement, not four (issue 26)
         # Let us emit BEGIN ourselves (the driver's implicit BEGIN is always DEFERRED).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
