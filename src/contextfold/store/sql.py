@@ -256,8 +256,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                 raise StaleBranchError(session_id, expected_leaf_id, row["leaf_id"])
             await self._check_writable(conn, row)
             node = Node(id=nid, parent_id=row["leaf_id"], created_at=stamp, payload=msg)
-            await self._insert_chain(conn, row, [node])
-            await self._move_leaf(conn, row, node.id, op="append", node_id=node.id)
+            await self._insert_chain(conn, row, [node], move_op="append")  # one statement
             return node
 
         return await self._write(op)
