@@ -22,9 +22,10 @@ from contextfold.store.invariants import check_store
 from tests.builders import assistant, user
 from tests.store_fixtures import backend, db_url, store  # noqa: F401  (fixtures)
 
-# BEGIN (SQLite only), then one statement: the node with its recall rows, the move with its
-# log row (it was two: the node, then the move).
-APPEND = {"sqlite": 2, "postgresql": 1}
+# One statement, outside a transaction (no BEGIN, no COMMIT: it is atomic on its own): the
+# node with its recall rows, the move with its log row. It was BEGIN (SQLite), the node, the
+# move.
+APPEND = {"sqlite": 1, "postgresql": 1}
 # A chain: BEGIN (SQLite only), the nodes with their recall rows (one executemany), the move.
 CHAIN = {"sqlite": 3, "postgresql": 2}
 

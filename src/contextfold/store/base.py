@@ -22,7 +22,7 @@ from contextfold.core.tree import Branch, DamagedBranch
 from contextfold.ids import new_id
 
 from . import folded, queries
-from .engine import LeafConflict, retry_transient, write_connection
+from .engine import LeafConflict, retry_transient, single_write, write_connection
 from .errors import (
     InvalidOperationError,
     ReadOnlySessionError,
@@ -102,10 +102,17 @@ class StoreBase:
         """`stmt` (a select over `sessions`) limited to this instance's tenant, if any."""
         return stmt if self.tenant is None else stmt.where(sessions.c.tenant_id == self.tenant)
 
-    async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]], *,
+                     one_statement: bool = False) -> T:
+        """Run `op` in a write transaction (retried when transient), remembering what it
+        wrote once committed. `one_statement`: `op` runs one statement and reads nothing
+        (every check remembered), so it runs without a transaction (`single_write`); when
+        the guess fails it runs again in one, reading what it needs."""
         async def attempt() -> T:
             pending: list[Callable[[], None]] = []
-            async with write_connection(self.engine) as conn:
+            single = one_statement and not _READ_ALL.get()
+            async with (single_write(self.engine) if single else
+                        write_connection(self.engine)) as conn:
                 conn.info[_PENDING] = pending
                 try:
                     result = await op(conn)
@@ -134,6 +141,20 @@ class StoreBase:
             raise AssertionError("unreachable")
         finally:
             _READ_ALL.reset(token)
+
+    def _append_reads_nothing(self, session_id: str, expected_leaf_id: str | None) -> bool:
+        """Whether an append to `session_id` would run only its one statement: the session
+        row, its leaf's soundness, bookkeeping and recall place are all remembered."""
+        if _READ_ALL.get():
+            return False
+        row = self._memo.known_row(session_id, self.tenant)
+        if row is None or row["leaf_id"] is None:
+            return False
+        if expected_leaf_id is not None and row["leaf_id"] != expected_leaf_id:
+            return False
+        key = (row["tree_id"], row["leaf_id"])
+        return key in self._sound and self._memo.nodes.get(key) is not None \
+            and self._memo.places.get(key) is not None
 
     def _after_commit(self, conn: AsyncConnection, remember: Callable[[], None]) -> None:
         """Run `remember` once the write on `conn` has committed (at once outside one)."""

@@ -259,7 +259,9 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
             await self._insert_chain(conn, row, [node], move_op="append")  # one statement
             return node
 
-        return await self._write(op)
+        # A steady append (everything remembered) is that one statement and nothing else.
+        return await self._write(op, one_statement=node_id is None and
+                                 self._append_reads_nothing(session_id, expected_leaf_id))
 
     async def append_many(self, session_id: str, messages: Sequence[Message]) -> list[Node]:
         """Append several messages as one chain in one transaction (one leaf move)."""
