@@ -180,12 +180,14 @@ class PgHub(Hub):
                     while True:
                         while not self._outbox.empty() and len(batch) < 200:
                             batch.append(self._outbox.get_nowait())
-                        # One round trip for everything queued (a streamed reply's deltas);
-                        # unnest keeps their order, and so does NOTIFY's delivery.
+                        # One round trip for everything queued (a streamed reply's deltas),
+                        # in their order, as NOTIFY delivers them. One JSON array, not a
+                        # text[]: the driver escapes an array's every quote with a regex.
+                        payloads = json.dumps([encode(m) for m in joined_deltas(batch)],
+                                              ensure_ascii=False)
                         await conn.execute(
-                            "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) "
-                            "WITH ORDINALITY AS t(payload, n) ORDER BY n",
-                            (CHANNEL, [encode(m) for m in joined_deltas(batch)]))
+                            "SELECT pg_notify(%s, payload) FROM json_array_elements_text(%s::json) "
+                            "WITH ORDINALITY AS t(payload, n) ORDER BY n", (CHANNEL, payloads))
                         try:  # keep the connection while events keep coming
                             batch = [await asyncio.wait_for(self._outbox.get(), 5.0)]
                         except TimeoutError:

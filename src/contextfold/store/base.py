@@ -289,10 +289,12 @@ class StoreBase:
                 await folded.insert_nodes(conn, rows, placement.rows, prefix_hashes)
             else:
                 move = self._move_values(row, last, op=move_op, node_id=last)  # type: ignore[arg-type]
-                known = isinstance(row, KnownRow)
+                # Always guarded by read_only = false too: redundant for a row read under the
+                # lock (checked writable), but it keeps a write sent without a transaction
+                # (`single_write`) whole even if the remembered row was dropped meanwhile.
                 if not await folded.append_node(conn, rows[0], placement.rows[0],
                                                 prefix_hashes[0] if prefix_hashes else None,
-                                                move, writable=known):
+                                                move, writable=True):
                     self._refuse_move(row)
         except IntegrityError as exc:
             if not folded.is_place_race(exc):
