@@ -156,23 +156,49 @@ async def in_process(db: str, turns: int) -> dict[str, Any]:
         seen.append(statement)
 
     event.listen(store.engine.sync_engine, "before_cursor_execute", on_execute)
-    counts, ms = [], []
+    handoffs = _count_handoffs()  # SQLite: calls into aiosqlite's thread
+    counts, ms, hops = [], [], []
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
         sid = (await c.post("/v1/sessions", json={})).json()["session_id"]
         for i in range(turns):
             seen.clear()
+            handoffs[0] = 0
             start = time.process_time()
             r = await c.post(f"/v1/sessions/{sid}/messages", json={"text": f"turn {i}"})
             ms.append(1000 * (time.process_time() - start))
             r.raise_for_status()
             counts.append(len(seen))
+            hops.append(handoffs[0])
     await store.close()
     head, tail = ms[1:11], ms[-10:]  # turn 0 warms caches; medians of ten
-    return {"statements_per_turn": statistics.median(counts[1:]),
+    out = {"statements_per_turn": statistics.median(counts[1:]),
             "statements_first_turn": counts[0],
             "cpu_ms_turns_2_11": round(statistics.median(head), 1),
             "cpu_ms_last_10": round(statistics.median(tail), 1), "turns": turns}
+    if store.engine.dialect.name == "sqlite":
+        out["thread_handoffs_per_turn"] = statistics.median(hops[1:])
+    return out
+
+
+def _count_handoffs() -> list[int]:
+    """A counter of the calls made into aiosqlite's thread (its queue's `put_nowait`)."""
+    import aiosqlite.core
+
+    if not getattr(aiosqlite.core.Connection, "_cf_counted", False):
+        real = aiosqlite.core.Connection._execute
+
+        async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+            _HANDOFFS[0] += 1
+            return await real(self, fn, *args, **kwargs)
+
+        aiosqlite.core.Connection._execute = counted  # type: ignore[method-assign]
+        aiosqlite.core.Connection._cf_counted = True  # type: ignore[attr-defined]
+    _HANDOFFS[:] = [0]
+    return _HANDOFFS
+
+
+_HANDOFFS = [0]
 
 
 # ---------------------------------------------------------------------- profile
@@ -193,8 +219,8 @@ def _where(key: tuple[str, int, str]) -> str:
 
 async def profile(db: str, sessions: int, turns: int, top: int = 12) -> dict[str, Any]:
     """cProfile over `sessions` x `turns` in-process turns (ASGI transport; a fresh session
-    each `turns`, like the clients): the top functions by own time and, of contextfold's
-    own, by cumulative time, in ms per turn (profiled: ~2x the unprofiled CPU)."""
+    each `turns`, like the clients): the top functions by own time and contextfold's own by
+    own and by cumulative time, in ms per turn (profiled: ~2x the unprofiled CPU)."""
     import cProfile
     import pstats
 
@@ -225,8 +251,12 @@ async def profile(db: str, sessions: int, turns: int, top: int = 12) -> dict[str
                  key=lambda kv: -kv[1])[:top]
     ours = sorted(((k, v[3]) for k, v in stats.items() if "contextfold" in k[0]),
                   key=lambda kv: -kv[1])[:top]
+    ours_own = sorted(((k, v[2]) for k, v in stats.items() if "contextfold" in k[0]),
+                      key=lambda kv: -kv[1])[:top]
     return {"turns": n,
             "own_ms_per_turn": [[_where(k), round(1000 * t / n, 3)] for k, t in own],
+            "contextfold_own_ms_per_turn": [[_where(k), round(1000 * t / n, 3)]
+                                            for k, t in ours_own],
             "contextfold_cumulative_ms_per_turn": [[_where(k), round(1000 * t / n, 3)]
                                                    for k, t in ours]}
 
@@ -246,8 +276,8 @@ def _new_db(backend: str, tmp: Path, name: str) -> str:
     return f"{PG_ADMIN}?options=-csearch_path%3D{schema}"
 
 
-async def main(quick: bool, src: Path, out: Path) -> None:
-    rounds = 1 if quick else 5
+async def main(quick: bool, src: Path, out: Path, rounds: int = 5) -> None:
+    rounds = 1 if quick else rounds
     plan = [(1, 10), (8, 2)]
     report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -301,7 +331,8 @@ async def profile_only(turns: int) -> None:
                                 10)
             print(f"{backend}: {got['turns']} turns, ms per turn (profiled)")
             for title, key in (("own time", "own_ms_per_turn"),
-                               ("contextfold, cumulative", "contextfold_cumulative_ms_per_turn")):
+                               ("contextfold's, own time", "contextfold_own_ms_per_turn"),
+                               ("contextfold's, cumulative", "contextfold_cumulative_ms_per_turn")):
                 print(f"  {title}:")
                 for where, ms in got[key]:
                     print(f"    {ms:8.3f}  {where}")
@@ -312,6 +343,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--src", type=Path, default=ROOT / "src")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds (a round of 10 turns is ~0.2 s: on a busy box "
+                        "more rounds steady the median ratio)")
     parser.add_argument("--profile", type=int, metavar="TURNS", default=0,
                         help="only profile TURNS in-process turns per database and print the "
                         "top functions (needs PostgreSQL too)")
@@ -319,4 +353,4 @@ if __name__ == "__main__":
     if args.profile:
         asyncio.run(profile_only(args.profile))
     else:
-        asyncio.run(main(args.quick, args.src.resolve(), args.out))
+        asyncio.run(main(args.quick, args.src.resolve(), args.out, args.rounds))

@@ -36,6 +36,11 @@ def _lat(runs: list[dict[str, Any]]) -> str:
 LOAD_BEFORE = (6.76, 18586.1, 46646.3)
 
 
+def _handoffs(data: dict[str, Any]) -> str:
+    n = data["backends"].get("sqlite", {}).get("in_process", {}).get("thread_handoffs_per_turn")
+    return f" ({n:g} hand-offs a turn, counted in process)" if n is not None else ""
+
+
 def service_turn_section(data: dict[str, Any] | None,
                          before: dict[str, Any] | None,
                          load_run: dict[str, Any] | None = None,
@@ -104,13 +109,15 @@ def service_turn_section(data: dict[str, Any] | None,
               "are folded, not dropped: PostgreSQL uses a data-modifying CTE whose inserts all "
               "hang off the guarded update, SQLite a connection's temp view with an INSTEAD OF "
               "trigger. On SQLite each statement is also one hand-off to aiosqlite's thread "
-              "instead of four (a turn made 32, now 4), and no rollback is sent with no "
-              "transaction open; on PostgreSQL a turn is 4 round trips (it was 14: a BEGIN and "
-              "a COMMIT around each read and write), and the event hub joins a streamed "
-              "reply's deltas into one notification and drops its own notifications unread "
-              "(the offline reply is 18 deltas: 18 notifications sent and read back). "
-              "`tests/test_server_turn_cost.py` asserts the exact counts and their order; the "
-              "tail is not re-read while `(leaf_id, branch_revision)` is unchanged.", ""]
+              "instead of four (open a cursor, execute, fetch, close), and no rollback is sent "
+              "with no transaction open" + _handoffs(data) + "; on PostgreSQL no BEGIN or "
+              "COMMIT is sent around the one-statement reads and appends (each was a round "
+              "trip of its own), and the event hub joins a streamed reply's deltas into one "
+              "notification, sends a batch as one JSON array and drops its own notifications "
+              "unread (the offline reply is 18 deltas: 18 notifications were sent and read "
+              "back). `tests/test_server_turn_cost.py` asserts the exact statement counts and "
+              "their order; the tail is not re-read while `(leaf_id, branch_revision)` is "
+              "unchanged.", ""]
     if previous is not None:
         old_rows = []
         for db, table in previous["backends"].items():
@@ -132,12 +139,12 @@ def service_turn_section(data: dict[str, Any] | None,
                   "thread counts where it happens (SQLite's hand-off shows as "
                   "`SimpleQueue.put_nowait`: the wake-up of the driver's thread on a busy "
                   "box).", "",
-                  "| database | top functions, own ms per turn | contextfold's own, cumulative "
+                  "| database | top functions, own ms per turn | contextfold's functions, own "
                   "ms per turn |", "| --- | --- | --- |"]
         for db, prof in profiled.items():
             own = "; ".join(f"`{w}` {ms:g}" for w, ms in prof["own_ms_per_turn"][:8])
             ours = "; ".join(f"`{w}` {ms:g}" for w, ms in
-                             prof["contextfold_cumulative_ms_per_turn"][:8])
+                             prof.get("contextfold_own_ms_per_turn", [])[:8])
             lines.append(f"| {db} | {own} | {ours} |")
         lines.append("")
     low = [f"{db} {s}" for db, t in data["backends"].items() for s in ("1", "8")
@@ -151,7 +158,8 @@ def service_turn_section(data: dict[str, Any] | None,
                   + " of CPU per turn). What is left is the database's own round trips and "
                   "the driver machinery around them (the profile above), and the lease read "
                   "after the turn, kept so the reply's state sees a compaction another worker "
-                  "started meanwhile.", ""]
+                  "started meanwhile. A row whose median is within its range's swing of 0.5× "
+                  "can change verdict between runs of the same code on this box.", ""]
     growing = [db for db, t in data["backends"].items()
                if t["in_process"]["cpu_ms_last_10"] > goals["flat"] *
                t["in_process"]["cpu_ms_turns_2_11"]]
