@@ -467,7 +467,7 @@ def benchmarks_md() -> str:
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),
-                                  load("service_load"))
+                                  load("service_load"), load("service_turn_previous"))
     lines += varied_fit_section(load("scale"), load("scale_varied_before"))
     return "\n".join(lines)
 

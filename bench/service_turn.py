@@ -10,8 +10,12 @@ per-turn time at turn 1 vs turn 60 of one session.
 
 Goals: turns/s ≥ 0.5× the floor's; ≤ 8 statements per turn; per-turn cost flat over 60 turns.
 
+Then a cProfile of 200 in-process turns per database: the top functions (own time, and
+contextfold's own by cumulative time), kept in the results for the docs.
+
 Run: `python -m bench.service_turn [--quick]` (needs PostgreSQL at 127.0.0.1:5432, db
-`test`); `--src DIR` serves another source tree (e.g. main's, for the before figures).
+`test`); `--src DIR` serves another source tree (e.g. main's, for the before figures);
+`--profile N` only prints the profile of N turns per database.
 """
 
 from __future__ import annotations
@@ -152,23 +156,109 @@ async def in_process(db: str, turns: int) -> dict[str, Any]:
         seen.append(statement)
 
     event.listen(store.engine.sync_engine, "before_cursor_execute", on_execute)
-    counts, ms = [], []
+    handoffs = _count_handoffs()  # SQLite: calls into aiosqlite's thread
+    counts, ms, hops = [], [], []
     async with app.router.lifespan_context(app), httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
         sid = (await c.post("/v1/sessions", json={})).json()["session_id"]
         for i in range(turns):
             seen.clear()
+            handoffs[0] = 0
             start = time.process_time()
             r = await c.post(f"/v1/sessions/{sid}/messages", json={"text": f"turn {i}"})
             ms.append(1000 * (time.process_time() - start))
             r.raise_for_status()
             counts.append(len(seen))
+            hops.append(handoffs[0])
     await store.close()
     head, tail = ms[1:11], ms[-10:]  # turn 0 warms caches; medians of ten
-    return {"statements_per_turn": statistics.median(counts[1:]),
+    out = {"statements_per_turn": statistics.median(counts[1:]),
             "statements_first_turn": counts[0],
             "cpu_ms_turns_2_11": round(statistics.median(head), 1),
             "cpu_ms_last_10": round(statistics.median(tail), 1), "turns": turns}
+    if store.engine.dialect.name == "sqlite":
+        out["thread_handoffs_per_turn"] = statistics.median(hops[1:])
+    return out
+
+
+def _count_handoffs() -> list[int]:
+    """A counter of the calls made into aiosqlite's thread (its queue's `put_nowait`)."""
+    import aiosqlite.core
+
+    if not getattr(aiosqlite.core.Connection, "_cf_counted", False):
+        real = aiosqlite.core.Connection._execute
+
+        async def counted(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+            _HANDOFFS[0] += 1
+            return await real(self, fn, *args, **kwargs)
+
+        aiosqlite.core.Connection._execute = counted  # type: ignore[method-assign]
+        aiosqlite.core.Connection._cf_counted = True  # type: ignore[attr-defined]
+    _HANDOFFS[:] = [0]
+    return _HANDOFFS
+
+
+_HANDOFFS = [0]
+
+
+# ---------------------------------------------------------------------- profile
+
+# Waiting, not work: the event loop's poll (the client and server share the loop here).
+_IDLE = ("<method 'poll' of 'select.epoll' objects>",)
+
+
+def _where(key: tuple[str, int, str]) -> str:
+    path, line, name = key
+    if path == "~":
+        return name
+    parts = Path(path).parts
+    short = "/".join(parts[parts.index("site-packages") + 1:] if "site-packages" in parts
+                     else parts[-3:] if "contextfold" in parts else parts[-2:])
+    return f"{short}:{line} {name}"
+
+
+async def profile(db: str, sessions: int, turns: int, top: int = 12) -> dict[str, Any]:
+    """cProfile over `sessions` x `turns` in-process turns (ASGI transport; a fresh session
+    each `turns`, like the clients): the top functions by own time and contextfold's own by
+    own and by cumulative time, in ms per turn (profiled: ~2x the unprofiled CPU)."""
+    import cProfile
+    import pstats
+
+    from contextfold.server import ServiceConfig, create_app
+    from contextfold.store import open_store
+
+    store = await open_store(db)
+    app = create_app(ServiceConfig(db=db), store=store)
+    prof = cProfile.Profile()
+    async with app.router.lifespan_context(app), httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as c:
+        warm = (await c.post("/v1/sessions", json={})).json()["session_id"]
+        for i in range(3):
+            (await c.post(f"/v1/sessions/{warm}/messages", json={"text": f"w {i}"})
+             ).raise_for_status()
+        for _ in range(sessions):
+            sid = (await c.post("/v1/sessions", json={})).json()["session_id"]
+            prof.enable()
+            for i in range(turns):
+                (await c.post(f"/v1/sessions/{sid}/messages",
+                              json={"text": f"turn {i}: next step for the parser?"})
+                 ).raise_for_status()
+            prof.disable()
+    await store.close()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    n = sessions * turns
+    own = sorted(((k, v[2]) for k, v in stats.items() if k[2] not in _IDLE),
+                 key=lambda kv: -kv[1])[:top]
+    ours = sorted(((k, v[3]) for k, v in stats.items() if "contextfold" in k[0]),
+                  key=lambda kv: -kv[1])[:top]
+    ours_own = sorted(((k, v[2]) for k, v in stats.items() if "contextfold" in k[0]),
+                      key=lambda kv: -kv[1])[:top]
+    return {"turns": n,
+            "own_ms_per_turn": [[_where(k), round(1000 * t / n, 3)] for k, t in own],
+            "contextfold_own_ms_per_turn": [[_where(k), round(1000 * t / n, 3)]
+                                            for k, t in ours_own],
+            "contextfold_cumulative_ms_per_turn": [[_where(k), round(1000 * t / n, 3)]
+                                                   for k, t in ours]}
 
 
 # ---------------------------------------------------------------------- main
@@ -186,8 +276,8 @@ def _new_db(backend: str, tmp: Path, name: str) -> str:
     return f"{PG_ADMIN}?options=-csearch_path%3D{schema}"
 
 
-async def main(quick: bool, src: Path, out: Path) -> None:
-    rounds = 1 if quick else 5
+async def main(quick: bool, src: Path, out: Path, rounds: int = 5) -> None:
+    rounds = 1 if quick else rounds
     plan = [(1, 10), (8, 2)]
     report: dict[str, Any] = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
@@ -223,6 +313,8 @@ async def main(quick: bool, src: Path, out: Path) -> None:
             sys.path.insert(0, str(src))
             table["in_process"] = await in_process(_new_db(backend, tmp, "inproc"),
                                                    30 if quick else 60)
+            table["profile"] = await profile(_new_db(backend, tmp, "prof"),
+                                             5 if quick else 20, 10)
             report["backends"][backend] = table
             print(backend, json.dumps(table["in_process"]), file=sys.stderr)
     report["machine"]["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
@@ -231,10 +323,34 @@ async def main(quick: bool, src: Path, out: Path) -> None:
     print(f"wrote {out}", file=sys.stderr)
 
 
+async def profile_only(turns: int) -> None:
+    """`--profile N`: print the profile of N turns on each database, nothing written."""
+    with tempfile.TemporaryDirectory() as tmpdir:
+        for backend in ("sqlite", "postgresql"):
+            got = await profile(_new_db(backend, Path(tmpdir), "prof"), max(1, turns // 10),
+                                10)
+            print(f"{backend}: {got['turns']} turns, ms per turn (profiled)")
+            for title, key in (("own time", "own_ms_per_turn"),
+                               ("contextfold's, own time", "contextfold_own_ms_per_turn"),
+                               ("contextfold's, cumulative", "contextfold_cumulative_ms_per_turn")):
+                print(f"  {title}:")
+                for where, ms in got[key]:
+                    print(f"    {ms:8.3f}  {where}")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--src", type=Path, default=ROOT / "src")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved rounds (a round of 10 turns is ~0.2 s: on a busy box "
+                        "more rounds steady the median ratio)")
+    parser.add_argument("--profile", type=int, metavar="TURNS", default=0,
+                        help="only profile TURNS in-process turns per database and print the "
+                        "top functions (needs PostgreSQL too)")
     args = parser.parse_args()
-    asyncio.run(main(args.quick, args.src.resolve(), args.out))
+    if args.profile:
+        asyncio.run(profile_only(args.profile))
+    else:
+        asyncio.run(main(args.quick, args.src.resolve(), args.out, args.rounds))

@@ -3,7 +3,8 @@
 docs/benchmarks.md (issue 26; rendered by `bench/docs_report.py`, never typed by hand).
 
 `*_before.json` are the same benchmarks run on the source before issue 26's changes
-(`--src` / `PYTHONPATH` pointing at that tree), shown beside the current figures.
+(`--src` / `PYTHONPATH` pointing at that tree), shown beside the current figures;
+`service_turn_previous.json` is the service turn's run before its latest changes.
 """
 
 from __future__ import annotations
@@ -35,9 +36,17 @@ def _lat(runs: list[dict[str, Any]]) -> str:
 LOAD_BEFORE = (6.76, 18586.1, 46646.3)
 
 
+def _handoffs(data: dict[str, Any]) -> str:
+    n = data["backends"].get("sqlite", {}).get("in_process", {}).get("thread_handoffs_per_turn")
+    return f" ({n:g} hand-offs a turn, counted in process)" if n is not None else ""
+
+
 def service_turn_section(data: dict[str, Any] | None,
                          before: dict[str, Any] | None,
-                         load_run: dict[str, Any] | None = None) -> list[str]:
+                         load_run: dict[str, Any] | None = None,
+                         previous: dict[str, Any] | None = None) -> list[str]:
+    """The Service turn section: `data` (this run), `before` (the source before issue 26),
+    `previous` (the run before this one's changes), `load_run` (the 200-session run)."""
     if data is None:
         return [TURN_HEAD, "", "Not run yet: `python -m bench.service_turn` (needs "
                 "PostgreSQL).", ""]
@@ -88,44 +97,76 @@ def service_turn_section(data: dict[str, Any] | None,
             f"{cost['cpu_ms_last_10']} | "
             + (f"{old['cpu_ms_turns_2_11']} → {old['cpu_ms_last_10']}" if old else "—")
             + f" | {_met(flat)} |")
-    lines += ["", "Where the statements go now (SQLite, per turn; PostgreSQL sends no BEGIN): "
-              "one read of the session row with its compaction lease (one statement, no "
-              "BEGIN); the user message's append and the reply's append, 3 each (BEGIN "
-              "IMMEDIATE, the node with its recall rows, the leaf move with its log row); the "
-              "lease read for the state the reply reports (1). Before: 24 on SQLite and 18 on "
-              "PostgreSQL (each append also locked and read the session row, read the "
-              "parent's depth and chain hash and its recall place, checked the place, and "
-              "wrote five tables in five statements), 30 and 22 before issue 26. Each store "
-              "instance remembers what it read or wrote: nodes and recall places never "
-              "change, and the session row is a guess the guarded leaf move proves (when "
-              "another worker moved the leaf, the write is rolled back and run again from the "
-              "stored row). The writes are folded, not dropped: PostgreSQL uses "
-              "data-modifying CTEs, SQLite a connection's temp views with INSTEAD OF "
-              "triggers. `tests/test_server_turn_cost.py` asserts the exact counts and their "
-              "order. The tail is not re-read while `(leaf_id, branch_revision)` is "
-              "unchanged.", "",
-              "The previous run (24 / 18 statements, a 1-minute load average of 10.5) "
-              "measured 23.1 → 30.7 ms of CPU per turn on SQLite and 32.9 → 27.8 on "
-              "PostgreSQL, and ratios to the floor of 0.2–0.64×."]
+    lines += ["", "Where the statements go now (per turn, both databases): one read of the "
+              "session row with its compaction lease (no BEGIN; PostgreSQL in autocommit, so no "
+              "COMMIT either); the user message's append and the reply's, one statement each "
+              "sent outside a transaction (the node with its recall rows and the guarded leaf "
+              "move with its log row: every check it needs was remembered, and one statement "
+              "is atomic on its own; when the guess fails it runs again in a transaction, "
+              "reading what it needs); the lease read for the state the reply reports. Each "
+              "store instance remembers what it read or wrote: nodes and recall places never "
+              "change, and the session row is a guess the guarded leaf move proves. The writes "
+              "are folded, not dropped: PostgreSQL uses a data-modifying CTE whose inserts all "
+              "hang off the guarded update, SQLite a connection's temp view with an INSTEAD OF "
+              "trigger. On SQLite each statement is also one hand-off to aiosqlite's thread "
+              "instead of four (open a cursor, execute, fetch, close), and no rollback is sent "
+              "with no transaction open" + _handoffs(data) + "; on PostgreSQL no BEGIN or "
+              "COMMIT is sent around the one-statement reads and appends (each was a round "
+              "trip of its own), and the event hub joins a streamed reply's deltas into one "
+              "notification, sends a batch as one JSON array and drops its own notifications "
+              "unread (the offline reply is 18 deltas: 18 notifications were sent and read "
+              "back). `tests/test_server_turn_cost.py` asserts the exact statement counts and "
+              "their order; the tail is not re-read while `(leaf_id, branch_revision)` is "
+              "unchanged.", ""]
+    if previous is not None:
+        old_rows = []
+        for db, table in previous["backends"].items():
+            cost = table["in_process"]
+            old_rows.append(f"{db} {cost['statements_per_turn']:g} statements, "
+                            f"{cost['cpu_ms_turns_2_11']} ms CPU per turn, ratios "
+                            f"{table['1']['ratio_median']}× / {table['8']['ratio_median']}× "
+                            "(1 / 8 sessions)")
+        lines += ["The previous run (1-minute load average "
+                  f"{previous['machine']['load_average_at_start'][0]}): "
+                  + "; ".join(old_rows) + ".", ""]
+    profiled = {db: t["profile"] for db, t in data["backends"].items() if "profile" in t}
+    if profiled:
+        lines += ["Where a turn's time goes: a cProfile of "
+                  f"{next(iter(profiled.values()))['turns']} in-process turns per database "
+                  "(`python -m bench.service_turn --profile N` prints it; wall time with "
+                  "the profiler's overhead, client and server in one process; own time leaves "
+                  "out the event loop's idle poll). A wait for the database or for aiosqlite's "
+                  "thread counts where it happens (SQLite's hand-off shows as "
+                  "`SimpleQueue.put_nowait`: the wake-up of the driver's thread on a busy "
+                  "box).", "",
+                  "| database | top functions, own ms per turn | contextfold's functions, own "
+                  "ms per turn |", "| --- | --- | --- |"]
+        for db, prof in profiled.items():
+            own = "; ".join(f"`{w}` {ms:g}" for w, ms in prof["own_ms_per_turn"][:8])
+            ours = "; ".join(f"`{w}` {ms:g}" for w, ms in
+                             prof.get("contextfold_own_ms_per_turn", [])[:8])
+            lines.append(f"| {db} | {own} | {ours} |")
+        lines.append("")
     low = [f"{db} {s}" for db, t in data["backends"].items() for s in ("1", "8")
            if t[s]["ratio_median"] < goals["floor_ratio"]]
     if low:
-        lines[-1] += (" Still missed: turns/s ≥ 0.5× the floor's (" + ", ".join(low) + "): "
-                      "the floor is one transaction and no runtime; a turn is two appends "
-                      "plus the runtime's projection, estimate, gauge and events ("
-                      + " / ".join(f"{t['in_process']['cpu_ms_turns_2_11']} ms on {db}"
-                                   for db, t in data["backends"].items())
-                      + " of CPU per turn, spread thin over the runtime, SQLAlchemy and "
-                      "FastAPI in a profile; no single part dominates).")
+        lines += ["Still missed: turns/s ≥ 0.5× the floor's (" + ", ".join(low) + "): the "
+                  "floor is one transaction and no runtime; a turn is two appends and two "
+                  "reads plus the runtime's projection, estimate, gauge and events ("
+                  + " / ".join(f"{t['in_process']['cpu_ms_turns_2_11']} ms on {db}"
+                               for db, t in data["backends"].items())
+                  + " of CPU per turn). What is left is the database's own round trips and "
+                  "the driver machinery around them (the profile above), and the lease read "
+                  "after the turn, kept so the reply's state sees a compaction another worker "
+                  "started meanwhile. A row whose median is within its range's swing of 0.5× "
+                  "can change verdict between runs of the same code on this box.", ""]
     growing = [db for db, t in data["backends"].items()
                if t["in_process"]["cpu_ms_last_10"] > goals["flat"] *
                t["in_process"]["cpu_ms_turns_2_11"]]
     if growing:
-        lines[-1] += (" Per-turn CPU grew over 60 turns on " + ", ".join(growing) + " in this "
-                      "run (the statements are flat; repeated in-process runs on a quieter "
-                      "moment measured 8.0 → 8.5 ms on SQLite, so read it as the box's noise "
-                      "unless it repeats).")
-    lines.append("")
+        lines += ["Per-turn CPU grew over 60 turns on " + ", ".join(growing) + " in this "
+                  "run (the statements are flat; read it as the box's noise unless it "
+                  "repeats).", ""]
     if load_run is not None:
         send = load_run["send_ms"]
         lines += [f"Beside it, the {load_run['sessions']}-session load run (Service under "

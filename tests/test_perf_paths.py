@@ -77,6 +77,34 @@ async def test_conversation_estimates_each_stored_message_once(store, monkeypatc
     await conv.close()
 
 
+async def test_a_projection_is_estimated_once_however_often_asked(store, monkeypatch):  # P1
+    """A turn asks for the same projection's estimate several times (preflight, automatic
+    check, gauge, state); each whole-request estimate walks every message, so they are
+    kept: the same projection and drafts give the same estimate without a second walk, and
+    anything new is estimated afresh (issue 26: a turn's cost grew with the session)."""
+    from contextfold.runtime import sizing
+
+    sid = await seeded(store, 20)
+    conv = await Conversation.open(store, sid, model=LocalModel(usage=False), capacity=CAPACITY)
+    walks = Counter(monkeypatch, sizing, "estimate_request")
+    first = conv.estimate()
+    for _ in range(3):
+        assert conv.estimate() == first
+        assert conv.gauge().tokens == first.tokens
+    assert walks.calls == 1
+    draft = user("a draft not stored yet")
+    with_draft = conv.estimate([draft])
+    assert with_draft.tokens > first.tokens and walks.calls == 2
+    assert conv.estimate([draft]) == with_draft and walks.calls == 2
+    await conv.send("one more question about the same files")
+    await conv.wait_idle()
+    after = conv.estimate()
+    assert after.tokens > first.tokens  # the new projection's, not the kept one
+    walked = walks.calls
+    assert conv.estimate() is after and walks.calls == walked
+    await conv.close()
+
+
 async def test_compaction_estimates_and_extracts_each_message_once(store, monkeypatch):  # M1 S4
     sid = await seeded(store, 30)
     branch = await store.load_branch(sid)

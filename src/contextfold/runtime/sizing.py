@@ -71,6 +71,9 @@ class Sizer:
     costs: MessageCosts = field(init=False, repr=False, compare=False)
     tool_json: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
     _rhythm_memo: list[Any] = field(init=False, repr=False, compare=False)
+    # The last estimate, with the projection and pending messages it is of (issue 26).
+    _last: tuple[Projection, tuple[Message, ...], Estimate] | None = field(
+        init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "costs", MessageCosts(self.capacity))
@@ -79,13 +82,29 @@ class Sizer:
         object.__setattr__(self, "tool_json", tool_dicts(self.tools) or None)
 
     def estimate(self, projection: Projection, pending: Sequence[Message] = ()) -> Estimate:
-        """The whole next request: system, tools, projection and pending messages (P1)."""
+        """The whole next request: system, tools, projection and pending messages (P1).
+
+        The last one is kept: a turn asks for the same projection's estimate several times
+        (the preflight, the automatic check, the gauge, the state), and each walks every
+        message of the projection, so a turn's cost grew with the session. Projections
+        and messages are immutable, so the same objects have the same estimate."""
+        wanted = tuple(pending)
+        last = self._last
+        if last is not None and last[0] is projection and len(last[1]) == len(wanted) \
+                and all(a is b for a, b in zip(last[1], wanted, strict=True)):
+            return last[2]
+        got = self._estimate(projection, wanted)
+        object.__setattr__(self, "_last", (projection, wanted, got))
+        return got
+
+    def _estimate(self, projection: Projection, pending: tuple[Message, ...]) -> Estimate:
         return estimate_request(projection, self.capacity, system=self.system,
-                                tools=self.tool_json, pending=tuple(pending), costs=self.costs)
+                                tools=self.tool_json, pending=pending, costs=self.costs)
 
     def floor(self, projection: Projection, pending: Sequence[Message] = ()) -> int:
-        """What no compaction can shrink: system prompt, tools, pins and `pending`."""
-        return self.estimate(fixed_part(projection), pending).tokens
+        """What no compaction can shrink: system prompt, tools, pins and `pending` (not
+        kept as the last estimate: it is of a part, asked between two of the whole)."""
+        return self._estimate(fixed_part(projection), tuple(pending)).tokens
 
     @cached_property
     def smallest_checkpoint(self) -> int:

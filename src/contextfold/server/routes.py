@@ -50,7 +50,9 @@ class SwitchModel(Body):
     context_window: int | None = Field(None, ge=256, le=100_000_000)
 
 
-def manager(request: Request) -> SessionManager:
+async def manager(request: Request) -> SessionManager:
+    """The service's sessions. Async on purpose: FastAPI runs a plain `def` dependency in
+    its thread pool, a thread hop on every request for one attribute read (issue 26)."""
     return request.app.state.service.sessions
 
 

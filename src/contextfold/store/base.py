@@ -22,7 +22,7 @@ from contextfold.core.tree import Branch, DamagedBranch
 from contextfold.ids import new_id
 
 from . import folded, queries
-from .engine import LeafConflict, retry_transient, write_connection
+from .engine import LeafConflict, retry_transient, single_write, write_connection
 from .errors import (
     InvalidOperationError,
     ReadOnlySessionError,
@@ -102,10 +102,17 @@ class StoreBase:
         """`stmt` (a select over `sessions`) limited to this instance's tenant, if any."""
         return stmt if self.tenant is None else stmt.where(sessions.c.tenant_id == self.tenant)
 
-    async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+    async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]], *,
+                     one_statement: bool = False) -> T:
+        """Run `op` in a write transaction (retried when transient), remembering what it
+        wrote once committed. `one_statement`: `op` runs one statement and reads nothing
+        (every check remembered), so it runs without a transaction (`single_write`); when
+        the guess fails it runs again in one, reading what it needs."""
         async def attempt() -> T:
             pending: list[Callable[[], None]] = []
-            async with write_connection(self.engine) as conn:
+            single = one_statement and not _READ_ALL.get()
+            async with (single_write(self.engine) if single else
+                        write_connection(self.engine)) as conn:
                 conn.info[_PENDING] = pending
                 try:
                     result = await op(conn)
@@ -134,6 +141,20 @@ class StoreBase:
             raise AssertionError("unreachable")
         finally:
             _READ_ALL.reset(token)
+
+    def _append_reads_nothing(self, session_id: str, expected_leaf_id: str | None) -> bool:
+        """Whether an append to `session_id` would run only its one statement: the session
+        row, its leaf's soundness, bookkeeping and recall place are all remembered."""
+        if _READ_ALL.get():
+            return False
+        row = self._memo.known_row(session_id, self.tenant)
+        if row is None or row["leaf_id"] is None:
+            return False
+        if expected_leaf_id is not None and row["leaf_id"] != expected_leaf_id:
+            return False
+        key = (row["tree_id"], row["leaf_id"])
+        return key in self._sound and self._memo.nodes.get(key) is not None \
+            and self._memo.places.get(key) is not None
 
     def _after_commit(self, conn: AsyncConnection, remember: Callable[[], None]) -> None:
         """Run `remember` once the write on `conn` has committed (at once outside one)."""
@@ -230,12 +251,14 @@ class StoreBase:
             self._sound.popitem(last=False)
 
     async def _insert_chain(self, conn: AsyncConnection, row: RowMapping,
-                            chain: Sequence[Node], prefix_hashes: Sequence[str] = ()) -> int:
+                            chain: Sequence[Node], prefix_hashes: Sequence[str] = (), *,
+                            move_op: str | None = None) -> int:
         """Insert linked nodes whose first parent is stored; compute depth and latest
         checkpoint. Each node gets its recall row (SPEC L1: searchable in the transaction
         that stores it) and, with `prefix_hashes` (one per leading node), its mirror index
-        row: one statement (`folded`). Returns the depth of the first (so a caller need not
-        read it again)."""
+        row: one statement (`folded`). With `move_op`, the leaf then moves to the last node
+        (`_move_leaf`); for one node, in the same statement (an append: issue 26). Returns
+        the depth of the first (so a caller need not read it again)."""
         tree_id = row["tree_id"]
         first_parent = chain[0].parent_id
         depth, latest, parent_chain = 0, None, None
@@ -259,8 +282,20 @@ class StoreBase:
         placement = await place_nodes(conn, tree_id, [(n, r["depth"]) for n, r in
                                                       zip(chain, rows, strict=True)],
                                       remembered)
+        last = chain[-1].id
+        fused = move_op is not None and len(chain) == 1
         try:
-            await folded.insert_nodes(conn, rows, placement.rows, prefix_hashes)
+            if not fused:
+                await folded.insert_nodes(conn, rows, placement.rows, prefix_hashes)
+            else:
+                move = self._move_values(row, last, op=move_op, node_id=last)  # type: ignore[arg-type]
+                # Always guarded by read_only = false too: redundant for a row read under the
+                # lock (checked writable), but it keeps a write sent without a transaction
+                # (`single_write`) whole even if the remembered row was dropped meanwhile.
+                if not await folded.append_node(conn, rows[0], placement.rows[0],
+                                                prefix_hashes[0] if prefix_hashes else None,
+                                                move, writable=True):
+                    self._refuse_move(row)
         except IntegrityError as exc:
             if not folded.is_place_race(exc):
                 raise
@@ -276,10 +311,14 @@ class StoreBase:
                 self._memo.places.pop((tree_id, first_parent))
             for r in rows:
                 self._memo.remember_node(tree_id, r)
-            last = chain[-1].id  # the others have a child on their line already
+            # the others have a child on their line already
             self._memo.places.put((tree_id, last), placement.places[last])
 
         self._after_commit(conn, remember)
+        if fused:
+            self._moved(conn, row, move)
+        elif move_op is not None:
+            await self._move_leaf(conn, row, last, op=move_op, node_id=last)
         return int(rows[0]["depth"])
 
     async def _node_meta(self, conn: AsyncConnection, tree_id: str,
@@ -300,29 +339,47 @@ class StoreBase:
         node_id: str | None = None, planned: tuple[str, int] | None = None,
     ) -> SessionInfo:
         """Move the leaf and bump the revision, conditional on the row we locked; log the move."""
-        revision = row["branch_revision"] + 1
-        now = utc_now()
-        known = isinstance(row, KnownRow)
-        values = dict(tree_id=row["tree_id"], session_id=row["id"], revision=revision, op=op,
-                      from_leaf_id=row["leaf_id"], to_leaf_id=to_leaf, node_id=node_id,
-                      planned_leaf_id=planned[0] if planned else None,
-                      planned_revision=planned[1] if planned else None, at=now)
+        values = self._move_values(row, to_leaf, op=op, node_id=node_id, planned=planned)
         if self._guard_commit or op != "commit":
             # Conditional on the row as locked, or as remembered (not read under the lock:
             # then this statement proves it, and that it is still writable).
-            if not await folded.move_leaf(conn, values, writable=known):
-                if known:
-                    self._memo.rows.pop(row["id"])
-                    raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
-                raise LeafConflict(f"session {row['id']} changed under its lock")
+            if not await folded.move_leaf(conn, values, writable=isinstance(row, KnownRow)):
+                self._refuse_move(row)
         else:  # the test hook that lets a stale commit through (the checker must catch it)
             await conn.execute(update(sessions).where(sessions.c.id == row["id"]).values(
-                leaf_id=to_leaf, branch_revision=revision, updated_at=now))
+                leaf_id=to_leaf, branch_revision=values["revision"], updated_at=values["at"]))
             await conn.execute(insert(leaf_moves).values(**values))
+        return self._moved(conn, row, values)
+
+    @staticmethod
+    def _move_values(row: RowMapping, to_leaf: str | None, *, op: str,
+                     node_id: str | None = None,
+                     planned: tuple[str, int] | None = None) -> dict[str, Any]:
+        """The `leaf_moves` row of moving `row`'s leaf to `to_leaf` (the next revision)."""
+        return dict(tree_id=row["tree_id"], session_id=row["id"],
+                    revision=row["branch_revision"] + 1, op=op, from_leaf_id=row["leaf_id"],
+                    to_leaf_id=to_leaf, node_id=node_id,
+                    planned_leaf_id=planned[0] if planned else None,
+                    planned_revision=planned[1] if planned else None, at=utc_now())
+
+    def _refuse_move(self, row: RowMapping) -> None:
+        """The guarded move found the row elsewhere: `StaleMemo` for a remembered row (run
+        again reading it), else `LeafConflict` (retried)."""
+        if isinstance(row, KnownRow):
+            self._memo.rows.pop(row["id"])
+            raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
+        raise LeafConflict(f"session {row['id']} changed under its lock")
+
+    def _moved(self, conn: AsyncConnection, row: RowMapping,
+               values: Mapping[str, Any]) -> SessionInfo:
+        """After a move: the new leaf is sound if it is the node just written; the moved row
+        is remembered once committed."""
+        to_leaf, node_id = values["to_leaf_id"], values["node_id"]
         if node_id is not None and node_id == to_leaf:
             self._remember_sound(row["tree_id"], node_id)
         new = dict(row)
-        new.update(leaf_id=to_leaf, branch_revision=revision, updated_at=now)
+        new.update(leaf_id=to_leaf, branch_revision=values["revision"],
+                   updated_at=values["at"])
         self._after_commit(conn, lambda: self._memo.remember_row(new))
         return self._info(new, read_only=False)  # type: ignore[arg-type]
 

@@ -113,6 +113,9 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
 def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        from .sqlite_hops import install
+
+        install(dbapi_connection)  # one thread hop per statement, not four (issue 26)
         # Let us emit BEGIN ourselves (the driver's implicit BEGIN is always DEFERRED).
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
@@ -173,6 +176,23 @@ async def write_connection(engine: AsyncEngine, *,
             yield conn
 
 
+@asynccontextmanager
+async def single_write(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection for a write that is one statement, atomic on its own: no BEGIN and no
+    COMMIT are sent (PostgreSQL: autocommit; SQLite: the writers' turn as in
+    `write_connection`, the temp views, no BEGIN). Two round trips fewer than a
+    transaction, for an append whose every check was remembered (issue 26)."""
+    if engine.dialect.name != "sqlite":
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
+            yield conn
+        return
+    async with _writer_lock(engine), engine.connect() as conn:
+        await conn.run_sync(_fold_writes, True)
+        await conn.execution_options(**{_BEGIN_OPTION: _NO_BEGIN})
+        yield conn
+
+
 _FOLDED = "contextfold_folded"  # connection-record info: its temp views exist
 
 
@@ -208,10 +228,13 @@ async def read_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]
 @asynccontextmanager
 async def single_read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """A connection for a read that is one statement (a statement is its own consistent
-    snapshot): on SQLite no BEGIN is sent for it, a round trip saved on every service turn
-    (issue 26); elsewhere `read_connection`."""
+    snapshot): no BEGIN is sent for it, a round trip saved on every service turn (issue
+    26); on PostgreSQL it runs in autocommit, which also spares the COMMIT's round trip.
+    Further statements on the connection each see their own snapshot: only for reads of
+    rows that never change (nodes) after the one statement."""
     if engine.dialect.name != "sqlite":
-        async with read_connection(engine) as conn:
+        async with engine.connect() as conn:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
             yield conn
         return
     async with engine.connect() as conn:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, delete, literal, select, update
+from sqlalchemy import ColumnElement, Select, String, bindparam, delete, literal, select, update
 from sqlalchemy import func as sqlfunc
 
 from contextfold.ids import new_id
@@ -32,11 +33,23 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 
+@functools.cache
 def db_now(dialect: str) -> ColumnElement[Any]:
-    """Seconds since the epoch by the database's clock."""
+    """Seconds since the epoch by the database's clock. One expression per dialect: they
+    are immutable, and building one costs more than the read it is in (issue 26)."""
     if dialect == "postgresql":
         return sqlfunc.extract("epoch", sqlfunc.clock_timestamp())
     return (sqlfunc.julianday("now") - 2440587.5) * 86400.0
+
+
+@functools.cache
+def holder_stmt(dialect: str) -> Select[Any]:
+    """Who holds an unexpired lease on the session bound as `session_id`: built once per
+    dialect (a statement object is immutable, and reusing it spares building it and its
+    cache key on every service turn, issue 26)."""
+    return select(compaction_leases.c.holder).where(
+        compaction_leases.c.session_id == bindparam("session_id", type_=String),
+        compaction_leases.c.expires_at > db_now(dialect))
 
 
 # Short so that a killed worker blocks others briefly; the heartbeat keeps a live one's.
@@ -75,13 +88,9 @@ class LeaseMixin:
 
     async def lease_holder(self, session_id: str) -> str | None:
         """Who holds an unexpired lease on the session (None if nobody)."""
-        now = db_now(self.engine.dialect.name)
         async with single_read(self.engine) as conn:
-            stmt = select(compaction_leases.c.holder).where(
-                compaction_leases.c.session_id == session_id,
-                compaction_leases.c.expires_at > now,
-            )
-            return (await conn.execute(stmt)).scalar_one_or_none()
+            stmt = holder_stmt(self.engine.dialect.name)
+            return (await conn.execute(stmt, {"session_id": session_id})).scalar_one_or_none()
 
     async def _claim_lease(self, session_id: str, holder: str, ttl: float) -> None:
         dialect = self.engine.dialect.name

@@ -9,12 +9,13 @@ and each move is logged in `leaf_moves`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Select, String, bindparam, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -46,6 +47,20 @@ from .values import CommitResult, SessionInfo
 
 if TYPE_CHECKING:
     from contextfold.core.plan import Plan
+
+
+@functools.cache
+def _session_and_lease_stmt(dialect: str, scoped: bool) -> Select[Any]:
+    """The session row (bound `session_id`, and `tenant_id` when `scoped`, SPEC W1) with
+    its unexpired lease holder: built once per dialect and scope, not on every turn."""
+    holder = select(compaction_leases.c.holder).where(
+        compaction_leases.c.session_id == sessions.c.id,
+        compaction_leases.c.expires_at > db_now(dialect),
+    ).scalar_subquery().label("lease_holder")
+    stmt = select(sessions, holder).where(sessions.c.id == bindparam("session_id", type_=String))
+    if scoped:
+        stmt = stmt.where(sessions.c.tenant_id == bindparam("tenant_id", type_=String))
+    return stmt
 
 
 class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, TenantOps):
@@ -112,15 +127,12 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
     async def session_and_lease(self, session_id: str) -> tuple[SessionInfo, str | None]:
         """`get_session` and `lease_holder` in one read (one snapshot, one statement): what
         the service checks before every turn (issue 26)."""
-        holder = select(compaction_leases.c.holder).where(
-            compaction_leases.c.session_id == sessions.c.id,
-            compaction_leases.c.expires_at > db_now(self.engine.dialect.name),
-        ).scalar_subquery().label("lease_holder")
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(session_id, self.database)
+        params = {"session_id": session_id, "tenant_id": self.tenant}
         async with single_read(self.engine) as conn:  # the damage check reads only nodes
-            stmt = self._scoped(select(sessions, holder).where(sessions.c.id == session_id))
-            row = (await conn.execute(stmt)).mappings().first()
+            stmt = _session_and_lease_stmt(self.engine.dialect.name, self.tenant is not None)
+            row = (await conn.execute(stmt, params)).mappings().first()
             if row is None:
                 raise SessionNotFoundError(session_id, self.database)
             info = self._info(row, read_only=await self._is_damaged(conn, row))
@@ -244,11 +256,12 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                 raise StaleBranchError(session_id, expected_leaf_id, row["leaf_id"])
             await self._check_writable(conn, row)
             node = Node(id=nid, parent_id=row["leaf_id"], created_at=stamp, payload=msg)
-            await self._insert_chain(conn, row, [node])
-            await self._move_leaf(conn, row, node.id, op="append", node_id=node.id)
+            await self._insert_chain(conn, row, [node], move_op="append")  # one statement
             return node
 
-        return await self._write(op)
+        # A steady append (everything remembered) is that one statement and nothing else.
+        return await self._write(op, one_statement=node_id is None and
+                                 self._append_reads_nothing(session_id, expected_leaf_id))
 
     async def append_many(self, session_id: str, messages: Sequence[Message]) -> list[Node]:
         """Append several messages as one chain in one transaction (one leaf move)."""
