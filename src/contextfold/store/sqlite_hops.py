@@ -131,8 +131,23 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
         super().rollback()
 
 
+def _supported() -> bool:
+    """Whether the installed SQLAlchemy and aiosqlite have the internals this module uses
+    (SQLAlchemy 2.1's shared asyncio adapter, aiosqlite's `_execute`): with others, every
+    connection keeps SQLAlchemy's own cursor, correct and only slower."""
+    import aiosqlite
+
+    return (hasattr(AsyncAdapt_aiosqlite_connection, "_cursor_cls")
+            and any("_execute_mutex" in getattr(cls, "__slots__", ())
+                    for cls in AsyncAdapt_aiosqlite_connection.__mro__)
+            and callable(getattr(aiosqlite.Connection, "_execute", None)))
+
+
+SUPPORTED = _supported()
+
+
 def install(dbapi_connection: Any) -> None:
     """Make a new SQLAlchemy aiosqlite connection a `OneHopConnection` (same state: the
-    subclass adds no slots)."""
-    if type(dbapi_connection) is AsyncAdapt_aiosqlite_connection:
+    subclass adds no slots), where the installed versions allow it (`SUPPORTED`)."""
+    if SUPPORTED and type(dbapi_connection) is AsyncAdapt_aiosqlite_connection:
         dbapi_connection.__class__ = OneHopConnection
