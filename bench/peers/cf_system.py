@@ -165,18 +165,25 @@ class Contextfold:
 
     name = "contextfold"
 
-    def __init__(self, summarize: Callable[..., str], budget: Any = None) -> None:
+    def __init__(self, summarize: Callable[..., str], budget: Any = None, *,
+                 offline: bool = False) -> None:
         # The summariser is the session's own model (the shared one), as `summarize.factory`
         # builds it when a user names no other: its request starts with the session's
-        # prefix (SPEC Q3).
+        # prefix (SPEC Q3). `offline`: contextfold's offline summariser instead (None), the
+        # default when no model is named; the shared fake is then never called.
         self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY, session_prefix=True)
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
         # The summariser answers in-process, so the engine's steps finish without waiting.
-        self.session = ManagedSession(CAPACITY, budget or BUDGET, _Counting(self))
+        self.session = ManagedSession(CAPACITY, budget or BUDGET,
+                                      None if offline else _Counting(self))
         self.pending: list[tuple[int, Message]] = []
         self.repairs = 0
         self.fallbacks = 0
         self.fitted = 0  # answers over budget, trimmed by priority (summarize.llm)
+        # SPEC L5: requests that carried an automatic recall block, and its tokens (the
+        # engine's estimate), summed over the requests decided.
+        self.recall_requests = 0
+        self.recall_tokens = 0
 
 
     def ingest(self, new: Sequence[Neutral]) -> None:
@@ -193,6 +200,10 @@ class Contextfold:
             self.session.append(message, f"m{i}")
         self.pending = []
         projection, _ = self.session.before_request()
+        recalled = getattr(projection, "recalled", None)
+        if recalled is not None:
+            self.recall_requests += 1
+            self.recall_tokens += recalled.tokens
         return projection
 
     def to_openai(self, request: Projection) -> list[dict[str, Any]]:

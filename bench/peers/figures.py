@@ -181,7 +181,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                     + (f"{pct(cf_end)} vs {pct(best_end)}" if cf_end is not None
                        and best_end is not None else "not measured")
                     + "; clean = no lost content, no invalid request, none over the limit"))
-    return out
+    return out + probe_targets(systems)
 
 
 def losses(results: dict[str, Any]) -> list[str]:
@@ -276,3 +276,110 @@ def continuity_share(entry: dict[str, Any], milestone: str) -> float | None:
 
     values = [snap[c] for c in CATEGORIES if snap.get(c) is not None]
     return sum(values) / len(values) if values else None
+
+
+# --------------------------------------------------------------------------- fair continuity
+
+CF_OFFLINE = "contextfold (offline summariser)"
+# contextfold with automatic recall (SPEC L5) and the same row without it.
+L5_PAIRS = ((CF, "contextfold (L5 off)"),
+            (CF_OFFLINE, "contextfold (offline summariser, L5 off)"))
+PROBE_GOAL = 0.95
+
+
+def probe_share(entry: dict[str, Any], bucket: str) -> float | None:
+    """Share of the probes of `bucket` ('1', '5', '10', '20': asked after at least that many
+    compactions; 'end': the battery) whose fact was in the request that asked; None if
+    the system asked none there (it never compacted that often)."""
+    b = entry.get("continuity", {}).get("probes", {}).get(bucket)
+    return b["found"] / b["asked"] if b and b["asked"] else None
+
+
+def probe_category(entry: dict[str, Any], category: str,
+                   buckets: tuple[str, ...] = ("1", "end")) -> tuple[int, int]:
+    """(found, asked) for one category over `buckets` (default: every probe asked after
+    the first compaction, and the end battery)."""
+    found = asked = 0
+    for label in buckets:
+        f, a = entry.get("continuity", {}).get("probes", {}).get(label, {}).get(
+            "categories", {}).get(category, (0, 0))
+        found, asked = found + f, asked + a
+    return found, asked
+
+
+def _probe_buckets() -> tuple[str, ...]:
+    from .continuity import BUCKETS
+
+    return BUCKETS
+
+
+def probe_targets(systems: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """The fair continuity goals (issue 27 item 7): contextfold with the offline summariser
+    has >= 95% of the probes' facts in the request that asks, in every bucket; and no peer
+    has more in any bucket (each contextfold row with a summariser held to it)."""
+    buckets = _probe_buckets()
+    out: list[tuple[str, bool | None, str]] = []
+    offline = systems.get(CF_OFFLINE, {})
+    shares = {b: probe_share(offline, b) for b in buckets}
+    measured = {b: v for b, v in shares.items() if v is not None}
+    out.append((f"fair continuity: >= {PROBE_GOAL:.0%} of probes in the request that asks, "
+                "after 1, 5, 10, 20 compactions and at the end (offline summariser)",
+                all(v + 1e-9 >= PROBE_GOAL for v in measured.values()) if measured else None,
+                "; ".join(f"{_bucket_label(b)} {pct(v)}" for b, v in measured.items())
+                or "not measured"))
+    peers = {n: e for n, e in systems.items()
+             if n != REFERENCE and not is_own(n) and e.get("continuity", {}).get("probes")}
+    for row in (CF_OFFLINE, CF):
+        mine = systems.get(row, {})
+        if not mine.get("continuity", {}).get("probes") or not peers:
+            out.append((f"fair continuity: no peer keeps more than {row}", None,
+                        "not measured"))
+            continue
+        ahead = []
+        for b in buckets:
+            v = probe_share(mine, b)
+            best = max(peers, key=lambda n: probe_share(peers[n], b) or 0.0)
+            bv = probe_share(peers[best], b)
+            if bv is not None and (v is None or bv > v + 1e-9):
+                ahead.append(f"{_bucket_label(b)}: {best} {pct(bv)} vs "
+                             + ("-" if v is None else pct(v)))
+        out.append((f"fair continuity: no peer keeps more than {row}", not ahead,
+                    "; ".join(ahead) if ahead else
+                    f"no peer above it in any bucket ({len(peers)} peers)"))
+    return out
+
+
+def _bucket_label(bucket: str) -> str:
+    return "end" if bucket == "end" else f">= {bucket}"
+
+
+def l5_cost(systems: dict[str, Any]) -> list[dict[str, Any]]:
+    """What automatic recall (SPEC L5) costs, per pair of rows (with, without) that both
+    ran: recall blocks per request and their tokens on the quality transcripts, input
+    tokens per request, prefix breaks and prices, the check time within a timing round,
+    and the probe shares at the end."""
+    out = []
+    for on, off in L5_PAIRS:
+        if on not in systems or off not in systems:
+            continue
+        a, b = totals(systems[on]), totals(systems[off])
+        q = systems[on]["quality"].values()
+        blocks = sum(r.get("contextfold_recall_requests", 0) for r in q)
+        tokens = sum(r.get("contextfold_recall_tokens", 0) for r in q)
+        ratio = timing_ratios(systems).get(off, {})
+        ms = {size: sorted(v)[len(v) // 2] for size, v in cf_check_ms(systems).items()}
+        cont = [systems[n].get("continuity", {}) for n in (on, off)]
+        out.append({
+            "with": on, "without": off, "calls": a["calls"],
+            "blocks": blocks, "block_tokens": tokens,
+            "input_per_request": (a["input_tokens"] / a["calls"], b["input_tokens"] / b["calls"]),
+            "prefix_breaks": (a["prefix_breaks"], b["prefix_breaks"]),
+            "usd": {col: (a[f"usd_{col}"], b[f"usd_{col}"]) for col in COLUMNS},
+            # contextfold's median check time and the L5-off row's as a share of it, per
+            # size (timed rows only: the default's pair).
+            "check_ms": {size: (ms[size], ms[size] * r["median"]) for size, r in ratio.items()
+                         if size in ms} if on == CF else {},
+            "decide_ms": tuple(c.get("median_decide_ms") for c in cont),
+            "probe_end": (probe_share(systems[on], "end"), probe_share(systems[off], "end")),
+        })
+    return out
