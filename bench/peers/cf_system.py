@@ -21,6 +21,7 @@ budget by priority (the run counts fitted answers and fallbacks).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -184,6 +185,25 @@ class Contextfold:
         # engine's estimate), summed over the requests decided.
         self.recall_requests = 0
         self.recall_tokens = 0
+        self.recall_seconds = 0.0  # spent choosing the blocks (search included)
+        self._time_recall()
+
+    def _time_recall(self) -> None:
+        """Time the engine's automatic recall step (SPEC L5) inside each decision: what L5
+        adds to a request, measured in the same process as the rest of the check."""
+        recall = getattr(self.session, "auto_recall", None)
+        if recall is None:  # an engine without L5
+            return
+        apply = recall.apply
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await apply(*args, **kwargs)
+            finally:
+                self.recall_seconds += time.perf_counter() - started
+
+        recall.apply = timed
 
 
     def ingest(self, new: Sequence[Neutral]) -> None:

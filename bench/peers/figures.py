@@ -368,10 +368,19 @@ def l5_cost(systems: dict[str, Any]) -> list[dict[str, Any]]:
         tokens = sum(r.get("contextfold_recall_tokens", 0) for r in q)
         ratio = timing_ratios(systems).get(off, {})
         ms = {size: sorted(v)[len(v) // 2] for size, v in cf_check_ms(systems).items()}
+        seconds = sum(r.get("contextfold_recall_seconds", 0.0) for r in q)
         cont = [systems[n].get("continuity", {}) for n in (on, off)]
+        planted = cont[0]
         out.append({
             "with": on, "without": off, "calls": a["calls"],
             "blocks": blocks, "block_tokens": tokens,
+            # the recall step's own time (search included), per request decided
+            "recall_ms": 1000 * seconds / a["calls"],
+            "planted_recall_ms": 1000 * planted.get("contextfold_recall_seconds", 0.0)
+            / (planted.get("decisions") or 1),
+            "planted_blocks": (planted.get("contextfold_recall_requests", 0),
+                               planted.get("decisions", 0)),
+            "planted_block_tokens": planted.get("contextfold_recall_tokens", 0),
             "input_per_request": (a["input_tokens"] / a["calls"], b["input_tokens"] / b["calls"]),
             "prefix_breaks": (a["prefix_breaks"], b["prefix_breaks"]),
             "usd": {col: (a[f"usd_{col}"], b[f"usd_{col}"]) for col in COLUMNS},

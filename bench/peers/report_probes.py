@@ -85,27 +85,35 @@ def _l5_cost(systems: dict[str, Any]) -> list[str]:
     if not pairs:
         return []
     lines = ["### What automatic recall (L5) costs", "",
-             "Each contextfold row beside the same row with `auto_recall_share=0`, on the "
-             "quality transcripts (recall blocks, their size by contextfold's estimate, input "
-             "tokens per request by o200k, prefix breaks, price) and in the planted session "
-             "(median time of one decision, probes found at the end):", "",
+             "Each contextfold row beside the same row with `auto_recall_share=0`. On the "
+             "quality transcripts: the requests that carried a recall block, the block's "
+             "tokens per request (contextfold's estimate), the recall step's own time per "
+             "request (search included, timed inside the decision), input tokens per request "
+             "(o200k), prefix breaks and the price. In the planted session: blocks per "
+             "decision, their time, the median time of a whole decision, and the probes "
+             "found in the end battery.", "",
              "| rows (with / without L5) | requests with a block | block tokens per "
-             "request | input tokens per request | prefix breaks | "
+             "request | recall ms per request | input tokens per request | prefix breaks | "
              + " | ".join(f"price, {COLUMN_LABELS[c].split(' (')[0]}" for c in COLUMNS)
-             + " | decision ms (planted session) | end battery |",
-             "| --- | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in COLUMNS)
-             + " | ---: | ---: |"]
+             + " | planted: blocks, tokens per block, recall ms | planted: decision ms | "
+             "end battery |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in COLUMNS)
+             + " | ---: | ---: | ---: |"]
     for p in pairs:
         on, off = p["input_per_request"]
         ms_on, ms_off = p["decide_ms"]
         ends = ["-" if v is None else pct(v) for v in p["probe_end"]]
+        blocks, decisions = p["planted_blocks"]
         lines.append(
             f"| {p['with']} / {p['without']} | {p['blocks']:,} of {p['calls']:,} | "
-            f"{p['block_tokens'] / p['calls']:.1f} | {on:,.0f} / {off:,.0f} | "
+            f"{p['block_tokens'] / p['calls']:.1f} | {p['recall_ms']:.2f} | "
+            f"{on:,.0f} / {off:,.0f} | "
             f"{p['prefix_breaks'][0]} / {p['prefix_breaks'][1]} | "
             + " | ".join(f"${p['usd'][c][0]:.2f} / ${p['usd'][c][1]:.2f}" for c in COLUMNS)
-            + " | " + (f"{ms_on:.2f} / {ms_off:.2f}" if ms_on is not None and ms_off is not None
-                       else "-")
+            + f" | {blocks:,} of {decisions:,}, "
+            f"{p['planted_block_tokens'] / (blocks or 1):,.0f}, {p['planted_recall_ms']:.2f} | "
+            + (f"{ms_on:.2f} / {ms_off:.2f}" if ms_on is not None and ms_off is not None
+               else "-")
             + f" | {ends[0]} / {ends[1]} |")
     timed = next((p for p in pairs if p["check_ms"]), None)
     if timed:
