@@ -67,10 +67,7 @@ def markdown(results: dict[str, Any]) -> str:
         + ". Picture: [peers.png](peers.png).",
         "",
         *([f"**Note:** {results['note']}", ""] if results.get("note") else []),
-        *([f"Rows of {', '.join(results['updated']['systems'])} re-run at "
-           f"{results['updated']['at']} ({results['updated']['wall_seconds']} s) and "
-           "merged into this run's results (`--update` does the same).", ""]
-          if results.get("updated") else []),
+        *_updates(results),
         "Every system replays the same transcripts. At every model call of a transcript (every "
         "assistant message) it decides the request it would send. The packaged peers and "
         f"contextfold share a trigger ({s['trigger_tokens']:,} tokens = 60% of a "
@@ -112,6 +109,20 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"- {name}: `{tail}`")
         lines.append("")
     return "\n".join(lines)
+
+
+def _updates(results: dict[str, Any]) -> list[str]:
+    """Which rows were re-run after the run (`--update`, `--continuity-only`), and what."""
+    updates = [*([results["updated"]] if results.get("updated") else []),
+               *results.get("updates", [])]
+    lines = []
+    for u in updates:
+        what = ("only their planted session (continuity and probes; every other figure of "
+                "theirs is from the run)" if u.get("what") == "continuity" else
+                "every figure of theirs measured again")
+        lines += [f"Rows of {', '.join(u['systems'])} re-run at {u['at']} "
+                  f"({u['wall_seconds']} s), {what}, and merged into this run's results.", ""]
+    return lines
 
 
 def _validity(results: dict[str, Any], systems: dict[str, Any], names: list[str]) -> list[str]:
