@@ -165,3 +165,15 @@ def test_probe_goals_compare_the_offline_row_with_every_peer(session):
 def test_every_call_point_of_a_probe_follows_its_question(session):
     points = set(call_points(session))
     assert set(probe_points(session)) <= points
+
+
+def test_continuity_only_runs_only_the_planted_session(tmp_path):
+    from bench.peers.run import TIMED_SETTING, _jobs
+
+    names = ["pi (reimpl.)", "contextfold", TIMED_SETTING]
+    quality, timing = _jobs(names, [], [], tmp_path, 1, continuity_only=True)
+    assert timing == [] and sorted(n for n, _ in quality) == sorted(names)
+    assert all("continuity" in job and "quality" not in job for _, job in quality)
+    # a full run times the L5-off row beside contextfold (what recall costs per check)
+    _, timing = _jobs(names, [], [500], tmp_path, 1)
+    assert sorted(n for n, _ in timing) == sorted(["contextfold", TIMED_SETTING])
