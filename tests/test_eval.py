@@ -261,7 +261,7 @@ async def test_a_probe_counts_the_fact_only_where_the_request_holds_it():  # L5
 
     capacity = ModelCapacity(model="m", context_window=32_000, max_output=4_000)
     sizer = Sizer(capacity, derive_budget(capacity), "system", ())
-    recall = AutoRecall(MemoryStore())  # cannot search: no recall block
+    recall = AutoRecall(MemoryStore())  # no such session there: no recall block
     kept = Fact("decision", "We decided to use X because Y.", 0,
                 question="What did we decide about X?")
     raw = Fact("recall", "Error: code ZS042", 1, question="Which error came back?")

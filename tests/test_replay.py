@@ -6,11 +6,14 @@ nothing may exceed the safe limit and no message may be dropped (SPEC P1-P3, A1-
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from contextfold.core.budget import ModelCapacity, derive_budget
+from contextfold.core.costs import projection_blocks
+from contextfold.core.export import to_openai
 from contextfold.core.messages import Message
 from contextfold.core.projection import project
 from contextfold.core.tree import Branch
@@ -109,3 +112,64 @@ def test_q4_replay_reports_the_recorded_bill_beside_contextfolds():
         sum(r.estimated_tokens for r in report.requests)
     assert ours["cached_tokens"] > ours["cache_write_tokens"] > 0  # turns read the cache back
     assert ours["usd"] > 0 and cost["recorded_modelled"]["usd"] > 0
+
+
+def _planted_session() -> list[tuple[str, Message]]:
+    """A fact said once early, buried in bulky turns that fold it away, then asked about
+    by its rare words."""
+    import random
+
+    from tests.builders import assistant, user
+
+    rng = random.Random(3)
+    topics = ["river", "harbor", "lantern", "orchard", "meadow", "quarry", "saddle", "violin",
+              "compass", "anchor"]
+
+    def filler(i: int, n: int) -> str:
+        return " ".join(f"Note {i}.{k}: the {rng.choice(topics)} survey found "
+                        f"{rng.choice(topics)} results in sector {rng.randint(1, 99)}."
+                        for k in range(n))
+
+    msgs = [user("Let us start the survey log."),
+            assistant(filler(0, 10) + " The cryostat calibration constant is ZEPHYRINE-42, "
+                      "recorded by Dr Okafor. " + filler(1, 10))]
+    for i in range(2, 30):
+        msgs += [user(f"Continue with part {i}: " + filler(i, 8)), assistant(filler(i + 100, 20))]
+    msgs += [user("Which constant did Dr Okafor record for the cryostat calibration?"),
+             assistant("It was ZEPHYRINE-42.")]
+    return [(f"n{i}", m) for i, m in enumerate(msgs)]
+
+
+@pytest.mark.parametrize("share", [0.03, 0.0])
+def test_replay_recalls_a_folded_fact_when_asked(share):  # L5 (replay applies it too)
+    from contextfold.core.budget import CompactionSettings
+    from contextfold.replay import ManagedSession
+
+    pairs = _planted_session()
+    cap = ModelCapacity(model="recall-16k", context_window=16_384, max_output=4_096)
+    budget = derive_budget(cap, CompactionSettings(auto_recall_share=share))
+    session = ManagedSession(cap, budget)
+    records = [r for node_id, m in pairs if (r := session.step(node_id, m)) is not None]
+    asked = records[-1].projection
+    assert session.compactions and "n1" in session.summarized_ids  # the fact was folded
+    assert all(r.estimated_tokens <= budget.safe_input_limit for r in records)
+    if share:
+        assert asked.recalled is not None and "n1" in asked.recalled.node_ids
+        assert "ZEPHYRINE-42" in asked.recalled.text
+        # The estimate counts the block: the same request without it is that much smaller.
+        without = session.estimate(projection=replace(asked, recalled=None)).tokens
+        assert records[-1].estimated_tokens - without == asked.recalled.tokens > 0
+        assert records[-1].recall_tokens == asked.recalled.tokens
+        # The exported request carries it, before the question.
+        sent = to_openai(asked).messages
+        assert "ZEPHYRINE-42" in str(sent[-2:])
+        # And its modelled cost (SPEC Q4) counts it, right before the question.
+        blocks = projection_blocks(asked, session.costs)
+        assert [(b.key, b.tokens) for b in blocks[-2:-1]] == [
+            ("recall:n1", asked.recalled.tokens)]
+    else:
+        assert asked.recalled is None and all(r.recall_tokens == 0 for r in records)
+    report = replay_messages(pairs, cap, budget)
+    assert report.max_projected_tokens <= budget.safe_input_limit
+    assert report.dropped_messages == 0 and report.invalid_tool_sequences == 0
+    assert (report.to_json()["recall_requests"] > 0) == bool(share)

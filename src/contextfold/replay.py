@@ -34,6 +34,7 @@ from .core.resolver import user_prices
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
 from .errors import ContextfoldError
+from .runtime.auto_recall import AutoRecall
 from .runtime.errors import RequestTooLargeError
 from .runtime.fitting import SessionFit, fit_request
 from .runtime.sizing import Sizer
@@ -54,6 +55,7 @@ class RequestRecord:
     recorded_tokens: int | None  # what the original agent's request occupied
     problems: tuple[str, ...] = ()
     over_limit: bool = False
+    recall_tokens: int = 0  # SPEC L5: the automatic recall block it carried (0: none)
     # The request itself, for its modelled cost (SPEC Q4); not part of the report.
     projection: Projection | None = field(default=None, compare=False, repr=False)
 
@@ -118,6 +120,8 @@ class ManagedSession:
         self.fit = SessionFit(self.store, self.session_id, self.sizer,
                               guarded(summarizer, timeout=None),
                               _now(self.store.load_branch(self.session_id)))
+        # SPEC L5 as the product applies it: the memory store searches like the SQL one.
+        self.auto_recall = AutoRecall(self.store)
         self.compactions: list[CompactionRecord] = []
         self.summarized_ids: set[str] = set()
         self.requests_sent = 0
@@ -175,11 +179,14 @@ class ManagedSession:
             self._record()
 
     def before_request(self) -> tuple[Projection, int]:
-        """Make the next request fit (compacting between rounds if needed); return it."""
+        """Make the next request fit (compacting between rounds if needed); return it with
+        its automatic recall block (SPEC L5, in the room the fitted request leaves) and its
+        estimate, the block counted."""
         with contextlib.suppress(RequestTooLargeError):  # recorded as over the limit
             _now(fit_request(self.fit))
         self._record()
-        projection = self.projection()
+        projection = _now(self.auto_recall.apply(self.session_id, self.projection(),
+                                                 self.sizer))
         return projection, self.estimate(projection=projection).tokens
 
     def step(self, node_id: str, message: Message) -> RequestRecord | None:
@@ -197,6 +204,7 @@ class ManagedSession:
                 recorded_tokens=None,
                 problems=request_problems(projection, self.system),
                 over_limit=tokens > self.budget.safe_input_limit,
+                recall_tokens=projection.recalled.tokens if projection.recalled else 0,
                 projection=projection,
             )
             self.requests_sent += 1
@@ -265,6 +273,11 @@ class ReplayReport:
         return sum(1 for r in self.requests if r.problems)
 
     @property
+    def recall_requests(self) -> int:
+        """Requests that carried an automatic recall block (SPEC L5)."""
+        return sum(1 for r in self.requests if r.recall_tokens)
+
+    @property
     def max_projected_tokens(self) -> int:
         return max((r.estimated_tokens for r in self.requests), default=0)
 
@@ -280,6 +293,7 @@ class ReplayReport:
             "dropped_messages": self.dropped_messages,
             "over_limit_requests": sum(1 for r in self.requests if r.over_limit),
             "blocked_drafts": self.blocked_drafts,
+            "recall_requests": self.recall_requests,
             "estimate": self.estimate,
             "overhead_tokens": self.overhead,
             "overhead_source": self.overhead_source,

@@ -137,6 +137,9 @@ def _render_replay(payload: dict[str, Any]) -> None:
     say(("(max tokens: the largest request, fixed overhead included; invalid: tool "
          "sequences a provider would reject; dropped: messages neither folded nor sent; over "
          "limit: requests over the safe limit)", "dim"))
+    if payload.get("recall_requests"):
+        say(f"{payload['recall_requests']:,} requests carried an automatic recall block "
+            "(excerpts of folded messages matching the latest request, SPEC L5)")
     if payload["started_from_checkpoint"]:
         say("the file begins after a recorded compaction: its summary is the starting "
             "checkpoint")

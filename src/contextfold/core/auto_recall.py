@@ -24,7 +24,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from functools import cached_property
 
 from .messages import Message, TextPart, ToolCallPart
 from .projection import Projection, RecallBlock, checkpoint_text
@@ -64,6 +66,12 @@ class Candidate:
     turn: int
     role: str
     text: str  # the whole message as labelled plain text (`recall_text.message_text`)
+
+    @cached_property
+    def words(self) -> frozenset[str]:
+        """The search tokens of `text`, computed once: the runtime memoises a search's
+        candidates, so every request of a tool loop reuses them."""
+        return frozenset(tokens(self.text))
 
 
 def latest_request(projection: Projection) -> tuple[str, str, str] | None:
@@ -151,7 +159,11 @@ def term_weights(query: SearchQuery, texts: Sequence[str]) -> Weights:
     """How telling each query term is among the matches: the rarer among `texts`, the more
     (a local inverse document frequency). A key named in one message outweighs a word that
     every match shares; a term no match holds weighs nothing."""
-    sets = [set(tokens(t)) for t in texts]
+    return _weights_of(query, [set(tokens(t)) for t in texts])
+
+
+def _weights_of(query: SearchQuery, sets: Sequence[AbstractSet[str]]) -> Weights:
+    """`term_weights` over the matches' word sets."""
     n = len(sets)
     weights: Weights = {}
     for term in query.terms:
@@ -161,7 +173,11 @@ def term_weights(query: SearchQuery, texts: Sequence[str]) -> Weights:
 
 
 def _score(text: str, query: SearchQuery, weights: Weights) -> float:
-    words = set(tokens(text))
+    return _held(set(tokens(text)), query, weights)
+
+
+def _held(words: AbstractSet[str], query: SearchQuery, weights: Weights) -> float:
+    """The weight of the query terms `words` hold."""
     return sum(weights.get(t.tokens, 0.0) for t in query.terms
                if all(tok in words for tok in t.tokens))
 
@@ -172,14 +188,34 @@ def excerpt(text: str, query: SearchQuery, known: str, chars: int,
     term counts 1 without), in their order, within `chars` characters; sentences already
     in `known` (the checkpoint, folded) are left out. "" when nothing new matches."""
     weights = weights if weights is not None else {t.tokens: 1.0 for t in query.terms}
+    return _pick(_telling(text, query, known, weights), chars)
+
+
+def _telling(text: str, query: SearchQuery, known: str,
+             weights: Weights) -> list[tuple[float, int, str]]:
+    """(score, index, sentence) of the sentences of `text` worth quoting: new (not in
+    `known`) and scoring at least `RELEVANCE` of the best one."""
     sentences = [s.strip() for s in _SENTENCE.split(text) if s and s.strip()]
+    # A term can only be held by an ASCII sentence whose lower case contains its first
+    # token (ASCII tokens are runs of the lower-cased text): most sentences of a long match
+    # hold none, and are skipped without being tokenised.
+    firsts = sorted({t.tokens[0] for t in query.terms if weights.get(t.tokens, 0.0) > 0})
+    if not firsts:
+        return []
+    may_hold = re.compile("|".join(re.escape(f) for f in firsts))
     scored: list[tuple[float, int, str]] = []
     for i, sentence in enumerate(sentences):
+        if sentence.isascii() and may_hold.search(sentence.lower()) is None:
+            continue
         score = _score(sentence, query, weights)
         if score > 0 and _flat(sentence) not in known:
             scored.append((score, i, sentence))
     top = max((score for score, _i, _s in scored), default=0.0)
-    scored = [item for item in scored if item[0] >= top * RELEVANCE]  # the telling ones
+    return [item for item in scored if item[0] >= top * RELEVANCE]  # the telling ones
+
+
+def _pick(scored: Sequence[tuple[float, int, str]], chars: int) -> str:
+    """The best of `scored` within `chars` characters, joined in their order."""
     chosen: list[tuple[int, str]] = []
     used = 0
     for _, i, sentence in sorted(scored, key=lambda s: (-s[0], s[1])):
@@ -224,8 +260,8 @@ def choose_block(candidates: Sequence[Candidate], projection: Projection, query:
     room = budget - header
     # Relevance among the matches themselves (the raw ones too: a term the latest request
     # shares with every match tells nothing); a match far weaker than the best is noise.
-    weights = term_weights(query, [c.text for c in candidates])
-    fresh = [(c, _score(c.text, query, weights)) for c in candidates
+    weights = _weights_of(query, [c.words for c in candidates])
+    fresh = [(c, _held(c.words, query, weights)) for c in candidates
              if c.node_id not in in_request]
     best = max((score for _c, score in fresh), default=0.0)
     fresh = [(c, score) for c, score in fresh if score > 0 and score >= best * RELEVANCE]
@@ -258,9 +294,11 @@ def _line(cand: Candidate, text: str) -> str:
 def _fit(cand: Candidate, query: SearchQuery, known: str, tokens_: int, count: Count,
          weights: Weights | None = None) -> str:
     """The excerpt of `cand` whose line costs at most `tokens_`."""
+    weights = weights if weights is not None else {t.tokens: 1.0 for t in query.terms}
+    telling = _telling(cand.text, query, known, weights)  # scored once, cut to size below
     chars = tokens_ * 4
     for _ in range(6):
-        text = excerpt(cand.text, query, known, max(40, chars), weights)
+        text = _pick(telling, max(40, chars))
         if not text or count(_line(cand, text)) <= tokens_:
             return text
         chars = chars * 3 // 4

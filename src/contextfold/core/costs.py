@@ -206,8 +206,9 @@ class _FullHistory:
 def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
                       fixed: int = 0, pins_tokens: int = 0) -> list[Block]:
     """A request built from `projection` as prompt-cache blocks (SPEC Q1, Q3): the fixed part
-    (system prompt and tools, `fixed` tokens), the checkpoint, the pins, then each message,
-    with cache marks where the library puts them (the fixed part, the checkpoint, the end)."""
+    (system prompt and tools, `fixed` tokens), the checkpoint, the pins, then each message
+    (the automatic recall block, SPEC L5, before the one it precedes), with cache marks
+    where the library puts them (the fixed part, the checkpoint, the end)."""
     blocks: list[Block] = []
     if fixed:
         blocks.append(Block("fixed", fixed, breakpoint=True))
@@ -217,7 +218,11 @@ def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
     if projection.pins and pins_tokens:
         blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.pins),
                             pins_tokens))
+    recalled = projection.recalled
     for node in projection.messages:
+        if recalled is not None and node.id == recalled.before_id:
+            # SPEC L5: the recall block is sent right before the latest user message.
+            blocks.append(Block("recall:" + ",".join(recalled.node_ids), recalled.tokens))
         # A masked copy shares its node's id but not its bytes (SPEC V1).
         key = ("masked:" if isinstance(node, MaskedNode) else "") + node.id
         blocks.append(Block(key, cost(node)))

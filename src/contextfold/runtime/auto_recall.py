@@ -4,15 +4,15 @@
 (`runtime.fitting`), and returns it with the recall block (`core.auto_recall` chooses and
 words it): the latest request is searched in the session's own branch (the store's
 full-text index, SPEC L1, L4: never another branch, session or tenant), only when a
-checkpoint folded something, within the room `core.fit.recall_room` leaves. Both faces
-that send requests call it: `Conversation` and the mirror (the proxy and the framework
-integrations).
+checkpoint folded something, within the room `core.fit.recall_room` leaves. Every face
+that sends requests calls it: `Conversation`, the mirror (the proxy and the framework
+integrations) and replay (`replay.ManagedSession`, over the in-memory store's search).
 
 The store's matches for one query are memoised per (session, checkpoint, query): in a tool
 loop every request of the turn asks the same, and the folded part only changes with a new
-checkpoint, so the search runs once per user turn. A store that cannot search (the
-in-memory store of replay) or a search that fails leaves the request without a block:
-recall helps a request, it never stops one.
+checkpoint, so the search runs once per user turn. A store that cannot search (one an
+embedder brings without `search_history`) or a search that fails leaves the request
+without a block: recall helps a request, it never stops one.
 """
 
 from __future__ import annotations

@@ -7,7 +7,10 @@ path (`runtime.compaction.compact_session`: plan → summarise → conditional c
 reads and writes, without a database: sessions whose branch only grows at its leaf (no
 retry, edit or fork), nodes that never change, and a conditional commit that re-checks the
 leaf and revision the plan was made for (SPEC C2-C3). Loads are O(tail) like the SQL store's:
-from the latest checkpoint's first kept node (SPEC T2).
+from the latest checkpoint's first kept node (SPEC T2). Recall (SPEC L1, L2) has the SQL
+store's contract too: `search_history` over an index kept as nodes are pushed
+(`memory_search`), `expand_history` by branch position; so automatic recall (L5) runs in
+replay as it does in the product.
 
 Nothing is persisted: `close()` forgets everything. The methods are coroutines only to speak
 the store protocol; none of them ever waits.
@@ -19,15 +22,25 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.messages import Checkpoint, Message, Node, utc_now
 from ..core.plan import Plan
 from ..core.tree import Branch, check_stability
 from ..ids import new_id
-from .errors import InvalidOperationError, SessionNotFoundError, StaleBranchError
+from .errors import (
+    InvalidOperationError,
+    NodeNotFoundError,
+    SessionNotFoundError,
+    StaleBranchError,
+)
 from .inputs import as_message
-from .values import CommitResult, SessionInfo
+from .memory_search import MemoryIndex
+from .recall_args import check_expand, expand_range, search_query
+from .values import CommitResult, RecallHit, SessionInfo
+
+if TYPE_CHECKING:
+    from ..core.recall_text import SearchQuery
 
 
 @dataclass
@@ -38,6 +51,7 @@ class _Session:
     # checkpoint's first kept node, or the checkpoint itself when it kept nothing raw.
     load_from: int = 0
     positions: dict[str, int] = field(default_factory=dict)
+    index: MemoryIndex = field(default_factory=MemoryIndex)
 
 
 class MemoryStore:
@@ -149,7 +163,40 @@ class MemoryStore:
         """The whole branch from its root."""
         return self._branch(self._session(session_id), 0)
 
+    # ------------------------------------------------------------------ recall (SPEC L)
+
+    async def search_history(self, session_id: str, query: str | SearchQuery, *,
+                             limit: int = 10, any_term: bool = False) -> list[RecallHit]:
+        """Full-text search over the session's branch (SPEC L1, L4), best first: the SQL
+        store's contract (every term, or any with `any_term`; identifiers verbatim; CJK;
+        `word*` a prefix), over the index kept as nodes are pushed (`memory_search`)."""
+        parsed = search_query(query, limit)
+        return self._session(session_id).index.search(parsed, limit, any_term=any_term)
+
+    async def expand_history(self, session_id: str, node_id: str, *, before: int = 0,
+                             after: int = 0, to_node_id: str | None = None,
+                             max_nodes: int = 50) -> list[RecallHit]:
+        """The original messages around `node_id` (or from it to `to_node_id`) on the
+        session's branch, in order, at most `max_nodes` of them (SPEC L2, L4)."""
+        check_expand(before, after, max_nodes)
+        session = self._session(session_id)
+        at = self._place(session, node_id, session_id)
+        other = None if to_node_id is None else self._place(session, to_node_id, session_id)
+        first, last = expand_range(at, before, after, other, max_nodes)
+        return [RecallHit(node=node, position=i, turn=session.index.turns[i])
+                for i, node in enumerate(session.chain[first:last + 1], first)
+                if node.message is not None]
+
     # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _place(session: _Session, node_id: str, session_id: str) -> int:
+        at = session.positions.get(node_id)
+        if at is None:
+            # The SQL store's words for "no such node" and "another branch's node" (L4).
+            raise NodeNotFoundError(f"node {node_id!r} is not on the branch of session "
+                                    f"{session_id!r}")
+        return at
 
     def _session(self, session_id: str) -> _Session:
         session = self._sessions.get(session_id)
@@ -167,6 +214,7 @@ class MemoryStore:
     def _push(session: _Session, node: Node) -> None:
         session.positions[node.id] = len(session.chain)
         session.chain.append(node)
+        session.index.push(node)
         cp = node.checkpoint
         if cp is not None:
             session.load_from = (session.positions[cp.first_kept_id] if cp.first_kept_id

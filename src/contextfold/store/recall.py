@@ -20,7 +20,8 @@ from contextfold.core.messages import Node
 
 from .base import StoreBase
 from .engine import read_connection
-from .errors import InvalidOperationError, NodeNotFoundError
+from .errors import NodeNotFoundError
+from .recall_args import check_expand, expand_range, search_query
 from .recall_trust import chain_around, dropped, holds_terms, place_agrees, places_of
 from .rows import record_from_row
 from .schema import UTCDateTime
@@ -31,8 +32,6 @@ if TYPE_CHECKING:
     # store (project, show, ...) starts without it.
     from contextfold.core.recall_text import SearchQuery
 
-MAX_RESULTS = 100
-MAX_EXPAND_NODES = 200
 # Above this many matches, results come newest first instead of by relevance (see
 # `_search_sql`): ranking 2,000 matches costs ~10 ms, 50,000 cost ~300 ms.
 RANK_LIMIT = 2_000
@@ -204,15 +203,7 @@ class RecallOps(StoreBase):
         (Zotero keys, DOIs, paths, error codes; identifiers are matched verbatim) and
         Japanese or other CJK text are all searchable; `word*` is a prefix.
         """
-        if not 1 <= limit <= MAX_RESULTS:
-            raise InvalidOperationError(f"limit must be between 1 and {MAX_RESULTS}, "
-                                        f"got {limit}")
-        from contextfold.core.recall_text import SearchQuery, parse_query
-
-        try:
-            parsed = query if isinstance(query, SearchQuery) else parse_query(query)
-        except ValueError as exc:
-            raise InvalidOperationError(str(exc)) from exc
+        parsed = search_query(query, limit)
         async with read_connection(self.engine) as conn:
             row = await self._session_row(conn, session_id)
             return await search_branch(conn, row["tree_id"], row["leaf_id"], parsed, limit,
@@ -223,19 +214,13 @@ class RecallOps(StoreBase):
                              max_nodes: int = 50) -> list[RecallHit]:
         """The original messages around `node_id` (or from it to `to_node_id`) on the
         session's branch, in order, at most `max_nodes` of them (SPEC L2, L4)."""
-        if before < 0 or after < 0:
-            raise InvalidOperationError("before and after count messages: they cannot be "
-                                        "negative")
-        if not 1 <= max_nodes <= MAX_EXPAND_NODES:
-            raise InvalidOperationError(f"max_nodes must be between 1 and {MAX_EXPAND_NODES}")
+        check_expand(before, after, max_nodes)
         async with read_connection(self.engine) as conn:
             row = await self._session_row(conn, session_id)
             tree_id = row["tree_id"]
             lines = await branch_lines(conn, tree_id, row["leaf_id"])
             at = await _branch_place(conn, tree_id, lines, node_id, session_id)
-            first, last = at - before, at + after
-            if to_node_id is not None:
-                other = await _branch_place(conn, tree_id, lines, to_node_id, session_id)
-                first, last = min(at, other), max(at, other)
-            last = min(last, max(0, first) + max_nodes - 1)
-            return await branch_range(conn, tree_id, lines, max(0, first), last, node_id)
+            other = None if to_node_id is None else \
+                await _branch_place(conn, tree_id, lines, to_node_id, session_id)
+            first, last = expand_range(at, before, after, other, max_nodes)
+            return await branch_range(conn, tree_id, lines, first, last, node_id)
