@@ -43,8 +43,8 @@ def probe_section(results: dict[str, Any], systems: dict[str, Any],
     c = results["settings"].get("continuity", {})
     lines = ["## Fair continuity: probe questions about early facts", "",
              "The same planted session asks about its facts. Each fact is planted in a "
-             "sentence with a hook of its own (two words no other message has, e.g. \"amber "
-             "lantern\"); before every "
+             "sentence with a hook, two words no other message has (e.g. \"amber lantern\"; "
+             "the two facts of one message share its hook); before every "
              f"{PROBE_EVERY_TURNS}th user turn a probe turn asks about one fact planted at "
              f"least {MIN_AGE} messages earlier (the question names the hook, never the fact; "
              "the answer is a neutral line that names neither, so nothing is planted again), "
