@@ -119,7 +119,9 @@ def _updates(results: dict[str, Any]) -> list[str]:
     for u in updates:
         what = ("only their planted session (continuity and probes; every other figure of "
                 "theirs is from the run)" if u.get("what") == "continuity" else
-                "every figure of theirs measured again")
+                "every figure of theirs measured again" if u.get("timing", True) else
+                "every figure of theirs measured again but the check cost (its timing is "
+                "from the run)")
         lines += [f"Rows of {', '.join(u['systems'])} re-run at {u['at']} "
                   f"({u['wall_seconds']} s), {what}, and merged into this run's results.", ""]
     return lines

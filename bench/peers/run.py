@@ -400,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             previous["updates"] = [*previous.get("updates", []), {
                 "at": results["generated"], "systems": args.systems,
                 "wall_seconds": results["wall_seconds"],
-                "what": "continuity" if args.continuity_only else "all"}]
+                "what": "continuity" if args.continuity_only else "all",
+                "timing": bool(args.sizes) and not args.continuity_only}]
             # The planted session's settings and the summary caps of rows new to the file.
             for key in ("continuity", "summary_limits"):
                 previous["settings"][key] = results["settings"][key]
