@@ -242,6 +242,12 @@ def losses(results: dict[str, Any]) -> list[str]:
                        f"{pct(cf_end)} of the planted facts in front of the model; "
                        f"{len(ahead)} peers have more ({', '.join(ahead)}): see the note under "
                        "the continuity table.")
+    for goal, met, evidence in probe_targets(systems):
+        if met is False and goal.startswith("fair continuity: no peer"):
+            row = goal.rsplit(" than ", 1)[1]
+            out.append(f"Probe questions about early facts: peers have more of them in the "
+                       f"request that asks than {row} ({evidence}): see the fair continuity "
+                       "section.")
     for name, per in timing_ratios(systems).items():
         if name in (CF, REFERENCE):
             continue
