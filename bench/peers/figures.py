@@ -341,17 +341,25 @@ def probe_targets(systems: dict[str, Any]) -> list[tuple[str, bool | None, str]]
             out.append((f"fair continuity: no peer keeps more than {row}", None,
                         "not measured"))
             continue
-        ahead = []
+        # (peer, its share, ours) -> the buckets where it is ahead, said once
+        ahead: dict[tuple[str, str, str], list[str]] = {}
+        counts: dict[str, int] = {}
         for b in buckets:
             v = probe_share(mine, b)
-            best = max(peers, key=lambda n: probe_share(peers[n], b) or 0.0)
-            bv = probe_share(peers[best], b)
-            if bv is not None and (v is None or bv > v + 1e-9):
-                ahead.append(f"{_bucket_label(b)}: {best} {pct(bv)} vs "
-                             + ("-" if v is None else pct(v)))
+            above = [n for n in peers if (probe_share(peers[n], b) or 0.0) >
+                     (v or 0.0) + 1e-9 and probe_share(peers[n], b) is not None]
+            if above:
+                best = max(above, key=lambda n: probe_share(peers[n], b) or 0.0)
+                key = (best, pct(probe_share(peers[best], b) or 0.0),
+                       "-" if v is None else pct(v))
+                ahead.setdefault(key, []).append(_bucket_label(b))
+                counts[_bucket_label(b)] = len(above)
         out.append((f"fair continuity: no peer keeps more than {row}", not ahead,
-                    "; ".join(ahead) if ahead else
-                    f"no peer above it in any bucket ({len(peers)} peers)"))
+                    "; ".join(f"{best} {theirs} vs {ours} ({', '.join(labels)})"
+                              for (best, theirs, ours), labels in ahead.items())
+                    + "; peers ahead per bucket: "
+                    + ", ".join(f"{label} {n}" for label, n in counts.items())
+                    if ahead else f"no peer above it in any bucket ({len(peers)} peers)"))
     return out
 
 
