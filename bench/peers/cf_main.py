@@ -23,12 +23,19 @@ CONTEXTFOLD = "contextfold"
 FRAMEWORK_ROWS = {"langchain + contextfold": ".frameworks_langchain"}
 # contextfold with another setting, rows of their own beside the default (never compared as
 # peers): the size trigger (what the cost trigger, the default, was chosen against) and a
-# smaller recent tail, the setting the price moves with most (docs/peers.md).
-# Name -> CompactionSettings fields.
+# smaller recent tail, the setting the price moves with most (docs/peers.md); the offline
+# summariser (the default when a user names no model, and the fallback) and automatic recall
+# off (SPEC L5, `auto_recall_share=0`), so the fair continuity bench shows what each adds.
+# Name -> CompactionSettings fields, and `summarizer: "offline"` for the offline summariser.
+OFFLINE = "offline"
 VARIANT_ROWS: dict[str, dict[str, Any]] = {
     "contextfold (trigger=size)": {"trigger": "size"},
     "contextfold (tail_tokens=8000)": {"tail_tokens": 8_000},
     "contextfold (tail_tokens=4000)": {"tail_tokens": 4_000},
+    "contextfold (offline summariser)": {"summarizer": OFFLINE},
+    "contextfold (L5 off)": {"auto_recall_share": 0.0},
+    "contextfold (offline summariser, L5 off)": {"summarizer": OFFLINE,
+                                                 "auto_recall_share": 0.0},
 }
 
 
@@ -53,10 +60,13 @@ def _contextfold(summarize: Any, msgs: Sequence[Neutral]) -> Any:
 def _contextfold_with(settings: dict[str, Any]) -> Factory:
     """contextfold with other settings (ones a user can choose)."""
 
+    change = {k: v for k, v in settings.items() if k != "summarizer"}
+    offline = settings.get("summarizer") == OFFLINE
+
     def make(summarize: Any, msgs: Sequence[Neutral]) -> Any:
         from .cf_system import Contextfold, budget_with
 
-        return Contextfold(summarize, budget_with(**settings))
+        return Contextfold(summarize, budget_with(**change), offline=offline)
 
     return make
 
@@ -92,21 +102,28 @@ def _factories(system: str) -> tuple[dict[str, Factory], dict[str, Estimator], d
 def _describe_contextfold(change: dict[str, Any] | None = None) -> dict[str, Any]:
     from .cf_system import BUDGET, budget_with
 
+    offline = (change or {}).get("summarizer") == OFFLINE
+    change = {k: v for k, v in (change or {}).items() if k != "summarizer"}
     budget = budget_with(**change) if change else BUDGET
-    tail_tokens = (change or {}).get("tail_tokens", TAIL_TOKENS)
+    tail_tokens = change.get("tail_tokens", TAIL_TOKENS)
+    summarizer = ("contextfold's offline summariser (ManagedSession(summarizer=None): the "
+                  "default when no model is named, and the fallback); the shared fake is "
+                  "never called" if offline else
+                  "summarize.llm.LlmSummarizer over an offline echo ChatModel, as the "
+                  "session's own model (session_prefix=True, SPEC Q3)")
     return {
         "packages": {"contextfold": version("contextfold")},
         "config": f"capacity_for('gpt-4o') (catalog: 128000 window, 16384 output, family "
                   f"'gpt'); "
                   f"CompactionSettings(tail_tokens={tail_tokens}, auto_threshold_fraction="
-                  f"{TRIGGER_TOKENS}/{budget.safe_input_limit}, trigger default "
-                  f"'{budget.trigger}') -> auto threshold "
-                  f"{budget.auto_threshold}, tail budget {budget.tail_budget}; the engine of "
+                  f"{TRIGGER_TOKENS}/{budget.safe_input_limit}, trigger "
+                  f"'{budget.trigger}', auto_recall_share "
+                  f"{budget.recall_budget / budget.safe_input_limit:.2f}) -> auto threshold "
+                  f"{budget.auto_threshold}, tail budget {budget.tail_budget}, recall budget "
+                  f"{budget.recall_budget}; the engine of "
                   "`contextfold replay` (ManagedSession as replay_messages builds it: auto "
                   "after a turn, preflight before a user message and before a request), "
-                  "no exact tokenizer; summariser: summarize.llm.LlmSummarizer over an "
-                  "offline echo ChatModel, as the session's own model (session_prefix=True, "
-                  "SPEC Q3)",
+                  f"no exact tokenizer; summariser: {summarizer}",
         "estimator_name": "contextfold.core.estimator (catalog family 'gpt', no tokenizer: "
                           "the estimate a user of the model gets)",
     }

@@ -21,6 +21,7 @@ budget by priority (the run counts fitted answers and fallbacks).
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
@@ -165,18 +166,44 @@ class Contextfold:
 
     name = "contextfold"
 
-    def __init__(self, summarize: Callable[..., str], budget: Any = None) -> None:
+    def __init__(self, summarize: Callable[..., str], budget: Any = None, *,
+                 offline: bool = False) -> None:
         # The summariser is the session's own model (the shared one), as `summarize.factory`
         # builds it when a user names no other: its request starts with the session's
-        # prefix (SPEC Q3).
+        # prefix (SPEC Q3). `offline`: contextfold's offline summariser instead (None), the
+        # default when no model is named; the shared fake is then never called.
         self.summarizer = LlmSummarizer(EchoChatModel(summarize), CAPACITY, session_prefix=True)
         # As `replay_messages` builds it: no exact counter, the catalog family's estimate.
         # The summariser answers in-process, so the engine's steps finish without waiting.
-        self.session = ManagedSession(CAPACITY, budget or BUDGET, _Counting(self))
+        self.session = ManagedSession(CAPACITY, budget or BUDGET,
+                                      None if offline else _Counting(self))
         self.pending: list[tuple[int, Message]] = []
         self.repairs = 0
         self.fallbacks = 0
         self.fitted = 0  # answers over budget, trimmed by priority (summarize.llm)
+        # SPEC L5: requests that carried an automatic recall block, and its tokens (the
+        # engine's estimate), summed over the requests decided.
+        self.recall_requests = 0
+        self.recall_tokens = 0
+        self.recall_seconds = 0.0  # spent choosing the blocks (search included)
+        self._time_recall()
+
+    def _time_recall(self) -> None:
+        """Time the engine's automatic recall step (SPEC L5) inside each decision: what L5
+        adds to a request, measured in the same process as the rest of the check."""
+        recall = getattr(self.session, "auto_recall", None)
+        if recall is None:  # an engine without L5
+            return
+        apply = recall.apply
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return await apply(*args, **kwargs)
+            finally:
+                self.recall_seconds += time.perf_counter() - started
+
+        recall.apply = timed
 
 
     def ingest(self, new: Sequence[Neutral]) -> None:
@@ -193,6 +220,10 @@ class Contextfold:
             self.session.append(message, f"m{i}")
         self.pending = []
         projection, _ = self.session.before_request()
+        recalled = getattr(projection, "recalled", None)
+        if recalled is not None:
+            self.recall_requests += 1
+            self.recall_tokens += recalled.tokens
         return projection
 
     def to_openai(self, request: Projection) -> list[dict[str, Any]]:

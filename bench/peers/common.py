@@ -54,7 +54,10 @@ SUMMARY_LIMITS: dict[str, tuple[int, str]] = {
                             "(`core/budget.py` summary_share_of_reserve, after Pi)"),
     "langchain + contextfold": (13_107, "contextfold's summary budget (as contextfold)"),
     **{f"contextfold ({v})": (13_107, "contextfold's summary budget (as contextfold)")
-       for v in ("trigger=size", "tail_tokens=8000", "tail_tokens=4000")},
+       for v in ("trigger=size", "tail_tokens=8000", "tail_tokens=4000", "L5 off")},
+    **{f"contextfold ({v})": (13_107, "contextfold's summary budget, which its offline "
+                                      "summariser writes to (the fake is never called)")
+       for v in ("offline summariser", "offline summariser, L5 off")},
     "langmem-summarize_messages": (2_048, "`summarize_messages(max_summary_tokens=2048)`, "
                                           "LangMem's default, bound as the model's max_tokens"),
     "pi (reimpl.)": (13_107, "pi-mono `compaction.ts`: maxTokens = 0.8 x reserveTokens "

@@ -181,7 +181,7 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                     + (f"{pct(cf_end)} vs {pct(best_end)}" if cf_end is not None
                        and best_end is not None else "not measured")
                     + "; clean = no lost content, no invalid request, none over the limit"))
-    return out
+    return out + probe_targets(systems)
 
 
 def losses(results: dict[str, Any]) -> list[str]:
@@ -242,6 +242,12 @@ def losses(results: dict[str, Any]) -> list[str]:
                        f"{pct(cf_end)} of the planted facts in front of the model; "
                        f"{len(ahead)} peers have more ({', '.join(ahead)}): see the note under "
                        "the continuity table.")
+    for goal, met, evidence in probe_targets(systems):
+        if met is False and goal.startswith("fair continuity: no peer"):
+            row = goal.rsplit(" than ", 1)[1]
+            out.append(f"Probe questions about early facts: peers have more of them in the "
+                       f"request that asks than {row} ({evidence}): see the fair continuity "
+                       "section.")
     for name, per in timing_ratios(systems).items():
         if name in (CF, REFERENCE):
             continue
@@ -276,3 +282,127 @@ def continuity_share(entry: dict[str, Any], milestone: str) -> float | None:
 
     values = [snap[c] for c in CATEGORIES if snap.get(c) is not None]
     return sum(values) / len(values) if values else None
+
+
+# --------------------------------------------------------------------------- fair continuity
+
+CF_OFFLINE = "contextfold (offline summariser)"
+# contextfold with automatic recall (SPEC L5) and the same row without it.
+L5_PAIRS = ((CF, "contextfold (L5 off)"),
+            (CF_OFFLINE, "contextfold (offline summariser, L5 off)"))
+PROBE_GOAL = 0.95
+
+
+def probe_share(entry: dict[str, Any], bucket: str) -> float | None:
+    """Share of the probes of `bucket` ('1', '5', '10', '20': asked after at least that many
+    compactions; 'end': the battery) whose fact was in the request that asked; None if
+    the system asked none there (it never compacted that often)."""
+    b = entry.get("continuity", {}).get("probes", {}).get(bucket)
+    return b["found"] / b["asked"] if b and b["asked"] else None
+
+
+def probe_category(entry: dict[str, Any], category: str,
+                   buckets: tuple[str, ...] = ("1", "end")) -> tuple[int, int]:
+    """(found, asked) for one category over `buckets` (default: every probe asked after
+    the first compaction, and the end battery)."""
+    found = asked = 0
+    for label in buckets:
+        f, a = entry.get("continuity", {}).get("probes", {}).get(label, {}).get(
+            "categories", {}).get(category, (0, 0))
+        found, asked = found + f, asked + a
+    return found, asked
+
+
+def _probe_buckets() -> tuple[str, ...]:
+    from .continuity import BUCKETS
+
+    return BUCKETS
+
+
+def probe_targets(systems: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """The fair continuity goals (issue 27 item 7): contextfold with the offline summariser
+    has >= 95% of the probes' facts in the request that asks, in every bucket; and no peer
+    has more in any bucket (each contextfold row with a summariser held to it)."""
+    buckets = _probe_buckets()
+    out: list[tuple[str, bool | None, str]] = []
+    offline = systems.get(CF_OFFLINE, {})
+    shares = {b: probe_share(offline, b) for b in buckets}
+    measured = {b: v for b, v in shares.items() if v is not None}
+    out.append((f"fair continuity: >= {PROBE_GOAL:.0%} of probes in the request that asks, "
+                "after 1, 5, 10, 20 compactions and at the end (offline summariser)",
+                all(v + 1e-9 >= PROBE_GOAL for v in measured.values()) if measured else None,
+                "; ".join(f"{_bucket_label(b)} {pct(v)}" for b, v in measured.items())
+                or "not measured"))
+    peers = {n: e for n, e in systems.items()
+             if n != REFERENCE and not is_own(n) and e.get("continuity", {}).get("probes")}
+    for row in (CF_OFFLINE, CF):
+        mine = systems.get(row, {})
+        if not mine.get("continuity", {}).get("probes") or not peers:
+            out.append((f"fair continuity: no peer keeps more than {row}", None,
+                        "not measured"))
+            continue
+        # (peer, its share, ours) -> the buckets where it is ahead, said once
+        ahead: dict[tuple[str, str, str], list[str]] = {}
+        counts: dict[str, int] = {}
+        for b in buckets:
+            v = probe_share(mine, b)
+            above = [n for n in peers if (probe_share(peers[n], b) or 0.0) >
+                     (v or 0.0) + 1e-9 and probe_share(peers[n], b) is not None]
+            if above:
+                best = max(above, key=lambda n: probe_share(peers[n], b) or 0.0)
+                key = (best, pct(probe_share(peers[best], b) or 0.0),
+                       "-" if v is None else pct(v))
+                ahead.setdefault(key, []).append(_bucket_label(b))
+                counts[_bucket_label(b)] = len(above)
+        out.append((f"fair continuity: no peer keeps more than {row}", not ahead,
+                    "; ".join(f"{best} {theirs} vs {ours} ({', '.join(labels)})"
+                              for (best, theirs, ours), labels in ahead.items())
+                    + "; peers ahead per bucket: "
+                    + ", ".join(f"{label} {n}" for label, n in counts.items())
+                    if ahead else f"no peer above it in any bucket ({len(peers)} peers)"))
+    return out
+
+
+def _bucket_label(bucket: str) -> str:
+    return "end" if bucket == "end" else f">= {bucket}"
+
+
+def l5_cost(systems: dict[str, Any]) -> list[dict[str, Any]]:
+    """What automatic recall (SPEC L5) costs, per pair of rows (with, without) that both
+    ran: recall blocks per request and their tokens on the quality transcripts, input
+    tokens per request, prefix breaks and prices, the check time within a timing round,
+    and the probe shares at the end."""
+    out = []
+    for on, off in L5_PAIRS:
+        if on not in systems or off not in systems:
+            continue
+        a, b = totals(systems[on]), totals(systems[off])
+        q = systems[on]["quality"].values()
+        blocks = sum(r.get("contextfold_recall_requests", 0) for r in q)
+        tokens = sum(r.get("contextfold_recall_tokens", 0) for r in q)
+        ratio = timing_ratios(systems).get(off, {})
+        ms = {size: sorted(v)[len(v) // 2] for size, v in cf_check_ms(systems).items()}
+        seconds = sum(r.get("contextfold_recall_seconds", 0.0) for r in q)
+        cont = [systems[n].get("continuity", {}) for n in (on, off)]
+        planted = cont[0]
+        out.append({
+            "with": on, "without": off, "calls": a["calls"],
+            "blocks": blocks, "block_tokens": tokens,
+            # the recall step's own time (search included), per request decided
+            "recall_ms": 1000 * seconds / a["calls"],
+            "planted_recall_ms": 1000 * planted.get("contextfold_recall_seconds", 0.0)
+            / (planted.get("decisions") or 1),
+            "planted_blocks": (planted.get("contextfold_recall_requests", 0),
+                               planted.get("decisions", 0)),
+            "planted_block_tokens": planted.get("contextfold_recall_tokens", 0),
+            "input_per_request": (a["input_tokens"] / a["calls"], b["input_tokens"] / b["calls"]),
+            "prefix_breaks": (a["prefix_breaks"], b["prefix_breaks"]),
+            "usd": {col: (a[f"usd_{col}"], b[f"usd_{col}"]) for col in COLUMNS},
+            # contextfold's median check time and the L5-off row's as a share of it, per
+            # size (timed rows only: the default's pair).
+            "check_ms": {size: (ms[size], ms[size] * r["median"]) for size, r in ratio.items()
+                         if size in ms} if on == CF else {},
+            "decide_ms": tuple(c.get("median_decide_ms") for c in cont),
+            "probe_end": (probe_share(systems[on], "end"), probe_share(systems[off], "end")),
+        })
+    return out

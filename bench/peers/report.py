@@ -35,6 +35,7 @@ from .figures import (
 )
 from .frameworks import framework_section
 from .frameworks_oa_pa import markdown_section as frameworks_oa_pa_section
+from .report_probes import probe_section
 
 DOCS = REPO_ROOT / "docs"
 MD = DOCS / "peers.md"
@@ -66,10 +67,7 @@ def markdown(results: dict[str, Any]) -> str:
         + ". Picture: [peers.png](peers.png).",
         "",
         *([f"**Note:** {results['note']}", ""] if results.get("note") else []),
-        *([f"Rows of {', '.join(results['updated']['systems'])} re-run at "
-           f"{results['updated']['at']} ({results['updated']['wall_seconds']} s) and "
-           "merged into this run's results (`--update` does the same).", ""]
-          if results.get("updated") else []),
+        *_updates(results),
         "Every system replays the same transcripts. At every model call of a transcript (every "
         "assistant message) it decides the request it would send. The packaged peers and "
         f"contextfold share a trigger ({s['trigger_tokens']:,} tokens = 60% of a "
@@ -92,6 +90,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += framework_section(systems)
     lines += _content(systems, names)
     lines += _continuity(results, systems, names)
+    lines += probe_section(results, systems, names)
     lines += _cost(results, systems, names)
     lines += _settings(systems, names)
     lines += _timing(systems, names)
@@ -110,6 +109,22 @@ def markdown(results: dict[str, Any]) -> str:
             lines.append(f"- {name}: `{tail}`")
         lines.append("")
     return "\n".join(lines)
+
+
+def _updates(results: dict[str, Any]) -> list[str]:
+    """Which rows were re-run after the run (`--update`, `--continuity-only`), and what."""
+    updates = [*([results["updated"]] if results.get("updated") else []),
+               *results.get("updates", [])]
+    lines = []
+    for u in updates:
+        what = ("only their planted session (continuity and probes; every other figure of "
+                "theirs is from the run)" if u.get("what") == "continuity" else
+                "every figure of theirs measured again" if u.get("timing", True) else
+                "every figure of theirs measured again but the check cost (its timing is "
+                "from the run)")
+        lines += [f"Rows of {', '.join(u['systems'])} re-run at {u['at']} "
+                  f"({u['wall_seconds']} s), {what}, and merged into this run's results.", ""]
+    return lines
 
 
 def _validity(results: dict[str, Any], systems: dict[str, Any], names: list[str]) -> list[str]:
@@ -167,17 +182,19 @@ def _continuity(results: dict[str, Any], systems: dict[str, Any],
     c = results["settings"].get("continuity", {})
     marks = [str(k) for k in MILESTONES]
     lines = ["## Continuity: planted facts still in front of the model", "",
-             f"A synthetic research session of {c.get('size', 0):,} messages with facts planted "
+             f"A synthetic research session of {c.get('size', 0):,} messages (and the probe "
+             "turns of the next section) with facts planted "
              "every 3 turns (`bench/peers/continuity.py`: recall and constraint in user "
              "messages, decision and continuation in answers, identifiers at the start of a "
              "tool result and artifacts at its end). The shared fake summariser lists every "
              "fact it is shown, in the order shown, until its answer reaches the system's own "
              "summary cap (below), so a fact survives only if the system showed it to its "
              "summariser or kept it raw, carried its summary forward, and left it room. A fact "
-             "counts when it is in the request itself (so a system's retrieval would count "
-             "too). Shares of the facts "
-             "planted so far that are in the request right after the K-th compaction (mean of "
-             "the six categories); '-' = the system never compacted that often. Decisions are "
+             "counts when it is in the request itself, held without asking: shares of the "
+             "facts planted so far that are in the request right after the K-th compaction "
+             "(mean of the six categories; never taken at a probe question's call, taken at "
+             "the next call instead), and at the last call before the end battery of probes; "
+             "'-' = the system never compacted that often. Decisions are "
              f"sampled every {c.get('sample_every', 1)} calls.", "",
              "| system | compactions | " + " | ".join(f"after {k}" for k in marks)
              + " | at the end |", "| --- | ---: | " + " | ".join("---:" for _ in marks)

@@ -61,7 +61,11 @@ PEER_SYSTEMS = (
 )
 PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfold",
                    "contextfold (trigger=size)", "contextfold (tail_tokens=8000)",
-                   "contextfold (tail_tokens=4000)")
+                   "contextfold (tail_tokens=4000)", "contextfold (offline summariser)",
+                   "contextfold (L5 off)", "contextfold (offline summariser, L5 off)")
+# The one setting row timed beside contextfold: what automatic recall (SPEC L5) costs per
+# check is contextfold's time over this row's, within a round.
+TIMED_SETTING = "contextfold (L5 off)"
 TIMING_SIZES = (500, 2_000, 10_000)
 TIMED_CALLS = 40
 TIMING_ROUNDS = 3  # every system timed once per round; ratios are taken within a round
@@ -147,7 +151,7 @@ def _run_job(python: Path, module: str, job: dict[str, Any], workdir: Path,
 
 
 def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
-          workdir: Path, rounds: int
+          workdir: Path, rounds: int, continuity_only: bool = False
           ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict]]]:
     # Deterministic sessions every job would otherwise generate again: written once here.
     from .continuity import planted_session
@@ -162,8 +166,9 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
     quality = []
     for n, name in enumerate(systems):
         # Quality and continuity are separate jobs, so two workers share the long ones.
-        quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
-                               "quality": [{"path": w["path"]} for w in workloads]}))
+        if not continuity_only:
+            quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
+                                   "quality": [{"path": w["path"]} for w in workloads]}))
         quality.append((name, {"system": name, "out": str(workdir / f"c{n}.json"),
                                "continuity": [continuity]}))
     # Longest first (by the last published run), so no long job starts last and runs alone.
@@ -172,13 +177,14 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
     timing = []
     # Round by round, every system once: a ratio between two systems is taken within one
     # round, so load that comes and goes on the shared machine hits both alike.
-    for r in range(rounds if sizes else 0):
+    for r in range(rounds if sizes and not continuity_only else 0):
         for n, name in enumerate(systems):
             # The reference never checks; a reimplemented policy's check is not the tool's
             # code (it would read the provider's usage, not count), so neither is timed.
-            # A contextfold setting's row checks as contextfold does: not timed again.
+            # A contextfold setting's row checks as contextfold does: not timed again, but
+            # for L5 off (what recall costs).
             if name == "none (full history)" or name.endswith("(reimpl.)") or \
-                    name.startswith("contextfold ("):
+                    (name.startswith("contextfold (") and name != TIMED_SETTING):
                 continue
             timing.append((name, {
                 "system": name, "out": str(workdir / f"t{n}-r{r}.json"), "round": r,
@@ -223,8 +229,9 @@ def machine() -> dict[str, Any]:
 
 
 def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int,
-        rounds: int = TIMING_ROUNDS) -> dict:
-    """Run everything and return the merged results (also written to RESULTS)."""
+        rounds: int = TIMING_ROUNDS, continuity_only: bool = False) -> dict:
+    """Run everything (or only the planted session's continuity runs) and return the merged
+    results (also written to RESULTS)."""
     from .workloads import write_workloads
 
     started = time.perf_counter()
@@ -237,7 +244,7 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
         workdir = Path(tmp)
         print("writing workloads ...", flush=True)
         workloads = write_workloads(workdir / "workloads", synth_messages)
-        quality, timing = _jobs(systems, workloads, sizes, workdir, rounds)
+        quality, timing = _jobs(systems, workloads, sizes, workdir, rounds, continuity_only)
 
         def launch(item: tuple[str, dict[str, Any]], kind: str) -> dict[str, Any]:
             name, job = item
@@ -369,14 +376,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-docs", action="store_true", help="skip docs/peers.md and .png")
     parser.add_argument("--update", action="store_true",
                         help="replace only the systems run in the existing results file")
+    parser.add_argument("--continuity-only", action="store_true",
+                        help="run only the planted session (continuity and probes); implies "
+                             "--update, so every other figure is kept from the results file")
     args = parser.parse_args(argv)
+    args.update = args.update or args.continuity_only
     unknown = set(args.systems) - set(PEER_SYSTEMS + PROJECT_SYSTEMS)
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     try:
         previous = json.loads(RESULTS.read_text("utf-8")) if args.update else None
         results = run(args.systems, args.sizes, args.synth_messages, args.parallel,
-                      args.rounds)
+                      args.rounds, args.continuity_only)
         if previous is not None:
             for name, entry in results["systems"].items():
                 old = previous["systems"].get(name, {})
@@ -385,8 +396,15 @@ def main(argv: list[str] | None = None) -> int:
                     if not entry.get(key) and old.get(key):
                         entry[key] = old[key]
                 previous["systems"][name] = entry
-            previous["updated"] = {"at": results["generated"], "systems": args.systems,
-                                   "wall_seconds": results["wall_seconds"]}
+            # Every update is listed (the page says which rows were re-run, and what).
+            previous["updates"] = [*previous.get("updates", []), {
+                "at": results["generated"], "systems": args.systems,
+                "wall_seconds": results["wall_seconds"],
+                "what": "continuity" if args.continuity_only else "all",
+                "timing": bool(args.sizes) and not args.continuity_only}]
+            # The planted session's settings and the summary caps of rows new to the file.
+            for key in ("continuity", "summary_limits"):
+                previous["settings"][key] = results["settings"][key]
             results = previous
             dump(RESULTS, results)
     except PeersVenvError as exc:

@@ -56,7 +56,9 @@ def run_quality(factory: Factory, workload: dict[str, Any], tokens: Tokenizer,
     started = time.perf_counter()
     replay(system, msgs, recorder)
     result = recorder.result()
-    for extra in ("repairs", "fallbacks", "fitted"):  # contextfold: exporter repairs, summaries
+    # contextfold: exporter repairs, summaries replaced / fitted, automatic recall (SPEC L5)
+    for extra in ("repairs", "fallbacks", "fitted", "recall_requests", "recall_tokens",
+                  "recall_seconds"):
         if hasattr(system, extra):
             result[f"contextfold_{extra}"] = getattr(system, extra)
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
@@ -151,7 +153,8 @@ def run_job(job: dict[str, Any], factories: dict[str, Factory],
         system = factories[name](capped_echo(summary_limit(name), tokens), msgs)
         out["continuity"] = run_continuity(system, msgs, task["sample_every"])
         out["continuity"]["wall_seconds"] = round(time.perf_counter() - started, 2)
-        for extra in ("fallbacks", "fitted"):  # contextfold: summaries replaced / fitted
+        for extra in ("fallbacks", "fitted", "recall_requests", "recall_tokens",
+                      "recall_seconds"):
             if hasattr(system, extra):
                 out["continuity"][f"contextfold_{extra}"] = getattr(system, extra)
     session = None

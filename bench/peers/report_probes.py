@@ -1,0 +1,125 @@
+"""The fair continuity section of `docs/peers.md`: probe questions (issue 27 item 7).
+
+Every figure comes from `bench/results/peers.json` through `figures.py`: the probe shares
+per bucket and per category, the goals and whether each is met, and what automatic recall
+(SPEC L5) costs per request beside the same row without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .figures import (
+    COLUMN_LABELS,
+    COLUMNS,
+    l5_cost,
+    pct,
+    probe_category,
+    probe_share,
+    probe_targets,
+)
+
+
+def _cell(entry: dict[str, Any], bucket: str) -> str:
+    b = entry.get("continuity", {}).get("probes", {}).get(bucket)
+    v = probe_share(entry, bucket)
+    return "-" if v is None else f"{pct(v)} ({b['found']}/{b['asked']})"
+
+
+def probe_section(results: dict[str, Any], systems: dict[str, Any],
+                  names: list[str]) -> list[str]:
+    """The section: how the probes are asked, the goals, the tables, the L5 cost."""
+    from .continuity import (
+        BUCKETS,
+        CATEGORIES,
+        END_PER_CATEGORY,
+        MIN_AGE,
+        PROBE_EVERY_TURNS,
+    )
+
+    rows = [n for n in names if systems[n].get("continuity", {}).get("probes")]
+    if not rows:
+        return []
+    c = results["settings"].get("continuity", {})
+    lines = ["## Fair continuity: probe questions about early facts", "",
+             "The same planted session asks about its facts. Each fact is planted in a "
+             "sentence with a hook, two words no other message has (e.g. \"amber lantern\"; "
+             "the two facts of one message share its hook); before every "
+             f"{PROBE_EVERY_TURNS}th user turn a probe turn asks about one fact planted at "
+             f"least {MIN_AGE} messages earlier (the question names the hook, never the fact; "
+             "the answer is a neutral line that names neither, so nothing is planted again), "
+             "alternately the oldest not yet asked and one drawn at random, the categories in "
+             f"turn; after the last message a battery asks {END_PER_CATEGORY} more per "
+             "category. Each fact is asked at most once. A probe counts when its fact is in "
+             "the request the question goes out with (every probe's call is decided, whatever "
+             f"the sampling of every {c.get('sample_every', 1)} calls): kept in a summary, "
+             "kept raw, or found again by a retrieval step (contextfold's automatic recall, "
+             "SPEC L5; no peer row here retrieves by itself). The fake summariser and its "
+             "caps are the ones of the section above. Cells: share of the probes asked after "
+             "at least K compactions (found/asked); '-' = never that many compactions.", ""]
+    lines += ["| goal | met | evidence |", "| --- | --- | --- |"]
+    for goal, met, evidence in probe_targets(systems):
+        lines.append(f"| {goal} | {'n/a' if met is None else ('yes' if met else '**no**')} "
+                     f"| {evidence} |")
+    heads = [f">= {b} compactions" if b != "end" else "end battery" for b in BUCKETS]
+    lines += ["", "| system | compactions | " + " | ".join(heads) + " |",
+              "| --- | ---: | " + " | ".join("---:" for _ in BUCKETS) + " |"]
+    for name in rows:
+        lines.append(f"| {name} | {systems[name]['continuity']['compactions']} | "
+                     + " | ".join(_cell(systems[name], b) for b in BUCKETS) + " |")
+    lines += ["", "Per category (the probes asked after the first compaction and the end "
+              "battery together, found/asked):", "",
+              "| system | " + " | ".join(CATEGORIES) + " |",
+              "| --- | " + " | ".join("---:" for _ in CATEGORIES) + " |"]
+    for name in rows:
+        cells = []
+        for cat in CATEGORIES:
+            found, asked = probe_category(systems[name], cat)
+            cells.append(f"{found}/{asked}" if asked else "-")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return [*lines, "", *_l5_cost(systems)]
+
+
+def _l5_cost(systems: dict[str, Any]) -> list[str]:
+    pairs = l5_cost(systems)
+    if not pairs:
+        return []
+    lines = ["### What automatic recall (L5) costs", "",
+             "Each contextfold row beside the same row with `auto_recall_share=0`. On the "
+             "quality transcripts: the requests that carried a recall block, the block's "
+             "tokens per request (contextfold's estimate), the recall step's own time per "
+             "request (search included, timed inside the decision), input tokens per request "
+             "(o200k), prefix breaks and the price. In the planted session: blocks per "
+             "decision, their time, the median time of a whole decision, and the probes "
+             "found in the end battery.", "",
+             "| rows (with / without L5) | requests with a block | block tokens per "
+             "request | recall ms per request | input tokens per request | prefix breaks | "
+             + " | ".join(f"price, {COLUMN_LABELS[c].split(' (')[0]}" for c in COLUMNS)
+             + " | planted: blocks, tokens per block, recall ms | planted: decision ms | "
+             "end battery |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | " + " | ".join("---:" for _ in COLUMNS)
+             + " | ---: | ---: | ---: |"]
+    for p in pairs:
+        on, off = p["input_per_request"]
+        ms_on, ms_off = p["decide_ms"]
+        ends = ["-" if v is None else pct(v) for v in p["probe_end"]]
+        blocks, decisions = p["planted_blocks"]
+        lines.append(
+            f"| {p['with']} / {p['without']} | {p['blocks']:,} of {p['calls']:,} | "
+            f"{p['block_tokens'] / p['calls']:.1f} | {p['recall_ms']:.2f} | "
+            f"{on:,.0f} / {off:,.0f} | "
+            f"{p['prefix_breaks'][0]} / {p['prefix_breaks'][1]} | "
+            + " | ".join(f"${p['usd'][c][0]:.2f} / ${p['usd'][c][1]:.2f}" for c in COLUMNS)
+            + f" | {blocks:,} of {decisions:,}, "
+            f"{p['planted_block_tokens'] / (blocks or 1):,.0f}, {p['planted_recall_ms']:.2f} | "
+            + (f"{ms_on:.2f} / {ms_off:.2f}" if ms_on is not None and ms_off is not None
+               else "-")
+            + f" | {ends[0]} / {ends[1]} |")
+    timed = next((p for p in pairs if p["check_ms"]), None)
+    if timed:
+        cells = "; ".join(f"{size:,} messages: {a:.2f} ms with, {b:.2f} ms without"
+                          for size, (a, b) in sorted(timed["check_ms"].items()))
+        lines += ["", f"Check time on the synthetic timing session ({timed['with']} against "
+                  f"{timed['without']}, the medians of the rounds, the latter as its ratio to "
+                  f"contextfold within each round): {cells}."]
+    return [*lines, ""]
