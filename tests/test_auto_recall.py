@@ -273,6 +273,41 @@ async def test_the_block_is_stable_through_a_tool_loop(fake, store):  # L5 (prom
     await conv.close()
 
 
+async def test_a_pending_call_never_changes_the_turns_block(fake, store):  # L5 (Y4)
+    """The tool loop's second request names an identifier that matches another folded
+    message: the turn keeps the block its first request was sent with, byte for byte."""
+    from contextfold.core.messages import ToolResultPart
+    from tests.fakeserver import ToolCallSpec
+
+    async def run(calls):
+        return [ToolResultPart(call_id=c.id, name=c.name, output="read") for c in calls]
+
+    conv = await open_conversation(store, fake, "openai", window=16_000,
+                                   summarizer=_fixed_summary, run_tools=run)
+    fake.enqueue(Reply(text="noted"), Reply(text="saved"), Reply(text="ok"), Reply(text="ok"))
+    await conv.send(FILLER * 2 + "Yesterday's outline sits in notes/outline_B7.md; its third "
+                    "part covers the cohort tables. " + FILLER)
+    await conv.send(FILLER * 3 + FACT + " " + FILLER)
+    await conv.send("Now draft the introduction paragraph about the review.")
+    await conv.send("Then tighten the wording of the second paragraph.")
+    assert (await conv.compact()).status == "compacted"
+    before = len(chat_requests(fake))
+    fake.enqueue(Reply(tool_calls=(ToolCallSpec("read_file",
+                                                {"path": "notes/outline_B7.md"}),)),
+                 Reply(text="Kaplan-Meier"))
+    await conv.send("Which estimator?")
+    blocks = []
+    for request in chat_requests(fake)[before:]:
+        sent = _sent_text(request)
+        start = sent.index("[contextfold recall]")
+        blocks.append(sent[start:sent.index("Which estimator?", start)])
+    assert len(blocks) == 2 and "ZK9Q2W7R" in blocks[0]
+    # Without the turn's memo the call's notes/outline_B7.md would add the outline's
+    # excerpt here, and re-bill everything after the block.
+    assert blocks[1] == blocks[0]
+    await conv.close()
+
+
 async def test_a_fork_never_recalls_the_other_branch(fake, store):  # L5 with L4
     conv = await open_conversation(store, fake, "openai", window=16_000,
                                    summarizer=_fixed_summary)

@@ -13,6 +13,11 @@ loop every request of the turn asks the same, and the folded part only changes w
 checkpoint, so the search runs once per user turn. A store that cannot search (one an
 embedder brings without `search_history`) or a search that fails leaves the request
 without a block: recall helps a request, it never stops one.
+
+Once a turn has a block, the rest of its tool loop sends that block byte for byte (the
+prompt cache, Y4), as long as the room holds it: the pending calls' identifiers are
+searched only until the turn has one, and a block is chosen again only when the checkpoint
+changes or the room no longer holds it.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from ..core.auto_recall import (
 )
 from ..core.fit import recall_room
 from ..core.messages import Message
-from ..core.projection import Projection
+from ..core.projection import Projection, RecallBlock
 from ..core.recall_text import SearchQuery, message_text
 from ..store.errors import StoreError
 from ..store.protocol import SessionStore
@@ -51,6 +56,9 @@ class AutoRecall:
         self._memo: OrderedDict[tuple[str, str, tuple[tuple[str, ...], ...]],
                                 tuple[Candidate, ...]] = OrderedDict()
         self.searches = 0  # store searches run (the rest came from the memo)
+        # (session, checkpoint, latest user message id and text) -> the block that turn
+        # was sent with.
+        self._blocks: OrderedDict[tuple[str, str, str, str], RecallBlock] = OrderedDict()
 
     async def apply(self, session_id: str, projection: Projection, sizer: Sizer,
                     pending: Sequence[Message] = ()) -> Projection:
@@ -67,6 +75,17 @@ class AutoRecall:
                            sizer.budget.safe_input_limit, budget)
         if room <= 0:
             return projection
+        # The prompt cache (Y4): once a turn has its block, every later request of that
+        # turn (its tool loop) sends the same bytes, even when a pending call's identifiers
+        # or a shrinking room would choose another block; changing it would re-bill
+        # everything after it. Same checkpoint, same user message: its hits are still
+        # folded, so the block is still true. Only a block the room no longer holds is
+        # chosen again.
+        turn = (session_id, projection.checkpoint.id, request[0], request[1])
+        held = self._blocks.get(turn)
+        if held is not None and held.tokens <= room:
+            self._blocks.move_to_end(turn)
+            return replace(projection, recalled=held)
         # Searched in parts, each memoised: the request's identifiers, the pending calls'
         # identifiers (new every round of a tool loop), and all the request's terms (see
         # `identifier_query`); through a tool loop only the calls' part is searched again.
@@ -83,7 +102,12 @@ class AutoRecall:
             candidates += [c for c in found if all(c.node_id != o.node_id for o in candidates)]
         block = choose_block(candidates, projection, query, room,
                              count=sizer.costs.text_tokens)
-        return projection if block is None else replace(projection, recalled=block)
+        if block is None:
+            return projection
+        self._blocks[turn] = block
+        while len(self._blocks) > _MEMO:
+            self._blocks.popitem(last=False)
+        return replace(projection, recalled=block)
 
     async def _candidates(self, session_id: str, checkpoint_id: str,
                           query: SearchQuery) -> tuple[Candidate, ...] | None:
