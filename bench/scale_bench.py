@@ -30,6 +30,8 @@ import gc
 import json
 import os
 import platform
+import pstats
+import shutil
 import statistics
 import subprocess
 import sys
@@ -204,19 +206,63 @@ def measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
             "result": json.loads(text.strip().splitlines()[-1])}
 
 
+def top_functions(stats_file: Path, limit: int = 12) -> list[dict[str, Any]]:
+    """The `limit` functions of a cProfile dump with the most own time (tottime), each with
+    its calls, own and cumulative seconds; paths shortened to the package."""
+    stats = pstats.Stats(str(stats_file))
+    total = stats.total_tt  # type: ignore[attr-defined]  # set by Stats, not in its stubs
+    rows = []
+    for (file, line, name), (_cc, calls, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
+        short = file.split("/site-packages/")[-1].split("/src/")[-1]
+        if "/lib/python3" in short:  # the standard library: its module path only
+            short = short.split("/lib/python3", 1)[1].split("/", 1)[-1]
+        rows.append({"function": f"{short}:{line} {name}", "calls": calls,
+                     "own_s": round(tt, 2), "cumulative_s": round(ct, 2),
+                     "own_share": round(tt / total, 3) if total else 0.0})
+    rows.sort(key=lambda r: r["own_s"], reverse=True)
+    return rows[:limit]
+
+
+def profiled_compact(db: Path, tmp: Path, sid: str, window_args: list[str]) -> dict[str, Any]:
+    """`contextfold compact` under cProfile on a copy of the imported database (taken before
+    the timed compaction ran on the original): the same work, profiled, not timed."""
+    copy = tmp / "profile.db"
+    for suffix in ("", "-wal", "-shm"):
+        if Path(f"{db}{suffix}").exists():
+            shutil.copyfile(f"{db}{suffix}", f"{copy}{suffix}")
+    dump = tmp / "compact.prof"
+    env = {**os.environ, "CONTEXTFOLD_DB": f"sqlite:///{copy}"}
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "cProfile", "-o", str(dump), "-m", "contextfold",
+                    "compact", sid, *window_args, "--json"], env=env, cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL)
+    out = {"profiled_seconds": round(time.perf_counter() - start, 2),
+           "top_own_time": top_functions(dump)}
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    return out
+
+
 def cli_compaction(sizes: list[int], tmp: Path, *, varied: bool = False,
-                   window: int | None = None) -> dict[str, Any]:
+                   window: int | None = None, profile: bool = False) -> dict[str, Any]:
     """`varied`: sessions that do not repeat (`bench/varied_data.py`), compacted for
-    `window` tokens: every fact distinct, so the offline summariser's fit folds them all."""
+    `window` tokens: every fact distinct, so the offline summariser's fit folds them all.
+    `profile`: the largest size's compaction again under cProfile (its top functions)."""
     out: dict[str, Any] = {}
     for size in sizes:
         path = tmp / f"cli-{size}{'-varied' if varied else ''}.jsonl"
         written = write_varied_session(path, size) if varied else write_session(path, size)
-        env = {**os.environ, "CONTEXTFOLD_DB": f"sqlite:///{tmp}/cli-{size}.db"}
+        db = tmp / f"cli-{size}.db"
+        env = {**os.environ, "CONTEXTFOLD_DB": f"sqlite:///{db}"}
         cf = [sys.executable, "-m", "contextfold"]
         imp = measured([*cf, "import", str(path), "--json"], env)
         sid = imp["result"]["session_id"]
         window_args = ["--context-window", str(window)] if window else []
+        profile_this = profile and size == max(sizes)
+        if profile_this:  # a copy before the timed compaction changes the database
+            for suffix in ("", "-wal", "-shm"):
+                if Path(f"{db}{suffix}").exists():
+                    shutil.copyfile(f"{db}{suffix}", tmp / f"before-{size}.db{suffix}")
         comp = measured([*cf, "compact", sid, *window_args, "--json"], env)
         out[str(size)] = {
             "messages": written, "file_mb": round(path.stat().st_size / 2**20, 1),
@@ -229,6 +275,9 @@ def cli_compaction(sizes: list[int], tmp: Path, *, varied: bool = False,
             "memory_ratio": round(comp["peak_rss_mb"] / imp["peak_rss_mb"], 2),
         }
         path.unlink()
+        if profile_this:
+            out[str(size)]["profile"] = profiled_compact(tmp / f"before-{size}.db", tmp, sid,
+                                                         window_args)
     return out
 
 
@@ -310,7 +359,8 @@ async def bytes_per_message(size: int, tmp: Path) -> dict[str, Any]:
 # ---------------------------------------------------------------------- main
 
 
-async def main(quick: bool, only: set[str], out: Path | None = None) -> None:
+async def main(quick: bool, only: set[str], out: Path | None = None,
+               varied_sizes: list[int] | None = None, profile: bool = False) -> None:
     fit_sizes = [500, 2_000] if quick else [500, 5_000, 50_000]
     cli_sizes = [2_000, 5_000] if quick else [20_000, 100_000]
     send_size = 5_000 if quick else 50_000
@@ -352,10 +402,10 @@ async def main(quick: bool, only: set[str], out: Path | None = None) -> None:
             report["cli_compact"] = cli_compaction(cli_sizes, tmp)
             save()
         if "varied" in only:  # issue 26: non-repeating histories, a 128k window
-            sizes = [2_000] if quick else [20_000]
-            print("import / compact of non-repeating sessions ...", file=sys.stderr)
+            sizes = varied_sizes or ([2_000] if quick else [20_000, 100_000])
+            print(f"import / compact of non-repeating sessions {sizes} ...", file=sys.stderr)
             report["cli_compact_varied"] = cli_compaction(sizes, tmp, varied=True,
-                                                          window=128_000)
+                                                          window=128_000, profile=profile)
             save()
     print(json.dumps(report, indent=2))
 
@@ -366,9 +416,16 @@ if __name__ == "__main__":
     parser.add_argument("--only", default="",
                         help="comma-separated parts: fit,bytes,send,cli; varied (only when named)")
     parser.add_argument("--out", type=Path, help="results file (default: bench/results/)")
+    parser.add_argument("--varied-sizes", default="",
+                        help="comma-separated message counts for `varied` "
+                             "(default 20000,100000; quick: 2000)")
+    parser.add_argument("--profile", action="store_true",
+                        help="varied: profile the largest size's compaction (cProfile, "
+                             "a second run on a copy; its top functions in the results)")
     parser.add_argument("--send-once", metavar="SESSION", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.send_once:
         asyncio.run(send_once(args.send_once))
     else:
-        asyncio.run(main(args.quick, {p for p in args.only.split(",") if p}, args.out))
+        asyncio.run(main(args.quick, {p for p in args.only.split(",") if p}, args.out,
+                         [int(n) for n in args.varied_sizes.split(",") if n], args.profile))
