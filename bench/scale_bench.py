@@ -206,21 +206,35 @@ def measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
             "result": json.loads(text.strip().splitlines()[-1])}
 
 
-def top_functions(stats_file: Path, limit: int = 12) -> list[dict[str, Any]]:
-    """The `limit` functions of a cProfile dump with the most own time (tottime), each with
-    its calls, own and cumulative seconds; paths shortened to the package."""
+def _short(func: tuple[str, int, str]) -> str:
+    """A pstats function key as `package/module.py:line name` (the standard library's
+    module path only)."""
+    file, line, name = func
+    short = file.split("/site-packages/")[-1].split("/src/")[-1]
+    if "/lib/python3" in short:
+        short = short.split("/lib/python3", 1)[1].split("/", 1)[-1]
+    return f"{short}:{line} {name}"
+
+
+def top_functions(stats_file: Path, limit: int = 12) -> dict[str, list[dict[str, Any]]]:
+    """A cProfile dump's `limit` functions with the most own time (tottime), each with its
+    calls, own and cumulative seconds and the caller that spent most of it in them (a C
+    method's own time says nothing without it); and contextfold's own functions by
+    cumulative time."""
     stats = pstats.Stats(str(stats_file))
-    total = stats.total_tt  # type: ignore[attr-defined]  # set by Stats, not in its stubs
+    table = stats.stats  # type: ignore[attr-defined]  # set by Stats, not in its stubs
+    total = stats.total_tt  # type: ignore[attr-defined]
     rows = []
-    for (file, line, name), (_cc, calls, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        short = file.split("/site-packages/")[-1].split("/src/")[-1]
-        if "/lib/python3" in short:  # the standard library: its module path only
-            short = short.split("/lib/python3", 1)[1].split("/", 1)[-1]
-        rows.append({"function": f"{short}:{line} {name}", "calls": calls,
-                     "own_s": round(tt, 2), "cumulative_s": round(ct, 2),
-                     "own_share": round(tt / total, 3) if total else 0.0})
-    rows.sort(key=lambda r: r["own_s"], reverse=True)
-    return rows[:limit]
+    for func, (_cc, calls, tt, ct, callers) in table.items():
+        top_caller = max(callers.items(), key=lambda kv: kv[1][2], default=None)
+        rows.append({"function": _short(func), "calls": calls, "own_s": round(tt, 2),
+                     "cumulative_s": round(ct, 2),
+                     "own_share": round(tt / total, 3) if total else 0.0,
+                     "main_caller": _short(top_caller[0]) if top_caller else None})
+    own = sorted(rows, key=lambda r: r["own_s"], reverse=True)[:limit]
+    ours = sorted((r for r in rows if r["function"].startswith("contextfold/")),
+                  key=lambda r: r["cumulative_s"], reverse=True)[:limit * 2]
+    return {"top_own_time": own, "top_cumulative_contextfold": ours}
 
 
 def profiled_compact(db: Path, tmp: Path, sid: str, window_args: list[str]) -> dict[str, Any]:
@@ -236,8 +250,7 @@ def profiled_compact(db: Path, tmp: Path, sid: str, window_args: list[str]) -> d
     subprocess.run([sys.executable, "-m", "cProfile", "-o", str(dump), "-m", "contextfold",
                     "compact", sid, *window_args, "--json"], env=env, cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
-    out = {"profiled_seconds": round(time.perf_counter() - start, 2),
-           "top_own_time": top_functions(dump)}
+    out = {"profiled_seconds": round(time.perf_counter() - start, 2), **top_functions(dump)}
     for suffix in ("", "-wal", "-shm"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
     return out
@@ -401,6 +414,19 @@ async def main(quick: bool, only: set[str], out: Path | None = None,
             print("import / compact on the command line ...", file=sys.stderr)
             report["cli_compact"] = cli_compaction(cli_sizes, tmp)
             save()
+        if "varied-profile" in only:  # the profile alone, beside the timed figures kept
+            size = max(varied_sizes or [100_000])
+            print(f"profile of the compaction of a non-repeating {size:,} ...", file=sys.stderr)
+            path = tmp / f"profile-{size}.jsonl"
+            write_varied_session(path, size)
+            db = tmp / f"profile-{size}.db"
+            env = {**os.environ, "CONTEXTFOLD_DB": f"sqlite:///{db}"}
+            imp = measured([sys.executable, "-m", "contextfold", "import", str(path), "--json"],
+                           env)
+            varied = report.setdefault("cli_compact_varied", {}).setdefault(str(size), {})
+            varied["profile"] = profiled_compact(db, tmp, imp["result"]["session_id"],
+                                                 ["--context-window", "128000"])
+            save()
         if "varied" in only:  # issue 26: non-repeating histories, a 128k window
             sizes = varied_sizes or ([2_000] if quick else [20_000, 100_000])
             print(f"import / compact of non-repeating sessions {sizes} ...", file=sys.stderr)
@@ -414,7 +440,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (minutes)")
     parser.add_argument("--only", default="",
-                        help="comma-separated parts: fit,bytes,send,cli; varied (only when named)")
+                        help="comma-separated parts: fit,bytes,send,cli; varied and "
+                             "varied-profile (the largest varied compaction's profile alone) "
+                             "only when named")
     parser.add_argument("--out", type=Path, help="results file (default: bench/results/)")
     parser.add_argument("--varied-sizes", default="",
                         help="comma-separated message counts for `varied` "
