@@ -209,3 +209,59 @@ def estimate_text(text: str, family: str | None = None) -> int:
     latin, wide = text_cost(text)
     f_latin, f_wide = FAMILY_FACTORS.get(family or DEFAULT_FAMILY, FAMILY_FACTORS[DEFAULT_FAMILY])
     return math.ceil(latin * f_latin + wide * f_wide)
+
+
+# ------------------------------------------------------------------- texts re-measured often
+
+_NEWLINE = 9  # the index of the line-break count in `ascii_features`
+
+
+class LineCounter:
+    """`estimate_text` (of one family) for many texts that share most of their lines, each
+    distinct line measured once.
+
+    Exact, not an approximation: no count of the estimate spans a line break (a run of
+    letters, digits, spaces or separators ends at one, and a line's first-character counts
+    are the ones a preceding break gives), so a text's counts are the sums of its lines'
+    plus its line breaks, weighed as `text_cost` weighs them. For a caller that re-measures
+    a long text after changing a few lines of it (the offline summary's fit: issue 26).
+    Lines are remembered for the counter's life: make one per task.
+    """
+
+    def __init__(self, family: str | None = None) -> None:
+        self.factors = FAMILY_FACTORS.get(family or DEFAULT_FAMILY,
+                                          FAMILY_FACTORS[DEFAULT_FAMILY])
+        self._lines: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None]] = {}
+
+    def _line(self, line: str) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+        got = self._lines.get(line)
+        if got is None:
+            if line.isascii():
+                got = (ascii_features(line.encode("ascii")), None)
+            else:
+                got = (ascii_features(_NON_ASCII.sub("", line).encode("ascii")),
+                       wide_features("".join(_NON_ASCII.findall(line))))
+            self._lines[line] = got
+        return got
+
+    def __call__(self, text: str) -> int:
+        if not text:
+            return 0
+        lines = text.split("\n")
+        measured = [self._line(line) for line in lines]
+        counts = [sum(column) for column in zip(*(a for a, _ in measured), strict=True)]
+        counts[_NEWLINE] += len(lines) - 1
+        latin = W_CALL + sum(w * c for w, c in zip(_ASCII_WEIGHTS, counts, strict=True))
+        wides = [w for _, w in measured if w is not None]
+        wide = 0.0
+        if wides:
+            totals = [sum(column) for column in zip(*wides, strict=True)]
+            wide = sum(w * c for w, c in zip(_WIDE_WEIGHTS, totals, strict=True))
+        f_latin, f_wide = self.factors
+        return math.ceil(latin * f_latin + wide * f_wide)
+
+
+def remembering(count: Count) -> Count:
+    """`count` as a `LineCounter` when it is the default estimate (the same answers, each
+    distinct line measured once); any other counter (a tokenizer's) as it is."""
+    return LineCounter() if count is estimate_text else count
