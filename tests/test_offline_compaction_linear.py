@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold import import_file
+from contextfold.core import identifiers
 from contextfold.core.resolver import ModelResolver
 from contextfold.core.text_estimate import FAMILY_FACTORS, LineCounter, estimate_text, remembering
 from contextfold.runtime.compaction import compact_session
@@ -118,6 +119,37 @@ def test_the_holder_found_is_the_last_a_scan_finds(lists, wants):
             section = ordered[target % len(ordered)]
             section.add([f"(user) {text}"], pin=True)
             holders.changed(section)
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def oracle_path_tokens(text: str) -> list[tuple[int, object]]:
+    """`_path_tokens` before issue 26: every token found and checked."""
+    masked = identifiers._URL.sub(lambda m: " " * len(m.group(0)), text)
+    masked = identifiers._DOI.sub(lambda m: " " * len(m.group(0)), masked)
+    pos, out = 0, []
+    for token in identifiers._TOKEN_SPLIT.split(masked):
+        start = masked.find(token, pos) if token else pos
+        pos = start + len(token)
+        if start > 0 and masked[start - 1] in ")}$":
+            continue
+        cleaned = identifiers._LINE_SUFFIX.sub("", token.lstrip("*:").rstrip(".,:;!?*"))
+        if cleaned and identifiers.looks_like_path(cleaned):
+            out.append((start, identifiers._entry("path", cleaned)))
+    return out
+
+
+_PATH_PIECES = st.sampled_from([
+    "src/a.py", "/etc/x/y", "./b/c", "~/d/e", "a/b", "and/or", "x.py", "/", "$(npm root)/p",
+    "{a}/b.ts", "https://x.org/a/b.py", "10.1000/xyz.abc", " ", "\n", "(", ")", "`", "=",
+    ",", "*:", ":12", "a", "src", ".py", "日本/語.md", "a.b/c.d",
+])
+
+
+@given(st.lists(_PATH_PIECES, max_size=25).map("".join))
+def test_paths_are_found_where_every_token_was_read(text):  # S6
+    assert list(identifiers._path_tokens(text)) == oracle_path_tokens(text)
 
 
 # --------------------------------------------------------------------------- the checkpoint
