@@ -106,19 +106,19 @@ _ITEM = st.lists(_WORDS, max_size=4).map(" ".join)
 
 
 @given(lists=st.lists(st.lists(_ITEM, max_size=6), min_size=1, max_size=4),
-       wants=st.lists(st.tuples(_ITEM, st.integers(0, 3)), max_size=8))
-def test_the_holder_found_is_the_last_a_scan_finds(lists, wants):
+       wants=st.lists(st.tuples(_ITEM, st.integers(0, 3)), max_size=12),
+       block=st.integers(1, 3))
+def test_the_holder_found_is_the_last_a_scan_finds(lists, wants, block):
     ordered = [Section(f"## {n}", items=list(items)) for n, items in enumerate(lists)]
     holders = _Holders(ordered, _Normed())
+    holders._BLOCK = block  # small blocks: items appended across block ends
     for text, target in wants:
         want = _norm(text)
         got = holders.last(want)
         expected = oracle_holder(ordered, want)
         assert (got[0] is expected[0] and got[1] == expected[1]) if expected else got is None
         if got is None:  # as the check does: the text is added to its section
-            section = ordered[target % len(ordered)]
-            section.add([f"(user) {text}"], pin=True)
-            holders.changed(section)
+            holders.add(ordered[target % len(ordered)], f"(user) {text}")
 
 
 # --------------------------------------------------------------------------- paths

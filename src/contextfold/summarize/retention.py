@@ -123,41 +123,68 @@ class _Normed(dict[str, str]):
 
 class _Holders:
     """The last item of the sections (in order) whose normalised form contains a text,
-    as a scan of every item finds it, by one search per section in its normalised items
+    as a scan of every item finds it, by a search in each section's normalised items
     joined by line breaks (a normalised text holds none, so no match spans two items).
 
-    A section's joined items are built when first searched; `changed` drops them after
-    the section's items change.
+    A section's items are joined in blocks of at most `_BLOCK`, built when first searched:
+    an item appended to a section rebuilds only its last block (issue 26: the check
+    appends each missing item to its section, then searches again). Items are added
+    through `add`; after any other change of a section's items, call `changed`.
     """
+
+    _BLOCK = 64
 
     def __init__(self, ordered: Sequence[Section], norms: _Normed) -> None:
         self.ordered, self.norms = ordered, norms
-        self._joined: dict[int, tuple[str, list[int]]] = {}
+        # id(section) -> blocks of (first item's index, joined forms, each form's start)
+        self._blocks: dict[int, list[tuple[int, str, list[int]]]] = {}
 
-    def _index(self, section: Section) -> tuple[str, list[int]]:
-        got = self._joined.get(id(section))
-        if got is None:
-            forms = [self.norms[i] for i in section.items]
-            starts, at = [], 0
-            for form in forms:
-                starts.append(at)
-                at += len(form) + 1
-            got = self._joined[id(section)] = ("\n".join(forms), starts)
-        return got
+    def _block(self, section: Section, first: int) -> tuple[int, str, list[int]]:
+        forms = [self.norms[i] for i in section.items[first:first + self._BLOCK]]
+        starts, at = [], 0
+        for form in forms:
+            starts.append(at)
+            at += len(form) + 1
+        return first, "\n".join(forms), starts
+
+    def _index(self, section: Section) -> list[tuple[int, str, list[int]]]:
+        blocks = self._blocks.get(id(section))
+        if blocks is None:
+            blocks = self._blocks[id(section)] = [
+                self._block(section, first)
+                for first in range(0, len(section.items), self._BLOCK)]
+        return blocks
 
     def last(self, want: str) -> tuple[Section, str] | None:
         """The (section, item) holding `want` (normalised) that comes last, or None."""
         for section in reversed(self.ordered):
-            if not section.items:
-                continue
-            joined, starts = self._index(section)
-            at = joined.rfind(want)
-            if at >= 0:
-                return section, section.items[bisect_right(starts, at) - 1]
+            for first, joined, starts in reversed(self._index(section)):
+                at = joined.rfind(want)
+                if at >= 0:
+                    return section, section.items[first + bisect_right(starts, at) - 1]
         return None
 
+    def add(self, section: Section, item: str) -> None:
+        """`item` added to `section`, pinned (`Section.add`), the blocks kept true."""
+        before = len(section.items)
+        section.add([item], pin=True)
+        if len(section.items) == before + 1:  # appended: no held item repeated it
+            self._appended(section)
+        else:
+            self.changed(section)
+
+    def _appended(self, section: Section) -> None:
+        blocks = self._blocks.get(id(section))
+        if blocks is None:
+            return
+        if blocks and len(blocks[-1][2]) < self._BLOCK:
+            blocks[-1] = self._block(section, blocks[-1][0])
+        else:
+            blocks.append(self._block(section, len(section.items) - 1))
+
     def changed(self, section: Section) -> None:
-        self._joined.pop(id(section), None)
+        """`section`'s items changed otherwise: its blocks are built again when needed."""
+        self._blocks.pop(id(section), None)
 
 
 def _words(text: str) -> set[str]:
@@ -254,9 +281,7 @@ def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Re
         if held is not None:
             held[0].pinned.add(norm_item(held[1]))
         else:
-            target = sections[_target(r.kind, plan)]
-            target.add([_item(r)], pin=True)
-            holders.changed(target)
+            holders.add(sections[_target(r.kind, plan)], _item(r))
     if not evicted:
         return fit_sections(ordered, budget, count)
     # The [Recall] line is added after fitting, in room kept for it: shortening it would
