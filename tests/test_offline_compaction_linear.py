@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold import import_file
-from contextfold.core import identifiers
+from contextfold.core import identifiers, prose_identifiers
 from contextfold.core.resolver import ModelResolver
 from contextfold.core.text_estimate import FAMILY_FACTORS, LineCounter, estimate_text, remembering
 from contextfold.runtime.compaction import compact_session
@@ -150,6 +150,26 @@ _PATH_PIECES = st.sampled_from([
 @given(st.lists(_PATH_PIECES, max_size=25).map("".join))
 def test_paths_are_found_where_every_token_was_read(text):  # S6
     assert list(identifiers._path_tokens(text)) == oracle_path_tokens(text)
+
+
+_GUARDED = [  # (pattern, what a text must hold for it to match: the scanner's pre-check)
+    (identifiers._DOI, ("10.",)), (identifiers._URL, ("://",)),
+    (prose_identifiers._ISBN, ("ISBN",)), (prose_identifiers._PMID, ("PM",)),
+    (prose_identifiers._PMCID, ("PM",)), (prose_identifiers._EXCEPTION, ("Error", "Exception")),
+    (prose_identifiers._HTTP_STATUS, ("HTTP",)), (prose_identifiers._REPO_ISSUE, ("#",)),
+]
+_SCANNED = st.lists(st.sampled_from([
+    "10.", "1000", "/", "http", "://", "https", "x.org", "ISBN", "isbn", " 0-306-40615-2",
+    "PMID", "PMC", "pm", "1234567", "Key", "Error", "Exception", "HTTP", "/1.1", " 404",
+    "#", "12", "owner/repo", " ", "\n", "a", "E", "日本",
+]), max_size=20).map("".join)
+
+
+@given(_SCANNED)
+def test_a_scanner_skips_only_texts_its_pattern_cannot_match(text):  # S6
+    for pattern, needs in _GUARDED:
+        if pattern.search(text):
+            assert any(n in text for n in needs), (pattern.pattern, text)
 
 
 # --------------------------------------------------------------------------- the checkpoint

@@ -103,11 +103,15 @@ def _entry(kind: str, value: str, note: str = "") -> LedgerEntry | None:
 
 
 def _dois(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+    if "10." not in text:  # every DOI has it: most texts are not scanned (issue 26)
+        return
     for m in _DOI.finditer(text):
         yield m.start(), _entry("doi", m.group(0).rstrip(".,;:"))
 
 
 def _urls(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+    if "://" not in text:  # every URL has it
+        return
     for m in _URL.finditer(text):
         url = m.group(0).rstrip(".,;:!?*")
         # "$" and a trailing "=" mark a template being built in a command, not a resource.
