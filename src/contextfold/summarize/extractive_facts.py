@@ -105,8 +105,9 @@ NO_STATED_STEP = "(inferred) No next step was stated; continue from the latest r
 
 def _substantial(sentence: str, words: int = 4) -> bool:
     """Long enough to carry meaning: not "Perfect!" or "ok" (CJK has no spaces)."""
-    cjk = sum(1 for ch in sentence if ord(ch) >= 0x2E80)
-    return len(sentence.split()) >= words or cjk >= 2 * words
+    if len(sentence.split()) >= words:
+        return True
+    return not sentence.isascii() and sum(1 for ch in sentence if ord(ch) >= 0x2E80) >= 2 * words
 
 
 @lru_cache(maxsize=1 << 16)
