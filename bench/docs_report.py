@@ -468,7 +468,8 @@ def benchmarks_md() -> str:
     lines += service_section(load("service_load"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),
                                   load("service_load"), load("service_turn_previous"))
-    lines += varied_fit_section(load("scale"), load("scale_varied_before"))
+    lines += varied_fit_section(load("scale"), load("scale_varied_before"),
+                                load("scale_varied_fit_only"))
     return "\n".join(lines)
 
 

@@ -103,11 +103,15 @@ def _entry(kind: str, value: str, note: str = "") -> LedgerEntry | None:
 
 
 def _dois(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+    if "10." not in text:  # every DOI has it: most texts are not scanned (issue 26)
+        return
     for m in _DOI.finditer(text):
         yield m.start(), _entry("doi", m.group(0).rstrip(".,;:"))
 
 
 def _urls(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+    if "://" not in text:  # every URL has it
+        return
     for m in _URL.finditer(text):
         url = m.group(0).rstrip(".,;:!?*")
         # "$" and a trailing "=" mark a template being built in a command, not a resource.
@@ -137,11 +141,18 @@ def looks_like_path(token: str) -> bool:
 
 
 def _path_tokens(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+    # Every path has a slash (`_PATH_TOKEN`): a text or a token without one is skipped
+    # unread (issue 26: most prose has few). A token holds no separator, so it is found
+    # from the end of the last token with a slash as from the end of the one before it.
+    if "/" not in text:
+        return
     masked = _URL.sub(lambda m: " " * len(m.group(0)), text)
     masked = _DOI.sub(lambda m: " " * len(m.group(0)), masked)
     pos = 0
     for token in _TOKEN_SPLIT.split(masked):
-        start = masked.find(token, pos) if token else pos
+        if "/" not in token:
+            continue
+        start = masked.find(token, pos)
         pos = start + len(token)
         if start > 0 and masked[start - 1] in ")}$":
             continue  # glued to shell syntax, e.g. $(npm root -g)/pkg: not a real path

@@ -117,26 +117,30 @@ def merge_ledger(
     order = sorted(range(len(entries)),
                    key=lambda i: (entries[i].priority, _rank(entries[i].kind), i))
     ordinary = [i for i in order if entries[i].priority < USER_CONSTRAINT]
-    bare = [e.model_copy(update={"note": ""}) for e in entries]
+    # An entry without a note is its own bare form (most are: a copy each cost more than
+    # the rest of the merge on a long history).
+    bare = [e.model_copy(update={"note": ""}) if e.note else e for e in entries]
     ruled = [e if e.priority >= USER_CONSTRAINT else b for e, b in zip(entries, bare,
                                                                      strict=True)]
 
     def fits(ledger: Ledger) -> bool:
         return count(render_ledger(ledger)) <= max_tokens
 
-    def stripped(plain: list[LedgerEntry], strip: list[int], k: int) -> Ledger:
+    def stripped(plain: list[LedgerEntry], strip: list[int], k: int,
+                 trial: bool = False) -> Ledger:
         gone = set(strip[:k])
-        return Ledger(entries=tuple(plain[i] if i in gone else e
-                                    for i, e in enumerate(entries)), evicted=tuple(evicted))
+        return _ledger([plain[i] if i in gone else e for i, e in enumerate(entries)],
+                       evicted, trial)
 
     for plain, strip in ((ruled, ordinary), (bare, order)):
-        if strip and fits(stripped(plain, strip, len(strip))):
-            k = _fewest(len(strip), lambda k: fits(stripped(plain, strip, k)))  # noqa: B023
+        if strip and fits(stripped(plain, strip, len(strip), True)):
+            k = _fewest(len(strip),
+                        lambda k: fits(stripped(plain, strip, k, True)))  # noqa: B023
             return stripped(plain, strip, k)
-        if plain is ruled and fits(_assemble(ruled, evicted, ordinary)):
-            k = _fewest(len(order), lambda k: fits(_assemble(ruled, evicted, order[:k])))
+        if plain is ruled and fits(_assemble(ruled, evicted, ordinary, True)):
+            k = _fewest(len(order), lambda k: fits(_assemble(ruled, evicted, order[:k], True)))
             return _assemble(ruled, evicted, order[:k])
-    k = _fewest(len(order), lambda k: fits(_assemble(bare, evicted, order[:k])))
+    k = _fewest(len(order), lambda k: fits(_assemble(bare, evicted, order[:k], True)))
     return _assemble(bare, evicted, order[:k])
 
 
@@ -156,7 +160,17 @@ def _fewest(n: int, fits: Callable[[int], bool]) -> int:
     return low
 
 
-def _assemble(entries: list[LedgerEntry], evicted: list[LedgerEntry], victims: list[int]) -> Ledger:
+def _ledger(entries: Sequence[LedgerEntry], evicted: Sequence[LedgerEntry],
+            trial: bool = False) -> Ledger:
+    """A ledger of `entries` (valid already); a `trial` one, only rendered to be measured,
+    unvalidated: validating walks every entry again, once per bisection step (issue 26)."""
+    if trial:
+        return Ledger.model_construct(entries=tuple(entries), evicted=tuple(evicted))
+    return Ledger(entries=tuple(entries), evicted=tuple(evicted))
+
+
+def _assemble(entries: list[LedgerEntry], evicted: list[LedgerEntry], victims: list[int],
+              trial: bool = False) -> Ledger:
     gone = set(victims)
-    kept = tuple(e for i, e in enumerate(entries) if i not in gone)
-    return Ledger(entries=kept, evicted=(*evicted, *(entries[i] for i in victims)))
+    kept = [e for i, e in enumerate(entries) if i not in gone]
+    return _ledger(kept, [*evicted, *(entries[i] for i in victims)], trial)

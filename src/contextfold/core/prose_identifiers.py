@@ -102,6 +102,8 @@ def _isbn_valid(digits: str) -> bool:
 
 
 def _isbns(text: str) -> Iterator[Found]:
+    if "ISBN" not in text:  # what the pattern starts with: most texts are not scanned
+        return
     for m in _ISBN.finditer(text):
         typed = m.group(1).strip()
         digits = re.sub(r"[\s-]", "", typed)
@@ -115,6 +117,8 @@ def _isbns(text: str) -> Iterator[Found]:
 
 
 def _pubmed(text: str) -> Iterator[Found]:
+    if "PM" not in text:  # both patterns hold it ("PMID", "PMC")
+        return
     for m in _PMID.finditer(text):
         yield m.start(1), "pmid", m.group(1), ""
     for m in _PMCID.finditer(text):
@@ -122,7 +126,7 @@ def _pubmed(text: str) -> Iterator[Found]:
 
 
 def _issues(text: str) -> Iterator[Found]:
-    for m in _REPO_ISSUE.finditer(text):
+    for m in _REPO_ISSUE.finditer(text) if "#" in text else ():
         yield m.start(1), "issue", m.group(1), ""
     for m in _ISSUE.finditer(text):
         word = m.group(1)
@@ -131,9 +135,12 @@ def _issues(text: str) -> Iterator[Found]:
 
 
 def _error_codes(text: str) -> Iterator[Found]:
-    for pattern in (_ERRNO, _DIAGNOSTIC, _EXCEPTION):
+    exceptions = "Error" in text or "Exception" in text  # what `_EXCEPTION` ends with
+    for pattern in (_ERRNO, _DIAGNOSTIC, _EXCEPTION) if exceptions else (_ERRNO, _DIAGNOSTIC):
         for m in pattern.finditer(text):
             yield m.start(1), "error_code", m.group(1), ""
+    if "HTTP" not in text:
+        return
     for m in _HTTP_STATUS.finditer(text):
         yield m.start(), "error_code", f"HTTP {m.group(1)}", ""
 

@@ -21,6 +21,7 @@ from ..core.estimator import estimate_text
 from ..core.ledger import ledger_tokens, plan_ledger
 from ..core.plan import Plan, Profile
 from ..core.split_turn import turn_context_tokens
+from ..core.text_estimate import remembering
 from .extractive_facts import collect_facts
 from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
 from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections, load_summary
@@ -98,7 +99,7 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
         )
     facts = collect_facts(plan.newly_old, plan.profile, plan.identifiers())
     ordered = build_sections(plan, facts)
-    return fit_sections(ordered, budget, count)
+    return fit_sections(ordered, budget, remembering(count))
 
 
 def fit_summary(text: str, profile: Profile, budget: int, count: Count = estimate_text) -> str:
@@ -107,4 +108,4 @@ def fit_summary(text: str, profile: Profile, budget: int, count: Count = estimat
     shortened, every trimmed item counted as in the history."""
     ordered, sections = empty_sections(profile)
     load_summary(sections, text, profile)
-    return fit_sections(ordered, budget, count)
+    return fit_sections(ordered, budget, remembering(count))

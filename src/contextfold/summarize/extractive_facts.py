@@ -105,8 +105,9 @@ NO_STATED_STEP = "(inferred) No next step was stated; continue from the latest r
 
 def _substantial(sentence: str, words: int = 4) -> bool:
     """Long enough to carry meaning: not "Perfect!" or "ok" (CJK has no spaces)."""
-    cjk = sum(1 for ch in sentence if ord(ch) >= 0x2E80)
-    return len(sentence.split()) >= words or cjk >= 2 * words
+    if len(sentence.split()) >= words:
+        return True
+    return not sentence.isascii() and sum(1 for ch in sentence if ord(ch) >= 0x2E80) >= 2 * words
 
 
 @lru_cache(maxsize=1 << 16)
@@ -195,16 +196,37 @@ def shell_read_paths(call: ToolCallPart) -> list[str]:
             and not w.startswith((">", "<"))]
 
 
-def _add_counted(items: list[str], item: str) -> None:
-    """Append `item`, or count a repeat of the same item as `(×N)` on the first one."""
-    key = norm_item(item)
-    for i, old in enumerate(items):
-        if norm_item(old) == key:
-            m = re.search(r"\(×(\d+)\)$", old)
-            n = int(m.group(1)) + 1 if m else 2
-            items[i] = f"{_TIMES.sub('', old)} (×{n})"
+_COUNT = re.compile(r"\(×(\d+)\)$")
+
+
+class Counted:
+    """A list of items in which a repeat of an item is counted as `(×N)` on its first
+    occurrence instead of appended again.
+
+    The first occurrence is found by the item's normalised form in a dict (issue 26: a
+    scan of the whole list per added item made the facts of a long history quadratic).
+    Counting keeps an item's normalised form, so the dict stays true as counts change.
+    Only `add` may change `items` while this object is in use.
+    """
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+        self._first: dict[str, int] = {}
+        for i, old in enumerate(items):
+            self._first.setdefault(norm_item(old), i)
+
+    def add(self, item: str) -> None:
+        """Append `item`, or count a repeat of the same item as `(×N)` on the first one."""
+        key = norm_item(item)
+        i = self._first.get(key)
+        if i is None:
+            self._first[key] = len(self.items)
+            self.items.append(item)
             return
-    items.append(item)
+        old = self.items[i]
+        m = _COUNT.search(old)
+        n = int(m.group(1)) + 1 if m else 2
+        self.items[i] = f"{_TIMES.sub('', old)} (×{n})"
 
 
 def _final_answer(turn: _Turn) -> str | None:
@@ -283,11 +305,12 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
     unresolved: dict[str, str] = {}  # tool name -> its latest failure in the last turn
     file_tools = _READ_TOOLS | _WRITE_TOOLS if profile == "coding" else frozenset()
     inspections = 0
+    done, critical = Counted(f.done), Counted(f.critical)
     for turn in turns:
         for msg in turn.messages:
             command = user_command(msg)
             if command is not None:
-                _add_counted(f.done, f"(user) ran `{one_line(command, 160)}`")
+                done.add(f"(user) ran `{one_line(command, 160)}`")
             if msg.role != "assistant":
                 continue
             for call in msg.tool_calls:
@@ -309,13 +332,13 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
                         if file_tools:  # `cat src/a.py`: a file read, through any face
                             f.files_read += [f"(tool) {p}" for p in shell_read_paths(call)]
                     else:
-                        _add_counted(f.done, f"(tool) {text}")
+                        done.add(f"(tool) {text}")
                 elif msg.is_closed_without_result:
                     failure = f"(tool) {text} was cut off: the reply ended before a result"
                 else:
                     f.in_progress.append(f"(tool) {text}: awaiting its result")
                 if failure:
-                    _add_counted(f.critical, failure)
+                    critical.add(failure)
                 if turn is last_turn:
                     # A later success of the same tool in the last turn resolves a failure.
                     if failure:

@@ -19,6 +19,7 @@ The result (`Check.to_json`) is stored in the checkpoint's details under "check"
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ from ..core.ledger import evicted_since, ledger_tokens, merge_ledger
 from ..core.messages import Checkpoint, Ledger, Node
 from ..core.plan import Plan
 from ..core.projection import render_ledger
-from ..core.text_estimate import Count
+from ..core.text_estimate import Count, remembering
 from ..core.tool_calls import call_text
 from ..core.tree import message_nodes
 from .extractive import summary_token_budget
@@ -111,6 +112,81 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+class _Normed(dict[str, str]):
+    """`_norm` of each text, computed once per check (issue 26: every attempt of a check
+    compares the same required items with the same summary items)."""
+
+    def __missing__(self, text: str) -> str:
+        value = self[text] = _norm(text)
+        return value
+
+
+class _Holders:
+    """The last item of the sections (in order) whose normalised form contains a text,
+    as a scan of every item finds it, by a search in each section's normalised items
+    joined by line breaks (a normalised text holds none, so no match spans two items).
+
+    A section's items are joined in blocks of at most `_BLOCK`, built when first searched:
+    an item appended to a section rebuilds only its last block (issue 26: the check
+    appends each missing item to its section, then searches again). Items are added
+    through `add`; after any other change of a section's items, call `changed`.
+    """
+
+    _BLOCK = 64
+
+    def __init__(self, ordered: Sequence[Section], norms: _Normed) -> None:
+        self.ordered, self.norms = ordered, norms
+        # id(section) -> blocks of (first item's index, joined forms, each form's start)
+        self._blocks: dict[int, list[tuple[int, str, list[int]]]] = {}
+
+    def _block(self, section: Section, first: int) -> tuple[int, str, list[int]]:
+        forms = [self.norms[i] for i in section.items[first:first + self._BLOCK]]
+        starts, at = [], 0
+        for form in forms:
+            starts.append(at)
+            at += len(form) + 1
+        return first, "\n".join(forms), starts
+
+    def _index(self, section: Section) -> list[tuple[int, str, list[int]]]:
+        blocks = self._blocks.get(id(section))
+        if blocks is None:
+            blocks = self._blocks[id(section)] = [
+                self._block(section, first)
+                for first in range(0, len(section.items), self._BLOCK)]
+        return blocks
+
+    def last(self, want: str) -> tuple[Section, str] | None:
+        """The (section, item) holding `want` (normalised) that comes last, or None."""
+        for section in reversed(self.ordered):
+            for first, joined, starts in reversed(self._index(section)):
+                at = joined.rfind(want)
+                if at >= 0:
+                    return section, section.items[first + bisect_right(starts, at) - 1]
+        return None
+
+    def add(self, section: Section, item: str) -> None:
+        """`item` added to `section`, pinned (`Section.add`), the blocks kept true."""
+        before = len(section.items)
+        section.add([item], pin=True)
+        if len(section.items) == before + 1:  # appended: no held item repeated it
+            self._appended(section)
+        else:
+            self.changed(section)
+
+    def _appended(self, section: Section) -> None:
+        blocks = self._blocks.get(id(section))
+        if blocks is None:
+            return
+        if blocks and len(blocks[-1][2]) < self._BLOCK:
+            blocks[-1] = self._block(section, blocks[-1][0])
+        else:
+            blocks.append(self._block(section, len(section.items) - 1))
+
+    def changed(self, section: Section) -> None:
+        """`section`'s items changed otherwise: its blocks are built again when needed."""
+        self._blocks.pop(id(section), None)
+
+
 def _words(text: str) -> set[str]:
     return set(_norm(text).replace(",", " ").split())
 
@@ -190,7 +266,7 @@ def _recall_line(evicted: Sequence[Required], quote: bool = True) -> str:
 
 
 def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
-            budget: int, count: Count, quote: bool = True) -> str:
+            budget: int, count: Count, norms: _Normed, quote: bool = True) -> str:
     ordered, sections = empty_sections(plan.profile)
     load_summary(sections, text, plan.profile)
     goal: Section = sections[sections_for(plan.profile)[0]]
@@ -198,15 +274,14 @@ def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Re
         goal.pinned.add(norm_item(goal.items[0]))
     critical = sections[CRITICAL]
     critical.items = [i for i in critical.items if not i.startswith(RECALL_PREFIX)]
+    holders = _Holders(ordered, norms)
     for r in add:
         # An item that holds it already (with a frame, "[earlier …]") is kept, untrimmed.
-        want = _norm(r.text)
-        holders = [(sec, i) for sec in ordered for i in sec.items if want in _norm(i)]
-        if holders:
-            for sec, i in holders[-1:]:
-                sec.pinned.add(norm_item(i))
+        held = holders.last(norms[r.text])
+        if held is not None:
+            held[0].pinned.add(norm_item(held[1]))
         else:
-            sections[_target(r.kind, plan)].add([_item(r)], pin=True)
+            holders.add(sections[_target(r.kind, plan)], _item(r))
     if not evicted:
         return fit_sections(ordered, budget, count)
     # The [Recall] line is added after fitting, in room kept for it: shortening it would
@@ -223,10 +298,14 @@ def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Re
 
 
 def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
-                  budget: int, count: Count = estimate_text) -> tuple[str, Check]:
+                  budget: int, count: Count = estimate_text,
+                  required: list[Required] | None = None) -> tuple[str, Check]:
     """`text` checked against what `plan` folds (S6, S7): the summary to commit and the
     check's result. `ledger`: the one the checkpoint carries. `budget`: the summary's
-    token budget (what re-added items must fit in)."""
+    token budget (what re-added items must fit in). `required`: the plan's
+    `required_items`, when the caller has them already."""
+    count = remembering(count)  # every attempt re-measures mostly the same lines
+    norms = _Normed()
     check = Check()
     if summarizer not in (EXTRACTIVE, FALLBACK):
         # S7: the offline summariser copies what it attributes from the nodes themselves;
@@ -234,18 +313,19 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         text, check.ungrounded = ground_summary(
             text, sources_of(plan.newly_old, plan.previous_summary, plan.instructions))
     previous = plan.previous_details.get("check") or {}
-    check.required = required_items(plan.newly_old, previous.get("carried") or ())
+    check.required = (required_items(plan.newly_old, previous.get("carried") or ())
+                      if required is None else list(required))
     _identifiers(plan, text, ledger, check)
     # The ledger is part of the checkpoint: what it holds (a user's rule, a tool error) the
     # summary need not repeat.
     in_ledger = _norm(render_ledger(ledger))
-    wanted = [r for r in check.required if _norm(r.text) not in in_ledger]
+    wanted = [r for r in check.required if norms[r.text] not in in_ledger]
     present = _norm(text)
-    missing = [r for r in wanted if _norm(r.text) not in present]
+    missing = [r for r in wanted if norms[r.text] not in present]
     if not missing:
         return text, check
     order = sorted(wanted, key=lambda r: PRIORITY.index(r.kind))  # stable sort
-    out = _attempt(plan, text, order, [], budget, count)
+    out = _attempt(plan, text, order, [], budget, count, norms)
     if out is None:
         # Not all fit: take them in priority order, each one only if it fits whole with
         # those before it; the rest are named in the [Recall] line.
@@ -254,7 +334,7 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         lo, hi = 0, len(order) - 1  # order[:lo] fits, order[:hi + 1] does not
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if _attempt(plan, text, order[:mid], [], budget, count) is not None:
+            if _attempt(plan, text, order[:mid], [], budget, count, norms) is not None:
                 lo = mid
             else:
                 hi = mid - 1
@@ -262,16 +342,16 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         evicted = []
         for r in order[lo:]:
             if (len(evicted) < _GREEDY
-                    and _attempt(plan, text, [*keep, r], [], budget, count) is not None):
+                    and _attempt(plan, text, [*keep, r], [], budget, count, norms) is not None):
                 keep.append(r)
             else:
                 evicted.append(r)
-        while (out := _attempt(plan, text, keep, evicted, budget, count)) is None and keep:
+        while (out := _attempt(plan, text, keep, evicted, budget, count, norms)) is None and keep:
             evicted.insert(0, keep.pop())  # room for the [Recall] line itself
         check.evicted = evicted
         if out is None:  # not even the [Recall] line fits: the summary as it can be
             try:
-                out = _fitted(plan, text, [], [], budget, count)
+                out = _fitted(plan, text, [], [], budget, count, norms)
             except SummaryBudgetTooSmall:
                 out = text
     gone = {id(r) for r in check.evicted}
@@ -280,17 +360,17 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
 
 
 def _attempt(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
-             budget: int, count: Count) -> str | None:
+             budget: int, count: Count, norms: _Normed) -> str | None:
     """The summary holding every item of `add` whole (re-added where missing) and naming
     `evicted`, within `budget`; None when it cannot."""
     # The [Recall] line quotes what it names when there is room, else names kinds and nodes.
     for quote in (True, False) if evicted else (True,):
         try:
-            out = _fitted(plan, text, add, evicted, budget, count, quote)
+            out = _fitted(plan, text, add, evicted, budget, count, norms, quote)
         except SummaryBudgetTooSmall:
             continue
         rendered = _norm(out)
-        if count(out) > budget or any(_norm(r.text) not in rendered for r in add):
+        if count(out) > budget or any(norms[r.text] not in rendered for r in add):
             continue
         if evicted and str(evicted[0].node_id) not in out:
             continue
@@ -306,6 +386,7 @@ def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
     budget, the ledger gives up room for it (its least critical identifiers are evicted
     first, and stay named as evicted) before the item is left to the [Recall] line.
     """
+    count = remembering(count)  # both checks and the ledger's refit measure the same lines
     budget = summary_token_budget(plan)
     text, check = check_summary(plan, checkpoint.summary, checkpoint.ledger,
                                 summarizer=checkpoint.summarizer, budget=budget, count=count)
@@ -322,7 +403,8 @@ def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
         if freed > 0:
             retry, again = check_summary(plan, checkpoint.summary, smaller,
                                          summarizer=checkpoint.summarizer,
-                                         budget=budget + freed, count=count)
+                                         budget=budget + freed, count=count,
+                                         required=check.required)
             if sum(r.kind != "error" for r in again.evicted) < len(users):
                 text, check, ledger = retry, again, smaller
     details = {**checkpoint.details, "check": check.to_json()}

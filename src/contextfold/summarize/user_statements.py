@@ -87,7 +87,9 @@ def is_correction(sentence: str) -> bool:
     return bool(_CORRECTION.search(sentence))
 
 
-@lru_cache(maxsize=4096)
+# Large enough for every user message of a 100,000-message history: the summary reads them
+# all before the check reads them again (issue 26).
+@lru_cache(maxsize=1 << 15)
 def user_statements(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(decisions, next steps, corrections): the sentences of a user message of each kind,
     verbatim, in order. A correction is also a decision (it states what stands now).
@@ -117,7 +119,7 @@ def without_code(text: str) -> str:
     return _CODE.sub(" [code] ", text)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1 << 15)
 def user_constraints(text: str) -> tuple[str, ...]:
     """The constraint sentences of a user message (`core.constraints`), cached like
     `user_statements`: the offline summary and the retention check read the same texts."""
