@@ -68,6 +68,7 @@ NOT_IN_THE_VOCABULARY = {
     "contextfold.summarize.llm._ChunkFailed": "control flow: the chunk falls back offline",
     "contextfold.server.errors.ApiError": "the service's own answer: status and type chosen",
     "contextfold._sync.WouldWait": "control flow: the caller runs the coroutine under asyncio",
+    "contextfold.proxy.body_prefix.Unsplit": "control flow: the body is decoded in full",
     "contextfold.wire.usage.Unusable": "control flow: a usage report with a bad field is none",
     "contextfold.wire.reply.MalformedReply": "translated: the SDK adapters raise "
     "MalformedResponseError (provider), the proxy records no reply",

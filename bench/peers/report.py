@@ -119,6 +119,9 @@ def _updates(results: dict[str, Any]) -> list[str]:
     for u in updates:
         what = ("only their planted session (continuity and probes; every other figure of "
                 "theirs is from the run)" if u.get("what") == "continuity" else
+                "only their quality runs on the transcripts (requests, cost and cache; their "
+                "planted session and check cost are from earlier)" if u.get("what") == "quality"
+                else
                 "every figure of theirs measured again" if u.get("timing", True) else
                 "every figure of theirs measured again but the check cost (its timing is "
                 "from the run)")

@@ -151,7 +151,8 @@ def _run_job(python: Path, module: str, job: dict[str, Any], workdir: Path,
 
 
 def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
-          workdir: Path, rounds: int, continuity_only: bool = False
+          workdir: Path, rounds: int, continuity_only: bool = False,
+          quality_only: bool = False
           ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict]]]:
     # Deterministic sessions every job would otherwise generate again: written once here.
     from .continuity import planted_session
@@ -169,8 +170,9 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
         if not continuity_only:
             quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
                                    "quality": [{"path": w["path"]} for w in workloads]}))
-        quality.append((name, {"system": name, "out": str(workdir / f"c{n}.json"),
-                               "continuity": [continuity]}))
+        if not quality_only:
+            quality.append((name, {"system": name, "out": str(workdir / f"c{n}.json"),
+                                   "continuity": [continuity]}))
     # Longest first (by the last published run), so no long job starts last and runs alone.
     cost = _previous_seconds()
     quality.sort(key=lambda item: -cost.get((item[0], "continuity" in item[1]), 60.0))
@@ -229,9 +231,10 @@ def machine() -> dict[str, Any]:
 
 
 def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int,
-        rounds: int = TIMING_ROUNDS, continuity_only: bool = False) -> dict:
-    """Run everything (or only the planted session's continuity runs) and return the merged
-    results (also written to RESULTS)."""
+        rounds: int = TIMING_ROUNDS, continuity_only: bool = False,
+        quality_only: bool = False) -> dict:
+    """Run everything (or only the planted session's continuity runs, or only the quality
+    runs on the transcripts) and return the merged results (also written to RESULTS)."""
     from .workloads import write_workloads
 
     started = time.perf_counter()
@@ -244,7 +247,8 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
         workdir = Path(tmp)
         print("writing workloads ...", flush=True)
         workloads = write_workloads(workdir / "workloads", synth_messages)
-        quality, timing = _jobs(systems, workloads, sizes, workdir, rounds, continuity_only)
+        quality, timing = _jobs(systems, workloads, sizes, workdir, rounds, continuity_only,
+                                quality_only)
 
         def launch(item: tuple[str, dict[str, Any]], kind: str) -> dict[str, Any]:
             name, job = item
@@ -379,15 +383,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--continuity-only", action="store_true",
                         help="run only the planted session (continuity and probes); implies "
                              "--update, so every other figure is kept from the results file")
+    parser.add_argument("--quality-only", action="store_true",
+                        help="run only the quality runs on the transcripts (requests, cost, "
+                             "cache); implies --update")
     args = parser.parse_args(argv)
-    args.update = args.update or args.continuity_only
+    if args.continuity_only and args.quality_only:
+        parser.error("--continuity-only and --quality-only exclude each other")
+    args.update = args.update or args.continuity_only or args.quality_only
     unknown = set(args.systems) - set(PEER_SYSTEMS + PROJECT_SYSTEMS)
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     try:
         previous = json.loads(RESULTS.read_text("utf-8")) if args.update else None
         results = run(args.systems, args.sizes, args.synth_messages, args.parallel,
-                      args.rounds, args.continuity_only)
+                      args.rounds, args.continuity_only, args.quality_only)
         if previous is not None:
             for name, entry in results["systems"].items():
                 old = previous["systems"].get(name, {})
@@ -400,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
             previous["updates"] = [*previous.get("updates", []), {
                 "at": results["generated"], "systems": args.systems,
                 "wall_seconds": results["wall_seconds"],
-                "what": "continuity" if args.continuity_only else "all",
+                "what": ("continuity" if args.continuity_only else
+                         "quality" if args.quality_only else "all"),
                 "timing": bool(args.sizes) and not args.continuity_only}]
             # The planted session's settings and the summary caps of rows new to the file.
             for key in ("continuity", "summary_limits"):
