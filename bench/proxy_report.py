@@ -6,11 +6,10 @@ texts, the figures and every met / missed come from the data.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
-RESULTS = Path(__file__).resolve().parent / "results"
+from .results_file import kilo as _k
+from .results_file import load
 
 # Issue 26's table, measured before its work (servers in the bench's own process, LiteLLM
 # from the issue's own run): added p50 ms of bare / LiteLLM / contextfold, and 4 clients'
@@ -89,17 +88,8 @@ _PROXY_WHY_FIRST = (
     "should store in bulk at import speed).")
 
 
-def load(name: str) -> dict[str, Any] | None:
-    path = RESULTS / f"{name}.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
-
-
 def _met(ok: bool) -> str:
     return "met" if ok else "**missed**"
-
-
-def _k(tokens: int) -> str:
-    return f"{tokens / 1000:.1f}k"
 
 
 def _added(r: dict[str, Any]) -> str:

@@ -153,17 +153,7 @@ async def move_leaf(conn: AsyncConnection, values: Mapping[str, Any], *,
     """Move the session's leaf from `from_leaf_id` at revision `revision - 1` to
     `to_leaf_id` at `revision`, and log the move: one statement. False (nothing written)
     when the row is not at that leaf and revision (or, `writable`, is read-only)."""
-    params = {**values, "writable": writable}
-    if conn.dialect.name == "postgresql":
-        result = await conn.execute(_PG_MOVE, params)
-        return bool(result.rowcount == 1)
-    try:
-        await conn.execute(_SQLITE_MOVE, params)
-    except IntegrityError as exc:
-        if _STALE in str(exc.orig):
-            return False
-        raise
-    return True
+    return await _guarded(conn, _PG_MOVE, _SQLITE_MOVE, {**values, "writable": writable})
 
 
 async def append_node(conn: AsyncConnection, node_row: Mapping[str, Any],
@@ -175,11 +165,19 @@ async def append_node(conn: AsyncConnection, node_row: Mapping[str, Any],
     params = {**node_row, "line_id": recall_row["p_line"], "turn": recall_row["p_turn"],
               "doc": recall_row["p_doc"], "prefix_hash": prefix_hash, **move,
               "writable": writable}
+    return await _guarded(conn, _PG_APPEND, _SQLITE_APPEND, params)
+
+
+async def _guarded(conn: AsyncConnection, pg: Any, sqlite: Any,
+                   params: Mapping[str, Any]) -> bool:
+    """Run a write guarded by the session row's leaf and revision: True when it wrote, False
+    (nothing written) when the guard did not hold (PostgreSQL: no row matched; SQLite: the
+    trigger's `_STALE` abort)."""
     if conn.dialect.name == "postgresql":
-        result = await conn.execute(_PG_APPEND, params)
+        result = await conn.execute(pg, params)
         return bool(result.rowcount == 1)
     try:
-        await conn.execute(_SQLITE_APPEND, params)
+        await conn.execute(sqlite, params)
     except IntegrityError as exc:
         if _STALE in str(exc.orig):
             return False
