@@ -102,6 +102,21 @@ def test_query_is_the_latest_user_message_and_the_pending_tool_call():  # L5
                         300) is None
 
 
+def test_block_takes_the_hits_holding_most_terms_not_the_stores_first():  # L5
+    """The store's bm25 puts short messages holding one rare term before a long one holding
+    them all; the block keeps the one that answers (the fair bench's identifiers-250)."""
+    ask = "What did we note on the silver bellows?"
+    proj = _projection("Earlier work.", [("ask", user(ask))])
+    query = recall_query(ask)
+    assert query is not None
+    singles = [_cand(f"s{i}", i, f"A short note on the {word} pages, read once.")
+               for i, word in enumerate(["silver", "bellows"] * 3)]
+    both = _cand("both", 40, FILLER * 4 + "Our note on the silver bellows: its Zotero key "
+                 "is QX7T4PLM. " + FILLER * 4)
+    block = choose_block([*singles, both], proj, query, 400)
+    assert block is not None and "both" in block.node_ids and "QX7T4PLM" in block.text
+
+
 def test_block_drops_what_is_raw_or_in_the_checkpoint():  # L5
     proj = _projection("Done: chose the estimator for cohort A.",
                        [("raw1", user("estimator talk in the tail")),

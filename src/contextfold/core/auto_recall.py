@@ -265,7 +265,10 @@ def choose_block(candidates: Sequence[Candidate], projection: Projection, query:
              if c.node_id not in in_request]
     best = max((score for _c, score in fresh), default=0.0)
     fresh = [(c, score) for c, score in fresh if score > 0 and score >= best * RELEVANCE]
-    fresh = fresh[:MAX_HITS]
+    # The hits that hold the most telling terms, not the store's first ones: its ranking
+    # (bm25) favours a short message holding one rare term over a long one holding them
+    # all. Stable, so equals keep the store's order (deterministic for the same hits).
+    fresh = sorted(fresh, key=lambda hit: -hit[1])[:MAX_HITS]
     chosen: list[tuple[Candidate, str]] = []
     for i, (cand, _) in enumerate(fresh):
         share = room // (len(fresh) - i)
