@@ -265,6 +265,18 @@ async def test_conversation_recalls_a_folded_fact_by_itself(fake, store):  # L5
     await conv.close()
 
 
+def _blocks_sent(fake, before: int, ask: str, *, placed: bool = False) -> list:
+    """The recall block of each chat request after the first `before`: the text from its
+    header to the question `ask` (`placed`: with where it starts in the request)."""
+    blocks = []
+    for request in chat_requests(fake)[before:]:
+        sent = _sent_text(request)
+        start = sent.index("[contextfold recall]")
+        block = sent[start:sent.index(ask, start)]
+        blocks.append((start, block) if placed else block)
+    return blocks
+
+
 async def test_the_block_is_stable_through_a_tool_loop(fake, store):  # L5 (prompt cache)
     from tests.fakeserver import ToolCallSpec
 
@@ -278,11 +290,7 @@ async def test_the_block_is_stable_through_a_tool_loop(fake, store):  # L5 (prom
     fake.enqueue(Reply(tool_calls=(ToolCallSpec("note", {"text": "x"}),)),
                  Reply(text="Kaplan-Meier"))
     await conv.send("Which estimator did we choose for cohort B?")
-    blocks = []
-    for request in chat_requests(fake)[before:]:
-        sent = _sent_text(request)
-        start = sent.index("[contextfold recall]")
-        blocks.append((start, sent[start:sent.index("Which estimator", start)]))
+    blocks = _blocks_sent(fake, before, "Which estimator", placed=True)
     assert len(blocks) == 2 and blocks[0] == blocks[1]
     assert conv._auto_recall.searches == 1  # the second request reused the first's hits
     await conv.close()
@@ -311,11 +319,7 @@ async def test_a_pending_call_never_changes_the_turns_block(fake, store):  # L5 
                                                 {"path": "notes/outline_B7.md"}),)),
                  Reply(text="Kaplan-Meier"))
     await conv.send("Which estimator?")
-    blocks = []
-    for request in chat_requests(fake)[before:]:
-        sent = _sent_text(request)
-        start = sent.index("[contextfold recall]")
-        blocks.append(sent[start:sent.index("Which estimator?", start)])
+    blocks = _blocks_sent(fake, before, "Which estimator?")
     assert len(blocks) == 2 and "ZK9Q2W7R" in blocks[0]
     # Without the turn's memo the call's notes/outline_B7.md would add the outline's
     # excerpt here, and re-bill everything after the block.
