@@ -319,3 +319,30 @@ async def test_a_steady_append_reads_nothing_twice_y1(store):
     node_reads = [s for s in statements if s.startswith("SELECT nodes.id, nodes.parent_id")]
     assert len(begins) <= 1  # one write transaction (PostgreSQL's BEGIN is implicit)
     assert len(node_reads) <= 1, node_reads
+
+
+async def test_sessions_of_one_scope_each_keep_what_they_stored_y1(store):
+    # Y1, issue 26: two conversations under one scope (one client key), in turns: each
+    # request tells the store the node ids its session stored last (`known`), so the store
+    # looks up the list from its last known message only, not all of it again.
+    mirror = Mirror(store, background=False)
+    big = ModelCapacity(model="test-model", context_window=200_000, max_output=1_000)
+    seen: list[tuple[int, int]] = []
+    extend = store.mirror_extend
+
+    async def spy(session_id, hashes, messages, **kwargs):
+        seen.append((len(hashes), len(kwargs.get("known", ()))))
+        return await extend(session_id, hashes, messages, **kwargs)
+
+    store.mirror_extend = spy
+    lists = {c: [user(f"conversation {c}"), *long_history(2, size=20)] for c in "ab"}
+    for turn in range(3):
+        for c, msgs in lists.items():
+            msgs.append(user(f"{c} turn {turn}"))
+            seen.clear()
+            synced = await mirror.sync(msgs, capacity=big, scope="one-key")
+            if turn:  # all but the new user message and the reply before it were known
+                assert seen[0] == (len(msgs), len(msgs) - 2), (turn, c, seen)
+            await mirror.record_reply(synced, assistant(f"ok {turn}"))
+            msgs.append(assistant(f"ok {turn}"))
+    await check_store(store)

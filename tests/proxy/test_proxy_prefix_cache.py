@@ -260,3 +260,29 @@ def test_encode_reuses_the_bytes_the_parse_made() -> None:
     assert spelled in data and pieces[-1] == spelled
     assert json.loads(data) == body
     assert encode(body)[0] != data and json.loads(encode(body)[0]) == body
+
+
+def test_conversations_that_open_alike_keep_their_own_lists_y10() -> None:
+    # Y10, issue 26: several clients under one scope (one key, one agent) whose lists open
+    # with the same system prompt and first message, sent in turns: each request decodes,
+    # parses and hashes only its new messages (the cache once kept one list per opening, so
+    # every request of 2 clients parsed its whole history again).
+    from contextfold.runtime.content_chain import ChainMemo
+
+    cache, memo = PrefixCache(), ChainMemo()
+    lists = {c: [{"role": "system", "content": "You are a coding agent."},
+                 {"role": "user", "content": "Read the files."},
+                 *({"role": "user" if i % 2 else "assistant", "content": f"{c} {i}"}
+                   for i in range(200))] for c in "abc"}
+    for turn in range(3):
+        for c, history in lists.items():
+            before = (cache.decoded, cache.parsed, memo.hashed)
+            got = proxy_wire.parse("openai", _loads(cache, {"model": "m", "messages": history},
+                                                   "k"), cache=cache, key="k")
+            assert memo.hashes("k", got.messages) == chain_hashes("k", got.messages)
+            if turn:
+                new = (cache.decoded - before[0], cache.parsed - before[1],
+                       memo.hashed - before[2])
+                assert new == (2, 2, 1 + 2), (turn, c)  # the key message, the 2 new ones
+            history += [{"role": "assistant", "content": f"ok {turn}"},
+                        {"role": "user", "content": f"{c} next {turn}"}]

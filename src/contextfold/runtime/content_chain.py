@@ -71,17 +71,20 @@ class ChainMemo:
     """`chain_hashes` for clients that resend their whole list with a few messages added.
 
     Remembers the last list of each conversation (keyed by scope and the first message's
-    hash) with its hashes; a list that shares a prefix with it reuses those hashes and
-    hashes only what follows. The prefix is found by comparing the messages themselves
-    (frozen values: equal messages have equal keys, and the same object compares at once),
-    which costs a fraction of hashing them. `size`: how many conversations are remembered
-    (least recently used first out; 0 remembers none).
+    hash; up to `per_key` lists under one key, for conversations that open alike) with its
+    hashes; a list that shares a prefix with one of them reuses those hashes and hashes only
+    what follows. The prefix is found by comparing the messages themselves (frozen values:
+    equal messages have equal keys, and the same object compares at once), which costs a
+    fraction of hashing them. `size`: how many lists are remembered (least recently used
+    first out; 0 remembers none).
     """
 
-    def __init__(self, size: int = 64) -> None:
+    def __init__(self, size: int = 64, per_key: int = 8) -> None:
         self.size = size
-        self._lists: OrderedDict[tuple[str, str], tuple[tuple[Message, ...], list[str]]] = \
-            OrderedDict()
+        self.per_key = per_key
+        self._lists: OrderedDict[tuple[str, str, int],
+                                 tuple[tuple[Message, ...], list[str]]] = OrderedDict()
+        self._next = 0
         self.hashed = 0  # messages hashed so far (the rest came from the memo)
 
     def hashes(self, scope: str, messages: Sequence[Message]) -> list[str]:
@@ -90,21 +93,33 @@ class ChainMemo:
         if not msgs:
             return []
         first = next_hash(scope_root(scope), msgs[0])
-        key = (scope, first)
-        out, known = [first], 1
-        seen = self._lists.get(key)
-        if seen is not None:
-            old, old_hashes = seen
-            known += leading_run(msgs[1:], old[1:])  # the same object, or equal
-            out = old_hashes[:known]
+        out, known, best = [first], 1, None
+        for key, (old, old_hashes) in self._lists.items():
+            if key[0] == scope and key[1] == first:
+                n = 1 + leading_run(msgs[1:], old[1:])  # the same object, or equal
+                if n > known or best is None:
+                    best, known, out = key, n, old_hashes[:n]
         previous = out[-1]
         for msg in msgs[known:]:
             previous = next_hash(previous, msg)
             out.append(previous)
         self.hashed += 1 + len(msgs) - known
         if self.size > 0:
-            self._lists[key] = (msgs, out)
-            self._lists.move_to_end(key)
-            while len(self._lists) > self.size:
-                self._lists.popitem(last=False)
+            self._keep(scope, first, best, known, msgs, out)
         return list(out)
+
+    def _keep(self, scope: str, first: str, best: tuple[str, str, int] | None, known: int,
+              msgs: tuple[Message, ...], hashes: list[str]) -> None:
+        # The list continues the one it matched (all of it): it takes that one's place.
+        # Else it is a conversation of its own, or an edit or retry of one: kept beside it,
+        # so conversations that open alike do not evict each other's lists (issue 26).
+        if best is None or known < len(self._lists[best][0]):
+            best = (scope, first, self._next)
+            self._next += 1
+        self._lists[best] = (msgs, hashes)
+        self._lists.move_to_end(best)
+        same = [k for k in self._lists if k[0] == scope and k[1] == first]
+        for k in same[:-self.per_key]:
+            del self._lists[k]
+        while len(self._lists) > self.size:
+            self._lists.popitem(last=False)

@@ -187,9 +187,12 @@ class Mirror:
         # The hashes of each conversation's last list: a resent list with a few messages
         # added hashes those only (a 5,100-message list took 1.9 s to hash in full).
         self._chains = ChainMemo()
-        # What each chain scope last stored: (session, hashes, node ids), so a resent list is
-        # looked up in the store from its last known message only (`mirror_extend(known=)`).
-        self._stored: OrderedDict[str, _Stored] = OrderedDict()
+        # What each conversation last stored: (session, hashes, node ids), so a resent list
+        # is looked up in the store from its last known message only (`mirror_extend(known=)`).
+        # Keyed by chain scope and session: clients that share a scope (the same key and
+        # agent) would otherwise evict one another's lists, and each request would look
+        # its whole list up again (issue 26: 4 clients cost ~2x the CPU per request of 1).
+        self._stored: OrderedDict[tuple[str, str], _Stored] = OrderedDict()
         self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
         self._auto_recall = AutoRecall(store)
 
@@ -225,7 +228,7 @@ class Mirror:
             # process holds and fit with it, so nothing needs compacting: one transaction.
             hold = msgs[-1].role == "user" and not self._fits_after_cached(
                 session_id, sizer, hashes, msgs)
-            known = _known(self._stored.get(chain_scope), session_id, hashes)
+            known = _known(self._stored.get((chain_scope, session_id)), session_id, hashes)
             first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold,
                                                    known=known)
             cached = self._branches.get(session_id)
@@ -250,7 +253,7 @@ class Mirror:
             self._branches[session_id] = branch
             self._leaf_hash[session_id] = hashes[-1]
             self._remember(hashes[-1], session_id)
-            self._remember_stored(chain_scope, (session_id, hashes, write.node_ids))
+            self._remember_stored((chain_scope, session_id), (session_id, hashes, write.node_ids))
             # SPEC L5: the recall block, in the room the fitted request leaves.
             projection = await self._auto_recall.apply(session_id, project(branch), sizer)
             new_nodes = (*first.nodes, *(write.nodes if write is not first else ()))
@@ -369,9 +372,9 @@ class Mirror:
         estimate = sizer.estimate(project(cached), new)
         return estimate.tokens <= sizer.budget.safe_input_limit
 
-    def _remember_stored(self, scope: str, stored: _Stored) -> None:
-        self._stored[scope] = stored
-        self._stored.move_to_end(scope)
+    def _remember_stored(self, key: tuple[str, str], stored: _Stored) -> None:
+        self._stored[key] = stored
+        self._stored.move_to_end(key)
         while len(self._stored) > 64:  # the lists of the most recently active conversations
             self._stored.popitem(last=False)
 
