@@ -129,3 +129,41 @@ async def test_d2_a_session_marked_read_only_elsewhere_refuses(store, db_url):  
         pass
     else:
         raise AssertionError("a read-only session took an append")
+
+
+
+async def test_a_mirror_lookup_reads_its_rows_not_the_tree(tmp_path):
+    # Issue 26: a resent list's look-up asks for a few hashes of one tree. SQLite's planner,
+    # without table statistics, took the primary key for `tree_id = ?` and read every row
+    # of the tree (a 5,000-message session spent ~5 ms a request there); with the
+    # (prefix_hash, tree_id) index of migration 0007 it reads the rows asked for. The plan
+    # of the very statement the store ran, with its parameters.
+    import sqlite3
+
+    from contextfold.runtime.content_chain import chain_hashes
+
+    db = tmp_path / "plan.db"
+    store = await open_store(f"sqlite:///{db}")
+    ran: list[tuple[str, Any]] = []
+
+    def on_execute(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        ran.append((statement, params))
+
+    try:
+        info = await store.create_session()
+        msgs = [user(f"message {i}") if i % 2 == 0 else assistant(f"reply {i}")
+                for i in range(200)]
+        first = await store.mirror_extend(info.id, chain_hashes("s", msgs), msgs)
+        more = [*msgs, user("one more")]
+        event.listen(store.engine.sync_engine, "before_cursor_execute", on_execute)
+        await store.mirror_extend(info.id, chain_hashes("s", more), more,
+                                  known=first.node_ids)
+    finally:
+        await store.close()
+    lookups = [(sql, params) for sql, params in ran if sql.startswith("SELECT mirror_index.")]
+    assert lookups, ran
+    with sqlite3.connect(db) as conn:
+        for sql, params in lookups:
+            plan = " ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}",
+                                                            params))
+            assert "ix_mirror_index_hash_tree (prefix_hash=? AND tree_id=?)" in plan, plan

@@ -38,6 +38,7 @@ async def _lookup(conn: AsyncConnection, hashes: Sequence[str],
         stmt = select(mirror_index).where(
             mirror_index.c.prefix_hash.in_(unique[start:start + _CHUNK]))
         if tree_id is not None:
+            # Served by the (prefix_hash, tree_id) index (migration 0007).
             stmt = stmt.where(mirror_index.c.tree_id == tree_id)
         for row in (await conn.execute(stmt)).mappings():
             old = found.get(row["prefix_hash"])

@@ -163,7 +163,8 @@ mirror_index = Table(
     Column("depth", Integer, nullable=False),
     Column("message_id", String, nullable=False),  # the message the chain ends at
     PrimaryKeyConstraint("tree_id", "node_id", name="pk_mirror_index"),
-    Index("ix_mirror_index_hash", "prefix_hash"),
+    # Both columns (migration 0007): a look-up asks for a few hashes of one tree.
+    Index("ix_mirror_index_hash_tree", "prefix_hash", "tree_id"),
 )
 
 # Migration 0005 (SPEC W1, W2): tenants and their bearer tokens. Only the SHA-256 digest of a
