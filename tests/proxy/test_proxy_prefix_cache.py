@@ -286,3 +286,49 @@ def test_conversations_that_open_alike_keep_their_own_lists_y10() -> None:
                 assert new == (2, 2, 1 + 2), (turn, c)  # the key message, the 2 new ones
             history += [{"role": "assistant", "content": f"ok {turn}"},
                         {"role": "user", "content": f"{c} next {turn}"}]
+
+
+def _anthropic_scenario() -> list[Any]:
+    def turn(i: int) -> list[dict[str, Any]]:
+        return [{"role": "assistant", "content": [
+                    {"type": "text", "text": f"reading {i}"},
+                    {"type": "tool_use", "id": f"t{i}", "name": "read", "input": {"n": i}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}",
+                                              "content": f"file {i}"}]}]
+
+    def body(msgs: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"model": "m", "max_tokens": 50, "system": "You are a coding agent.",
+                "messages": msgs}
+
+    one = [{"role": "user", "content": "Read the files."}, *turn(1)]
+    two = [*one, *turn(2)]
+    edited = [*one[:1], *turn(9), *two[3:]]
+    return [body(one), body(two), body(two), body(edited), body([*one, *turn(3)]), RESTART,
+            body([*two, *turn(4)])]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_a_request_sent_as_it_came_forwards_what_the_item_walk_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    # Issue 26, Y2, Y4: without a checkpoint, pins, clips or a recall block the proxy
+    # forwards the client's list without walking the projected items; the bytes it sends
+    # and the tree it stores are those of the walk (an append, a retry, an edit, a fork,
+    # a restart), on both protocols.
+    from contextfold.runtime.mirror import Synced
+
+    steps = _scenario() if path.endswith("completions") else _anthropic_scenario()
+    taken: list[bool] = []
+    as_sent = Synced.as_sent
+
+    def spied(self: Synced) -> bool:
+        taken.append(as_sent(self))
+        return taken[-1]
+
+    monkeypatch.setattr(Synced, "as_sent", spied)
+    fast = asyncio.run(_run(steps, f"sqlite:///{tmp_path / 'fast.db'}", cached=True,
+                            path=path))
+    assert any(taken)  # the fast path was taken
+    monkeypatch.setattr(Synced, "as_sent", lambda self: False)
+    walked = asyncio.run(_run(steps, f"sqlite:///{tmp_path / 'walk.db'}", cached=True,
+                              path=path))
+    assert fast[0] == walked[0] and fast[1] == walked[1]

@@ -122,6 +122,11 @@ def build_with_pieces(parsed: Parsed, body: dict[str, Any], synced: Synced
     the client's own (what `stats.encode` reuses), else None."""
     out = dict(body)
     wire = body["messages"]
+    if synced.as_sent():  # nothing projected differs from the client's list (issue 26)
+        out["messages"] = list(wire)
+        kept = list(parsed.raw) if parsed.raw is not None else \
+            [None] * (len(wire) - parsed.offset)
+        return _fitted(out, parsed, synced), [None] * parsed.offset + kept
     items = synced.items()
     render = _WIRE[parsed.protocol].render_message
     messages: list[Any] = list(wire[:parsed.offset])
@@ -169,6 +174,12 @@ def build_with_pieces(parsed: Parsed, body: dict[str, Any], synced: Synced
         messages.extend(rendered)
         pieces += [None] * len(rendered)
     out["messages"] = messages
+    return _fitted(out, parsed, synced), pieces
+
+
+def _fitted(out: dict[str, Any], parsed: Parsed, synced: Synced) -> dict[str, Any]:
+    """`out` with max tokens clamped so prompt + reply fit the window (SPEC B1), and a
+    stream's usage asked for (E1)."""
     window = synced.budget.context_window
     room = max(1, window - synced.estimate.tokens)
     for key in ("max_tokens", "max_completion_tokens"):
@@ -178,7 +189,7 @@ def build_with_pieces(parsed: Parsed, body: dict[str, Any], synced: Synced
         opts = dict(out.get("stream_options") or {})
         opts.setdefault("include_usage", True)  # usage is what E1 records
         out["stream_options"] = opts
-    return out, pieces
+    return out
 
 
 def _provider_base(msg: Message) -> bool:

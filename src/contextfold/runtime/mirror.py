@@ -100,6 +100,22 @@ class Synced:
         checkpoint, pins and recall tools (SPEC Y4); None without a checkpoint or pins."""
         return prefix_text(self.projection, self.recall_tools)
 
+    def as_sent(self) -> bool:
+        """Is the request the client's own list, every message as it came and in order? (No
+        checkpoint, pins, clips or recall block, and the projection is the stored nodes of
+        the messages given.) A face then forwards the client's messages without walking
+        `items()` (issue 26: that walk was linear in the history on every request).
+
+        The projected nodes and `node_ids` both lie on the branch's one path from its root
+        to its leaf, and without a checkpoint the projection holds every message node of it;
+        the same count with the same first and last node is the same sequence."""
+        p = self.projection
+        if p.checkpoint is not None or p.pins or p.clips or p.recalled is not None:
+            return False
+        nodes, ids = p.messages, self.node_ids
+        return len(nodes) == len(ids) > 0 and nodes[0].id == ids[0] and \
+            nodes[-1].id == ids[-1]
+
     @property
     def tail_start(self) -> int | None:
         """Index of the first message sent from the client's list (None: nothing is)."""
