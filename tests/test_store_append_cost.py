@@ -143,23 +143,23 @@ async def test_a_mirror_lookup_reads_its_rows_not_the_tree(tmp_path):
     from contextfold.runtime.content_chain import chain_hashes
 
     db = tmp_path / "plan.db"
-    store = await open_store(f"sqlite:///{db}")
+    opened = await open_store(f"sqlite:///{db}")
     ran: list[tuple[str, Any]] = []
 
     def on_execute(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
         ran.append((statement, params))
 
     try:
-        info = await store.create_session()
+        info = await opened.create_session()
         msgs = [user(f"message {i}") if i % 2 == 0 else assistant(f"reply {i}")
                 for i in range(200)]
-        first = await store.mirror_extend(info.id, chain_hashes("s", msgs), msgs)
+        first = await opened.mirror_extend(info.id, chain_hashes("s", msgs), msgs)
         more = [*msgs, user("one more")]
-        event.listen(store.engine.sync_engine, "before_cursor_execute", on_execute)
-        await store.mirror_extend(info.id, chain_hashes("s", more), more,
+        event.listen(opened.engine.sync_engine, "before_cursor_execute", on_execute)
+        await opened.mirror_extend(info.id, chain_hashes("s", more), more,
                                   known=first.node_ids)
     finally:
-        await store.close()
+        await opened.close()
     lookups = [(sql, params) for sql, params in ran if sql.startswith("SELECT mirror_index.")]
     assert lookups, ran
     with sqlite3.connect(db) as conn:
