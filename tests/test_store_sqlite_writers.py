@@ -47,3 +47,85 @@ async def test_parallel_sessions_never_hold_two_sqlite_write_transactions(tmp_pa
         await store.close()
     assert most == 1  # a writer never waited inside SQLite for another of this process
     assert open_writes == 0
+
+
+async def test_a_write_transactions_statements_run_without_a_thread_hop(tmp_path) -> None:
+    # Issue 26: inside BEGIN IMMEDIATE the connection holds the file's write lock, so its
+    # statements cannot wait and run in the event loop's thread; BEGIN IMMEDIATE itself (it
+    # may wait for another process) and reads outside a write run in aiosqlite's thread.
+    import threading
+
+    from contextfold.store import sqlite_hops
+
+    if not sqlite_hops.SUPPORTED:
+        return  # other SQLAlchemy / aiosqlite versions keep the driver's own cursor
+    store = await open_store(f"sqlite:///{tmp_path / 'h.db'}")
+    where: list[tuple[str, bool]] = []
+    run = sqlite_hops._run_statement
+
+    def spied(conn: Any, operation: Any, parameters: Any, many: bool) -> Any:
+        where.append((str(operation).split()[0],
+                      threading.current_thread() is threading.main_thread()))
+        return run(conn, operation, parameters, many)
+
+    sqlite_hops._run_statement = spied
+    try:
+        sid = (await store.create_session(title="s")).id
+        await store.append(sid, text_message("user", "question"))
+        where.clear()
+        async with store_write(store) as conn:
+            await conn.exec_driver_sql("SELECT 1")
+            await conn.exec_driver_sql("SELECT 2")
+        inside = list(where)
+        where.clear()
+        await store.load_branch(sid)
+        reads = list(where)
+    finally:
+        sqlite_hops._run_statement = run
+        await store.close()
+    assert inside[0] == ("BEGIN", False)  # in the driver's thread: it may wait
+    assert inside[1:] == [("SELECT", True), ("SELECT", True)]  # in the loop's thread
+    assert reads and all(not in_loop for _, in_loop in reads)
+
+
+def store_write(store: Any) -> Any:
+    from contextfold.store.engine import write_connection
+
+    return write_connection(store.engine)
+
+
+async def test_another_process_holding_the_lock_never_blocks_the_event_loop(tmp_path) -> None:
+    # Issue 26: BEGIN IMMEDIATE waits for another process's lock in aiosqlite's thread (the
+    # busy timeout), so the event loop keeps serving other work meanwhile, and the write
+    # lands once the lock is free.
+    import sqlite3
+    import time
+
+    db = tmp_path / "busy.db"
+    store = await open_store(f"sqlite:///{db}")
+    sid = (await store.create_session(title="s")).id
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's writer holds the lock
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await asyncio.sleep(0.01)
+
+    task = asyncio.create_task(ticker())
+    try:
+        write = asyncio.create_task(store.append(sid, text_message("user", "waits")))
+        await asyncio.sleep(0.3)
+        assert not write.done() and ticks >= 10  # waiting, and the loop ran meanwhile
+        other.execute("COMMIT")
+        started = time.perf_counter()
+        await asyncio.wait_for(write, 10)
+        assert time.perf_counter() - started < 5
+    finally:
+        task.cancel()
+        other.close()
+    branch = await store.load_branch(sid)
+    await store.close()
+    assert [n.message.parts[0].text for n in branch.nodes if n.message] == ["waits"]

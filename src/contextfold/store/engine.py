@@ -104,6 +104,12 @@ def check_sqlite_file(path: Path) -> None:
 
 def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     """An async engine with contextfold's connection settings for the backend."""
+    if make_url(url).get_backend_name() == "sqlite":
+        # `sqlite_hops` runs a write transaction's statements in the event loop's thread,
+        # the connection being opened in aiosqlite's (never two threads at once: SQLAlchemy
+        # runs one call on a connection at a time).
+        args = kwargs.setdefault("connect_args", {})
+        args.setdefault("check_same_thread", False)
     engine = create_async_engine(url, **kwargs)
     if engine.dialect.name == "sqlite":
         _configure_sqlite(engine)

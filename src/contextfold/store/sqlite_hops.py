@@ -6,7 +6,9 @@ between the event loop and that thread, each a wake-up of the other thread (~30 
 on an idle box, far more wall time on a busy one), for statements that take microseconds.
 A service turn ran 32 of them. Here a statement is one hand-off: the cursor is opened,
 executed, read and closed in the connection's thread, and the adapter keeps the rows, the
-description, the row count and the last row id. A rollback with no transaction open (a
+description, the row count and the last row id. Inside a write transaction (after BEGIN
+IMMEDIATE, which holds the file's write lock) a statement is no hand-off at all: nothing can
+make it wait, so it runs in the event loop's thread. A rollback with no transaction open (a
 connection back from a committed write or a one-statement read) is not sent at all.
 
 Installed on each new connection of a contextfold SQLite engine (`engine.py`); streamed
@@ -42,6 +44,12 @@ def _run_statement(conn: sqlite3.Connection, operation: Any, parameters: Any,
         return description, rows, cursor.rowcount, cursor.lastrowid
     finally:
         cursor.close()
+
+
+_BEGIN_WRITE = "BEGIN IMMEDIATE"  # what `engine.write_connection` begins with
+# Set on the aiosqlite connection by a successful BEGIN IMMEDIATE, cleared by its commit or
+# rollback (a plain attribute: the adapter classes have slots, aiosqlite's has a __dict__).
+_LOCKED = "_contextfold_write_locked"
 
 
 class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
@@ -88,11 +96,26 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         self._rows.clear()
 
     async def _run(self, operation: Any, parameters: Any, many: bool) -> None:
-        async with self._adapt_connection._execute_mutex:
-            # aiosqlite's own hand-off (its queue and thread; SQLAlchemy's adapter reaches
-            # into the same internals for isolation_level).
-            description, rows, rowcount, lastrowid = await self._connection._execute(
-                _run_statement, self._connection._conn, operation, parameters, many)
+        driver = self._connection
+        raw = driver._conn
+        if getattr(driver, _LOCKED, False) and raw.in_transaction:
+            # Inside BEGIN IMMEDIATE this connection holds the file's write lock: nothing
+            # can make the statement wait, and a write transaction's statements take
+            # microseconds, so it runs here, without the hand-off to the driver's thread
+            # (two thread wake-ups a statement; issue 26). Only this coroutine uses the
+            # connection now (SQLAlchemy runs one call on it at a time).
+            description, rows, rowcount, lastrowid = _run_statement(
+                raw, operation, parameters, many)
+        else:
+            async with self._adapt_connection._execute_mutex:
+                # aiosqlite's own hand-off (its queue and thread; SQLAlchemy's adapter
+                # reaches into the same internals for isolation_level). What may wait runs
+                # there: BEGIN IMMEDIATE (another process's lock: the busy timeout), a
+                # write outside a transaction, and reads, which may be long.
+                description, rows, rowcount, lastrowid = await driver._execute(
+                    _run_statement, raw, operation, parameters, many)
+            if operation == _BEGIN_WRITE:
+                setattr(driver, _LOCKED, True)
         self._description, self._rowcount, self._lastrowid = description, rowcount, lastrowid
         self._rows = collections.deque(rows)
 
@@ -123,12 +146,18 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
     _cursor_cls = OneHopCursor
 
     def rollback(self) -> None:
+        setattr(self._connection, _LOCKED, False)
         raw = self._connection._connection
         # Reading the flag from this thread is safe: SQLAlchemy's adapter runs one call on
         # a connection at a time, so the driver's thread is not using it now.
         if raw is not None and not raw.in_transaction:
             return
         super().rollback()
+
+    def commit(self) -> None:
+        # In the driver's thread: a commit may run a WAL checkpoint (disk writes, fsync).
+        setattr(self._connection, _LOCKED, False)
+        super().commit()
 
 
 def _supported() -> bool:
@@ -140,7 +169,8 @@ def _supported() -> bool:
     return (hasattr(AsyncAdapt_aiosqlite_connection, "_cursor_cls")
             and any("_execute_mutex" in getattr(cls, "__slots__", ())
                     for cls in AsyncAdapt_aiosqlite_connection.__mro__)
-            and callable(getattr(aiosqlite.Connection, "_execute", None)))
+            and callable(getattr(aiosqlite.Connection, "_execute", None))
+            and "__slots__" not in vars(aiosqlite.Connection))  # `_LOCKED` can be set
 
 
 SUPPORTED = _supported()
