@@ -341,8 +341,98 @@ async def test_sessions_of_one_scope_each_keep_what_they_stored_y1(store):
             msgs.append(user(f"{c} turn {turn}"))
             seen.clear()
             synced = await mirror.sync(msgs, capacity=big, scope="one-key")
-            if turn:  # all but the new user message and the reply before it were known
-                assert seen[0] == (len(msgs), len(msgs) - 2), (turn, c, seen)
+            if turn:  # all but the new user message were known (the reply was recorded)
+                assert seen[0] == (len(msgs), len(msgs) - 1), (turn, c, seen)
             await mirror.record_reply(synced, assistant(f"ok {turn}"))
             msgs.append(assistant(f"ok {turn}"))
     await check_store(store)
+
+
+def _shape(nodes) -> list[tuple]:
+    """A tree's structure and content, independent of node ids and times."""
+    from contextfold.runtime.content_chain import message_key
+
+    order = {n.id: i for i, n in enumerate(nodes)}
+    return [(order.get(n.parent_id), n.kind,
+             None if n.message is None else message_key(n.message)) for n in nodes]
+
+
+async def test_a_deferred_user_message_is_stored_with_its_reply_y1(store):
+    # Y1, E1, issue 26 (`Mirror(defer=True)`, the proxy's): in the steady loop a new user
+    # message is named and sent, and stored with its reply in the reply's one write; the
+    # tree is the one a mirror that stores it at once builds, node for node.
+    trees = {}
+    for defer in (False, True):
+        mirror = Mirror(store, background=False, defer=defer)
+        calls: list[str] = []
+        extend = store.mirror_extend
+
+        async def spy(*args, _calls=calls, _extend=extend, **kwargs):
+            _calls.append("write")
+            return await _extend(*args, **kwargs)
+
+        store.mirror_extend = spy
+        msgs = [user("open"), assistant("ok"), user("first")]
+        synced = await mirror.sync(msgs, capacity=BIG, scope=f"d{defer}")
+        await mirror.record_reply(synced, assistant("one", usage=usage(40)))
+        msgs.append(assistant("one"))
+        writes = []
+        for turn in range(4):
+            msgs.append(user(f"turn {turn}"))
+            calls.clear()
+            synced = await mirror.sync(msgs, capacity=BIG, scope=f"d{defer}")
+            in_sync = len(calls)
+            node = await mirror.record_reply(synced, assistant(f"r{turn}", usage=usage(60)))
+            writes.append((in_sync, len(calls) - in_sync))
+            assert synced.deferred is None or synced.deferred.id == synced.node_ids[-1]
+            if synced.deferred is not None:  # stored under the id it was sent with
+                assert node.parent_id == synced.deferred.id
+            msgs.append(assistant(f"r{turn}"))
+        store.mirror_extend = extend
+        assert writes == ([(0, 1)] * 4 if defer else [(1, 1)] * 4)
+        trees[defer] = _shape(await store.load_tree(synced.session_id))
+        branch = await store.load_branch(synced.session_id)
+        assert [n.message.usage.input for n in branch.nodes
+                if n.message is not None and n.message.role == "assistant" and
+                n.message.usage is not None][-1] == 60  # E1: the usage came with the reply
+    assert trees[True] == trees[False]
+    await check_store(store)
+
+
+async def test_a_deferred_message_without_a_reply_is_stored_alone_y1(store):
+    # Y1, issue 26: no reply comes (an upstream error): the deferred message is stored by
+    # itself, under its id, before the session's next request is looked at; resent, it is
+    # not stored twice.
+    mirror = Mirror(store, background=False, defer=True)
+    msgs = [user("open"), assistant("ok"), user("first")]
+    synced = await mirror.sync(msgs, capacity=BIG)
+    await mirror.record_reply(synced, assistant("one"))
+    msgs += [assistant("one"), user("this one fails upstream")]
+    failed = await mirror.sync(msgs, capacity=BIG)
+    assert failed.deferred is not None
+    mirror.expect_reply(failed)
+    mirror.no_reply(failed)
+    await mirror.wait_idle(failed.session_id)
+    tree = await store.load_tree(failed.session_id)
+    stored = [n for n in tree if n.id == failed.deferred.id]
+    assert stored and stored[0].message.parts[0].text == "this one fails upstream"
+    again = await mirror.sync(msgs, capacity=BIG)  # the client retries the same list
+    assert again.deferred is None and again.appended == 0
+    assert again.node_ids[-1] == failed.deferred.id
+    assert len(await store.load_tree(failed.session_id)) == len(tree)
+    await check_store(store)
+
+
+async def test_a_background_compaction_is_seen_before_deferring_a1(store):
+    # A1, issue 26: after the auto check compacted between turns, the next request is sized
+    # from the branch with its checkpoint (read again), never from the one held before.
+    mirror = Mirror(store, background=True, defer=True)
+    cap = ModelCapacity(model="test-model", context_window=16_000, max_output=1_000)
+    msgs = long_history(5)[:-1]
+    synced = await mirror.sync(msgs, capacity=cap)
+    await mirror.record_reply(synced, assistant("done " + "y" * 900, usage=usage(14_500)))
+    await mirror.wait_idle(synced.session_id)
+    assert [o.status for o in mirror.auto_outcomes] == ["compacted"]
+    nxt = await mirror.sync([*msgs, assistant("done " + "y" * 900), user("go on")],
+                            capacity=cap)
+    assert nxt.projection.checkpoint is not None and not nxt.compactions

@@ -56,7 +56,10 @@ class Proxy:
         self.config = config
         self.store = store
         self.client = client
-        self.mirror = Mirror(store, summarizer=config.summarizer, settings=config.settings)
+        # `defer`: a steady turn's user message is stored with its reply (or alone when
+        # none comes), one write transaction per request (issue 26).
+        self.mirror = Mirror(store, summarizer=config.summarizer, settings=config.settings,
+                             defer=True)
         self.stats: dict[str, SessionStats] = {}
         self.prefixes = PrefixCache()  # each conversation's last list, parsed (issue 26)
         self.tasks: set[asyncio.Task[None]] = set()

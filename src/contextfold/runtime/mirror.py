@@ -38,13 +38,15 @@ from typing import Any, NamedTuple
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
 from ..core.masking import MaskedNode
-from ..core.messages import Message, Node, TextPart
+from ..core.messages import Message, Node, TextPart, utc_now
 from ..core.projection import Projection, prefix_text, project, provider_compaction_index
 from ..core.recall_text import client_recall_tools
 from ..core.runs import leading_run
 from ..core.tree import Branch
+from ..ids import new_id
 from ..providers.base import ToolSpec
 from ..store.protocol import SessionStore
+from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, take_up_provider_compaction
 from .content_chain import ChainMemo, next_hash
@@ -93,6 +95,11 @@ class Synced:
     # The client's own recall tools (`contextfold mcp`'s, under its names): the checkpoint's
     # recall note names them (SPEC L6).
     recall_tools: tuple[str, str] | None = None
+    # `Mirror(defer=True)`: the new user message, not stored yet (its node, named and
+    # projected): it is stored with the reply, in the reply's transaction, or alone when
+    # no reply comes (`no_reply`).
+    deferred: Node | None = None
+    chain_scope: str = "default"  # the scope its hashes were made in
 
     @property
     def prefix_text(self) -> str | None:
@@ -184,10 +191,15 @@ class Mirror:
 
     def __init__(self, store: SessionStore, *, summarizer: Any = None,
                  settings: CompactionSettings | None = None, background: bool = True,
-                 summarizer_timeout: float | None = 300.0) -> None:
+                 summarizer_timeout: float | None = 300.0, defer: bool = False) -> None:
         self.store = store
         self.settings = settings
         self.background = background
+        # `defer`: in the steady loop (only a new user message, which fits), store it with
+        # the reply: one write transaction per request instead of two (the proxy, issue
+        # 26). Only for a face that always calls `record_reply` or `no_reply` after `sync`.
+        self.defer = defer
+        self._writes: dict[str, asyncio.Task[None]] = {}  # a deferred message, stored alone
         self._summarize = guarded(summarizer, timeout=summarizer_timeout)
         self._locks: dict[str, asyncio.Lock] = {}
         self._auto: dict[str, asyncio.Task[CompactionOutcome | None]] = {}
@@ -242,12 +254,32 @@ class Mirror:
             # so it is never summarised and always goes out as sent (Y2).
             # Fast path (the steady agent loop): the new messages follow the branch this
             # process holds and fit with it, so nothing needs compacting: one transaction.
-            hold = msgs[-1].role == "user" and not self._fits_after_cached(
+            fits = msgs[-1].role == "user" and self._fits_after_cached(
                 session_id, sizer, hashes, msgs)
+            hold = msgs[-1].role == "user" and not fits
             known = _known(self._stored.get((chain_scope, session_id)), session_id, hashes)
+            cached = self._branches.get(session_id)
+            if fits and self.defer and cached is not None and \
+                    len(known) == len(msgs) - 1 and cached.leaf_id == known[-1] and \
+                    provider_compaction_index(cached) is None:
+                # Only the new user message is new, it follows the branch this process
+                # holds, and it fits: nothing to compact, nothing to read; it is named now
+                # and stored with the reply (`record_reply`).
+                draft = Node(id=new_id(), parent_id=cached.leaf_id, created_at=utc_now(),
+                             payload=msgs[-1])
+                self._remember(hashes[-1], session_id)
+                projection = await self._auto_recall.apply(
+                    session_id, project(cached.grown((draft,))), sizer)
+                ids = (*known, draft.id)
+                return Synced(session_id=session_id, messages=msgs, hashes=tuple(hashes),
+                              node_ids=ids, projection=projection,
+                              estimate=sizer.estimate(projection), budget=sizer.budget,
+                              capacity=capacity, appended=1, moved="append",
+                              source_index=dict(zip(ids, range(len(ids)), strict=True)),
+                              recall_tools=client_recall_tools(_tool_names(tools or ())),
+                              deferred=draft, chain_scope=chain_scope)
             first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold,
                                                    known=known)
-            cached = self._branches.get(session_id)
             if cached is None and created and first.from_leaf is None:
                 # A session this call created: its branch is what was just written, not
                 # read back (issue 26: the first request of a long session).
@@ -285,7 +317,8 @@ class Mirror:
                       moved=moved, created=created,
                       source_index=dict(zip(write.node_ids, range(len(write.node_ids)),
                                             strict=True)),
-                      recall_tools=client_recall_tools(_tool_names(tools or ())))
+                      recall_tools=client_recall_tools(_tool_names(tools or ())),
+                      chain_scope=chain_scope)
 
     def expect_reply(self, synced: Synced) -> None:
         """Say a reply to `synced` is on its way: the next `sync` of the session waits (up
@@ -294,10 +327,24 @@ class Mirror:
         self._expected[synced.session_id] = asyncio.Event()
 
     def no_reply(self, synced: Synced) -> None:
-        """The expected reply will not come (an upstream error, a broken stream)."""
+        """The expected reply will not come (an upstream error, a broken stream). A
+        deferred user message is stored alone (a task the session's next `sync` and
+        `wait_idle` wait for)."""
+        if synced.deferred is not None and synced.session_id not in self._writes:
+            self._writes[synced.session_id] = asyncio.get_running_loop().create_task(
+                self._store_deferred(synced))
+        self._release(synced)
+
+    def _release(self, synced: Synced) -> None:
         event = self._expected.pop(synced.session_id, None)
         if event is not None:
             event.set()
+
+    async def _store_deferred(self, synced: Synced) -> None:
+        try:
+            await self._extend(synced, synced.hashes, synced.messages)
+        except Exception:  # the client resends it; the next sync stores it then
+            log.exception("storing the message of session %s failed", synced.session_id)
 
     reply_wait = 30.0
 
@@ -306,28 +353,28 @@ class Mirror:
         if event is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.reply_wait)
+        write = self._writes.pop(session_id, None)
+        if write is not None:
+            await write
 
     async def record_reply(self, synced: Synced, reply: Message) -> Node:
         """Store the model's reply (with its usage, SPEC E1) after the messages of `synced`;
         then the auto check (A1): compact between turns if over the threshold."""
         reply_hash = next_hash(synced.hashes[-1], reply)
         try:
-            write = await self.store.mirror_extend(
-                synced.session_id, [*synced.hashes, reply_hash], (*synced.messages, reply),
-                known=synced.node_ids)
+            # A deferred user message is stored here, before the reply, in its transaction.
+            write = await self._extend(synced, [*synced.hashes, reply_hash],
+                                       (*synced.messages, reply))
         finally:
-            self.no_reply(synced)
+            self._release(synced)
         self._remember(reply_hash, synced.session_id)
-        node = write.nodes[-1] if write.nodes else None
+        # The reply's node, when this call wrote it (the last id is the reply's).
+        node = write.nodes[-1] if write.nodes and write.nodes[-1].id == write.node_ids[-1] \
+            else None
         if node is None:  # the same reply was recorded before: nothing new to check
             branch = await self._branch(synced.session_id)
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
-        cached = self._branches.pop(synced.session_id, None)
-        branch = None
-        if cached is not None and len(write.nodes) == 1 and node.parent_id == cached.leaf_id:
-            branch = cached.grown((node,))
-            self._branches[synced.session_id] = branch
-            self._leaf_hash[synced.session_id] = reply_hash
+        branch = self._branches.get(synced.session_id)
         sizer = self._sizers.get(synced.session_id)
         if sizer is not None:
             task = asyncio.create_task(self._auto_check(synced.session_id, sizer, reply_hash,
@@ -336,6 +383,26 @@ class Mirror:
             if not self.background:
                 await task
         return node
+
+    async def _extend(self, synced: Synced, hashes: Sequence[str],
+                      msgs: Sequence[Message]) -> MirrorWrite:
+        """Store `msgs` after what `synced` stored (its deferred message included, under
+        the id it was sent with), and keep the memos: the branch grown by what was written
+        when it continues the held one (else dropped: read again), the stored ids."""
+        draft = synced.deferred
+        known = synced.node_ids[:-1] if draft is not None else synced.node_ids
+        write = await self.store.mirror_extend(
+            synced.session_id, hashes, msgs, known=known,
+            new_ids={synced.hashes[-1]: draft.id} if draft is not None else None)
+        sid = synced.session_id
+        cached = self._branches.pop(sid, None)
+        if write.nodes and cached is not None and write.nodes[0].parent_id == cached.leaf_id:
+            self._branches[sid] = cached.grown(write.nodes)
+            self._leaf_hash[sid] = hashes[-1]
+        elif not write.nodes and cached is not None and cached.leaf_id == write.leaf_id:
+            self._branches[sid] = cached  # nothing written, nothing moved
+        self._remember_stored((synced.chain_scope, sid), (sid, list(hashes), write.node_ids))
+        return write
 
     async def compact(self, session_id: str, *, capacity: ModelCapacity,
                       instructions: str | None = None, system: str | None = None,
@@ -349,8 +416,11 @@ class Mirror:
 
     async def wait_idle(self, session_id: str | None = None) -> None:
         """Wait for background auto compactions (of one session, or all) to end."""
-        ids = [session_id] if session_id is not None else list(self._auto)
+        ids = [session_id] if session_id is not None else list({*self._auto, *self._writes})
         for sid in ids:
+            write = self._writes.pop(sid, None)
+            if write is not None:
+                await write
             await self._settle_auto(sid)
 
     # ------------------------------------------------------------------ internals
@@ -496,8 +566,13 @@ class Mirror:
     async def _settle_auto(self, session_id: str) -> None:
         task = self._auto.pop(session_id, None)
         if task is not None:
+            outcome = None
             with contextlib.suppress(Exception):
-                await task
+                outcome = await task
+            if outcome is not None and outcome.status == "compacted":
+                # The held branch has no checkpoint yet: read it again (a deferred message
+                # would otherwise be sized without it).
+                self._branches.pop(session_id, None)
 
 
 def _tool_names(tools: Tools) -> list[str]:

@@ -9,7 +9,7 @@ same transaction, so a crash never leaves a node without its index row or the re
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -148,7 +148,8 @@ class MirrorOps(StoreBase):
 
     async def mirror_extend(self, session_id: str, hashes: Sequence[str],
                             messages: Sequence[Message], *,
-                            hold_last: bool = False, known: Sequence[str] = ()) -> MirrorWrite:
+                            hold_last: bool = False, known: Sequence[str] = (),
+                            new_ids: Mapping[str, str] | None = None) -> MirrorWrite:
         """Make the session's branch hold `messages` (whose chain hashes are `hashes`).
 
         Under the session lock: find the longest stored prefix in the session's tree (again,
@@ -162,6 +163,9 @@ class MirrorOps(StoreBase):
         returned them (`node_ids`). Nothing leaves a tree, so only the last of them is looked
         up again (where to continue), not the whole resent list; when it is not that node of
         this tree after all, every hash is looked up.
+        `new_ids`: the node id to give the message of a hash when it is written here (the
+        mirror names a message it sends before storing it, `Mirror(defer=True)`); a message
+        found stored keeps its node.
         """
         if len(hashes) != len(messages):
             raise InvalidOperationError("one hash per message")
@@ -191,22 +195,24 @@ class MirrorOps(StoreBase):
             stamp = utc_now()
             held = hold_last and n < len(msgs)
             chain: list[Node] = []
-            for msg in msgs[n:len(msgs) - 1 if held else len(msgs)]:
-                chain.append(Node(id=new_id(), parent_id=parent if not chain else chain[-1].id,
+            named = new_ids or {}
+            for h, msg in zip(hashes[n:], msgs[n:len(msgs) - 1 if held else len(msgs)],
+                              strict=False):
+                chain.append(Node(id=named.get(h) or new_id(),
+                                  parent_id=parent if not chain else chain[-1].id,
                                   created_at=stamp, payload=msg))
             ids = [*known[:skip], *(found[h].message_id for h in hashes[skip:n])]
             if chain:
-                # With their index rows, in the same statement (not read again).
-                await self._insert_chain(conn, row, chain, hashes[n:])
+                # With their index rows and the leaf move; one node (a steady turn: the
+                # new user message, or the reply) in one statement with its move.
+                moved = "append" if parent == row["leaf_id"] else "branch"
+                await self._insert_chain(conn, row, chain, hashes[n:], move_op=moved)
                 written = [(tree_id, h, node.id, node.id)
                            for node, h in zip(chain, hashes[n:], strict=False)]
                 self._after_commit(conn, lambda: [self._memo.hits.put(w, True)
                                                   for w in written])
-                moved = "append" if parent == row["leaf_id"] else "branch"
-                info = await self._move_leaf(conn, row, chain[-1].id, op=moved,
-                                             node_id=chain[-1].id)
                 return MirrorWrite(tuple(chain), (*ids, *(c.id for c in chain)),
-                                   info.leaf_id, moved, row["leaf_id"], held)
+                                   chain[-1].id, moved, row["leaf_id"], held)
             if parent != row["leaf_id"]:
                 info = await self._move_leaf(conn, row, parent, op="switch")
                 return MirrorWrite((), tuple(ids), info.leaf_id, "switch", row["leaf_id"], held)

@@ -181,8 +181,10 @@ class SessionStore(SessionReader, CompactionStore, Protocol):
 
     async def mirror_extend(self, session_id: str, hashes: Sequence[str],
                             messages: Sequence[Message], *, hold_last: bool = False,
-                            known: Sequence[str] = ()) -> MirrorWrite:
-        """Make the session's branch hold `messages`, writing only what is not stored."""
+                            known: Sequence[str] = (),
+                            new_ids: Mapping[str, str] | None = None) -> MirrorWrite:
+        """Make the session's branch hold `messages`, writing only what is not stored
+        (`new_ids`: the node id to give the message of a hash, if it is written)."""
 
     # ------------------------------------------------------------------ tenancy (SPEC W)
 
