@@ -351,6 +351,10 @@ class SessionManager:
             return  # this worker's: `Conversation.send` waits for it itself
         with self.hub.subscribe(live.session_id) as sub:
             if not await self.remote_compaction(live):
+                # No other worker compacts as the turn starts: the turn's answer reports
+                # that state, without reading the lease again (a statement per turn fewer,
+                # issue 26). A request in between makes it read again (`_get`).
+                live.lease = None
                 return
             while True:
                 event = await sub.get(REMOTE_POLL)
