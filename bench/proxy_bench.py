@@ -359,8 +359,10 @@ def run_all(quick: bool = False) -> dict[str, Any]:
             rows[size]["compact_window"] = COMPACT_WINDOW[size]
         phases["sizes"] = _lap()
         for n in SCALING:
+            # The bare pass-through beside: what a bigger body costs any proxy.
             scaling[str(n)] = interleaved(
-                {"direct": upstream, "contextfold": servers["contextfold"]},
+                {"direct": upstream, "bare": servers["bare"],
+                 "contextfold": servers["contextfold"]},
                 lambda tag, n=n: _n_messages(n, tag), 3 if quick else SCALING_ROUNDS,
                 f"msgs{n}")
         phases["scaling"] = _lap()

@@ -70,6 +70,13 @@ _PROXY_WHY_BARE = (
     "matches (bm25) once per user turn. About 12 ms of CPU per request is fixed: the store's "
     "two write transactions, recording the reply, Starlette.")
 
+_PROXY_WHY_SCALING = (
+    "The decode, depth check and prefix recognition do not walk the history (Y10), nor does "
+    "the projection (`Branch.grown`), nor, for a request sent as it came, the forwarded list "
+    "(`Synced.as_sent`); what grows with it is the size of the body (received, compared byte "
+    "for byte with the last one, forwarded: as for the pass-through), C-speed copies of the "
+    "kept lists and joining the forwarded bytes.")
+
 _PROXY_WHY_CLIENTS = (
     "Why: two cores are shared by the clients, the upstream, the proxy and other jobs (see "
     "the load average), so four clients never get four times one client's CPU, and a proxy "
@@ -181,15 +188,18 @@ def _goals(data: dict[str, Any]) -> list[str]:
                    f"LiteLLM's: {ratios}" + (f"; lost: {', '.join(lost)}" if lost else "")
                    + ").")
     first, last = next(iter(scaling)), list(scaling)[-1]
+    c0, c1 = (scaling[n]["contextfold"]["added_cpu_p50_ms"] for n in (first, last))
+    bare = ""
+    if "bare" in scaling[first] and "bare" in scaling[last]:
+        b0, b1 = (scaling[n]["bare"]["added_cpu_p50_ms"] for n in (first, last))
+        bare = (f" The bare pass-through's own CPU grows {b0:.1f} → {b1:.1f} ms "
+                f"({b1 / max(b0, 0.01):.1f}×) with the same bodies, so no proxy that reads "
+                "and forwards them meets this goal once its fixed cost is small; contextfold's "
+                f"CPU beyond bare's goes {c0 - b0:.1f} → {c1 - b1:.1f} ms "
+                f"({(c1 - b1) / max(c0 - b0, 0.01):.1f}×).")
     out.append(f"- per-request cost at {int(last):,} messages ≤ 1.5× at {int(first):,}, on "
                f"CPU: {_met(goals['cost_5000_le_1_5x_100'])} ({data['scaling_ratio']:.1f}×: "
-               f"{scaling[first]['contextfold']['added_cpu_p50_ms']:.1f} → "
-               f"{scaling[last]['contextfold']['added_cpu_p50_ms']:.1f} ms). The decode, depth "
-               "check and prefix recognition no longer walk the history (Y10), nor does the "
-               "projection (`Branch.grown`); what grows with it is the auto-recall search of "
-               "each new user message (L5: two searches per user turn, each ranking up to "
-               "2,000 full-text matches with bm25, ~5–7 ms each at 5,000 messages in a "
-               "profile) and the Python walks of the kept list.")
+               f"{c0:.1f} → {c1:.1f} ms).{bare} " + _PROXY_WHY_SCALING)
     for key in ("contextfold", "contextfold_pg", "contextfold_pg_2_workers"):
         lost = []
         for size, c in clients.items():
@@ -260,14 +270,17 @@ def proxy_section(data: dict[str, Any] | None) -> list[str]:
             f"{n} ({size})" for size, n in data.get("throughput_requests", {}).items())
             or "a few"), "",
         *_clients_table(data["clients"]), "",
-        "Per-request cost by messages resent (small agent messages, direct and contextfold "
-        "on SQLite interleaved):", "",
-        "| messages resent | contextfold added p50 / p99 | CPU p50 | first request |",
-        "| ---: | ---: | ---: | ---: |"]
+        "Per-request cost by messages resent (small agent messages; direct, the bare "
+        "pass-through and contextfold on SQLite interleaved):", "",
+        "| messages resent | contextfold added p50 / p99 | contextfold CPU p50 | bare "
+        "pass-through added p50 / CPU p50 | contextfold's CPU beyond bare's | first request |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for n, r in scaling.items():
-        c = r["contextfold"]
+        c, b = r["contextfold"], r.get("bare")
+        bare = f"{b['added_p50_ms']:.1f} / {b['added_cpu_p50_ms']:.1f} ms" if b else "-"
+        beyond = f"{c['added_cpu_p50_ms'] - b['added_cpu_p50_ms']:.1f} ms" if b else "-"
         lines.append(f"| {int(n):,} | {_added(c)} ms | {c['added_cpu_p50_ms']:.1f} ms | "
-                     f"{r['first_ms']['contextfold']:,.0f} ms |")
+                     f"{bare} | {beyond} | {r['first_ms']['contextfold']:,.0f} ms |")
     lines += ["", *_goals(data)]
     prof = load("proxy_profile")
     for key, run in (prof or {}).items():

@@ -129,3 +129,63 @@ async def test_another_process_holding_the_lock_never_blocks_the_event_loop(tmp_
     branch = await store.load_branch(sid)
     await store.close()
     assert [n.message.parts[0].text for n in branch.nodes if n.message] == ["waits"]
+
+
+async def test_a_remembered_append_is_tried_in_the_loop_and_waits_in_the_thread(
+        tmp_path) -> None:
+    # Issue 26: an append whose every check was remembered is one statement outside a
+    # transaction (`single_write`). It is tried in the event loop's thread without waiting
+    # for a lock; when another process holds the lock it waits in aiosqlite's thread (the
+    # busy timeout) while the loop runs on, and lands once the lock is free.
+    import sqlite3
+    import threading
+
+    from contextfold.store import sqlite_hops
+
+    if not sqlite_hops.SUPPORTED:
+        return
+    db = tmp_path / "single.db"
+    store = await open_store(f"sqlite:///{db}")
+    where: list[tuple[str, bool]] = []
+    run = sqlite_hops._run_statement
+
+    def spied(conn: Any, operation: Any, parameters: Any, many: bool) -> Any:
+        where.append((str(operation).split()[2] if str(operation).startswith("INSERT")
+                      else str(operation).split()[0],
+                      threading.current_thread() is threading.main_thread()))
+        return run(conn, operation, parameters, many)
+
+    sqlite_hops._run_statement = spied
+    other = sqlite3.connect(db, isolation_level=None)
+    try:
+        sid = (await store.create_session(title="s")).id
+        await store.append(sid, text_message("user", "first"))  # the memo is warm now
+        where.clear()
+        await store.append(sid, text_message("assistant", "at once"))
+        assert where == [("cf_append", True)]  # one statement, in the loop's thread
+        where.clear()
+        other.execute("BEGIN IMMEDIATE")  # another process's writer holds the lock
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        task = asyncio.create_task(ticker())
+        write = asyncio.create_task(store.append(sid, text_message("user", "waits")))
+        await asyncio.sleep(0.3)
+        assert not write.done() and ticks >= 10
+        other.execute("COMMIT")
+        await asyncio.wait_for(write, 10)
+        task.cancel()
+        # tried in the loop (refused at once), then waited for in the driver's thread
+        assert where[:2] == [("cf_append", True), ("cf_append", False)], where
+        branch = await store.load_branch(sid)
+    finally:
+        sqlite_hops._run_statement = run
+        other.close()
+        await store.close()
+    assert [n.message.parts[0].text for n in branch.nodes if n.message] == \
+        ["first", "at once", "waits"]

@@ -116,6 +116,9 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
+BUSY_TIMEOUT_MS = 30_000  # how long a writer waits for another process's lock
+
+
 def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -127,7 +130,7 @@ def _configure_sqlite(engine: AsyncEngine) -> None:
         cursor = dbapi_connection.cursor()
         # The busy timeout first: switching a new file to WAL takes a lock that a
         # concurrent first opener may hold.
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         # REPLACE's implicit delete then fires the append-only DELETE triggers too (the
@@ -194,7 +197,7 @@ async def single_write(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
             yield conn
         return
     async with _writer_lock(engine), engine.connect() as conn:
-        await conn.run_sync(_fold_writes, True)
+        await conn.run_sync(_fold_writes, True, single=True)
         await conn.execution_options(**{_BEGIN_OPTION: _NO_BEGIN})
         yield conn
 
@@ -202,11 +205,16 @@ async def single_write(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 _FOLDED = "contextfold_folded"  # connection-record info: its temp views exist
 
 
-def _fold_writes(sync_conn: Any, wanted: bool) -> None:
+def _fold_writes(sync_conn: Any, wanted: bool, *, single: bool = False) -> None:
     """Create (or drop) the SQLite connection's temp views that fold an append's writes
     (`folded.py`), outside any transaction and below SQLAlchemy (no statement of the
     write's own). Dropped for a migration: SQLite re-checks every trigger when a table is
-    renamed, and the tables are rebuilt under them."""
+    renamed, and the tables are rebuilt under them. `single`: the connection's next
+    statement is a one-statement write (`sqlite_hops.mark_single_write`)."""
+    if single:
+        from .sqlite_hops import mark_single_write
+
+        mark_single_write(sync_conn)
     info = sync_conn.info
     if bool(info.get(_FOLDED)) == wanted:
         return

@@ -27,6 +27,8 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
 )
 from sqlalchemy.util.concurrency import await_
 
+from .engine import BUSY_TIMEOUT_MS  # the connection's own busy timeout
+
 
 def _run_statement(conn: sqlite3.Connection, operation: Any, parameters: Any,
                    many: bool) -> tuple[Any, list[Any], int, int | None]:
@@ -50,6 +52,31 @@ _BEGIN_WRITE = "BEGIN IMMEDIATE"  # what `engine.write_connection` begins with
 # Set on the aiosqlite connection by a successful BEGIN IMMEDIATE, cleared by its commit or
 # rollback (a plain attribute: the adapter classes have slots, aiosqlite's has a __dict__).
 _LOCKED = "_contextfold_write_locked"
+# Set by `engine.single_write` for its one statement (taken by it; cleared on rollback).
+_SINGLE = "_contextfold_single_write"
+
+
+def mark_single_write(sync_conn: Any) -> None:
+    """Tell the connection its next statement is a one-statement write (`single_write`):
+    it is tried in the event loop's thread, without waiting for a lock (`_run`)."""
+    driver = getattr(sync_conn.connection.dbapi_connection, "_connection", None)
+    if SUPPORTED and driver is not None:
+        setattr(driver, _SINGLE, True)
+
+
+def _try_at_once(conn: sqlite3.Connection, operation: Any, parameters: Any,
+                 many: bool) -> tuple[Any, list[Any], int, int | None] | None:
+    """`_run_statement` with no busy wait: None when the file's write lock is taken
+    (another process writes; SQLite then wrote nothing), for the driver's thread to wait."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        return _run_statement(conn, operation, parameters, many)
+    except sqlite3.OperationalError as error:
+        if error.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            return None
+        raise
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
@@ -98,7 +125,18 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
     async def _run(self, operation: Any, parameters: Any, many: bool) -> None:
         driver = self._connection
         raw = driver._conn
-        if getattr(driver, _LOCKED, False) and raw.in_transaction:
+        single = getattr(driver, _SINGLE, False)
+        if single:
+            setattr(driver, _SINGLE, False)  # one statement
+        done = None
+        if single and not raw.in_transaction:
+            # A one-statement write whose every check was remembered (`single_write`): in
+            # the process's writer queue already, so only another process's lock can make
+            # it wait; tried here without waiting, else it waits in the driver's thread.
+            done = _try_at_once(raw, operation, parameters, many)
+        if done is not None:
+            description, rows, rowcount, lastrowid = done
+        elif getattr(driver, _LOCKED, False) and raw.in_transaction:
             # Inside BEGIN IMMEDIATE this connection holds the file's write lock: nothing
             # can make the statement wait, and a write transaction's statements take
             # microseconds, so it runs here, without the hand-off to the driver's thread
@@ -147,6 +185,7 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
 
     def rollback(self) -> None:
         setattr(self._connection, _LOCKED, False)
+        setattr(self._connection, _SINGLE, False)
         raw = self._connection._connection
         # Reading the flag from this thread is safe: SQLAlchemy's adapter runs one call on
         # a connection at a time, so the driver's thread is not using it now.
