@@ -189,3 +189,38 @@ async def test_a_remembered_append_is_tried_in_the_loop_and_waits_in_the_thread(
         await store.close()
     assert [n.message.parts[0].text for n in branch.nodes if n.message] == \
         ["first", "at once", "waits"]
+
+
+async def test_a_point_read_on_its_own_runs_in_the_loop(tmp_path) -> None:
+    # Issue 26: the read a service turn starts with (the session row with its lease, one
+    # statement without BEGIN) runs in the event loop's thread; a read of a whole branch
+    # stays in aiosqlite's thread (it may be long).
+    import threading
+
+    from contextfold.store import sqlite_hops
+
+    if not sqlite_hops.SUPPORTED:
+        return
+    store = await open_store(f"sqlite:///{tmp_path / 'r.db'}")
+    where: list[bool] = []
+    run = sqlite_hops._run_statement
+
+    def spied(conn: Any, operation: Any, parameters: Any, many: bool) -> Any:
+        where.append(threading.current_thread() is threading.main_thread())
+        return run(conn, operation, parameters, many)
+
+    try:
+        sid = (await store.create_session(title="s")).id
+        await store.append(sid, text_message("user", "hello"))
+        sqlite_hops._run_statement = spied
+        info, holder = await store.session_and_lease(sid)
+        point = list(where)
+        where.clear()
+        await store.load_branch(sid)
+        branch = list(where)
+    finally:
+        sqlite_hops._run_statement = run
+        await store.close()
+    assert info.id == sid and holder is None
+    assert point == [True]
+    assert branch and not any(branch)

@@ -197,8 +197,7 @@ async def single_write(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
             yield conn
         return
     async with _writer_lock(engine), engine.connect() as conn:
-        await conn.run_sync(_fold_writes, True, single=True)
-        await conn.execution_options(**{_BEGIN_OPTION: _NO_BEGIN})
+        await conn.run_sync(_fold_writes, True, single=True)  # and no BEGIN
         yield conn
 
 
@@ -210,23 +209,20 @@ def _fold_writes(sync_conn: Any, wanted: bool, *, single: bool = False) -> None:
     (`folded.py`), outside any transaction and below SQLAlchemy (no statement of the
     write's own). Dropped for a migration: SQLite re-checks every trigger when a table is
     renamed, and the tables are rebuilt under them. `single`: the connection's next
-    statement is a one-statement write (`sqlite_hops.mark_single_write`)."""
-    if single:
-        from .sqlite_hops import mark_single_write
-
-        mark_single_write(sync_conn)
+    statement is one statement on its own, without BEGIN (`_single`)."""
     info = sync_conn.info
-    if bool(info.get(_FOLDED)) == wanted:
-        return
-    from .folded import SQLITE_SETUP, SQLITE_TEARDOWN
+    if bool(info.get(_FOLDED)) != wanted:
+        from .folded import SQLITE_SETUP, SQLITE_TEARDOWN
 
-    cursor = sync_conn.connection.dbapi_connection.cursor()
-    try:
-        for statement in SQLITE_SETUP if wanted else SQLITE_TEARDOWN:
-            cursor.execute(statement)
-    finally:
-        cursor.close()
-    info[_FOLDED] = wanted
+        cursor = sync_conn.connection.dbapi_connection.cursor()
+        try:
+            for statement in SQLITE_SETUP if wanted else SQLITE_TEARDOWN:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+        info[_FOLDED] = wanted
+    if single:  # after the views: the mark is for the write's own statement
+        _single(sync_conn)
 
 
 @asynccontextmanager
@@ -252,8 +248,17 @@ async def single_read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
             yield conn
         return
     async with engine.connect() as conn:
-        await conn.execution_options(**{_BEGIN_OPTION: _NO_BEGIN})
+        await conn.run_sync(_single)
         yield conn
+
+
+def _single(sync_conn: Any) -> None:
+    """No BEGIN for the connection's next statement, tried in the event loop's thread
+    without a busy wait (`sqlite_hops.mark_single`): one call into the connection."""
+    from .sqlite_hops import mark_single
+
+    sync_conn.execution_options(**{_BEGIN_OPTION: _NO_BEGIN})
+    mark_single(sync_conn)
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -52,13 +52,15 @@ _BEGIN_WRITE = "BEGIN IMMEDIATE"  # what `engine.write_connection` begins with
 # Set on the aiosqlite connection by a successful BEGIN IMMEDIATE, cleared by its commit or
 # rollback (a plain attribute: the adapter classes have slots, aiosqlite's has a __dict__).
 _LOCKED = "_contextfold_write_locked"
-# Set by `engine.single_write` for its one statement (taken by it; cleared on rollback).
-_SINGLE = "_contextfold_single_write"
+# Set by `engine.single_write` / `single_read` for their one statement (taken by it;
+# cleared on rollback).
+_SINGLE = "_contextfold_single"
 
 
-def mark_single_write(sync_conn: Any) -> None:
-    """Tell the connection its next statement is a one-statement write (`single_write`):
-    it is tried in the event loop's thread, without waiting for a lock (`_run`)."""
+def mark_single(sync_conn: Any) -> None:
+    """Tell the connection its next statement stands alone (`engine.single_write`: a
+    remembered append; `single_read`: a point read of the session row or the lease): it is
+    tried in the event loop's thread, without waiting for a lock (`_run`)."""
     driver = getattr(sync_conn.connection.dbapi_connection, "_connection", None)
     if SUPPORTED and driver is not None:
         setattr(driver, _SINGLE, True)
@@ -130,9 +132,10 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
             setattr(driver, _SINGLE, False)  # one statement
         done = None
         if single and not raw.in_transaction:
-            # A one-statement write whose every check was remembered (`single_write`): in
-            # the process's writer queue already, so only another process's lock can make
-            # it wait; tried here without waiting, else it waits in the driver's thread.
+            # A statement on its own: a remembered append (`single_write`, in the process's
+            # writer queue already, so only another process's lock can make it wait) or a
+            # point read (`single_read`; in WAL mode a reader waits only in rare recovery
+            # cases). Tried here without waiting, else it waits in the driver's thread.
             done = _try_at_once(raw, operation, parameters, many)
         if done is not None:
             description, rows, rowcount, lastrowid = done
