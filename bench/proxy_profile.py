@@ -96,6 +96,8 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
                         {"role": "user", "content": f"[prof] and then {i}?"}]
         if profile is not None:
             profile.disable()
+        checkpoints = sum(1 for n in await proxy.store.load_tree(
+            next(iter(proxy.stats))) if n.checkpoint is not None)
     steady = cpu[1:]
     heads = [sql.split()[0].upper() for sql in per_request]
     kinds = {k: heads.count(k) for k in sorted(set(heads))}
@@ -103,7 +105,7 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
         for sql in per_request:
             print(" ".join(sql.split())[:160])
     return {"messages": len(msgs), "first_cpu_ms": cpu[0] * 1000,
-            "statements_last_request": kinds,
+            "statements_last_request": kinds, "checkpoints": checkpoints,
             "steady_cpu_ms": sorted(steady)[len(steady) // 2] * 1000 if steady else None}
 
 
