@@ -10,7 +10,9 @@ integrations) and replay (`replay.ManagedSession`, over the in-memory store's se
 
 The store's matches for one query are memoised per (session, checkpoint, query): in a tool
 loop every request of the turn asks the same, and the folded part only changes with a new
-checkpoint, so the search runs once per user turn. A store that cannot search (one an
+checkpoint, so the search runs once per user turn. A request's parts that are not memoised
+are searched in one read of the session and its branch (`search_history_each`; a store
+without it is asked once per part). A store that cannot search (one an
 embedder brings without `search_history`) or a search that fails leaves the request
 without a block: recall helps a request, it never stops one.
 
@@ -41,6 +43,7 @@ from ..core.projection import Projection, RecallBlock
 from ..core.recall_text import SearchQuery, message_text
 from ..store.errors import StoreError
 from ..store.protocol import SessionStore
+from ..store.values import RecallHit
 from .sizing import Sizer
 
 log = logging.getLogger("contextfold.recall")
@@ -92,14 +95,13 @@ class AutoRecall:
         parts = (identifier_query(recall_query(request[1])) if request[1] else None,
                  identifier_query(recall_query("", request[2])) if request[2] else None,
                  recall_query(request[1]) if request[1] else None)
+        found = await self._candidates(session_id, projection.checkpoint.id,
+                                       [part for part in parts if part is not None])
+        if found is None:
+            return projection
         candidates: list[Candidate] = []
-        for part in parts:
-            if part is None:
-                continue
-            found = await self._candidates(session_id, projection.checkpoint.id, part)
-            if found is None:
-                return projection
-            candidates += [c for c in found if all(c.node_id != o.node_id for o in candidates)]
+        for hits in found:
+            candidates += [c for c in hits if all(c.node_id != o.node_id for o in candidates)]
         block = choose_block(candidates, projection, query, room,
                              count=sizer.costs.text_tokens)
         if block is None:
@@ -110,27 +112,44 @@ class AutoRecall:
         return replace(projection, recalled=block)
 
     async def _candidates(self, session_id: str, checkpoint_id: str,
-                          query: SearchQuery) -> tuple[Candidate, ...] | None:
-        """The store's matches of `query` (any term), memoised per checkpoint; None when
-        the store cannot search."""
-        key = (session_id, checkpoint_id, tuple(t.tokens for t in query.terms))
-        if key in self._memo:
+                          queries: Sequence[SearchQuery]
+                          ) -> list[tuple[Candidate, ...]] | None:
+        """The store's matches of each query (any term), memoised per checkpoint; the ones
+        not memoised are searched in one read (`search_history_each`, where the store has
+        it). None when the store cannot search."""
+        keys = [(session_id, checkpoint_id, tuple(t.tokens for t in q.terms)) for q in queries]
+        missing = [i for i, key in enumerate(keys) if key not in self._memo]
+        if missing:
+            searched = await self._search(session_id, [queries[i] for i in missing])
+            if searched is None:
+                return None
+            for i, hits in zip(missing, searched, strict=True):
+                self._memo[keys[i]] = tuple(
+                    Candidate(node_id=h.node.id, position=h.position, turn=h.turn,
+                              role=h.node.message.role, text=message_text(h.node.message))
+                    for h in hits if h.node.message is not None)
+        out = []
+        for key in keys:
             self._memo.move_to_end(key)
-            return self._memo[key]
+            out.append(self._memo[key])
+        while len(self._memo) > _MEMO:
+            self._memo.popitem(last=False)
+        return out
+
+    async def _search(self, session_id: str,
+                      queries: Sequence[SearchQuery]) -> list[list[RecallHit]] | None:
+        each = getattr(self.store, "search_history_each", None)
         search = getattr(self.store, "search_history", None)
-        if search is None:
+        if each is None and search is None:
             return None
         try:
-            hits = await search(session_id, query, limit=SEARCH_LIMIT, any_term=True)
+            if each is not None:
+                found = await each(session_id, queries, limit=SEARCH_LIMIT, any_term=True)
+            else:
+                found = [await search(session_id, q, limit=SEARCH_LIMIT, any_term=True)
+                         for q in queries]
         except (StoreError, NotImplementedError) as exc:
             log.warning("automatic recall skipped for session %s: %s", session_id, exc)
             return None
-        self.searches += 1
-        found = tuple(
-            Candidate(node_id=h.node.id, position=h.position, turn=h.turn,
-                      role=h.node.message.role, text=message_text(h.node.message))
-            for h in hits if h.node.message is not None)
-        self._memo[key] = found
-        while len(self._memo) > _MEMO:
-            self._memo.popitem(last=False)
-        return found
+        self.searches += len(queries)
+        return list(found)

@@ -173,6 +173,13 @@ class MemoryStore:
         parsed = search_query(query, limit)
         return self._session(session_id).index.search(parsed, limit, any_term=any_term)
 
+    async def search_history_each(self, session_id: str,
+                                  queries: Sequence[str | SearchQuery], *, limit: int = 10,
+                                  any_term: bool = False) -> list[list[RecallHit]]:
+        """`search_history` of each query (the SQL store's one-read form)."""
+        return [await self.search_history(session_id, q, limit=limit, any_term=any_term)
+                for q in queries]
+
     async def expand_history(self, session_id: str, node_id: str, *, before: int = 0,
                              after: int = 0, to_node_id: str | None = None,
                              max_nodes: int = 50) -> list[RecallHit]:

@@ -150,6 +150,11 @@ class SessionStore(SessionReader, CompactionStore, Protocol):
                              limit: int = 10, any_term: bool = False) -> list[RecallHit]:
         """Full-text search over the session's own branch, best first."""
 
+    async def search_history_each(self, session_id: str,
+                                  queries: Sequence[str | SearchQuery], *, limit: int = 10,
+                                  any_term: bool = False) -> list[list[RecallHit]]:
+        """`search_history` of each query, over one read of the session and its branch."""
+
     async def expand_history(self, session_id: str, node_id: str, *, before: int = 0,
                              after: int = 0, to_node_id: str | None = None,
                              max_nodes: int = 50) -> list[RecallHit]:

@@ -11,6 +11,7 @@ checked against its nodes before it is shown (`recall_trust`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
@@ -114,12 +115,14 @@ async def _many_matches(conn: AsyncConnection, tree_id: str, q: str) -> bool:
 
 
 async def search_branch(conn: AsyncConnection, tree_id: str, leaf_id: str | None,
-                        query: SearchQuery, limit: int, *,
-                        any_term: bool = False) -> list[RecallHit]:
-    """Messages of the branch matching `query`, best first, at most `limit`."""
+                        query: SearchQuery, limit: int, *, any_term: bool = False,
+                        lines: list[tuple[str, int]] | None = None) -> list[RecallHit]:
+    """Messages of the branch matching `query`, best first, at most `limit` (`lines`: the
+    branch's, when the caller has them)."""
     from contextfold.core.recall_text import fold, fts5_match, message_text, snippet, tsquery
 
-    lines = await branch_lines(conn, tree_id, leaf_id)
+    if lines is None:
+        lines = await branch_lines(conn, tree_id, leaf_id)
     if not lines:
         return []
     dialect = conn.dialect.name
@@ -208,6 +211,20 @@ class RecallOps(StoreBase):
             row = await self._session_row(conn, session_id)
             return await search_branch(conn, row["tree_id"], row["leaf_id"], parsed, limit,
                                        any_term=any_term)
+
+    async def search_history_each(self, session_id: str,
+                                  queries: Sequence[str | SearchQuery], *, limit: int = 10,
+                                  any_term: bool = False) -> list[list[RecallHit]]:
+        """`search_history` of each query, in one read transaction: the session row and
+        the branch's lines are read once (automatic recall searches a request's parts,
+        SPEC L5: one read instead of one per part, issue 26)."""
+        parsed = [search_query(q, limit) for q in queries]
+        async with read_connection(self.engine) as conn:
+            row = await self._session_row(conn, session_id)
+            tree_id, leaf_id = row["tree_id"], row["leaf_id"]
+            lines = await branch_lines(conn, tree_id, leaf_id)
+            return [await search_branch(conn, tree_id, leaf_id, query, limit,
+                                        any_term=any_term, lines=lines) for query in parsed]
 
     async def expand_history(self, session_id: str, node_id: str, *, before: int = 0,
                              after: int = 0, to_node_id: str | None = None,
