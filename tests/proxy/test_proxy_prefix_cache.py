@@ -332,3 +332,66 @@ def test_a_request_sent_as_it_came_forwards_what_the_item_walk_does(
     walked = asyncio.run(_run(steps, f"sqlite:///{tmp_path / 'walk.db'}", cached=True,
                               path=path))
     assert fast[0] == walked[0] and fast[1] == walked[1]
+
+
+@pytest.mark.parametrize("failure", ["cancelled", "cut mid-body"])
+def test_a_broken_answer_leaves_no_wait_and_stores_the_message_y1(
+        tmp_path: Path, failure: str) -> None:
+    # Y1, E1, issue 26: the upstream's answer breaks after the request was forwarded (the
+    # request is cancelled, or the body is cut): nothing records a reply, so the session's
+    # next request does not wait for one, and the user message sent (deferred: it was to be
+    # stored with the reply) is stored alone.
+    class Broken(Exception):
+        pass
+
+    async def run() -> None:
+        config = ProxyConfig(upstream="http://up", windows={"*": 200_000},
+                             db=f"sqlite:///{tmp_path / 'b.db'}")
+        app = create_app(config)
+        seen: list[bytes] = []
+        async with app.router.lifespan_context(app):
+            proxy = app.state.proxy
+            await proxy.client.aclose()
+            proxy.client = httpx2.AsyncClient(transport=httpx2.ASGITransport(
+                app=_upstream(seen)))
+            async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app),
+                                          base_url="http://127.0.0.1") as client:
+                first = [*BASE, OK, {"role": "user", "content": "next 1"}]
+                r = await client.post("/v1/chat/completions", json=_openai(first))
+                assert r.status_code == 200
+                await asyncio.gather(*proxy.tasks)
+                send = proxy.client.send
+
+                async def broken(request: Any, **kwargs: Any) -> Any:
+                    if failure == "cancelled":
+                        raise asyncio.CancelledError
+                    reply = await send(request, **kwargs)
+
+                    async def cut() -> bytes:
+                        raise Broken("the upstream closed the connection mid-body")
+
+                    reply.aread = cut
+                    return reply
+
+                proxy.client.send = broken
+                lost = [*first, OK, {"role": "user", "content": "this one breaks"}]
+                with pytest.raises((asyncio.CancelledError, Broken)):
+                    await client.post("/v1/chat/completions", json=_openai(lost))
+                assert not proxy.mirror._expected  # nobody waits for a reply
+                await proxy.mirror.wait_idle()
+                sid = next(iter(proxy.stats))
+                texts = [getattr(n.message.parts[0], "text", None)
+                         for n in await proxy.store.load_tree(sid)
+                         if n.message is not None and n.message.parts]
+                assert texts.count("this one breaks") == 1  # stored alone, once
+                proxy.client.send = send
+                r = await client.post("/v1/chat/completions", json=_openai(lost))
+                assert r.status_code == 200
+                await asyncio.gather(*proxy.tasks)
+                await proxy.mirror.wait_idle()
+                texts = [getattr(n.message.parts[0], "text", None)
+                         for n in await proxy.store.load_tree(sid)
+                         if n.message is not None and n.message.parts]
+                assert texts.count("this one breaks") == 1  # the retry stores it no more
+
+    asyncio.run(run())

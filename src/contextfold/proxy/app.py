@@ -12,8 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -108,13 +108,36 @@ async def _chat(request: Request, protocol: wire.Protocol, *, retried: bool = Fa
     forwarded, known = wire.build_with_pieces(parsed, body, synced)
     reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
                                       len(raw), known)
+    with unless_answered(proxy, synced):
+        return await _answer(proxy, request, protocol, parsed, synced, reply, note, raw,
+                             capacity.context_window, started, retried)
+
+
+@contextmanager
+def unless_answered(proxy: Proxy, synced: Synced) -> Iterator[None]:
+    """Around making the client's answer from the upstream's reply (every protocol's): if
+    it breaks before the reply is handed on (an upstream cut mid-body, a cancelled request),
+    nothing will record it, so say no reply comes (`Mirror.no_reply`): the session's next
+    request does not wait for it, and a deferred user message is stored alone."""
+    try:
+        yield
+    except BaseException:
+        proxy.mirror.no_reply(synced)
+        raise
+
+
+async def _answer(proxy: Proxy, request: Request, protocol: wire.Protocol, parsed: Any,
+                  synced: Synced, reply: Any, note: dict[str, Any], raw: bytes,
+                  window: int, started: float, retried: bool) -> Response:
+    """The client's answer from the upstream's reply (plain, or streamed through as it
+    arrives), with the reply's record handed to a background task."""
     compaction, stats = note["compaction"], proxy.stats[synced.session_id]
     if reply.status_code != 200 or not parsed.stream:
         content = await reply.aread()
         await reply.aclose()
         if reply.status_code != 200 and not retried and learn(
                 proxy.config, parsed.model, reply.status_code, content,
-                capacity.context_window) is not None:
+                window) is not None:
             # Y9: the upstream named a smaller window; send this request once more, fitted.
             proxy.mirror.no_reply(synced)
             _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
@@ -173,7 +196,7 @@ async def send_upstream(proxy: Proxy, request: Request, synced: Synced,
                                                    "content-type": "application/json"})
     try:
         reply = await proxy.client.send(upstream, stream=True)
-    except Exception:
+    except BaseException:  # a cancelled request too: the session must not wait for it
         proxy.mirror.no_reply(synced)
         raise
     note = dict(session=synced.session_id, model=model, client_bytes=client_bytes,

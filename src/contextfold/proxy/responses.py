@@ -212,7 +212,13 @@ def refusal(error: ContextfoldError | ValueError) -> tuple[int, dict[str, Any]]:
 
 async def responses_endpoint(request: Request) -> Response:
     """`POST /v1/responses` through the mirror (SPEC Y6 under Y1-Y5)."""
-    from .app import _after, _log, _out_headers, send_upstream  # the chat path's, shared
+    from .app import (  # the chat path's, shared
+        _after,
+        _log,
+        _out_headers,
+        send_upstream,
+        unless_answered,
+    )
 
     proxy = request.app.state.proxy
     if proxy.config.protocol not in (None, "openai"):
@@ -277,8 +283,9 @@ async def responses_endpoint(request: Request) -> Response:
                     await _record_id(proxy, synced, rid, node_id)
 
     if reply.status_code != 200 or not parsed.stream:
-        content = await reply.aread()
-        await reply.aclose()
+        with unless_answered(proxy, synced):
+            content = await reply.aread()
+            await reply.aclose()
         response: Any = None
         if reply.status_code == 200:
             try:
