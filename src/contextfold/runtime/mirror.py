@@ -32,7 +32,8 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
@@ -91,7 +92,6 @@ class Synced:
     appended: int = 0  # messages stored by this call (the rest were stored before)
     moved: str | None = None  # None, "append", "branch" (a difference) or "switch"
     created: bool = False  # a new session was started for these messages
-    source_index: Mapping[str, int] = field(default_factory=dict)  # node id -> index
     # The client's own recall tools (`contextfold mcp`'s, under its names): the checkpoint's
     # recall note names them (SPEC L6).
     recall_tools: tuple[str, str] | None = None
@@ -100,6 +100,12 @@ class Synced:
     # no reply comes (`no_reply`).
     deferred: Node | None = None
     chain_scope: str = "default"  # the scope its hashes were made in
+
+    @cached_property
+    def source_index(self) -> Mapping[str, int]:
+        """Node id -> the position of its message in the messages given (made when
+        `items()` needs it: a request sent as it came never does)."""
+        return dict(zip(self.node_ids, range(len(self.node_ids)), strict=True))
 
     @property
     def prefix_text(self) -> str | None:
@@ -275,7 +281,6 @@ class Mirror:
                               node_ids=ids, projection=projection,
                               estimate=sizer.estimate(projection), budget=sizer.budget,
                               capacity=capacity, appended=1, moved="append",
-                              source_index=dict(zip(ids, range(len(ids)), strict=True)),
                               recall_tools=client_recall_tools(_tool_names(tools or ())),
                               deferred=draft, chain_scope=chain_scope)
             first = await self.store.mirror_extend(session_id, hashes, msgs, hold_last=hold,
@@ -315,8 +320,6 @@ class Mirror:
                       estimate=sizer.estimate(projection), budget=sizer.budget,
                       capacity=capacity, compactions=tuple(compactions), appended=len(new_nodes),
                       moved=moved, created=created,
-                      source_index=dict(zip(write.node_ids, range(len(write.node_ids)),
-                                            strict=True)),
                       recall_tools=client_recall_tools(_tool_names(tools or ())),
                       chain_scope=chain_scope)
 
