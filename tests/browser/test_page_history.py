@@ -162,6 +162,14 @@ def test_import_and_replay_with_chart(page: Any, stack: Stack) -> None:
     page.click("#tab-replay")
     page.set_input_files("#replay-file", str(FIXTURES / "pi-mono" / "large-session.jsonl"))
     page.fill("#replay-window", "32768")
+    answered: list[dict[str, Any]] = []
+
+    def keep_report(route: Any) -> None:  # the server's own report, as the page gets it
+        response = route.fetch()
+        answered.append(response.json())
+        route.fulfill(response=response)
+
+    page.route("**/v1/replay?chart=json*", keep_report)
     page.click("#replay-submit")
     chart = page.locator("#replay-report svg.chart")
     expect(chart).to_be_visible(timeout=120_000)
@@ -172,6 +180,9 @@ def test_import_and_replay_with_chart(page: Any, stack: Stack) -> None:
     assert compactions > 0
     expect(chart.locator(".compaction-mark")).to_have_count(compactions)
     expect(counts.locator("dt:text-is('over the limit') + dd")).to_have_text("0")
+    # L5: the page shows the server's count of requests that carried a recall block.
+    recalled = answered[0]["recall_requests"]
+    expect(counts.locator("dt:text-is('with a recall block') + dd")).to_have_text(str(recalled))
 
     page.set_input_files("#import-file", str(FIXTURES / "claude-code" / "tool_heavy.jsonl"))
     page.fill("#import-title", "imported tool run")

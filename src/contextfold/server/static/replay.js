@@ -100,6 +100,8 @@ function renderReport(report, png) {
       row("largest request (tokens)", formatTokens(report.max_projected_tokens)),
       row("safe input limit", formatTokens(report.safe_input_limit)),
       row("over the limit", report.over_limit_requests),
+      // SPEC L5: requests that carried excerpts of folded messages matching the latest one.
+      row("with a recall block", report.recall_requests),
       row("invalid tool sequences", report.invalid_tool_sequences),
       row("dropped messages", report.dropped_messages),
       row("fixed overhead", `${formatTokens(report.overhead_tokens)} (${report.overhead_source || "–"})`)),
