@@ -259,11 +259,10 @@ def test_tokens_of_a_text_always_find_the_text(value):  # L1 property
 async def test_search_history_each_answers_each_query_in_one_read(store):  # L1 L4 L5
     # Issue 26: automatic recall asks for a request's parts at once; the store answers each
     # as `search_history` does, reading the session row and the branch's lines once. On
-    # SQLite, PostgreSQL, and the memory store replay uses.
+    # SQLite and PostgreSQL (the memory store's form asks `search_history` once per query).
     from sqlalchemy import event
 
     from contextfold.core.auto_recall import recall_query
-    from contextfold.store.memory import MemoryStore
 
     sid, _ = await _research_session(store)
     queries = [recall_query(q) for q in (f"Zotero {ZOTERO_KEY}", "東京大学の論文",
@@ -285,13 +284,3 @@ async def test_search_history_each_answers_each_query_in_one_read(store):  # L1 
     assert [[h.node.id for h in hits] for hits in together] == \
         [[h.node.id for h in hits] for hits in alone]
     assert {k: sum(s.startswith(k) for s in seen) for k in one} == one  # read once
-    memory = MemoryStore()
-    info = await memory.create_session()
-    for node in (await store.load_branch(sid)).nodes:
-        if node.message is not None:
-            await memory.append(info.id, node.message)
-    mem_each = await memory.search_history_each(info.id, queries, limit=12, any_term=True)
-    mem_alone = [await memory.search_history(info.id, q, limit=12, any_term=True)
-                 for q in queries]
-    assert [[h.position for h in hits] for hits in mem_each] == \
-        [[h.position for h in hits] for hits in mem_alone]

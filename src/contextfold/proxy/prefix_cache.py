@@ -174,19 +174,16 @@ class PrefixCache:
     def _keep(self, key: Any, entry_key: tuple[Any, int] | None, got: Split,
               shared: int) -> None:
         source = self._entries[entry_key] if entry_key is not None else None
-        if source is not None and shared < len(source.split.ends):
-            # The body leaves the entry's list before its end: another conversation that
-            # opens the same way (the same system prompt), or an edit or retry of this one.
-            # A new entry, which starts from what the two share; the old one stays, so
-            # conversations of one scope do not overwrite each other's list (issue 26: with
-            # 2 clients, every request parsed its whole history again).
+        if source is None or shared < len(source.split.ends):
+            # A new entry: a new conversation, or a body that leaves the entry's list before
+            # its end (another conversation that opens the same way, the same system prompt;
+            # or an edit or retry of this one), which starts from what the two share. The
+            # old one stays, so conversations of one scope do not overwrite each other's
+            # list (issue 26: with 2 clients, every request parsed its whole history again).
             entry_key = (key, self._next)
             self._next += 1
-            self._entries[entry_key] = _Entry(got, min(shared, source.inherited), source.parse)
-        elif entry_key is None:
-            entry_key = (key, self._next)
-            self._next += 1
-            self._entries[entry_key] = _Entry(got, 0)
+            self._entries[entry_key] = _Entry(got, 0) if source is None else \
+                _Entry(got, min(shared, source.inherited), source.parse)
         else:
             entry = self._entries[entry_key]
             self._bytes -= len(entry.split.raw)

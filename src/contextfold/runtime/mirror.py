@@ -398,12 +398,12 @@ class Mirror:
             synced.session_id, hashes, msgs, known=known,
             new_ids={synced.hashes[-1]: draft.id} if draft is not None else None)
         sid = synced.session_id
-        cached = self._branches.pop(sid, None)
-        if write.nodes and cached is not None and write.nodes[0].parent_id == cached.leaf_id:
+        cached = self._branches.get(sid)
+        if cached is not None and write.nodes and write.nodes[0].parent_id == cached.leaf_id:
             self._branches[sid] = cached.grown(write.nodes)
             self._leaf_hash[sid] = hashes[-1]
-        elif not write.nodes and cached is not None and cached.leaf_id == write.leaf_id:
-            self._branches[sid] = cached  # nothing written, nothing moved
+        elif cached is not None and (write.nodes or cached.leaf_id != write.leaf_id):
+            del self._branches[sid]  # elsewhere on the tree: read again
         self._remember_stored((synced.chain_scope, sid), (sid, list(hashes), write.node_ids))
         return write
 

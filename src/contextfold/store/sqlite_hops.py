@@ -128,8 +128,7 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         driver = self._connection
         raw = driver._conn
         single = getattr(driver, _SINGLE, False)
-        if single:
-            setattr(driver, _SINGLE, False)  # one statement
+        setattr(driver, _SINGLE, False)  # the mark is for one statement
         done = None
         if single and not raw.in_transaction:
             # A statement on its own: a remembered append (`single_write`, in the process's
@@ -137,26 +136,24 @@ class OneHopCursor(AsyncAdapt_aiosqlite_cursor):
             # point read (`single_read`; in WAL mode a reader waits only in rare recovery
             # cases). Tried here without waiting, else it waits in the driver's thread.
             done = _try_at_once(raw, operation, parameters, many)
-        if done is not None:
-            description, rows, rowcount, lastrowid = done
         elif getattr(driver, _LOCKED, False) and raw.in_transaction:
             # Inside BEGIN IMMEDIATE this connection holds the file's write lock: nothing
             # can make the statement wait, and a write transaction's statements take
             # microseconds, so it runs here, without the hand-off to the driver's thread
             # (two thread wake-ups a statement; issue 26). Only this coroutine uses the
             # connection now (SQLAlchemy runs one call on it at a time).
-            description, rows, rowcount, lastrowid = _run_statement(
-                raw, operation, parameters, many)
-        else:
+            done = _run_statement(raw, operation, parameters, many)
+        if done is None:
             async with self._adapt_connection._execute_mutex:
                 # aiosqlite's own hand-off (its queue and thread; SQLAlchemy's adapter
                 # reaches into the same internals for isolation_level). What may wait runs
                 # there: BEGIN IMMEDIATE (another process's lock: the busy timeout), a
                 # write outside a transaction, and reads, which may be long.
-                description, rows, rowcount, lastrowid = await driver._execute(
-                    _run_statement, raw, operation, parameters, many)
+                done = await driver._execute(_run_statement, raw, operation, parameters,
+                                             many)
             if operation == _BEGIN_WRITE:
                 setattr(driver, _LOCKED, True)
+        description, rows, rowcount, lastrowid = done
         self._description, self._rowcount, self._lastrowid = description, rowcount, lastrowid
         self._rows = collections.deque(rows)
 
