@@ -345,7 +345,7 @@ class Checkpoint(Value):
     tokens_before: NonNegativeInt
     tokens_after_estimate: NonNegativeInt | None = None
     model: str | None = None
-    profile: Literal["research", "coding"] = "research"
+    profile: Literal["research", "coding", "general"] = "research"
     summarizer: str = "extractive"
     ledger: Ledger = Ledger()
     details: dict[str, Any] = Field(default_factory=dict)

@@ -19,7 +19,7 @@ from .projection import Projection
 
 Trigger = Literal["manual", "auto", "preflight"]
 Action = Literal["summarize", "mask"]
-Profile = Literal["research", "coding"]
+Profile = Literal["research", "coding", "general"]
 
 
 @dataclass(frozen=True)

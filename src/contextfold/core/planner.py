@@ -13,6 +13,7 @@ differ only in when they act and what they must achieve:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,8 +63,17 @@ _CODING_TOOLS = frozenset(
 )
 
 
-def detect_profile(nodes: Sequence[Node]) -> Profile:
-    """Research when the history holds Zotero resources or tools; coding for code tools."""
+# A tool of a reference library (SPEC S10: the research profile).
+_RESEARCH_TOOL = re.compile(r"zotero|librar|citation|bibliograph|pubmed|arxiv|scholar|paper",
+                            re.IGNORECASE)
+
+
+def detect_profile(nodes: Sequence[Node], previous: Profile | None = None) -> Profile:
+    """The checkpoint profile the session calls for (SPEC S10): research when it uses a
+    reference library (its resources or tools), coding when it reads, edits or runs files,
+    general when neither. A span showing neither keeps the `previous` checkpoint's
+    profile (a quiet stretch does not make a coding session a chat); one showing the
+    other kind changes it (the session changed)."""
     coding = False
     for node in nodes:
         msg = node.message
@@ -74,10 +84,12 @@ def detect_profile(nodes: Sequence[Node]) -> Profile:
                 return "research"
             if isinstance(part, ToolCallPart):
                 name = part.name.lower()
-                if "zotero" in name:
+                if _RESEARCH_TOOL.search(name):
                     return "research"
                 coding = coding or name in _CODING_TOOLS
-    return "coding" if coding else "research"
+    if coding:
+        return "coding"
+    return previous or "general"
 
 
 def plan_compaction(
@@ -230,7 +242,9 @@ def plan_compaction(
         newly_old_tokens=boundary.newly_old_tokens,
         budget=budget,
         summarizer_budget=summ_budget,
-        profile=profile or detect_profile(branch.nodes),
+        profile=profile or detect_profile(
+            branch.nodes, previous_cp.profile if previous_cp is not None and previous_cp.summary
+            else None),
         instructions=instructions,
         previous_first_kept_id=None if previous_cp is None else previous_cp.first_kept_id,
         boundary_moved=moved,

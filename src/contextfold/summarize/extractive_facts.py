@@ -42,20 +42,12 @@ from .user_statements import (
     clean_prose,
     clip_words,
     is_noise,
-    user_constraints,
     user_statements,
-    without_code,
 )
+from .user_words import clip_statement, injected, pasted_errors, split_typed, statement_of
 
 # --------------------------------------------------------------------------- text helpers
 
-_TASK = re.compile(
-    r"\b(?:we need|i need|i want|let's|lets|now (?:we|let|i)|next|new task|instead|please|"
-    r"can you|could you|create|implement|add|fix|port|write|build|make|find|search|research|"
-    r"investigate|read|update|refactor|release|compare|summari[sz]e|collect|look (?:for|into))\b"
-    r"|ください|してほしい|したい|調べて|探して|まとめて|作成|実装|教えて",
-    re.IGNORECASE,
-)
 _DECISION = re.compile(
     r"\b(?:I'll|I will|we'll|we will|decided|decision|chose|choose|going with|"
     r"switch(?:ed)? to|will use|opted|settled on)\b|決定|にします|採用",
@@ -83,10 +75,6 @@ _READONLY_SHELL = re.compile(
     r"^\s*(?:cd\s+\S+\s*&&\s*)?(?:grep|rg|find|ls|cat|head|tail|awk|wc|sed\s+-n|echo|pwd|"
     r"which|tree|file|stat|git\s+(?:status|log|diff|show))\b"
 )
-_NOISE_USER = re.compile(
-    r"^\s*(?:/\S*\s*$|\[Request interrupted|<command-|<local-command|<bash-|Caveat:)",
-    re.IGNORECASE,
-)
 # A command the user ran themselves (Pi's `!command`, `formats.pi.bash_execution_text`):
 # it reaches the model as a user message, but only the command is the user's; its output is
 # data (fetched pages, files) and never a goal or a constraint, whatever it says. The whole
@@ -95,10 +83,15 @@ _USER_COMMAND = re.compile(r"^Ran `([^`\n]*)`\n(?:```|\(no output\))")
 _TIMES = re.compile(r"\s+\(×\d+\)$")
 
 GOAL_CHARS = 500
+# The session's task (its first statement) is carried whole up to this length, then
+# clipped head and tail with its node id (SPEC S8).
+TASK_CHARS = 1_500
 LATER_REQUEST = "(user) Later request: "  # a request after the goal: a restatement
 # The Next Steps line when the last answer stated no plan: it points at the request of its
 # time, so once a newer plan replaces it, it says nothing true about the present.
 NO_STATED_STEP = "(inferred) No next step was stated; continue from the latest request: "
+# Marks what the user pasted (an error they saw), never what they said (SPEC S8).
+PASTED = "(pasted)"
 
 
 
@@ -125,7 +118,8 @@ class Facts:
     """New bullets found in the newly old nodes, by kind, oldest first."""
 
     goal: list[str] = field(default_factory=list)
-    constraints: list[str] = field(default_factory=list)
+    # The user's statements after the task (SPEC S8): (item, node id), oldest first.
+    statements: list[tuple[str, str | None]] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
     in_progress: list[str] = field(default_factory=list)
     blocked: list[str] = field(default_factory=list)
@@ -149,6 +143,7 @@ class Facts:
 class _Turn:
     request: str | None
     messages: list[Message] = field(default_factory=list)
+    node_id: str | None = None  # the request's node
 
 
 def user_command(msg: Message) -> str | None:
@@ -160,17 +155,18 @@ def user_command(msg: Message) -> str | None:
 
 
 def is_request(msg: Message) -> bool:
-    """A message the user wrote themselves (not a slash command, a harness notice, or a
-    command's output): where requests, constraints, decisions and next steps come from."""
-    return (msg.role == "user" and bool(msg.text.strip()) and not _NOISE_USER.match(msg.text)
-            and user_command(msg) is None)
+    """A message the user typed themselves (not a slash command, a notice an agent put in
+    the user role, or a command's output) with something typed in it: where requests,
+    statements, decisions and next steps come from (SPEC S8)."""
+    return (msg.role == "user" and bool(msg.text.strip()) and not injected(msg.text)
+            and bool(split_typed(msg.text).typed))
 
 
 def _turns(nodes: Sequence[Node]) -> list[_Turn]:
     turns: list[_Turn] = []
-    for _, msg in message_nodes(nodes):
+    for node, msg in message_nodes(nodes):
         if is_request(msg):
-            turns.append(_Turn(request=msg.text.strip()))
+            turns.append(_Turn(request=msg.text.strip(), node_id=node.id))
         elif not turns:
             turns.append(_Turn(request=None))
         turns[-1].messages.append(msg)
@@ -272,19 +268,23 @@ def _requests(turns: list[_Turn], facts: Facts) -> None:
     for turn in turns:
         if turn.request is None:
             continue
-        if first:
-            facts.goal.append(f"(user) {clip_words(without_code(turn.request), GOAL_CHARS)}")
+        said = statement_of(turn.request)
+        typed = split_typed(turn.request).typed
+        if said is None:  # an acknowledgement ("ok", "continue"): it sets nothing
+            pass
+        elif first:
+            # The session's task, verbatim (SPEC S8): clipped head and tail, never dropped.
+            facts.goal.append(f"(user) {clip_statement(said, TASK_CHARS, turn.node_id)}")
             first = False
-        elif _substantial(turn.request, words=2):
-            # The latest request, whatever its wording ("Draft paragraph 13"): the goal
-            # section keeps the original one and this one (`_original_and_latest`).
-            last_later = f"{LATER_REQUEST}{clip_words(without_code(turn.request), GOAL_CHARS)}"
-            if _substantial(turn.request, words=5) and _TASK.search(turn.request):
-                facts.goal.append(last_later)
-                last_later = None
-        for sentence in user_constraints(turn.request):
-            facts.constraints.append(f"(user) {clip_words(sentence, STATEMENT_CHARS)}")
-        decisions, steps, corrections = user_statements(turn.request)
+        else:
+            # Every later statement is the user's words, carried in the user section; the
+            # latest is also the goal's latest request (`_original_and_latest`).
+            facts.statements.append((f"(user) {said}", turn.node_id))
+            if _substantial(said, words=2):
+                last_later = f"{LATER_REQUEST}{clip_words(said, GOAL_CHARS)}"
+        for line in pasted_errors(turn.request):
+            facts.critical.append(f"{PASTED} {line}")
+        decisions, steps, corrections = user_statements(typed)
         facts.user_decisions += [f"(user) {clip_words(s, STATEMENT_CHARS)}" for s in decisions]
         facts.corrections += [f"(user) {clip_words(s, STATEMENT_CHARS)}" for s in corrections]
         facts.user_next_steps += [f"(user) {clip_words(s, STATEMENT_CHARS)}" for s in steps]
@@ -350,18 +350,14 @@ def _tool_work(nodes: Sequence[Node], turns: list[_Turn], profile: Profile, f: F
         f.done.append(f"(tool) plus {inspections} read-only shell inspections (grep, ls, cat, …)")
 
 
-def _request_item(request: str) -> str:
-    """A request as one item: its code blocks left out, clipped at a word boundary."""
-    return clip_words(without_code(request), ITEM_CHARS)
-
-
 def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
     for i, turn in enumerate(turns):
         answer = _final_answer(turn)
         is_last = i == len(turns) - 1
         if answer is None:
-            if is_last and turn.request is not None:
-                request = _request_item(turn.request)
+            said = statement_of(turn.request) if turn.request is not None else None
+            if is_last and said is not None:
+                request = clip_words(said, ITEM_CHARS)
                 f.in_progress.append(f"(user) {request} (no final answer yet)")
                 f.next_steps.append(f"(user) Finish: {request}")
             continue
@@ -383,8 +379,9 @@ def _conclusions(turns: list[_Turn], profile: Profile, f: Facts) -> None:
         if is_last:
             plan = [s for s in said if _PLAN.search(s)][-5:]
             f.next_steps.extend(f"(inferred) {one_line(s)}" for s in plan)
-            if not plan and turn.request is not None:
-                f.next_steps.append(NO_STATED_STEP + _request_item(turn.request))
+            said = statement_of(turn.request) if turn.request is not None else None
+            if not plan and said is not None:
+                f.next_steps.append(NO_STATED_STEP + clip_words(said, ITEM_CHARS))
 
 
 def _resources(nodes: Sequence[Node], f: Facts, identifiers: Sequence[LedgerEntry]) -> None:

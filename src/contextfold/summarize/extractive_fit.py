@@ -1,8 +1,15 @@
-"""Fitting the offline summary to its token budget, visibly.
+"""Fitting the offline summary to its token budget, visibly and fairly.
 
 Trims the oldest unpinned items of the heaviest lists first, each trimmed item counted in
 its section's "omitted" bullet; then shortens pinned items; then, as a last resort, keeps
 only the headings. A budget too small for the headings is an error, never a silent cut.
+
+Fair shares (SPEC S9): each kind of content (the goal and the user's words, decisions,
+what is open next, critical context, findings, work done) has a floor, a share of the
+budget. A list is trimmed only while its kind holds more than its floor, so what one kind
+does not use spills over to the others, and no kind can evict another entirely. The
+user's statements are trimmed by their score (how much each reads as an instruction, and
+how recent it is), clipped head and tail with their node, and named by node when dropped.
 """
 
 from __future__ import annotations
@@ -12,6 +19,14 @@ from ..core.tool_calls import ITEM_CHARS
 from ..errors import ContextfoldError
 from .extractive_facts import norm_item
 from .extractive_sections import OMITTED_NOTE, Section
+from .user_words import directive_score
+
+# SPEC S9: the share of the summary text each kind of content is sure of (when it needs
+# it). The rest of the budget goes to whatever needs more, the user's words first.
+FLOORS: dict[str, float] = {
+    "user": 0.30, "decisions": 0.10, "next": 0.10, "critical": 0.10, "findings": 0.10,
+    "done": 0.08,
+}
 
 
 class SummaryBudgetTooSmall(ContextfoldError, ValueError):
@@ -44,12 +59,15 @@ def fit_sections(ordered: list[Section], budget: int, count: Count) -> str:
     text = render_sections(ordered)
     if count(text) <= budget:
         return text
+    for section in ordered:  # the note naming dropped statements: a tenth of the budget
+        section.note_chars = max(120, budget * 3 // 10)
     trim = _Trimmer(ordered, count)
     # Fast pass on per-item costs, then an exact pass re-measuring the whole text. Items
     # counted one by one add up to more than the text counted whole (each count rounds
     # up), so the fast pass aims at the budget in the per-item scale: it must not trim
     # what the whole text would have had room for.
     target = budget * trim.estimate() // max(1, count(text))
+    trim.floors = {kind: int(share * target) for kind, share in FLOORS.items()}
     while (over := trim.estimate() - target) > 0 and trim.one(over):
         pass
     trim.sync()
@@ -62,7 +80,8 @@ def fit_sections(ordered: list[Section], budget: int, count: Count) -> str:
         text = render_sections(ordered)
     if count(text) > budget:
         for s in ordered:
-            s.omitted += len(s.items)
+            for item in s.items:
+                s.omit(item)
             s.items = []
         text = render_sections(ordered)
     if count(text) > budget:
@@ -91,13 +110,21 @@ def clip_item(item: str, chars: int) -> str:
     return cut.rstrip() + CLIPPED
 
 
-def _shrunk(item: str, item_cost: int, over: int) -> str | None:
+def _shrunk(section: Section, item: str, item_cost: int, over: int) -> str | None:
     """`item` shortened to save about `over` tokens, or None when it should go whole."""
     if len(item) <= 2 * _SHORTEST or item_cost <= over:
         return None
     keep = max(_SHORTEST, int(len(item) * (item_cost - over) / item_cost) - len(CLIPPED) - 8)
-    clipped = clip_item(item, keep)
+    clipped = section.shorten(item, keep)
     return clipped if len(clipped) < len(item) else None
+
+
+def _statement_order(items: list[str], free: list[int]) -> list[int]:
+    """The user's statements in the order they give way: the lowest score first (how
+    much each reads as an instruction to the agent, plus how recent it is)."""
+    n = max(1, len(items))
+    return sorted(free, key=lambda i: (directive_score(items[i].removeprefix("(user) "))
+                                       + (i + 1) / n, i))
 
 
 class _Trimmer:
@@ -119,7 +146,25 @@ class _Trimmer:
         self.cost = [[count(f"- {s.box}{i}\n") for i in s.items] for s in ordered]
         self.total = sum(sum(c) for c in self.cost)
         self.dropped: list[set[int]] = [set() for _ in ordered]
+        # SPEC S9: tokens each kind holds, and the floor below which it is not trimmed
+        # while another kind is over its own (none until `fit_sections` sets them).
+        self.floors: dict[str, int] = {}
+        self.held: dict[str, int] = {}
+        for s, costs in zip(ordered, self.cost, strict=True):
+            self.held[s.kind] = self.held.get(s.kind, 0) + sum(costs)
+        # A statement note grows with the nodes it names: its cost, per list, counted in
+        # its kind's share (naming what the user said is part of the user's share).
+        self.notes = [self._note_cost(s) for s in ordered]
+        for s, note in zip(ordered, self.notes, strict=True):
+            self.held[s.kind] += note
         self._index()
+
+    def _note_cost(self, section: Section) -> int:
+        if not section.omitted:
+            return 0
+        if section.statements and section.omitted_nodes:
+            return self.count(f"- {section._note()}\n")
+        return self.note
 
     def _index(self, only: int | None = None) -> None:
         """(Re)build the unpinned positions, cursors and weights (of list `only`, or all)."""
@@ -130,36 +175,49 @@ class _Trimmer:
         for n, s in enumerate(self.ordered):
             if only is None or n == only:
                 free = [i for i, item in enumerate(s.items) if norm_item(item) not in s.pinned]
+                if s.statements:
+                    free = _statement_order(s.items, free)
                 self.free[n], self.head[n] = free, 0
                 self.weight[n] = sum(self.cost[n][i] for i in free)
 
     def estimate(self) -> int:
         """The summary's tokens by per-item costs: headings, items, omitted notes."""
-        return self.frame + self.total + self.note * sum(1 for s in self.ordered if s.omitted)
+        return self.frame + self.total + sum(self.notes)
 
-    def one(self, over: int) -> bool:
-        """Shorten or drop the oldest unpinned item of the heaviest list of the lowest rank."""
+    def _pick(self, over_floor: bool) -> int | None:
         best: int | None = None
         key: tuple[int, int] | None = None
         for n, s in enumerate(self.ordered):
             if self.head[n] >= len(self.free[n]):
                 continue
+            if over_floor and self.held.get(s.kind, 0) <= self.floors.get(s.kind, 0):
+                continue
             # Lowest rank first; within a rank, the most unpinned weight.
             k = (s.rank, -self.weight[n])
             if key is None or k < key:
                 best, key = n, k
+        return best
+
+    def one(self, over: int) -> bool:
+        """Shorten or drop the next item of the heaviest list of the lowest rank whose kind
+        is over its floor (S9); when none is, of any list. The next item of a list is its
+        oldest unpinned one; of the user's statements, the one of lowest score."""
+        best = self._pick(over_floor=True) if self.floors else None
+        if best is None:
+            best = self._pick(over_floor=False)
         if best is None:
             return False
         n, section = best, self.ordered[best]
         i = self.free[n][self.head[n]]
         old = self.cost[n][i]
-        shorter = _shrunk(section.items[i], old, over)
+        shorter = _shrunk(section, section.items[i], old, over)
         if shorter is not None:
             section.items[i] = shorter
             new = self.count(f"- {section.box}{shorter}\n")
             self.cost[n][i] = new
             self.total += new - old
             self.weight[n] += new - old
+            self.held[section.kind] += new - old
             if norm_item(shorter) in section.pinned:  # shortened into a pinned item's form
                 self.head[n] += 1
                 self.weight[n] -= new
@@ -168,7 +226,11 @@ class _Trimmer:
         self.head[n] += 1
         self.total -= old
         self.weight[n] -= old
-        section.omitted += 1
+        self.held[section.kind] -= old
+        section.omit(section.items[i])
+        note = self._note_cost(section)
+        self.held[section.kind] += note - self.notes[n]
+        self.notes[n] = note
         return True
 
     def sync(self) -> None:
@@ -199,5 +261,12 @@ def _shorten_longest(ordered: list[Section], over: int, count: Count) -> bool:
         return False
     item_cost = max(1, count(item))
     keep = max(20, min(body - 1, int(body * (item_cost - over) / item_cost) - 8))
-    section.items[i] = clip_item(item, keep)
+    shorter = section.shorten(item, keep)
+    if len(shorter) >= len(item):
+        shorter = clip_item(item, keep)
+    if len(shorter) >= len(item):
+        return False
+    if norm_item(item) in section.pinned:
+        section.pinned.add(norm_item(shorter))
+    section.items[i] = shorter
     return True

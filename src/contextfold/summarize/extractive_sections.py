@@ -18,10 +18,20 @@ from ..core.plan import Plan, Profile
 from ..core.tool_calls import one_line
 from .extractive_facts import GOAL_CHARS, LATER_REQUEST, NO_STATED_STEP, Facts, norm_item
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
+from .user_words import clip_statement, clipped_node
 
 OMITTED_NOTE = "earlier items omitted for size; the durable history has them"
+# The user section's note for statements it could not carry (SPEC S8, S9): each is named
+# by its node, so nothing the user said is dropped silently.
+STATEMENTS_NOTE = ("more of the user's messages, not repeated for size; whole in the history "
+                   "at nodes")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s*)?")
 _OMITTED = re.compile(r"^\((\d+) earlier items? omitted for size")
+_STATEMENTS_OMITTED = re.compile(
+    r"^\((\d+) more of the user's messages, not repeated for size; whole in the history at "
+    r"nodes ([^)]*?)(?:,? and \d+ more)?\)$")
+# The most node ids one note names; the count says how many more there are.
+NAMED_NODES = 60
 
 
 # --------------------------------------------------------------------------- instructions
@@ -70,6 +80,13 @@ class Section:
     box: str = ""  # "[x] " / "[ ] " for Done / In Progress
     parent: bool = False  # a "## Progress" heading whose lists are the subsections
     rank: int = 0  # trim priority: lists of a lower rank are trimmed first (`RANKS`)
+    kind: str = "done"  # the share of the budget it draws on (SPEC S9, `KINDS`)
+    # The user's statements (SPEC S8): shown newest first, trimmed by their score, clipped
+    # head and tail with their node, and named by node when they do not fit.
+    statements: bool = False
+    sources: dict[str, str] = field(default_factory=dict)  # normalised item -> node id
+    omitted_nodes: list[str] = field(default_factory=list)  # statements not carried
+    note_chars: int = 2_400  # the most the note naming them may take (set when fitting)
 
     def add(self, items: Iterable[str], *, pin: bool = False) -> None:
         """Append `items` (skipping empty ones); `pin` keeps them from being trimmed."""
@@ -88,14 +105,65 @@ class Section:
                 self.pinned.add(key)
         if new:
             self.items = [i for i in self.items if norm_item(i) not in new]
+            if self.statements:
+                self.items = _without_near_duplicates(self.items, new)
             self.items.extend(new.values())
+
+    def add_statement(self, item: str, node_id: str | None) -> None:
+        """Add one of the user's statements with the node it came from."""
+        if node_id:
+            self.sources[norm_item(item)] = node_id
+        self.add([item])
+
+    def node_of(self, item: str) -> str | None:
+        """The node a statement came from, when known."""
+        return self.sources.get(norm_item(item)) or clipped_node(item)
+
+    def omit(self, item: str) -> None:
+        """Count `item` as trimmed; a statement is also named by its node."""
+        self.omitted += 1
+        node = self.node_of(item) if self.statements else None
+        if node and node not in self.omitted_nodes:
+            self.omitted_nodes.append(node)
+
+    def shorten(self, item: str, chars: int) -> str:
+        """`item` cut to about `chars`: a statement head and tail with its node (S8),
+        anything else its head with a mark that the rest is in the history."""
+        from .extractive_fit import clip_item
+
+        if not self.statements:
+            return clip_item(item, chars)
+        node = self.node_of(item)
+        body = item.removeprefix("(user) ")
+        clipped = "(user) " + clip_statement(body, chars, node) if node else clip_item(item, chars)
+        if node:
+            self.sources[norm_item(clipped)] = node
+        return clipped
+
+    def _note(self) -> str:
+        if not (self.statements and self.omitted_nodes):
+            return f"({self.omitted} {OMITTED_NOTE})"
+        shown: list[str] = []
+        size = 0
+        for node in self.omitted_nodes[::-1][:NAMED_NODES]:  # the newest first
+            if shown and size + len(node) + 2 > self.note_chars:
+                break
+            shown.append(node)
+            size += len(node) + 2
+        more = max(0, self.omitted - len(shown))
+        return (f"({self.omitted} {STATEMENTS_NOTE} {', '.join(shown)}"
+                + (f", and {more} more)" if more else ")"))
 
     def lines(self) -> list[str]:
         """The heading and its bullets, with the count of trimmed items, or "(none)"."""
         out = [self.heading]
         if self.parent:
             return out
-        bullets = [f"- {self.box}{item}" for item in self.items]
+        items = self.items[::-1] if self.statements else self.items
+        bullets = [f"- {self.box}{item}" for item in items]
+        if self.statements and self.omitted:
+            out += [*bullets, f"- {self._note()}"]
+            return out
         if self.omitted:
             # After the pinned lead items (the original goal), before the rest.
             lead = 0
@@ -108,10 +176,36 @@ class Section:
         return out
 
 
+def _without_near_duplicates(held: list[str], new: dict[str, str]) -> list[str]:
+    """`held` without the statements a new one repeats nearly word for word (S9: the same
+    rule said twice is carried once, in its newest wording)."""
+    fresh = [_word_set(item) for item in new.values()]
+    fresh = [w for w in fresh if len(w) >= 6]
+    if not fresh:
+        return held
+    return [item for item in held
+            if not any(_similar(_word_set(item), w) for w in fresh)]
+
+
+def _word_set(item: str) -> frozenset[str]:
+    return frozenset(_WORDS.findall(item.casefold()))
+
+
+def _similar(a: frozenset[str], b: frozenset[str]) -> bool:
+    return len(a) >= 6 and len(a & b) >= 0.85 * len(a | b)
+
+
 def _parse_previous(body: str) -> tuple[dict[str, list[str]], dict[str, int]]:
     """Bullets of one previous section body, by subsection ("" = the section itself)."""
+    items, omitted, _ = _parse_body(body)
+    return items, omitted
+
+
+def _parse_body(body: str) -> tuple[dict[str, list[str]], dict[str, int], list[str]]:
+    """Bullets, omitted counts (by subsection) and the statement nodes a note names."""
     items: dict[str, list[str]] = {"": []}
     omitted: dict[str, int] = {}
+    nodes: list[str] = []
     current = ""
     for raw in body.splitlines():
         line = raw.strip()
@@ -124,13 +218,18 @@ def _parse_previous(body: str) -> tuple[dict[str, list[str]], dict[str, int]]:
         m = _BULLET.match(line)
         text = line[m.end():] if m else line
         om = _OMITTED.match(text)
-        if om:
+        named = _STATEMENTS_OMITTED.match(text)
+        if named:
+            omitted[current] = omitted.get(current, 0) + int(named.group(1))
+            # Oldest first inside, as `Section.omitted_nodes` holds them.
+            nodes += [n.strip() for n in named.group(2).split(",") if n.strip()][::-1]
+        elif om:
             omitted[current] = omitted.get(current, 0) + int(om.group(1))
         elif m or not items[current]:
             items[current].append(text)
         else:
             items[current][-1] += " " + text  # a wrapped continuation line
-    return items, omitted
+    return items, omitted, nodes
 
 
 # What a resumed agent can least afford to lose is kept longest when the summary must be
@@ -145,6 +244,23 @@ RANKS: dict[str, int] = {
     "Findings and Evidence": 1, "Key Zotero Resources": 1, "Files Modified": 1,
     "Done": 0, "Files Read": 0,
 }
+# The share of the budget each list draws on (SPEC S9): the goal and the user's words, the
+# decisions, what is open next, the critical context, what was found and what was done.
+KINDS: dict[str, str] = {
+    "Research Goal": "user", "Goal": "user",
+    "User Requirements and Constraints": "user", "Constraints & Preferences": "user",
+    "Decisions": "decisions", "Key Decisions": "decisions",
+    "Next Steps": "next", "In Progress": "next", "Blocked": "next",
+    "Critical Context": "critical",
+    "Findings and Evidence": "findings", "Key Zotero Resources": "findings",
+    "Files Modified": "findings",
+    "Done": "done", "Files Read": "done",
+}
+
+
+def user_section(profile: Profile) -> str:
+    """The section that carries the user's statements (SPEC S8) in `profile`."""
+    return sections_for(profile)[1]
 
 
 def empty_sections(profile: Profile) -> tuple[list[Section], dict[str, Section]]:
@@ -157,23 +273,48 @@ def empty_sections(profile: Profile) -> tuple[list[Section], dict[str, Section]]
             ordered.append(Section(f"## {name}", parent=True))
             for sub, box in zip(PROGRESS_SUBSECTIONS, ("[x] ", "[ ] ", ""), strict=True):
                 sections[f"{name}/{sub}"] = Section(f"### {sub}", box=box,
-                                                    rank=RANKS.get(sub, 0))
+                                                    rank=RANKS.get(sub, 0),
+                                                    kind=KINDS.get(sub, "done"))
                 ordered.append(sections[f"{name}/{sub}"])
         else:
-            sections[name] = Section(f"## {name}", rank=RANKS.get(name, 0))
+            sections[name] = Section(f"## {name}", rank=RANKS.get(name, 0),
+                                     kind=KINDS.get(name, "done"),
+                                     statements=name == user_section(profile))
             ordered.append(sections[name])
     return ordered, sections
 
 
-def load_summary(sections: dict[str, Section], text: str, profile: Profile) -> None:
-    """Add the bullets of a summary `text` (and its omitted counts) to `sections`."""
+def load_summary(sections: dict[str, Section], text: str, profile: Profile,
+                 sources: dict[str, str] | None = None) -> None:
+    """Add the bullets of a summary `text` (and its omitted counts) to `sections`.
+
+    A summary written for another profile (the session changed, SPEC S10) is read by its
+    sections' equivalents. `sources`: the node each known statement came from (normalised
+    statement -> node id), so a statement carried on can still be clipped with its node."""
     progress = PROGRESS_SECTION[profile]
-    for name, body in parse_sections(text, profile).items():
-        parsed, omitted = _parse_previous(body)
+    for name, body in parse_sections(text, profile, aliases=True).items():
+        parsed, omitted, nodes = _parse_body(body)
         for sub, items in parsed.items():
             target = _previous_target(name, sub, progress, sections)
+            if target.statements:
+                items = items[::-1]  # shown newest first, held oldest first
+                for item in items:
+                    node = (sources or {}).get(norm_item(item.removeprefix("(user) ")))
+                    if node:
+                        target.sources[norm_item(item)] = node
             target.add(items)
             target.omitted += omitted.get(sub, 0)
+            if sub == "":
+                target.omitted_nodes += [n for n in nodes if n not in target.omitted_nodes]
+
+
+def statement_sources(plan: Plan) -> dict[str, str]:
+    """The node each statement the previous check carried came from (normalised text ->
+    node id): a statement carried on in the summary text can still be named by its node."""
+    check = plan.previous_details.get("check") or {}
+    return {norm_item(str(c["text"])): str(c["node_id"])
+            for c in check.get("carried") or () if c.get("kind") == "statement"
+            and c.get("text") and c.get("node_id")}
 
 
 def build_sections(plan: Plan, facts: Facts) -> list[Section]:
@@ -182,7 +323,7 @@ def build_sections(plan: Plan, facts: Facts) -> list[Section]:
     progress = PROGRESS_SECTION[profile]
     ordered, sections = empty_sections(profile)
     # Previous content first: it is older than anything in the newly old nodes.
-    load_summary(sections, plan.previous_summary or "", profile)
+    load_summary(sections, plan.previous_summary or "", profile, statement_sources(plan))
     if facts.new_request:
         # Items already carried once as "earlier" context are not carried again: after two
         # requests they are history (still searchable there), and carrying them on would
@@ -202,14 +343,17 @@ def build_sections(plan: Plan, facts: Facts) -> list[Section]:
     return ordered
 
 
-def _original_and_latest(goal: Section) -> None:
-    """The Goal section: the original goal and the latest restatement, not every request.
+def _original_and_latest(goal: Section) -> list[str]:
+    """The Goal section: the original goal and the latest restatement, not every request;
+    returns the earlier restatements it lets go.
 
-    Every later request stays in the durable history (and its work under Progress); the
-    goal a resumed agent needs is where the session started and where it is now.
+    Every later request stays in the durable history (and its work under Progress), and
+    in the user section as what the user said (S8); the goal a resumed agent needs is
+    where the session started and where it is now.
     """
     later = [i for i in goal.items if i.startswith(LATER_REQUEST)]
     goal.items = [i for i in goal.items if not i.startswith(LATER_REQUEST)] + later[-1:]
+    return later[:-1]
 
 
 _FINISH = "(user) Finish: "
@@ -252,7 +396,8 @@ def _place_new(
         # Update mode: the session's goal is the previous one; this is a later request.
         new_goals[0] = new_goals[0].replace("(user) ", LATER_REQUEST, 1)
     g.add(new_goals)
-    _original_and_latest(g)
+    user = sections[constraints]
+    _original_and_latest(g)  # the requests it lets go are statements in `user` (S8)
     if not g.items:
         # Never an empty checkpoint: say plainly that no request was seen.
         n = sum(1 for node in plan.newly_old if node.message is not None)
@@ -260,7 +405,8 @@ def _place_new(
     if g.items:
         # The first request of the whole session is the goal: never trimmed.
         g.pinned.add(norm_item(g.items[0]))
-    sections[constraints].add(facts.constraints)
+    for item, node_id in facts.statements:
+        user.add_statement(item, node_id)
     sections[f"{progress}/Done"].add(facts.done)
     sections[f"{progress}/In Progress"].add(facts.in_progress)
     sections[f"{progress}/Blocked"].add(facts.blocked)
@@ -292,6 +438,10 @@ def _place_new(
     if plan.profile == "research":
         sections["Findings and Evidence"].add(facts.findings)
         sections["Key Zotero Resources"].add(facts.resources)
+    elif plan.profile == "general":  # no files, no library: what was found is context
+        sections[f"{progress}/Done"].add(facts.findings)
+        critical.add(facts.resources)
+        critical.add(f"(tool) {f.removeprefix('(tool) ')} (modified)" for f in facts.files_modified)
     else:
         critical.add(facts.resources)
         sections["Files Modified"].add(facts.files_modified)

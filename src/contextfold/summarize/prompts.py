@@ -37,8 +37,32 @@ CODING_SECTIONS: tuple[str, ...] = (
     "Files Read",
     "Files Modified",
 )
+# SPEC S10: a session with neither a reference library nor files and a shell (a plain chat,
+# an assistant with other tools) gets no resource or file sections.
+GENERAL_SECTIONS: tuple[str, ...] = (
+    "Goal",
+    "User Requirements and Constraints",
+    "Progress",
+    "Key Decisions",
+    "Next Steps",
+    "Critical Context",
+)
 PROGRESS_SUBSECTIONS: tuple[str, ...] = ("Done", "In Progress", "Blocked")
-PROGRESS_SECTION = {"research": "Research Progress", "coding": "Progress"}
+PROGRESS_SECTION = {"research": "Research Progress", "coding": "Progress", "general": "Progress"}
+# The same content under another profile's heading (the session changed profile, S10):
+# a previous checkpoint is read into the new profile's equivalent section.
+_EQUIVALENT: dict[str, tuple[str, ...]] = {
+    "Research Goal": ("Goal",),
+    "Goal": ("Research Goal",),
+    "User Requirements and Constraints": ("Constraints & Preferences",),
+    "Constraints & Preferences": ("User Requirements and Constraints",),
+    "Research Progress": ("Progress",),
+    "Progress": ("Research Progress",),
+    "Decisions": ("Key Decisions",),
+    "Key Decisions": ("Decisions",),
+    "Critical Context": ("Findings and Evidence", "Key Zotero Resources", "Files Read",
+                         "Files Modified"),
+}
 CRITICAL = "Critical Context"  # in both profiles; where loose text and instructions go
 
 # Provenance markers (S3): what the user said, what a tool returned, what a model inferred.
@@ -72,12 +96,15 @@ _GUIDANCE: dict[str, str] = {
 
 
 def sections_for(profile: Profile) -> tuple[str, ...]:
-    """The ordered section names of `profile` (SPEC S2)."""
+    """The ordered section names of `profile` (SPEC S2, S10)."""
     if profile == "research":
         return RESEARCH_SECTIONS
     if profile == "coding":
         return CODING_SECTIONS
-    raise ValueError(f"unknown summary profile {profile!r}; expected 'research' or 'coding'")
+    if profile == "general":
+        return GENERAL_SECTIONS
+    raise ValueError(f"unknown summary profile {profile!r}; expected 'research', 'coding' "
+                     "or 'general'")
 
 
 def summary_skeleton(profile: Profile) -> str:
@@ -246,12 +273,20 @@ def _norm(name: str) -> str:
     return " ".join(name.replace("&", "and").lower().split())
 
 
-def canonical_section(heading: str, profile: Profile) -> str | None:
-    """The profile's section a `## heading` names (tolerant of numbering, case, bold)."""
+def canonical_section(heading: str, profile: Profile, *, aliases: bool = False
+                      ) -> str | None:
+    """The profile's section a `## heading` names (tolerant of numbering, case, bold).
+
+    `aliases`: also another profile's heading for the same content (S10), e.g. "Research
+    Goal" for "Goal" — when a previous checkpoint is read, never when one is validated."""
     wanted = _norm(heading)
     for name in sections_for(profile):
         if _norm(name) == wanted:
             return name
+    if aliases:
+        for name in sections_for(profile):
+            if any(_norm(other) == wanted for other in _EQUIVALENT.get(name, ())):
+                return name
     return None
 
 
@@ -271,23 +306,26 @@ def iter_headings(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def parse_sections(text: str, profile: Profile) -> dict[str, str]:
+def parse_sections(text: str, profile: Profile, *, aliases: bool = False) -> dict[str, str]:
     """Split a summary into its profile sections: {section name: body text}.
 
     Only sections of `profile` are keys, in the order they appear. Nothing is lost: text
     under an unknown heading stays with the section before it (heading included), and
-    text before the first known heading goes to "Critical Context".
+    text before the first known heading goes to "Critical Context". `aliases`: read another
+    profile's headings into their equivalents (`canonical_section`); bodies of two headings
+    that land in one section are joined.
     """
     lines = text.splitlines()
     known: list[tuple[int, str]] = []
     for index, heading in iter_headings(text):
-        name = canonical_section(heading, profile)
-        if name is not None and name not in {n for _, n in known}:
+        name = canonical_section(heading, profile, aliases=aliases)
+        if name is not None and (aliases or name not in {n for _, n in known}):
             known.append((index, name))
     sections: dict[str, str] = {}
     for k, (index, name) in enumerate(known):
         end = known[k + 1][0] if k + 1 < len(known) else len(lines)
-        sections[name] = "\n".join(lines[index + 1 : end]).strip()
+        body = "\n".join(lines[index + 1 : end]).strip()
+        sections[name] = f"{sections[name]}\n{body}".strip() if name in sections else body
     preamble = "\n".join(lines[: known[0][0]] if known else lines).strip()
     if preamble:
         sections[CRITICAL] = f"{preamble}\n{sections.get(CRITICAL, '')}".strip()

@@ -35,15 +35,25 @@ from ..core.tool_calls import call_text
 from ..core.tree import message_nodes
 from .extractive import summary_token_budget
 from .extractive_facts import STATEMENT_CHARS, is_request, norm_item
-from .extractive_fit import SummaryBudgetTooSmall, fit_sections, render_sections
-from .extractive_sections import Section, empty_sections, load_summary
+from .extractive_fit import FLOORS, SummaryBudgetTooSmall, fit_sections, render_sections
+from .extractive_sections import Section, empty_sections, load_summary, user_section
 from .grounding import Ungrounded, ground_summary, sources_of
 from .prompts import CRITICAL, sections_for
 from .summary import EXTRACTIVE, FALLBACK
 from .user_statements import clip_words, user_constraints, user_statements
+from .user_words import directive_score, split_typed, statement_of
 
 # The order missing items are re-added in: what a resumed agent can least afford to lose.
-PRIORITY: tuple[str, ...] = ("constraint", "decision", "next_step", "error")
+# A statement is what the user typed in one message (SPEC S8), whatever its wording.
+# A constraint is a sentence of one that reads as a rule (kept verbatim when its message is
+# too long to carry whole).
+PRIORITY: tuple[str, ...] = ("constraint", "decision", "next_step", "statement", "error")
+# SPEC S9: the ledger keeps at least this share of the summary budget (what it needs, up to
+# this) when the user's words ask it for room.
+LEDGER_FLOOR = 0.30
+# A kind: the section kind (`extractive_sections.KINDS`) its missing items are re-added to.
+_KIND_OF = {"statement": "user", "constraint": "user", "decision": "decisions",
+            "next_step": "next", "error": "critical"}
 RECALL_PREFIX = "[Recall] Folded and not repeated here for size; in the history:"
 RECALL_CHARS = 600  # the [Recall] line names at most about this much
 _LISTED = 50  # evicted items and identifiers listed in the stored result
@@ -75,6 +85,8 @@ class Check:
     identifiers_kept: int = 0
     identifiers_evicted: list[dict[str, Any]] = field(default_factory=list)
     ungrounded: list[Ungrounded] = field(default_factory=list)
+    # Statements the summary names by their node instead of carrying them (S8).
+    named: list[Required] = field(default_factory=list)
 
     @property
     def kept(self) -> list[Required]:
@@ -91,6 +103,8 @@ class Check:
             "readded": [r.to_json() for r in self.readded[:_LISTED]],
             "evicted": [r.to_json() for r in self.evicted[:_LISTED]],
             "evicted_count": len(self.evicted),
+            "named": [r.to_json() for r in self.named[:_LISTED]],
+            "named_count": len(self.named),
             "identifiers": {"folded": self.identifiers_folded,
                             "kept": self.identifiers_kept,
                             "evicted": self.identifiers_evicted[:_LISTED],
@@ -212,10 +226,13 @@ def required_items(nodes: Sequence[Node], carried: Sequence[Mapping[str, Any]] =
     calls: dict[str, str] = {}  # call id -> how the call reads (its result comes later)
     for node, msg in message_nodes(nodes):
         if is_request(msg):
-            text = msg.text.strip()
+            said = statement_of(msg.text)
+            typed = split_typed(msg.text).typed if said is not None else ""
+            if said is not None:
+                items.append(Required("statement", said, node.id))
             items += [Required("constraint", clip_words(s, STATEMENT_CHARS), node.id)
-                      for s in user_constraints(text)]
-            decisions, steps, corrections = user_statements(text)
+                      for s in user_constraints(typed)]
+            decisions, steps, corrections = user_statements(typed)
             for s in corrections:
                 _retire_corrected(items, s)
             items += [Required("decision", clip_words(s, STATEMENT_CHARS), node.id)
@@ -241,10 +258,20 @@ def required_items(nodes: Sequence[Node], carried: Sequence[Mapping[str, Any]] =
 
 
 def _target(kind: str, plan: Plan) -> str:
-    names = sections_for(plan.profile)
-    return {"constraint": names[1],
+    return {"statement": user_section(plan.profile), "constraint": user_section(plan.profile),
             "decision": "Decisions" if plan.profile == "research" else "Key Decisions",
             "next_step": "Next Steps", "error": CRITICAL}[kind]
+
+
+def _score(r: Required, position: int, total: int) -> float:
+    """The order missing statements are re-added in: most like an instruction first, then
+    the newest (SPEC S8's ranking aid)."""
+    return directive_score(r.text) + (position + 1) / max(1, total)
+
+
+def _named(r: Required, text: str) -> bool:
+    """A statement the summary names by its node (clipped, or listed as not repeated)."""
+    return r.kind == "statement" and bool(r.node_id) and str(r.node_id) in text
 
 
 def _item(r: Required) -> str:
@@ -265,45 +292,77 @@ def _recall_line(evicted: Sequence[Required], quote: bool = True) -> str:
     return f"{RECALL_PREFIX} " + "; ".join(named) + (f"; and {more} more" if more else "")
 
 
+class _FloorBreached(SummaryBudgetTooSmall):
+    """Re-added items would push another kind of content below its floor (S9)."""
+
+
+def _kinds(ordered: Sequence[Section], count: Count) -> dict[str, int]:
+    held: dict[str, int] = {}
+    for s in ordered:
+        held[s.kind] = held.get(s.kind, 0) + sum(count(f"- {s.box}{i}\n") for i in s.items)
+    return held
+
+
 def _fitted(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
-            budget: int, count: Count, norms: _Normed, quote: bool = True) -> str:
+            budget: int, count: Count, norms: _Normed, quote: bool = True,
+            sources: dict[str, str] | None = None) -> str:
     ordered, sections = empty_sections(plan.profile)
-    load_summary(sections, text, plan.profile)
+    load_summary(sections, text, plan.profile, sources)
     goal: Section = sections[sections_for(plan.profile)[0]]
     if goal.items:
         goal.pinned.add(norm_item(goal.items[0]))
     critical = sections[CRITICAL]
     critical.items = [i for i in critical.items if not i.startswith(RECALL_PREFIX)]
+    before = _kinds(ordered, count)
     holders = _Holders(ordered, norms)
+    user = sections[user_section(plan.profile)]
     for r in add:
         # An item that holds it already (with a frame, "[earlier …]") is kept, untrimmed.
         held = holders.last(norms[r.text])
         if held is not None:
             held[0].pinned.add(norm_item(held[1]))
         else:
-            holders.add(sections[_target(r.kind, plan)], _item(r))
+            target = sections[_target(r.kind, plan)]
+            if r.node_id and target.statements:
+                target.sources[norm_item(_item(r))] = str(r.node_id)
+            holders.add(target, _item(r))
+        if r.kind == "statement" and r.node_id in user.omitted_nodes:
+            user.omitted_nodes.remove(str(r.node_id))  # carried now, not only named
+            user.omitted = max(0, user.omitted - 1)
+    added = {_KIND_OF[r.kind] for r in add}
     if not evicted:
-        return fit_sections(ordered, budget, count)
-    # The [Recall] line is added after fitting, in room kept for it: shortening it would
-    # cut the node ids it exists to give.
-    line = _recall_line(evicted, quote)
-    fit_sections(ordered, max(1, budget - count(f"- {line}\n")), count)
-    critical.items.append(line)
-    out = render_sections(ordered)
-    if count(out) <= budget:
-        return out
-    critical.items.remove(line)
-    critical.add([line], pin=True)
-    return fit_sections(ordered, budget, count)
+        out = fit_sections(ordered, budget, count)
+    else:
+        # The [Recall] line is added after fitting, in room kept for it: shortening it
+        # would cut the node ids it exists to give.
+        line = _recall_line(evicted, quote)
+        fit_sections(ordered, max(1, budget - count(f"- {line}\n")), count)
+        critical.items.append(line)
+        out = render_sections(ordered)
+        if count(out) > budget:
+            critical.items.remove(line)
+            critical.add([line], pin=True)
+            out = fit_sections(ordered, budget, count)
+    # S9: what is re-added takes room from its own kind and from room no kind needs,
+    # never below another kind's floor (or what that kind held, when less).
+    after = _kinds(ordered, count)
+    for kind, share in FLOORS.items():
+        if kind not in added and after.get(kind, 0) < min(before.get(kind, 0),
+                                                           int(share * budget)):
+            raise _FloorBreached(f"re-adding would leave {kind} below its floor")
+    return out
 
 
 def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
                   budget: int, count: Count = estimate_text,
-                  required: list[Required] | None = None) -> tuple[str, Check]:
+                  required: list[Required] | None = None,
+                  readd_named: bool = False) -> tuple[str, Check]:
     """`text` checked against what `plan` folds (S6, S7): the summary to commit and the
     check's result. `ledger`: the one the checkpoint carries. `budget`: the summary's
     token budget (what re-added items must fit in). `required`: the plan's
-    `required_items`, when the caller has them already."""
+    `required_items`, when the caller has them already. A statement the summary names by
+    its node (clipped, or listed as not repeated for size: S8) counts as named, not
+    missing, unless `readd_named` (there is room for it again)."""
     count = remembering(count)  # every attempt re-measures mostly the same lines
     norms = _Normed()
     check = Check()
@@ -319,13 +378,26 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
     # The ledger is part of the checkpoint: what it holds (a user's rule, a tool error) the
     # summary need not repeat.
     in_ledger = _norm(render_ledger(ledger))
-    wanted = [r for r in check.required if norms[r.text] not in in_ledger]
     present = _norm(text)
+    wanted = [r for r in check.required if norms[r.text] not in in_ledger]
+    check.named = [r for r in wanted if norms[r.text] not in present and _named(r, text)]
+    if not readd_named:
+        named = {id(r) for r in check.named}
+        wanted = [r for r in wanted if id(r) not in named]
     missing = [r for r in wanted if norms[r.text] not in present]
     if not missing:
         return text, check
-    order = sorted(wanted, key=lambda r: PRIORITY.index(r.kind))  # stable sort
-    out = _attempt(plan, text, order, [], budget, count, norms)
+    sources = {norm_item(r.text): str(r.node_id) for r in check.required
+               if r.kind == "statement" and r.node_id}
+    # Statements most like an instruction, then the newest, first (S8's ranking aid).
+    total = len(wanted)
+    rank = {id(r): -_score(r, i, total) for i, r in enumerate(wanted) if r.kind == "statement"}
+    order = sorted(wanted, key=lambda r: (PRIORITY.index(r.kind), rank.get(id(r), 0.0)))
+
+    def _attempt(add: Sequence[Required], evicted: Sequence[Required]) -> str | None:
+        return _attempt_fit(plan, text, add, evicted, budget, count, norms, sources)
+
+    out = _attempt(order, [])
     if out is None:
         # Not all fit: take them in priority order, each one only if it fits whole with
         # those before it; the rest are named in the [Recall] line.
@@ -334,39 +406,43 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         lo, hi = 0, len(order) - 1  # order[:lo] fits, order[:hi + 1] does not
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if _attempt(plan, text, order[:mid], [], budget, count, norms) is not None:
+            if _attempt(order[:mid], []) is not None:
                 lo = mid
             else:
                 hi = mid - 1
         keep = list(order[:lo])
         evicted = []
         for r in order[lo:]:
-            if (len(evicted) < _GREEDY
-                    and _attempt(plan, text, [*keep, r], [], budget, count, norms) is not None):
+            if len(evicted) < _GREEDY and _attempt([*keep, r], []) is not None:
                 keep.append(r)
             else:
                 evicted.append(r)
-        while (out := _attempt(plan, text, keep, evicted, budget, count, norms)) is None and keep:
+        while (out := _attempt(keep, evicted)) is None and keep:
             evicted.insert(0, keep.pop())  # room for the [Recall] line itself
         check.evicted = evicted
         if out is None:  # not even the [Recall] line fits: the summary as it can be
             try:
-                out = _fitted(plan, text, [], [], budget, count, norms)
+                out = _fitted(plan, text, [], [], budget, count, norms, sources=sources)
             except SummaryBudgetTooSmall:
                 out = text
     gone = {id(r) for r in check.evicted}
     check.readded = [r for r in missing if id(r) not in gone]
+    if readd_named:  # those re-added are carried now; those evicted are in the [Recall] line
+        final = _norm(out)
+        check.named = [r for r in check.named if id(r) not in gone
+                       and norms[r.text] not in final and _named(r, out)]
     return out, check
 
 
-def _attempt(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
-             budget: int, count: Count, norms: _Normed) -> str | None:
+def _attempt_fit(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
+                 budget: int, count: Count, norms: _Normed,
+                 sources: dict[str, str] | None = None) -> str | None:
     """The summary holding every item of `add` whole (re-added where missing) and naming
-    `evicted`, within `budget`; None when it cannot."""
+    `evicted`, within `budget` and the other kinds' floors; None when it cannot."""
     # The [Recall] line quotes what it names when there is room, else names kinds and nodes.
     for quote in (True, False) if evicted else (True,):
         try:
-            out = _fitted(plan, text, add, evicted, budget, count, norms, quote)
+            out = _fitted(plan, text, add, evicted, budget, count, norms, quote, sources)
         except SummaryBudgetTooSmall:
             continue
         rendered = _norm(out)
@@ -392,20 +468,23 @@ def checked_checkpoint(plan: Plan, checkpoint: Checkpoint,
                                 summarizer=checkpoint.summarizer, budget=budget, count=count)
     ledger = checkpoint.ledger
     # Only the user's own words take room from the ledger: an error is tool traffic, as
-    # the identifiers are.
-    users = [r for r in check.evicted if r.kind != "error"]
+    # the identifiers are. The ledger keeps its floor (S9): what it needs, up to a share.
+    # A whole message (S8's statement) asks for no room: it is named by its node, and its
+    # rules, decisions and next steps are required on their own.
+    users = [r for r in check.evicted if r.kind not in ("error", "statement")]
     if users and ledger.entries:
         held = min(ledger_tokens(ledger, count), plan.budget.ledger_budget)
+        floor = min(held, int(LEDGER_FLOOR * plan.budget.summary_budget))
         need = sum(count(f"- {_item(r)}\n") for r in users) + _SLACK
-        smaller = merge_ledger(plan.previous_ledger, plan.identifiers(), max(0, held - need),
-                               count)
+        smaller = merge_ledger(plan.previous_ledger, plan.identifiers(),
+                               max(floor, held - need), count)
         freed = held - ledger_tokens(smaller, count)
         if freed > 0:
             retry, again = check_summary(plan, checkpoint.summary, smaller,
                                          summarizer=checkpoint.summarizer,
                                          budget=budget + freed, count=count,
                                          required=check.required)
-            if sum(r.kind != "error" for r in again.evicted) < len(users):
+            if sum(r.kind not in ("error", "statement") for r in again.evicted) < len(users):
                 text, check, ledger = retry, again, smaller
     details = {**checkpoint.details, "check": check.to_json()}
     if ledger is not checkpoint.ledger:
