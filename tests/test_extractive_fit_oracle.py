@@ -1,10 +1,12 @@
-"""The offline summariser's fit, made linear (issue 26), decides exactly as before (S4, L3).
+"""The offline summariser's fit, made linear (issue 26), decides exactly as the oracle (S4,
+L3, S9).
 
 Fitting used to re-scan every item of every list on each trim, and `Section.add` re-built
 its list once per added item: quadratic in the facts folded (a 20,000-message history of
 distinct facts spent most of its compaction there). The old algorithms are kept here as
-the oracle; on random sections and budgets the new ones must give the same text and leave
-the sections in the same state.
+the oracle, with the fair shares of issue 37 (S9: a list is trimmed only while its kind
+holds more than its floor, when any kind does): on random sections and budgets the linear
+ones must give the same text and leave the sections in the same state.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from contextfold.core.estimator import estimate_text
 from contextfold.core.text_estimate import Count
 from contextfold.summarize.extractive_facts import norm_item
 from contextfold.summarize.extractive_fit import (
+    FLOORS,
     OMITTED_NOTE,
     SummaryBudgetTooSmall,
     _shorten_longest,
@@ -44,10 +47,13 @@ def oracle_fit(ordered: list[Section], budget: int, count: Count) -> str:
         return frame + lists + note * sum(1 for s in ordered if s.omitted)
 
     target = budget * estimate() // max(1, count(text))
-    while (over := estimate() - target) > 0 and _oracle_trim(ordered, cost, over, count):
+    floors = {kind: int(share * target) for kind, share in FLOORS.items()}
+    while (over := estimate() - target) > 0 and _oracle_trim(ordered, cost, over, count,
+                                                              floors):
         pass
     text = render_sections(ordered)
-    while (over := count(text) - budget) > 0 and _oracle_trim(ordered, cost, over, count):
+    while (over := count(text) - budget) > 0 and _oracle_trim(ordered, cost, over, count,
+                                                              floors):
         text = render_sections(ordered)
     while (over := count(text) - budget) > 0 and _shorten_longest(ordered, over, count):
         text = render_sections(ordered)
@@ -61,22 +67,31 @@ def oracle_fit(ordered: list[Section], budget: int, count: Count) -> str:
     return text
 
 
-def _oracle_trim(ordered: list[Section], cost: dict[int, list[int]], over: int,
-                 count: Count) -> bool:
+def _oracle_pick(ordered: list[Section], cost: dict[int, list[int]],
+                 floors: dict[str, int] | None) -> tuple[Section, int] | None:
+    held: dict[str, int] = {}
+    for s in ordered:
+        held[s.kind] = held.get(s.kind, 0) + sum(cost[id(s)])
     best: tuple[Section, int] | None = None
     key: tuple[int, int] | None = None
     for s in ordered:
         costs = cost[id(s)]
         free = [i for i, item in enumerate(s.items) if norm_item(item) not in s.pinned]
-        if not free:
+        if not free or (floors is not None and held[s.kind] <= floors.get(s.kind, 0)):
             continue
         k = (s.rank, -sum(costs[i] for i in free))
         if key is None or k < key:
             best, key = (s, free[0]), k
+    return best
+
+
+def _oracle_trim(ordered: list[Section], cost: dict[int, list[int]], over: int,
+                 count: Count, floors: dict[str, int]) -> bool:
+    best = _oracle_pick(ordered, cost, floors) or _oracle_pick(ordered, cost, None)
     if best is None:
         return False
     section, i = best
-    shorter = _shrunk(section.items[i], cost[id(section)][i], over)
+    shorter = _shrunk(section, section.items[i], cost[id(section)][i], over)
     if shorter is not None:
         section.items[i] = shorter
         cost[id(section)][i] = count(f"- {section.box}{shorter}\n")
@@ -120,7 +135,8 @@ def _sections(draw: st.DrawFn) -> list[Section]:
         out.append(Section(
             heading=draw(st.sampled_from([f"## S{n}", f"### Sub{n}"])), items=items,
             pinned=pinned, omitted=draw(st.sampled_from([0, 0, 3])),
-            box=draw(st.sampled_from(["", "[x] ", "[ ] "])), rank=draw(st.integers(0, 4))))
+            box=draw(st.sampled_from(["", "[x] ", "[ ] "])), rank=draw(st.integers(0, 4)),
+            kind=draw(st.sampled_from(sorted(FLOORS)))))
     return out
 
 

@@ -118,7 +118,8 @@ class Facts:
     """New bullets found in the newly old nodes, by kind, oldest first."""
 
     goal: list[str] = field(default_factory=list)
-    # The user's statements after the task (SPEC S8): (item, node id), oldest first.
+    # The user's statements (SPEC S8): (item, node id), oldest first; the first is also
+    # `goal[0]`.
     statements: list[tuple[str, str | None]] = field(default_factory=list)
     done: list[str] = field(default_factory=list)
     in_progress: list[str] = field(default_factory=list)
@@ -273,8 +274,11 @@ def _requests(turns: list[_Turn], facts: Facts) -> None:
         if said is None:  # an acknowledgement ("ok", "continue"): it sets nothing
             pass
         elif first:
-            # The session's task, verbatim (SPEC S8): clipped head and tail, never dropped.
+            # The span's first request: the session's task when nothing was folded before,
+            # verbatim (SPEC S8), clipped head and tail, never dropped; in an update it is
+            # a later request (`extractive_sections._place_new` decides).
             facts.goal.append(f"(user) {clip_statement(said, TASK_CHARS, turn.node_id)}")
+            facts.statements.append((f"(user) {said}", turn.node_id))
             first = False
         else:
             # Every later statement is the user's words, carried in the user section; the

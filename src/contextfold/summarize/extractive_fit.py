@@ -24,8 +24,8 @@ from .user_words import directive_score
 # SPEC S9: the share of the summary text each kind of content is sure of (when it needs
 # it). The rest of the budget goes to whatever needs more, the user's words first.
 FLOORS: dict[str, float] = {
-    "user": 0.30, "decisions": 0.10, "next": 0.10, "critical": 0.10, "findings": 0.10,
-    "done": 0.08,
+    "user": 0.35, "decisions": 0.08, "next": 0.08, "critical": 0.10, "findings": 0.08,
+    "done": 0.06,
 }
 
 

@@ -18,7 +18,7 @@ from ..core.plan import Plan, Profile
 from ..core.tool_calls import one_line
 from .extractive_facts import GOAL_CHARS, LATER_REQUEST, NO_STATED_STEP, Facts, norm_item
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
-from .user_words import clip_statement, clipped_node
+from .user_words import clip_statement, clipped_node, directive_score
 
 OMITTED_NOTE = "earlier items omitted for size; the durable history has them"
 # The user section's note for statements it could not carry (SPEC S8, S9): each is named
@@ -86,6 +86,8 @@ class Section:
     statements: bool = False
     sources: dict[str, str] = field(default_factory=dict)  # normalised item -> node id
     omitted_nodes: list[str] = field(default_factory=list)  # statements not carried
+    # How telling each not-carried statement was (the note names the most telling first).
+    omitted_rank: dict[str, float] = field(default_factory=dict)
     note_chars: int = 2_400  # the most the note naming them may take (set when fitting)
 
     def add(self, items: Iterable[str], *, pin: bool = False) -> None:
@@ -125,6 +127,7 @@ class Section:
         node = self.node_of(item) if self.statements else None
         if node and node not in self.omitted_nodes:
             self.omitted_nodes.append(node)
+            self.omitted_rank[node] = directive_score(item.removeprefix("(user) "))
 
     def shorten(self, item: str, chars: int) -> str:
         """`item` cut to about `chars`: a statement head and tail with its node (S8),
@@ -145,7 +148,11 @@ class Section:
             return f"({self.omitted} {OMITTED_NOTE})"
         shown: list[str] = []
         size = 0
-        for node in self.omitted_nodes[::-1][:NAMED_NODES]:  # the newest first
+        # The most telling first (S8's ranking aid), then the newest; a node named by an
+        # earlier checkpoint keeps its place among those of a middling score.
+        order = sorted(range(len(self.omitted_nodes)), key=lambda i: (
+            -self.omitted_rank.get(self.omitted_nodes[i], 2.0 - i / 1e4), -i))
+        for node in [self.omitted_nodes[i] for i in order][:NAMED_NODES]:
             if shown and size + len(node) + 2 > self.note_chars:
                 break
             shown.append(node)
@@ -305,7 +312,11 @@ def load_summary(sections: dict[str, Section], text: str, profile: Profile,
             target.add(items)
             target.omitted += omitted.get(sub, 0)
             if sub == "":
-                target.omitted_nodes += [n for n in nodes if n not in target.omitted_nodes]
+                # The note lists them most telling first: keep that order as their rank.
+                for i, n in enumerate(nodes[::-1]):
+                    if n not in target.omitted_nodes:
+                        target.omitted_nodes.append(n)
+                        target.omitted_rank[n] = 2.0 - i / 1e4
 
 
 def statement_sources(plan: Plan) -> dict[str, str]:
@@ -392,9 +403,12 @@ def _place_new(
     decisions = "Decisions" if plan.profile == "research" else "Key Decisions"
     g = sections[goal]
     new_goals = list(facts.goal)
+    statements = list(facts.statements)
     if g.items and new_goals and not new_goals[0].startswith(LATER_REQUEST):
         # Update mode: the session's goal is the previous one; this is a later request.
         new_goals[0] = new_goals[0].replace("(user) ", LATER_REQUEST, 1)
+    elif new_goals and statements:
+        statements = statements[1:]  # the session's task: the goal carries it
     g.add(new_goals)
     user = sections[constraints]
     _original_and_latest(g)  # the requests it lets go are statements in `user` (S8)
@@ -405,7 +419,7 @@ def _place_new(
     if g.items:
         # The first request of the whole session is the goal: never trimmed.
         g.pinned.add(norm_item(g.items[0]))
-    for item, node_id in facts.statements:
+    for item, node_id in statements:
         user.add_statement(item, node_id)
     sections[f"{progress}/Done"].add(facts.done)
     sections[f"{progress}/In Progress"].add(facts.in_progress)

@@ -384,8 +384,17 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
     if not readd_named:
         named = {id(r) for r in check.named}
         wanted = [r for r in wanted if id(r) not in named]
+    uncounted: list[Required] = []
+    if summarizer in (EXTRACTIVE, FALLBACK):
+        # The offline summary chose which whole messages to carry by the fair shares and
+        # counts the rest in its user section's note (S8, S9): they are not re-added.
+        uncounted = [r for r in wanted if r.kind == "statement"
+                     and norms[r.text] not in present]
+        gone_ids = {id(r) for r in uncounted}
+        wanted = [r for r in wanted if id(r) not in gone_ids]
     missing = [r for r in wanted if norms[r.text] not in present]
     if not missing:
+        check.evicted = uncounted
         return text, check
     sources = {norm_item(r.text): str(r.node_id) for r in check.required
                if r.kind == "statement" and r.node_id}
@@ -427,6 +436,7 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
                 out = text
     gone = {id(r) for r in check.evicted}
     check.readded = [r for r in missing if id(r) not in gone]
+    check.evicted = [*check.evicted, *uncounted]
     if readd_named:  # those re-added are carried now; those evicted are in the [Recall] line
         final = _norm(out)
         check.named = [r for r in check.named if id(r) not in gone
