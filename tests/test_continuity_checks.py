@@ -21,6 +21,8 @@ from contextfold.summarize.extractive import summarize_extractive
 from contextfold.summarize.grounding import Sources, ground_summary, sources_of, tokens
 from contextfold.summarize.prompts import parse_sections
 from contextfold.summarize.retention import (
+    _KIND_OF,
+    PRIORITY,
     RECALL_PREFIX,
     check_summary,
     checked_checkpoint,
@@ -123,7 +125,7 @@ def test_clipping_never_cuts_an_identifier():  # S2
     rule = "Keep a list of DOIs, e.g. 10.1000/xyz.2024.123 and the Zotero key ABCD2345."
     nodes = chain([user(f"Please track citations. {rule}"), assistant("Will do.")])
     text = summarize_extractive(make_plan(nodes, profile="research"))
-    assert f"(user) {rule}" in text  # "e.g." ends no sentence
+    assert rule in text  # S8: the user's words whole ("e.g." ends no sentence)
     long = "Compare " + " ".join(f"word{i}" for i in range(40)) + " with https://x.org/a/b/c"
     for limit in range(20, len(long)):
         clipped = clip_words(long, limit).removesuffix(" …")
@@ -172,15 +174,17 @@ def test_retention_readds_what_the_summary_dropped_verbatim():  # S6
     assert f"(user) {DECISION}" in _section(checked.summary, "Decisions")
     assert f"(user) {STEP}" in _section(checked.summary, "Next Steps")
     check = checked.details["check"]
-    assert check["required"] == 4 and check["kept"] == 4 and check["evicted_count"] == 0
-    assert {r["kind"] for r in check["readded"]} == {"decision", "next_step"}
+    # Each of the three user messages is a statement (S8), besides the rule, the decision,
+    # the next step and the error.
+    assert check["required"] == 7 and check["kept"] == 7 and check["evicted_count"] == 0
+    assert {r["kind"] for r in check["readded"]} == {"decision", "next_step", "statement"}
     assert all(r["node_id"] for r in check["readded"])
 
 
 def test_retention_names_what_cannot_fit_with_its_node():  # S6
     plan = make_plan(_session(), profile="research", window=32_000)
     text = _forgetful(plan)
-    order = ("constraint", "decision", "next_step", "error")
+    order = PRIORITY
     partial = 0
     ledger = Ledger()  # nothing held by a ledger: the summary must hold everything
     for budget in range(200, estimate_text(text), 10):
@@ -196,11 +200,13 @@ def test_retention_names_what_cannot_fit_with_its_node():  # S6
             for r in check.evicted:
                 assert r.node_id in out and r.text not in out
         partial += bool(check.kept)
-        # The priority order: an item below an evicted one is kept only when it is shorter
-        # (it fits alone where the evicted one did not).
+        # The priority order within one share (S9): an item below an evicted one of the
+        # same kind of content is kept only when it is shorter (it fits alone where the
+        # evicted one did not); another kind has its own floor.
         for r in check.evicted:
             for k in check.kept:
-                assert order.index(k.kind) < order.index(r.kind) or len(k.text) < len(r.text)
+                if _KIND_OF[k.kind] == _KIND_OF[r.kind] and k.kind != r.kind:
+                    assert order.index(k.kind) < order.index(r.kind) or len(k.text) < len(r.text)
     assert partial  # some budgets keep a part and name the rest
 
 

@@ -144,7 +144,7 @@ def test_pi_session_repeated_updates_stay_one_valid_summary_within_budget():  # 
         begin = end
     assert summary is not None
     assert "omitted for size" in summary  # trimming happened, and says so
-    assert "(user) invalid themes must NEVER explode" in summary
+    assert "invalid themes must NEVER explode" in summary  # S8: the user's words, verbatim
     assert "packages/coding-agent/CHANGELOG.md" in summary
 
 
@@ -162,9 +162,10 @@ def test_research_session_fills_every_section_with_provenance():  # S2, S3
     s = parse_sections(text, "research")
     assert list(s) == list(sections_for("research"))
     assert "Find the plasma physics papers" in s["Research Goal"]
-    assert "(user) Only use peer-reviewed sources." in s["User Requirements and Constraints"]
-    assert "(user) ウェブページは使わないでください。" in s["User Requirements and Constraints"]
-    assert "次にPLASMA 2002" not in s["User Requirements and Constraints"]  # a request
+    # S8: what the user typed is carried verbatim, a whole message per item.
+    assert "Only use peer-reviewed sources. Don't include web pages." in s["Research Goal"]
+    assert ("(user) 引用はAPA形式で書いてください。ウェブページは使わないでください。次にPLASMA 2002"
+            in s["User Requirements and Constraints"])
     assert "(user) Later request: 引用はAPA形式" in s["Research Goal"]
     assert "- [x] (tool) zotero_search `plasma`" in s["Research Progress"]
     assert "- [x] (tool) zotero_read_pdf `TM8QRS36`" in s["Research Progress"]

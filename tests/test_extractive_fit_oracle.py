@@ -68,10 +68,10 @@ def oracle_fit(ordered: list[Section], budget: int, count: Count) -> str:
 
 
 def _oracle_pick(ordered: list[Section], cost: dict[int, list[int]],
-                 floors: dict[str, int] | None) -> tuple[Section, int] | None:
-    held: dict[str, int] = {}
+                 floors: dict[str, int] | None, note: int) -> tuple[Section, int] | None:
+    held: dict[str, int] = {}  # a kind's items and its lists' "omitted" notes
     for s in ordered:
-        held[s.kind] = held.get(s.kind, 0) + sum(cost[id(s)])
+        held[s.kind] = held.get(s.kind, 0) + sum(cost[id(s)]) + (note if s.omitted else 0)
     best: tuple[Section, int] | None = None
     key: tuple[int, int] | None = None
     for s in ordered:
@@ -87,7 +87,9 @@ def _oracle_pick(ordered: list[Section], cost: dict[int, list[int]],
 
 def _oracle_trim(ordered: list[Section], cost: dict[int, list[int]], over: int,
                  count: Count, floors: dict[str, int]) -> bool:
-    best = _oracle_pick(ordered, cost, floors) or _oracle_pick(ordered, cost, None)
+    note = count(f"- (999 {OMITTED_NOTE})\n")
+    best = (_oracle_pick(ordered, cost, floors, note)
+            or _oracle_pick(ordered, cost, None, note))
     if best is None:
         return False
     section, i = best

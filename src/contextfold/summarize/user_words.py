@@ -75,6 +75,8 @@ def _unwrap(text: str) -> str:
 # --------------------------------------------------------------------------- typed / pasted
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
+# A fenced block that opens after text on the same line ("port this: ```python …```").
+_INLINE_FENCE = re.compile(r"(?<=\S)[ \t]*```.*?(?:```|\Z)", re.DOTALL)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\[\d{1,2}m")
 # Each is a line a person reads rather than writes: output, traces, logs, diffs, code.
 _OUTPUT_LINE = re.compile(
@@ -155,8 +157,14 @@ def split_typed(text: str) -> Split:
     check read the same messages.
     """
     text = _unwrap(text)
-    paragraphs: list[list[str]] = [[]]
     pasted: list[str] = []
+
+    def inline(m: re.Match[str]) -> str:  # a block opened inside a sentence
+        pasted.append(m.group(0))
+        return " [code] "
+
+    text = _INLINE_FENCE.sub(inline, text)
+    paragraphs: list[list[str]] = [[]]
     fence: list[str] | None = None
     for line in text.splitlines():
         if fence is not None:
