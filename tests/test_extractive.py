@@ -164,8 +164,8 @@ def test_research_session_fills_every_section_with_provenance():  # S2, S3
     assert "Find the plasma physics papers" in s["Research Goal"]
     # S8: what the user typed is carried verbatim, a whole message per item.
     assert "Only use peer-reviewed sources. Don't include web pages." in s["Research Goal"]
-    assert ("(user) 引用はAPA形式で書いてください。ウェブページは使わないでください。次にPLASMA 2002"
-            in s["User Requirements and Constraints"])
+    assert ("(user) 引用はAPA形式で書いてください。ウェブページは使わないでください。"
+            "次にPLASMA 2002" in s["User Requirements and Constraints"])
     assert "(user) Later request: 引用はAPA形式" in s["Research Goal"]
     assert "- [x] (tool) zotero_search `plasma`" in s["Research Progress"]
     assert "- [x] (tool) zotero_read_pdf `TM8QRS36`" in s["Research Progress"]
