@@ -9,9 +9,10 @@ from contextfold.core.plan import Plan
 from contextfold.runtime import Conversation, GuardedSummarizer
 from contextfold.runtime.summarizers import as_summarize
 from contextfold.summarize.llm import FALLBACK, LlmSummarizer, SummaryOutcome
+from contextfold.summarize.prompts import sections_for
 from contextfold.summarize.summary import Summary
 from contextfold.summarize.validate import validate_summary
-from tests.fakeserver import RESEARCH_SECTIONS, Reply
+from tests.fakeserver import Reply
 from tests.test_runtime_support import (
     PROTOCOLS,
     capacity,
@@ -47,7 +48,10 @@ async def test_llm_summary_is_committed_when_valid(fake, store, protocol):  # S1
     assert outcome.status == "compacted" and outcome.summarizer == "llm:fake-200k"
     checkpoint = _committed(conv)
     assert checkpoint.summarizer == "llm:fake-200k"
-    assert all(f"## {s}" in checkpoint.summary for s in RESEARCH_SECTIONS)
+    # A chat without tools gets the general profile (S10): no library, no files.
+    assert checkpoint.profile == "general"
+    assert all(f"## {s}" in checkpoint.summary for s in sections_for("general"))
+    assert "## Key Zotero Resources" not in checkpoint.summary
     assert len(fake.summary_requests) == 1
     await conv.close()
 

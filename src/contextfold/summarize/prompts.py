@@ -71,7 +71,8 @@ PROVENANCE_MARKERS: tuple[str, ...] = ("(user)", "(tool)", "(inferred)")
 _GUIDANCE: dict[str, str] = {
     "Research Goal": "What the user set out to find or produce, and its latest restatement.",
     "User Requirements and Constraints": (
-        "Requirements, scope limits, preferences and prohibitions the user stated."
+        "The user's own words, verbatim and newest first: every message in which the user "
+        "set a rule, preference, scope, correction or decision (however it was phrased)."
     ),
     "Research Progress": "What was searched, read and produced.",
     "Findings and Evidence": (
@@ -87,7 +88,10 @@ _GUIDANCE: dict[str, str] = {
         "instructions for this summary."
     ),
     "Goal": "What the user set out to accomplish, and its latest restatement.",
-    "Constraints & Preferences": "Constraints, preferences and prohibitions the user stated.",
+    "Constraints & Preferences": (
+        "The user's own words, verbatim and newest first: every message in which the user "
+        "set a rule, preference, scope, correction or decision (however it was phrased)."
+    ),
     "Progress": "Work completed, under way and blocked.",
     "Key Decisions": "Decisions made and their brief rationale.",
     "Files Read": "Paths of files that were read (not modified).",
@@ -141,6 +145,14 @@ a tool returned, (inferred) for what the assistant concluded or you infer. Never
 inference as a fact.
 - Copy identifiers verbatim: Zotero keys, DOIs, URLs, file paths, commit hashes, function \
 names, error messages, page numbers.
+- The user's words are the most important part (the second section): quote what the user \
+typed, verbatim, one (user) bullet per message, newest first — the first request under the \
+goal, then every message that says how to work, what to use or avoid, what to keep private, \
+how to answer, or what was decided, in whatever words or language it was said. Do not \
+paraphrase them, and keep every one the previous checkpoint lists. Never list pasted \
+command output, logs, stack traces, code, JSON or notices an agent added in the user's turn \
+as something the user said: put an error the user pasted under Critical Context as what it \
+is.
 - Be concise: short bullets, no reasoning, no chat."""
 
 _FIRST_TASK = (
@@ -172,7 +184,7 @@ _STRICT_NOTE = (
 # Upper bound on the tokens the template adds around conversation_text, previous_summary
 # and instructions (system prompt included). tests/test_prompts.py checks it against both
 # the project estimator and a 2-characters-per-token bound, for every template variant.
-PROMPT_OVERHEAD_TOKENS = 1_600
+PROMPT_OVERHEAD_TOKENS = 1_800
 
 
 @dataclass(frozen=True)
