@@ -65,8 +65,9 @@ def statements_where(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str
     aiosqlite's (False). Skips where the installed versions keep the driver's cursor."""
     from contextfold.store import sqlite_hops
 
-    if not sqlite_hops.SUPPORTED:
-        pytest.skip("other SQLAlchemy / aiosqlite versions keep the driver's own cursor")
+    if not sqlite_hops.enabled():
+        pytest.skip("other SQLAlchemy / aiosqlite versions, or $CONTEXTFOLD_SQLITE_ONE_HOP=0, "
+                    "keep the driver's own cursor")
     where: list[tuple[str, bool]] = []
     run = sqlite_hops._run_statement
 
