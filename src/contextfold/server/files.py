@@ -19,9 +19,9 @@ from fastapi.responses import Response
 
 from ..replay import replay_series
 from ..store import DuplicateNodeError
+from .deps import Manager, Tenant
 from .errors import ApiError
 from .models import ServerModels
-from .routes import Manager, Tenant
 from .sessions import META_KEY
 from .views import iso
 
