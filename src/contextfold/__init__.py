@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     )
     from contextfold.runtime import (
         BusyError as BusyError, CompactionOutcome as CompactionOutcome,
+        CompactionRequest as CompactionRequest,
         Conversation as Conversation, DraftTooLargeError as DraftTooLargeError, Event as Event,
         EventKind as EventKind, RequestTooLargeError as RequestTooLargeError,
         compact_session as compact_session,
@@ -142,7 +143,8 @@ _EXPORTS: dict[str, str] = {
     "MemoryStore": "contextfold.store.memory",
     **dict.fromkeys(["make_chat_model", "ChatModel", "ChatRequest", "ChatResponse",
                      "ContextOverflowError", "ProviderError"], "contextfold.providers"),
-    **dict.fromkeys(["Conversation", "CompactionOutcome", "compact_session", "BusyError",
+    **dict.fromkeys(["Conversation", "CompactionOutcome", "CompactionRequest",
+                     "compact_session", "BusyError",
                      "DraftTooLargeError", "RequestTooLargeError", "Event", "EventKind"],
                     "contextfold.runtime"),
     **dict.fromkeys(["import_file", "export_session", "ImportResult", "ImportFormatError"],

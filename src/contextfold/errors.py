@@ -20,6 +20,7 @@ Every error class, its kind and its module (`+` the Python bases it keeps); a te
     ├── BadInput                          bad_input   cli.app
     ├── CatalogConfigError                bad_input   core.catalog + ValueError
     ├── UnknownModelError                 bad_input   core.catalog + LookupError
+    ├── OverheadTooLargeError             bad_input   core.fit + ValueError
     ├── PinRefusedError                   bad_input   core.pins + ValueError
     ├── PriceConfigError                  bad_input   core.prices + ValueError
     ├── EmptyQueryError                   bad_input   core.recall_text + ValueError
@@ -48,7 +49,6 @@ Every error class, its kind and its module (`+` the Python bases it keeps); a te
     ├── UnknownProviderError              bad_input   providers.factory + ValueError
     ├── WireError                         bad_input   proxy.responses + ValueError
     ├── WireError                         bad_input   proxy.wire + ValueError
-    ├── OverheadTooLargeError             bad_input   replay + ValueError
     ├── EditedSummaryError                bad_input   runtime.compaction + ValueError
     ├── StalePreviewError                 conflict    runtime.compaction
     ├── ConversationError                 internal    runtime.errors
