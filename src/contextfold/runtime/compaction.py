@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
+from ..core.costs import summary_cost
 from ..core.estimator import MessageCosts, estimate_request
 from ..core.fit import tighter_budget
 from ..core.mask_planner import MASKING_SUMMARIZER
@@ -42,7 +43,7 @@ from ..core.planner import (
     plan_compaction,
     projection_after,
 )
-from ..core.prices import Cost, cache_rules, request_cost
+from ..core.prices import Cost
 from ..core.projection import checkpoint_text, project
 from ..core.resolver import ResolvedModel, user_prices
 from ..core.tree import Branch, DamagedBranch
@@ -142,16 +143,8 @@ class CompactionOutcome:
     summarizer_usage: Usage | None = None  # SPEC Q4: what its summarising requests used
 
     def cost(self) -> Cost:
-        """What this compaction's summarising requests cost (SPEC Q4): the offline summary
-        asks no model and costs nothing; an unpriced model's dollars are None."""
-        usage = self.summarizer_usage
-        if usage is None:
-            return Cost()
-        name = usage.model or (self.summarizer or "").removeprefix("llm:")
-        price = user_prices().lookup(name) if name else None
-        if price is None:
-            return request_cost(None, usage, cache_rules(None, name))
-        return price.cost(usage)
+        """What this compaction's summarising requests cost (SPEC Q4, `core.costs`' rule)."""
+        return summary_cost(self.summarizer, self.summarizer_usage, user_prices())
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
