@@ -108,8 +108,10 @@ async def waits_while_the_loop_runs(write: Awaitable[Any], other: sqlite3.Connec
     clock = asyncio.create_task(ticker())
     task = asyncio.ensure_future(write)
     try:
-        await asyncio.sleep(0.3)
-        assert not task.done() and ticks >= 10  # waiting, and the loop ran meanwhile
+        while ticks < 10:  # the loop ran ten times while the write waited (no fixed sleep)
+            await asyncio.wait({task, clock}, timeout=0.01)
+            assert not task.done()
+        assert not task.done()  # waiting, and the loop ran meanwhile
         other.execute("COMMIT")
         started = time.perf_counter()
         await asyncio.wait_for(task, 10)
