@@ -72,6 +72,8 @@ NOT_IN_THE_VOCABULARY = {
     "contextfold.wire.usage.Unusable": "control flow: a usage report with a bad field is none",
     "contextfold.wire.reply.MalformedReply": "translated: the SDK adapters raise "
     "MalformedResponseError (provider), the proxy records no reply",
+    "contextfold.user_config.OverridesFileError": "translated: core.catalog raises it as "
+    "CatalogConfigError (bad_input), the same message",
 }
 
 
