@@ -1,6 +1,8 @@
 """The arrows between the layers, read from the source (every import, also inside functions):
-the core's imports form no cycle and reach no I/O layer, and nothing but the command line
-imports the command line (DESIGN: pure core, faces translate)."""
+the core's imports form no cycle and reach no I/O layer, nothing but the command line
+imports the command line, every module imports only its own floor and the floors below
+(`LAYERS`), and no two modules anywhere import each other (DESIGN: pure core, faces
+translate; issue 39)."""
 
 from __future__ import annotations
 
