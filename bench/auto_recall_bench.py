@@ -40,7 +40,7 @@ from contextfold.core.fit import over_auto_threshold
 from contextfold.core.messages import Message, ToolCallPart, ToolResultPart, text_message
 from contextfold.core.projection import checkpoint_text, project
 from contextfold.runtime.auto_recall import AutoRecall
-from contextfold.runtime.compaction import compact_session
+from contextfold.runtime.compaction import CompactionRequest, compact_session
 from contextfold.runtime.sizing import Sizer
 from contextfold.store import open_store
 
@@ -93,7 +93,7 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
             for i in range(0, len(history), 500):
                 await store.append_many(sid, history[i:i + 500])
             started = time.perf_counter()
-            outcome = await compact_session(store, sid, capacity=capacity, budget=budget)
+            outcome = await compact_session(CompactionRequest(store, sid, capacity, budget))
             compact_s = time.perf_counter() - started
             assert outcome.status == "compacted", outcome
             recall = AutoRecall(store)
@@ -162,8 +162,8 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                 # A1: between turns, the auto compaction runs as in a live session.
                 if over_auto_threshold(sizer.estimate(project(await store.load_branch(sid))
                                                       ).tokens, budget):
-                    auto = await compact_session(store, sid, capacity=capacity,
-                                                 budget=budget, trigger="auto")
+                    auto = await compact_session(CompactionRequest(store, sid, capacity=capacity,
+                                                 budget=budget, trigger="auto"))
                     compactions += auto.status == "compacted"
                     previous_est = None  # a new checkpoint re-reads everything anyway
         finally:

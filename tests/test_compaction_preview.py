@@ -9,6 +9,7 @@ import pytest
 
 from contextfold.runtime.compaction import (
     USER_EDITED,
+    CompactionRequest,
     EditedSummaryError,
     PreviewBase,
     StalePreviewError,
@@ -104,9 +105,9 @@ async def test_a_stale_preview_is_refused_and_nothing_is_written(fake, store):  
     assert await tree_checkpoints(store, conv.session_id) == []
     # The store's check under the compaction lease refuses it too (another writer).
     with pytest.raises(StalePreviewError):
-        await compact_session(store, conv.session_id, capacity=conv.capacity,
+        await compact_session(CompactionRequest(store, conv.session_id, capacity=conv.capacity,
                               budget=conv.budget, summary_text=EDITED,
-                              base=PreviewBase.parse(preview.base))
+                              base=PreviewBase.parse(preview.base)))
     assert await tree_checkpoints(store, conv.session_id) == []
     await conv.close()
 

@@ -15,7 +15,7 @@ from contextfold.core.messages import Ledger
 from contextfold.core.plan import Plan
 from contextfold.core.planner import build_checkpoint
 from contextfold.core.projection import checkpoint_text
-from contextfold.runtime.compaction import compact_session
+from contextfold.runtime.compaction import CompactionRequest, compact_session
 from contextfold.store.memory import MemoryStore
 from contextfold.summarize.extractive import summarize_extractive
 from contextfold.summarize.grounding import Sources, ground_summary, sources_of, tokens
@@ -232,8 +232,8 @@ async def test_compact_outcome_reports_the_check():  # S6
     async def forgetful(plan: Plan) -> Summary:
         return Summary(_forgetful(plan), "llm:m")
 
-    outcome = await compact_session(store, session.id, capacity=capacity,
-                                    budget=derive_budget(capacity), summarize=forgetful)
+    outcome = await compact_session(CompactionRequest(store, session.id, capacity=capacity,
+                                    budget=derive_budget(capacity), summarize=forgetful))
     assert outcome.status == "compacted"
     data = outcome.to_json()
     assert data["check"]["required"] >= 3 and "carried" not in data["check"]

@@ -72,6 +72,8 @@ NOT_IN_THE_VOCABULARY = {
     "contextfold.wire.usage.Unusable": "control flow: a usage report with a bad field is none",
     "contextfold.wire.reply.MalformedReply": "translated: the SDK adapters raise "
     "MalformedResponseError (provider), the proxy records no reply",
+    "contextfold.user_config.OverridesFileError": "translated: core.catalog raises it as "
+    "CatalogConfigError (bad_input), the same message",
 }
 
 
@@ -330,3 +332,55 @@ async def test_compacting_a_session_too_big_for_its_window_is_never_a_500(
         if r.status_code >= 400:
             assert r.status_code == 400 and r.json()["type"] == "bad_request"
             assert "budget" in r.json()["error"]
+
+
+# --------------------------------------------------------------------------- the tree
+
+
+def every_module_imported() -> None:
+    """Import every module of contextfold, so every error class is defined."""
+    import pkgutil
+
+    for info in pkgutil.walk_packages(contextfold.__path__, "contextfold."):
+        if not info.name.endswith("__main__"):
+            importlib.import_module(info.name)
+
+
+def draw_tree(root: type[BaseException] = ContextfoldError) -> list[str]:
+    """The drawing of `root` and its subclasses defined in contextfold: one line a class
+    (its name, kind, module, the Python bases it keeps beside contextfold's), children
+    indented under their parent."""
+    lines = [f"{root.__name__:<38}{root.kind:<12}{root.__module__.removeprefix('contextfold.')}"]
+
+    def walk(cls: type, prefix: str) -> None:
+        subs = sorted((c for c in cls.__subclasses__() if c.__module__.startswith("contextfold.")),
+                      key=lambda c: (c.__module__, c.__name__))
+        for i, sub in enumerate(subs):
+            last = i == len(subs) - 1
+            name = f"{prefix}{'└── ' if last else '├── '}{sub.__name__}"
+            kept = [b.__name__ for b in sub.__bases__ if not issubclass(b, ContextfoldError)]
+            also = f" + {', '.join(kept)}" if kept else ""
+            lines.append(f"{name:<38}{sub.kind:<12}"
+                         f"{sub.__module__.removeprefix('contextfold.')}{also}".rstrip())
+            walk(sub, prefix + ("    " if last else "│   "))
+
+    walk(root, "")
+    return lines
+
+
+def test_the_tree_drawing_can_fail() -> None:
+    class Stray(ContextfoldError):  # defined here, not in contextfold: never drawn
+        kind = "busy"
+
+    assert not any("Stray" in line for line in draw_tree())
+    assert draw_tree(ProviderError)[1].startswith("├── ContextOverflowError")
+
+
+def test_the_docstring_draws_every_error_class() -> None:
+    """`errors.py`'s docstring draws the whole tree; a class added, moved or given another
+    kind anywhere in contextfold fails here until the drawing says so."""
+    every_module_imported()
+    doc = [line.removeprefix("    ") for line in (contextfold.errors.__doc__ or "").splitlines()]
+    start = doc.index(draw_tree()[0])
+    assert doc[start:start + len(draw_tree())] == draw_tree()
+    assert not doc[start + len(draw_tree())].startswith(("├", "└", "│", " "))

@@ -203,7 +203,7 @@ def test_replay_with_masking_stays_valid(masking):  # V1 V2 (public replay path)
 
 
 async def test_masking_step_commits_without_calling_the_summariser(store):  # V2 C2
-    from contextfold.runtime.compaction import compact_session
+    from contextfold.runtime.compaction import CompactionRequest, compact_session
 
     session = await store.create_session()
     nodes = tool_session(10)
@@ -213,8 +213,9 @@ async def test_masking_step_commits_without_calling_the_summariser(store):  # V2
     async def must_not_run(plan):
         raise AssertionError("a masking step must not call the summariser")
 
-    outcome = await compact_session(store, session.id, capacity=CAP, budget=budget,
-                                    trigger="auto", summarize=must_not_run)
+    outcome = await compact_session(CompactionRequest(store, session.id, capacity=CAP,
+                                                      budget=budget, trigger="auto",
+                                                      summarize=must_not_run))
     assert outcome.status == "compacted" and outcome.summarizer == MASKING_SUMMARIZER
     branch = await store.load_branch(session.id)
     full = await store.load_full_branch(session.id)

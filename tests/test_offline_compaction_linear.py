@@ -20,7 +20,7 @@ from contextfold import import_file
 from contextfold.core import identifiers, prose_identifiers
 from contextfold.core.resolver import ModelResolver
 from contextfold.core.text_estimate import FAMILY_FACTORS, LineCounter, estimate_text, remembering
-from contextfold.runtime.compaction import compact_session
+from contextfold.runtime.compaction import CompactionRequest, compact_session
 from contextfold.store.memory import MemoryStore
 from contextfold.summarize.extractive_facts import Counted, norm_item
 from contextfold.summarize.extractive_sections import Section
@@ -193,7 +193,7 @@ async def test_a_non_repeating_history_is_compacted_as_before(tmp_path: Path, wi
     info = await store.import_tree(imported.nodes, imported.leaf_id, title="varied",
                                    metadata=imported.metadata)
     model = ModelResolver().resolve(None, context_window=window)
-    outcome = await compact_session(store, info.id, capacity=model.capacity,
-                                    budget=model.budget, preview=True)
+    outcome = await compact_session(CompactionRequest(store, info.id, capacity=model.capacity,
+                                    budget=model.budget, preview=True))
     assert outcome.checkpoint_text is not None and "[Recall]" in outcome.checkpoint_text
     assert hashlib.sha256(outcome.checkpoint_text.encode()).hexdigest() == GOLDEN[window]

@@ -23,7 +23,7 @@ from contextfold.core.estimator import MessageCosts
 from contextfold.core.identifiers import extract_identifiers
 from contextfold.core.plan import Plan
 from contextfold.core.planner import build_checkpoint, plan_compaction
-from contextfold.runtime import Conversation, compact_session
+from contextfold.runtime import CompactionRequest, Conversation, compact_session
 from contextfold.store import loading, queries
 from tests.builders import branch_of, chain, tool_call, tool_result, turn, user
 
@@ -111,8 +111,8 @@ async def test_compaction_estimates_and_extracts_each_message_once(store, monkey
     estimates = Counter(monkeypatch, estimator, "_message_tokens")
     extractions = Counter(monkeypatch, identifiers, "_message_identifiers")
     lines: list[str] = []
-    outcome = await compact_session(store, sid, capacity=CAPACITY, budget=BUDGET,
-                                    progress=lines.append)
+    outcome = await compact_session(CompactionRequest(store, sid, capacity=CAPACITY, budget=BUDGET,
+                                    progress=lines.append))
     assert outcome.status == "compacted"
     assert estimates.calls == len(branch.nodes)
     assert extractions.calls == outcome.summarized_messages

@@ -80,7 +80,7 @@ def test_recorded_usage_is_not_a_baseline_in_replay():  # E1
 def test_fixed_overhead_leaves_a_raw_tail_for_split_turns():  # K6 B2
     from contextfold.core.budget import derive_budget
     from contextfold.core.catalog import capacity_for
-    from contextfold.replay import budget_after_overhead
+    from contextfold.core.fit import budget_after_overhead
 
     budget = derive_budget(capacity_for("claude-sonnet-4-5", context_window=64_000))
     after = budget_after_overhead(budget, 25_864)  # a recorded Claude Code agent's overhead

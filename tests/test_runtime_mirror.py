@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from contextfold.core.budget import ModelCapacity
+from contextfold.core.content_chain import ChainMemo, chain_hashes
 from contextfold.core.export import to_openai
 from contextfold.core.messages import Message, ReasoningPart, TextPart, Usage
 from contextfold.core.validity import openai_problems
 from contextfold.runtime import RequestTooLargeError
-from contextfold.runtime.content_chain import ChainMemo, chain_hashes
 from contextfold.runtime.mirror import Mirror
 from contextfold.store import open_store
 from contextfold.store.invariants import check_store
@@ -350,7 +350,7 @@ async def test_sessions_of_one_scope_each_keep_what_they_stored_y1(store):
 
 def _shape(nodes) -> list[tuple]:
     """A tree's structure and content, independent of node ids and times."""
-    from contextfold.runtime.content_chain import message_key
+    from contextfold.core.content_chain import message_key
 
     order = {n.id: i for i, n in enumerate(nodes)}
     return [(order.get(n.parent_id), n.kind,

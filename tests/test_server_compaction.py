@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
+from contextfold.runtime.base import ConversationBase
 from tests.server_fixtures import (  # noqa: F401
     LONG,
     Gate,
@@ -27,8 +30,24 @@ async def _nodes(c, sid: str) -> list[dict]:
     return (await c.get(f"/v1/sessions/{sid}/tree")).json()["nodes"]
 
 
+@pytest.fixture
+def send_waiting(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """Set when a send reaches the wait for a running compaction (U2): a test waits for it
+    instead of sleeping and hoping the request got there."""
+    waiting = asyncio.Event()
+    real = ConversationBase._wait_for_compaction
+
+    async def spied(self: ConversationBase, draft: object) -> None:
+        if self._runner.running:
+            waiting.set()
+        await real(self, draft)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ConversationBase, "_wait_for_compaction", spied)
+    return waiting
+
+
 async def test_w4_u4_operations_refused_while_compacting_and_u2_send_waits(
-        service_factory) -> None:  # noqa: F811
+        service_factory, send_waiting: asyncio.Event) -> None:  # noqa: F811
     gate = Gate()
     async with service_factory(summarizer=gate, context_window=100_000) as svc, \
             svc.client() as c:
@@ -45,7 +64,7 @@ async def test_w4_u4_operations_refused_while_compacting_and_u2_send_waits(
         before = await _nodes(c, sid)
         send = asyncio.create_task(c.post(f"/v1/sessions/{sid}/messages",
                                           json={"text": "sent while compacting"}))
-        await asyncio.sleep(0.3)  # the send is in; it must still be waiting
+        await asyncio.wait_for(send_waiting.wait(), 60)  # the send is in, waiting
         assert not send.done()
         assert len(await _nodes(c, sid)) == len(before)  # U2: nothing went out yet
 
@@ -62,7 +81,7 @@ async def test_w4_u4_operations_refused_while_compacting_and_u2_send_waits(
 
 
 async def test_w4_c4_cancel_rolls_back_and_u3_the_waiting_send_is_not_sent(
-        service_factory) -> None:  # noqa: F811
+        service_factory, send_waiting: asyncio.Event) -> None:  # noqa: F811
     gate = Gate()
     async with service_factory(summarizer=gate, context_window=100_000) as svc, \
             svc.client() as c:
@@ -72,7 +91,7 @@ async def test_w4_c4_cancel_rolls_back_and_u3_the_waiting_send_is_not_sent(
         send = asyncio.create_task(c.post(
             f"/v1/sessions/{sid}/messages", json={"text": "keep this draft"},
             headers={"Accept": "text/event-stream"}))
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(send_waiting.wait(), 60)
         assert not send.done()
 
         r = await c.post(f"/v1/sessions/{sid}/cancel")

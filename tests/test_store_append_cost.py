@@ -140,7 +140,7 @@ async def test_a_mirror_lookup_reads_its_rows_not_the_tree(tmp_path):
     # of the very statement the store ran, with its parameters.
     import sqlite3
 
-    from contextfold.runtime.content_chain import chain_hashes
+    from contextfold.core.content_chain import chain_hashes
 
     db = tmp_path / "plan.db"
     opened = await open_store(f"sqlite:///{db}")

@@ -10,10 +10,10 @@ import sqlite3
 import pytest
 from sqlalchemy import text
 
+from contextfold.core.content_chain import chain_hashes
 from contextfold.core.messages import Message
 from contextfold.core.recall_text import parse_query
 from contextfold.core.tree import Branch, DamagedBranch
-from contextfold.runtime.content_chain import chain_hashes
 from contextfold.store import open_store
 from contextfold.store.engine import write_connection
 from contextfold.store.verify import verify_tree

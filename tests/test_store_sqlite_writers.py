@@ -65,8 +65,9 @@ def statements_where(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str
     aiosqlite's (False). Skips where the installed versions keep the driver's cursor."""
     from contextfold.store import sqlite_hops
 
-    if not sqlite_hops.SUPPORTED:
-        pytest.skip("other SQLAlchemy / aiosqlite versions keep the driver's own cursor")
+    if not sqlite_hops.enabled():
+        pytest.skip("other SQLAlchemy / aiosqlite versions, or $CONTEXTFOLD_SQLITE_ONE_HOP=0, "
+                    "keep the driver's own cursor")
     where: list[tuple[str, bool]] = []
     run = sqlite_hops._run_statement
 
@@ -107,8 +108,10 @@ async def waits_while_the_loop_runs(write: Awaitable[Any], other: sqlite3.Connec
     clock = asyncio.create_task(ticker())
     task = asyncio.ensure_future(write)
     try:
-        await asyncio.sleep(0.3)
-        assert not task.done() and ticks >= 10  # waiting, and the loop ran meanwhile
+        while ticks < 10:  # the loop ran ten times while the write waited (no fixed sleep)
+            await asyncio.wait({task, clock}, timeout=0.01)
+            assert not task.done()
+        assert not task.done()  # waiting, and the loop ran meanwhile
         other.execute("COMMIT")
         started = time.perf_counter()
         await asyncio.wait_for(task, 10)

@@ -15,6 +15,7 @@ import openai
 import pytest
 from pydantic import TypeAdapter
 
+from contextfold.core.content_chain import chain_hashes
 from contextfold.core.export import render_anthropic, render_openai, to_anthropic, to_openai
 from contextfold.core.messages import Message, TextPart, ToolCallPart, Usage
 from contextfold.core.projection import Projection
@@ -23,7 +24,6 @@ from contextfold.providers import AnthropicModel, OpenAICompatModel, StreamDone,
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.serve import ProxyThread
-from contextfold.runtime.content_chain import chain_hashes
 from contextfold.runtime.errors import RequestTooLargeError
 from contextfold.store import open_store
 from contextfold.wire import anthropic_messages, openai_chat

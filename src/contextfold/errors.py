@@ -12,6 +12,69 @@ Each class keeps its Python base classes (`LookupError`, `ValueError`, `ImportEr
 next to `ContextfoldError`, so no caller's `except` changed meaning.
 
 This module imports nothing of contextfold, so every layer, the pure core too, may use it.
+
+Every error class, its kind and its module (`+` the Python bases it keeps); a test
+(tests/test_errors.py) holds this drawing equal to the classes defined:
+
+    ContextfoldError                      internal    errors
+    ├── BadInput                          bad_input   cli.app
+    ├── CatalogConfigError                bad_input   core.catalog + ValueError
+    ├── UnknownModelError                 bad_input   core.catalog + LookupError
+    ├── OverheadTooLargeError             bad_input   core.fit + ValueError
+    ├── PinRefusedError                   bad_input   core.pins + ValueError
+    ├── PriceConfigError                  bad_input   core.prices + ValueError
+    ├── EmptyQueryError                   bad_input   core.recall_text + ValueError
+    ├── InvalidWindowError                bad_input   core.resolver + ValueError
+    ├── WindowTooSmallError               bad_input   core.resolver + ValueError
+    ├── ChunkBudgetTooSmall               bad_input   core.serialize + ValueError
+    ├── BranchError                       read_only   core.tree + ValueError
+    ├── MissingExtraError                 unavailable errors + ImportError
+    ├── EvalInputError                    bad_input   evaluate.runner + ValueError
+    ├── ImportFormatError                 bad_input   formats.errors + ValueError
+    ├── JsonTooDeepError                  bad_input   guard.body + ValueError
+    ├── ToolFailed                        bad_input   mcp.tools + Exception
+    ├── NoConversationError               not_found   mcp.which + LookupError
+    ├── EndpointRefusedError              bad_input   providers.endpoints + ValueError
+    ├── ProviderError                     provider    providers.errors
+    │   ├── ContextOverflowError          provider    providers.errors
+    │   ├── MalformedResponseError        provider    providers.errors
+    │   ├── ProviderAuthError             provider    providers.errors
+    │   ├── ProviderRequestError          provider    providers.errors
+    │   ├── RetryableError                provider    providers.errors
+    │   │   ├── ProviderConnectionError   provider    providers.errors
+    │   │   ├── ProviderTimeoutError      provider    providers.errors
+    │   │   ├── ProviderUnavailableError  provider    providers.errors
+    │   │   └── RateLimitError            provider    providers.errors
+    │   └── StreamInterruptedError        provider    providers.errors
+    ├── UnknownProviderError              bad_input   providers.factory + ValueError
+    ├── WireError                         bad_input   proxy.responses + ValueError
+    ├── WireError                         bad_input   proxy.wire + ValueError
+    ├── EditedSummaryError                bad_input   runtime.compaction + ValueError
+    ├── StalePreviewError                 conflict    runtime.compaction
+    ├── ConversationError                 internal    runtime.errors
+    │   ├── BusyError                     busy        runtime.errors
+    │   ├── CompactionFailedError         internal    runtime.errors
+    │   ├── RequestTooLargeError          too_large   runtime.errors
+    │   │   └── DraftTooLargeError        too_large   runtime.errors
+    │   ├── SendAbortedError              conflict    runtime.errors
+    │   └── ToolWorkflowError             bad_input   runtime.errors
+    ├── RecallInputError                  bad_input   runtime.recall + ValueError
+    ├── ServeError                        bad_input   server.run + ValueError
+    ├── StoreError                        internal    store.errors
+    │   ├── ConfigurationError            bad_input   store.errors
+    │   ├── InvalidOperationError         bad_input   store.errors + ValueError
+    │   │   ├── DuplicateNodeError        bad_input   store.errors
+    │   │   └── InvalidPayloadError       bad_input   store.errors
+    │   ├── NodeNotFoundError             not_found   store.errors + LookupError
+    │   ├── ReadOnlySessionError          read_only   store.errors
+    │   ├── SessionBusyError              busy        store.errors
+    │   ├── SessionNotFoundError          not_found   store.errors + LookupError
+    │   ├── StaleBranchError              conflict    store.errors
+    │   └── TokenNotFoundError            not_found   store.tenancy
+    ├── SummaryBudgetTooSmall             bad_input   summarize.extractive_fit + ValueError
+    └── SummaryInvalid                    internal    summarize.validate + ValueError
+
+The faces' maps by kind are in docs/architecture.md ("Errors").
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from .core.budget import Budget, ModelCapacity
 from .core.costs import modelled_cost, projection_blocks, session_cost
 from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accuracy
 from .core.export import to_anthropic, to_openai
-from .core.fit import leaves_room
+from .core.fit import OverheadTooLargeError, budget_after_overhead
 from .core.messages import Message, Node
 from .core.plan import NoOp, Trigger
 from .core.prices import Block
@@ -33,7 +33,6 @@ from .core.projection import Projection, project
 from .core.resolver import user_prices
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
-from .errors import ContextfoldError
 from .runtime.auto_recall import AutoRecall
 from .runtime.errors import RequestTooLargeError
 from .runtime.fitting import SessionFit, fit_request
@@ -394,53 +393,6 @@ def replay_cost(messages: Sequence[tuple[str, Message]],
             "recorded": {**recorded.requests.to_json(), "model": recorded.model},
             "recorded_modelled": recorded.full_history.to_json(),
             "contextfold": ours.to_json()}
-
-
-class OverheadTooLargeError(ContextfoldError, ValueError):
-    """The fixed overhead every replayed request carries leaves the session no room in this
-    window. `smallest` is the smallest window (same model) that works beside it, None when
-    none is known; `explain(...)` words it with the face's option names."""
-
-    kind = "bad_input"
-
-    def __init__(self, overhead: int, safe_input_limit: int, smallest: int | None = None
-                 ) -> None:
-        self.overhead = overhead
-        self.safe_input_limit = safe_input_limit
-        self.smallest = smallest
-        super().__init__(self.explain())
-
-    def explain(self, window: str = "--context-window", overhead: str = "--overhead") -> str:
-        text = (f"a fixed overhead of {self.overhead:,} tokens (the agent's system prompt and "
-                f"tools) leaves no room for the session in a safe input limit of "
-                f"{self.safe_input_limit:,}")
-        if self.smallest is not None:
-            text += f"; the smallest window that works is {self.smallest:,} tokens"
-        return f"{text}: give a larger {window} or a smaller {overhead}"
-
-    def facts(self) -> dict[str, Any]:
-        return {"smallest_window": self.smallest, "overhead_tokens": self.overhead}
-
-    def public_message(self) -> str:
-        return self.explain("context window", "overhead")
-
-
-def budget_after_overhead(budget: Budget, overhead: int) -> Budget:
-    """`budget` for the messages alone when every request also carries `overhead` tokens
-    (`OverheadTooLargeError` when not even a checkpoint summary would fit beside it)."""
-    if overhead <= 0:
-        return budget
-    safe = budget.safe_input_limit - overhead
-    if not leaves_room(budget, overhead):
-        raise OverheadTooLargeError(overhead, budget.safe_input_limit)
-    return budget.model_copy(update={
-        "safe_input_limit": safe,
-        "auto_threshold": int(budget.auto_threshold * safe / budget.safe_input_limit),
-        # After a compaction the request is summary + tail: half of what the summary leaves
-        # goes to the raw tail, half stays free so the next turns fit before compacting again
-        # (a tail of 0 would leave a long tool loop nothing raw: K6).
-        "tail_budget": max(0, min(budget.tail_budget, (safe - budget.summary_budget) // 2)),
-    })
 
 
 def recorded_start(nodes: Sequence[Node], leaf_id: str) -> Node | None:

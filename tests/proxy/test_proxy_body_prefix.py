@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contextfold.core.content_chain import chain_hashes
 from contextfold.guard.body import JsonTooDeepError, loads_bounded
 from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.body_prefix import resume, shared_elements, split
 from contextfold.proxy.prefix_cache import PrefixCache, dumps
-from contextfold.runtime.content_chain import chain_hashes
 
 _text = st.text(st.characters(blacklist_categories=()), max_size=10)
 _number = st.sampled_from([1, 1.0, True, 0, -0.0, False, None, 10**20, 1e300, "1"])

@@ -279,39 +279,30 @@ def compact_command(
 
     fallbacks: list[str] = []
 
+    built: dict[str, Any] = {}  # the LLM summariser by model, built once (--wait retries)
+
     async def compact(store: SessionStore, branch: Branch) -> dict[str, Any]:
-        from ..runtime.compaction import compact_session
+        from ..runtime.compaction import CompactionRequest, compact_session
         from ..runtime.summarizers import offline_summarize
 
-        chosen: list[Any] = []
-        fitted: list[tuple[ModelCapacity, Budget]] = []
-
+        # The model and the summariser are decided here, from the branch as loaded (a
+        # compaction re-reads it only when it moved); the compaction decides neither.
         metadata = dict((await store.get_session(session)).metadata)
         resolver = recorded_resolver(metadata)  # a proxied session: the proxy's window
+        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
+                                 context_window, resolver=resolver)
+        summarize = offline_summarize
+        if summarizer == "llm":
+            from .llm_choice import guarded_llm_summarizer
 
-        def resolve(loaded: Branch) -> tuple[ModelCapacity, Budget]:
-            # The branch is read once, inside the compaction (a long history is big).
-            resolved = resolve_model(model, recorded_model(loaded) or _sized_model(metadata),
-                                     context_window, resolver=resolver)
-            fitted.append((resolved.capacity, resolved.budget))
-            if summarizer == "llm":
-                from .llm_choice import guarded_llm_summarizer
-
-                chosen.append(guarded_llm_summarizer(resolved, summarizer_model, base_url,
-                                                    fallbacks))
-            return resolved.capacity, resolved.budget
-
-        async def summarize(plan: Any) -> Any:
-            return await (chosen[0] if chosen else offline_summarize)(plan)
-
-        outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
-                                        instructions=instructions, progress=stderr_progress(),
-                                        branch=branch, preview=preview, **edit)
-        if not fitted:
-            resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
-                                     context_window, resolver=resolver)
-            fitted.append((resolved.capacity, resolved.budget))
-        return compaction_payload(outcome, *fitted[-1])
+            if resolved.name not in built:
+                built[resolved.name] = guarded_llm_summarizer(resolved, summarizer_model,
+                                                              base_url, fallbacks)
+            summarize = built[resolved.name]
+        outcome = await compact_session(CompactionRequest.for_model(
+            store, session, resolved, summarize=summarize, instructions=instructions,
+            progress=stderr_progress(), branch=branch, preview=preview, **edit))
+        return compaction_payload(outcome, resolved.capacity, resolved.budget)
 
     async def work() -> dict[str, Any]:
         from ..store import open_store

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from ..errors import ContextfoldError
+from ..user_config import OverridesFileError, read_tables
 from .budget import ModelCapacity
 
 FAMILIES = ("claude", "gpt", "gemini", "other")
@@ -559,24 +560,12 @@ def load_overrides(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
 
 def read_overrides_file(file: Path) -> dict[str, Any]:
     """The tables of a TOML or JSON overrides file (`models`, and `prices` for
-    `core.prices`). `CatalogConfigError` names the file when it cannot be read or parsed."""
+    `core.prices`), read by the one module that reads user files (`user_config`).
+    `CatalogConfigError` names the file when it cannot be read or parsed."""
     try:
-        raw = file.read_bytes()
-    except OSError as exc:
-        raise CatalogConfigError(f"{file}: cannot read overrides file: {exc}") from exc
-    try:
-        if file.suffix.lower() == ".json":
-            data = json.loads(raw.decode("utf-8"))
-        else:
-            import tomllib  # here: a command that reads no overrides file skips its import
-
-            data = tomllib.loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        kind = "JSON" if file.suffix.lower() == ".json" else "TOML"
-        raise CatalogConfigError(f"{file}: not valid {kind}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CatalogConfigError(f"{file}: expected tables ('models', 'prices') at the top")
-    return data
+        return read_tables(file)
+    except OverridesFileError as exc:
+        raise CatalogConfigError(str(exc)) from exc.__cause__
 
 
 @cache

@@ -121,14 +121,30 @@ def priced_usage(price: ModelPrice | None, name: str | None, usage: Usage) -> Co
 
 
 def summarizer_model(checkpoint: Checkpoint, usage: Usage) -> str | None:
-    """The model a checkpoint's summary was asked of: the usage's, else `llm:<model>`."""
+    """The model a checkpoint's summary was asked of (`summarizer_name`)."""
+    return summarizer_name(checkpoint.summarizer, usage)
+
+
+def summarizer_name(summarizer: str | None, usage: Usage) -> str | None:
+    """The model a summary was asked of: the usage's, else the one its summariser names
+    (`llm:<model>`, or `llm-<model>` as older checkpoints wrote it); None for one that asked
+    no model (the offline summary)."""
     if usage.model:
         return usage.model
-    name = checkpoint.summarizer
     for prefix in ("llm:", "llm-"):
-        if name.startswith(prefix):
-            return name[len(prefix):]
+        if summarizer and summarizer.startswith(prefix):
+            return summarizer[len(prefix):]
     return None
+
+
+def summary_cost(summarizer: str | None, usage: Usage | None, book: PriceBook) -> Cost:
+    """What one compaction's summarising requests cost (SPEC Q4), the one rule for a stored
+    checkpoint (`session_cost`) and a compaction's outcome: the offline summary asks no model
+    and costs nothing; an unpriced model's dollars are None."""
+    if usage is None:
+        return Cost()
+    name = summarizer_name(summarizer, usage)
+    return priced_usage(book.lookup(name) if name else None, name, usage)
 
 
 def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = None

@@ -14,13 +14,18 @@ keeps its own copy. All of it is arithmetic over token counts the estimator meas
 * `tighter_budget(budget, overshoot, smallest_checkpoint)`: when a written checkpoint still
   measures over the limit (estimates of a text and of the request it sits in differ a
   little), the next, smaller summary budget; None when no smaller one can be written.
+* `budget_after_overhead(budget, overhead)`: the budget of the messages alone when every
+  request also carries a fixed overhead (an agent's system prompt and tools, as replay
+  measures it); `OverheadTooLargeError` when not even a checkpoint fits beside it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+from ..errors import ContextfoldError
 from .budget import Budget
 from .estimator import MESSAGE_OVERHEAD, estimate_text
 from .messages import Ledger, LedgerEntry
@@ -98,6 +103,53 @@ def leaves_room(budget: Budget, fixed: int) -> bool:
     system prompt and tools): more than a whole checkpoint summary must remain of the safe
     limit, or no compaction could bring a request under it (P5)."""
     return budget.safe_input_limit - fixed > budget.summary_budget
+
+
+class OverheadTooLargeError(ContextfoldError, ValueError):
+    """The fixed overhead every replayed request carries leaves the session no room in this
+    window. `smallest` is the smallest window (same model) that works beside it, None when
+    none is known; `explain(...)` words it with the face's option names."""
+
+    kind = "bad_input"
+
+    def __init__(self, overhead: int, safe_input_limit: int, smallest: int | None = None
+                 ) -> None:
+        self.overhead = overhead
+        self.safe_input_limit = safe_input_limit
+        self.smallest = smallest
+        super().__init__(self.explain())
+
+    def explain(self, window: str = "--context-window", overhead: str = "--overhead") -> str:
+        text = (f"a fixed overhead of {self.overhead:,} tokens (the agent's system prompt and "
+                f"tools) leaves no room for the session in a safe input limit of "
+                f"{self.safe_input_limit:,}")
+        if self.smallest is not None:
+            text += f"; the smallest window that works is {self.smallest:,} tokens"
+        return f"{text}: give a larger {window} or a smaller {overhead}"
+
+    def facts(self) -> dict[str, Any]:
+        return {"smallest_window": self.smallest, "overhead_tokens": self.overhead}
+
+    def public_message(self) -> str:
+        return self.explain("context window", "overhead")
+
+
+def budget_after_overhead(budget: Budget, overhead: int) -> Budget:
+    """`budget` for the messages alone when every request also carries `overhead` tokens
+    (`OverheadTooLargeError` when not even a checkpoint summary would fit beside it)."""
+    if overhead <= 0:
+        return budget
+    safe = budget.safe_input_limit - overhead
+    if not leaves_room(budget, overhead):
+        raise OverheadTooLargeError(overhead, budget.safe_input_limit)
+    return budget.model_copy(update={
+        "safe_input_limit": safe,
+        "auto_threshold": int(budget.auto_threshold * safe / budget.safe_input_limit),
+        # After a compaction the request is summary + tail: half of what the summary leaves
+        # goes to the raw tail, half stays free so the next turns fit before compacting again
+        # (a tail of 0 would leave a long tool loop nothing raw: K6).
+        "tail_budget": max(0, min(budget.tail_budget, (safe - budget.summary_budget) // 2)),
+    })
 
 
 def over_auto_threshold(tokens: int, budget: Budget) -> bool:

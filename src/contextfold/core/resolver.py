@@ -24,13 +24,13 @@ passed in: the core does not import the summarisers.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Literal
 
 from ..errors import ContextfoldError
+from ..user_config import configured_model, overrides_file
 from .budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from .catalog import ModelCatalog, UnknownModelError, default_catalog, derived_max_output
 from .fit import leaves_room
@@ -41,8 +41,6 @@ from .tree import Branch, DamagedBranch
 BUILTIN_DEFAULT_MODEL = "offline/echo"
 OFFLINE_PREFIX = "offline/"
 OFFLINE_WINDOW = 8192
-MODEL_ENV = "CONTEXTFOLD_MODEL"  # the default model of every face that has none configured
-OVERRIDES_ENV = "CONTEXTFOLD_MODELS"  # a TOML/JSON overrides file (core.catalog)
 EVERY_MODEL = "*"  # the key of a window map that applies to every model not named
 
 Source = Literal["explicit", "recorded", "configured", "environment", "default"]
@@ -177,16 +175,12 @@ def _overrides_catalog(path: str, stamp: tuple[int, int]) -> ModelCatalog:
 
 def user_catalog(environ: Mapping[str, str] | None = None) -> ModelCatalog:
     """The packaged catalog plus the overrides file named by `$CONTEXTFOLD_MODELS`, if any
-    (read once per version of the file). `CatalogConfigError` names a bad file."""
-    path = (os.environ if environ is None else environ).get(OVERRIDES_ENV)
-    if not path:
+    (read once per version of the file, `user_config`). `CatalogConfigError` names a bad
+    file."""
+    named = overrides_file(environ)
+    if named is None:
         return default_catalog()
-    try:
-        info = os.stat(path)
-        stamp = (info.st_mtime_ns, info.st_size)
-    except OSError:
-        stamp = (0, 0)  # the catalog's own read names the missing file
-    return _overrides_catalog(path, stamp)
+    return _overrides_catalog(*named)  # a missing file: the catalog's own read names it
 
 
 @lru_cache(maxsize=8)
@@ -198,15 +192,10 @@ def _overrides_prices(path: str, stamp: tuple[int, int]) -> PriceBook:
 def user_prices(environ: Mapping[str, str] | None = None) -> PriceBook:
     """The packaged prices plus the `prices` table of the `$CONTEXTFOLD_MODELS` file, if any
     (SPEC Q1: prices are overridden where capacities are)."""
-    path = (os.environ if environ is None else environ).get(OVERRIDES_ENV)
-    if not path:
+    named = overrides_file(environ)
+    if named is None:
         return PriceBook.packaged()
-    try:
-        info = os.stat(path)
-        stamp = (info.st_mtime_ns, info.st_size)
-    except OSError:
-        stamp = (0, 0)
-    return _overrides_prices(path, stamp)
+    return _overrides_prices(*named)
 
 
 @dataclass(frozen=True)
@@ -243,7 +232,7 @@ class ModelResolver:
         """The model used when none is given or recorded, and where it comes from."""
         if self.default_model:
             return self.default_model, "configured"
-        env = (os.environ if self.environ is None else self.environ).get(MODEL_ENV, "").strip()
+        env = configured_model(self.environ)  # `user_config` reads it
         if env:
             return env, "environment"
         return BUILTIN_DEFAULT_MODEL, "default"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import cast
 
 from ..errors import ContextfoldError
 from .messages import Checkpoint, Message, Node
@@ -142,7 +143,11 @@ def build_branch(
     `first_kept_id`, or the checkpoint itself when nothing was kept raw); reaching it is not
     a missing parent. Without it, the chain must end at a root (`parent_id is None`).
     """
-    by_id = nodes if isinstance(nodes, Mapping) else {n.id: n for n in nodes}
+    by_id: Mapping[str, Node | InvalidRecord]
+    if isinstance(nodes, Mapping):  # a Mapping is also an Iterable of its keys: say which
+        by_id = cast("Mapping[str, Node | InvalidRecord]", nodes)
+    else:
+        by_id = {n.id: n for n in nodes}
     chain: list[Node] = []
     seen: set[str] = set()
     problems: list[Problem] = []

@@ -27,7 +27,7 @@ from ..core.messages import Message, TextPart, ToolCallPart, ToolResultPart, tex
 from ..core.projection import project
 from ..errors import ContextfoldError
 from ..runtime.auto_recall import AutoRecall
-from ..runtime.compaction import CompactionOutcome, compact_session
+from ..runtime.compaction import CompactionOutcome, CompactionRequest, compact_session
 from ..runtime.sizing import Sizer
 from ..runtime.summarizers import Summarize, offline_summarize
 from ..store import open_store
@@ -161,13 +161,14 @@ async def _compact(store: SessionStore, sid: str, sizer: Sizer, summarize: Summa
     one would not make the request smaller) manual (M1)."""
     branch = await store.load_branch(sid)
     if over_auto_threshold(sizer.estimate(project(branch)).tokens, sizer.budget):
-        outcome = await compact_session(store, sid, capacity=sizer.capacity,
-                                        budget=sizer.budget, trigger="auto",
-                                        summarize=summarize, system=sizer.system)
+        outcome = await compact_session(CompactionRequest(
+            store, sid, sizer.capacity, sizer.budget, trigger="auto", summarize=summarize,
+            system=sizer.system))
         if outcome.status == "compacted":
             return outcome
-    return await compact_session(store, sid, capacity=sizer.capacity, budget=sizer.budget,
-                                 trigger="manual", summarize=summarize, system=sizer.system)
+    return await compact_session(CompactionRequest(
+        store, sid, sizer.capacity, sizer.budget, trigger="manual", summarize=summarize,
+        system=sizer.system))
 
 
 async def _milestone(store: SessionStore, sid: str, played: Sequence[ScriptedTurn], k: int,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.messages import (
@@ -43,6 +43,8 @@ from ..core.messages import (
     ToolResultPart,
     Usage,
 )
+from ..wire.parts import tool_arguments
+from ..wire.usage import usage_cache_inside
 
 # Id prefix of the message that carries the checkpoint summary: stable per checkpoint, so a
 # trace shows the same id for the same summary.
@@ -94,23 +96,18 @@ def usage_of(message: AIMessage) -> Usage | None:
     meta = message.usage_metadata
     if not meta:
         return None
-    details = meta.get("input_token_details") or {}
-    cache_read = int(details.get("cache_read") or 0)
-    cache_write = int(details.get("cache_creation") or 0)
-    return Usage(input=max(0, int(meta.get("input_tokens") or 0) - cache_read - cache_write),
-                 output=int(meta.get("output_tokens") or 0), cache_read=cache_read,
-                 cache_write=cache_write, model=_model_name(message))
+    return usage_cache_inside(dict(meta), _USAGE, _model_name(message))
+
+
+_USAGE = {"prompt": "input_tokens", "output": "output_tokens",
+          "cache_read": "input_token_details.cache_read",
+          "cache_write": "input_token_details.cache_creation"}
 
 
 def _model_name(message: BaseMessage) -> str | None:
     meta = message.response_metadata or {}
     name = meta.get("model_name") or meta.get("model")
     return str(name) if name else None
-
-
-def _tool_args(call: Mapping[str, Any]) -> Any:
-    args = call.get("args")
-    return args if args is not None else {}
 
 
 def to_message(message: BaseMessage) -> Message:
@@ -126,7 +123,8 @@ def to_message(message: BaseMessage) -> Message:
     if isinstance(message, AIMessage):
         parts = _content_parts(message.content)
         parts += [ToolCallPart(id=c.get("id") or f"call-{i}", name=c["name"],
-                               input=_tool_args(c)) for i, c in enumerate(message.tool_calls)]
+                               input=tool_arguments(c.get("args")))
+                  for i, c in enumerate(message.tool_calls)]
         # A call the provider sent malformed stays visible as text, never as a bare call.
         parts += [TextPart(text=f"[invalid tool call {c.get('name')}: {c.get('error')}]")
                   for c in message.invalid_tool_calls]

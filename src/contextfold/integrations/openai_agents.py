@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -47,6 +46,8 @@ from ..runtime.recall import RECALL_TOOLS, Recall
 from ..runtime.sizing import Sizer
 from ..runtime.summarizers import guarded
 from ..store.protocol import SessionStore
+from ..wire.parts import tool_arguments
+from ..wire.usage import usage_cache_inside
 from .responses_items import Item, items_to_messages, message_items, paired, projection_items
 
 __all__ = ["ContextfoldSession"]
@@ -257,10 +258,7 @@ class ContextfoldSession:
 
     def _recall_runner(self, name: str) -> Any:
         async def invoke(ctx: Any, arguments: str) -> str:
-            try:
-                args = json.loads(arguments) if arguments else {}
-            except ValueError:
-                args = {}
+            args = tool_arguments(arguments)  # the one rule; a recall tool takes an object
             call = ToolCallPart(id=getattr(ctx, "tool_call_id", None) or "recall", name=name,
                                 input=args if isinstance(args, dict) else {})
             seen = {n.id for n in (await self.projection()).messages}
@@ -330,9 +328,14 @@ class ContextfoldSession:
         if len(entries) <= seen:
             return None
         last = entries[-1]
-        cached = getattr(getattr(last, "input_tokens_details", None), "cached_tokens", 0) or 0
-        return Usage(input=max(0, last.input_tokens - cached), cache_read=cached,
-                     output=last.output_tokens, model=self.capacity.model)
+        cached = getattr(getattr(last, "input_tokens_details", None), "cached_tokens", None)
+        return usage_cache_inside({"input_tokens": last.input_tokens,
+                                   "output_tokens": last.output_tokens,
+                                   "cached_tokens": cached}, _USAGE, self.capacity.model)
+
+
+# The Agents SDK's request usage: the input includes the cached tokens (E1, each once).
+_USAGE = {"prompt": "input_tokens", "output": "output_tokens", "cache_read": "cached_tokens"}
 
 
 def _call_names(branch: Branch) -> dict[str, str]:

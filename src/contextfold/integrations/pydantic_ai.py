@@ -64,6 +64,8 @@ from ..providers.base import ToolSpec
 from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
 from ..store.protocol import SessionStore
+from ..wire.parts import tool_arguments
+from ..wire.usage import usage_cache_inside
 
 __all__ = ["ContextfoldHistory", "history_processor", "load_message_history", "to_messages"]
 
@@ -102,13 +104,17 @@ def _result(part: Any) -> ToolResultPart:
 
 
 def _usage(response: ModelResponse) -> Usage | None:
+    """The reply's usage (E1); pydantic-ai's input includes the cached tokens, and a usage
+    of nothing but zeros is one the model did not report."""
     u = response.usage
-    total = (u.input_tokens or 0) + (u.output_tokens or 0)
-    if not total:
+    if not (u.input_tokens or 0) + (u.output_tokens or 0):
         return None
-    cache_read, cache_write = u.cache_read_tokens or 0, u.cache_write_tokens or 0
-    return Usage(input=max(0, u.input_tokens - cache_read - cache_write), cache_read=cache_read,
-                 cache_write=cache_write, output=u.output_tokens, model=response.model_name)
+    return usage_cache_inside({"prompt": u.input_tokens, "output": u.output_tokens,
+                               "cache_read": u.cache_read_tokens,
+                               "cache_write": u.cache_write_tokens}, _SAME, response.model_name)
+
+
+_SAME = {name: name for name in ("prompt", "output", "cache_read", "cache_write")}
 
 
 def to_messages(history: Sequence[ModelMessage]) -> tuple[list[Message], list[Source], str | None]:
@@ -131,7 +137,7 @@ def to_messages(history: Sequence[ModelMessage]) -> tuple[list[Message], list[So
                     parts.append(TextPart(text=p.content))
                 elif isinstance(p, PaiToolCallPart):
                     parts.append(ToolCallPart(id=p.tool_call_id, name=p.tool_name,
-                                              input=_args(p)))
+                                              input=tool_arguments(p.args)))
                 elif isinstance(p, ThinkingPart):
                     parts.append(ReasoningPart(text=p.content, signature=p.signature))
                 else:
@@ -169,13 +175,6 @@ def _groups(request: ModelRequest) -> list[tuple[str, tuple[int, ...]]]:
         else:
             runs.append((kind, [j]))
     return [(kind, tuple(idx)) for kind, idx in runs]
-
-
-def _args(part: PaiToolCallPart) -> Any:
-    try:
-        return part.args_as_dict()
-    except (ValueError, TypeError):
-        return part.args if part.args is not None else {}
 
 
 def _parts_of(msg: Message) -> ModelMessage:

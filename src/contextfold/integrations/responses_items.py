@@ -38,6 +38,7 @@ from ..core.messages import (
 )
 from ..core.projection import Projection
 from ..core.projection import prefix_text as projection_prefix
+from ..wire.parts import tool_arguments
 
 Item = dict[str, Any]
 
@@ -64,17 +65,6 @@ def content_text(content: Any) -> str:
                 name = part.get("filename") or part.get("file_id") or kind.removeprefix("input_")
                 out.append(f"[{kind.removeprefix('input_')}: {name}]")
     return "\n".join(t for t in out if t)
-
-
-def _arguments(raw: Any) -> Any:
-    """Call arguments as parsed JSON when they are JSON (so identifiers in them stay
-    searchable and comparable), else the string as given."""
-    if not isinstance(raw, str):
-        return raw if raw is not None else {}
-    try:
-        return json.loads(raw) if raw.strip() else {}
-    except ValueError:
-        return raw
 
 
 def _dump(item: Mapping[str, Any]) -> Item:
@@ -121,7 +111,7 @@ def items_to_messages(items: Iterable[Mapping[str, Any]], *,
         elif kind == "function_call":
             names[str(item["call_id"])] = str(item["name"])
             reply.append(ToolCallPart(id=str(item["call_id"]), name=str(item["name"]),
-                                      input=_arguments(item.get("arguments"))))
+                                      input=tool_arguments(item.get("arguments"))))
         elif kind == "reasoning":
             if any(isinstance(p, ToolCallPart | TextPart) for p in reply):
                 flush()  # reasoning opens a new response

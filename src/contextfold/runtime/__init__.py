@@ -6,7 +6,7 @@
 See docs/runtime.md.
 """
 
-from .compaction import CompactionOutcome, compact_session
+from .compaction import CompactionOutcome, CompactionRequest, compact_session
 from .conversation import Conversation, OverflowPolicy
 from .errors import (
     BusyError,
@@ -27,6 +27,7 @@ __all__ = [
     "BusyError",
     "CompactionFailedError",
     "CompactionOutcome",
+    "CompactionRequest",
     "Conversation",
     "ConversationError",
     "ConversationState",

@@ -42,7 +42,7 @@ from ..core.messages import Message
 from ..core.projection import Projection, RecallBlock
 from ..core.recall_text import SearchQuery, message_text
 from ..store.errors import StoreError
-from ..store.protocol import SessionStore
+from ..store.protocol import CompactionStore
 from ..store.values import RecallHit
 from .sizing import Sizer
 
@@ -54,7 +54,7 @@ _MEMO = 128  # (session, checkpoint, query) entries kept
 class AutoRecall:
     """The automatic recall block for the sessions of one store (SPEC L5)."""
 
-    def __init__(self, store: SessionStore) -> None:
+    def __init__(self, store: CompactionStore) -> None:  # searched where it can search
         self.store = store
         self._memo: OrderedDict[tuple[str, str, tuple[tuple[str, ...], ...]],
                                 tuple[Candidate, ...]] = OrderedDict()

@@ -22,7 +22,7 @@ from ..providers.base import ChatModel, ToolSpec
 from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore
 from .auto_recall import AutoRecall
-from .compaction import CompactionOutcome, compact_session
+from .compaction import CompactionOutcome, CompactionRequest, compact_session
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
 from .recall import DEFAULT_EXPAND_TOKENS, RECALL_TOOL_NAMES, RECALL_TOOLS, Recall
@@ -199,12 +199,12 @@ class ConversationBase:
         capacity, budget = self._capacity, budget or self.budget
 
         async def work() -> CompactionOutcome:
-            return await compact_session(
+            return await compact_session(CompactionRequest(
                 self.store, self.session_id, capacity=capacity, budget=budget,
                 trigger=trigger, summarize=self._summarize, instructions=instructions,
                 pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
                 summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
-                costs=self._sizer.costs, branch=self._branch, **edit)
+                costs=self._sizer.costs, branch=self._branch, **edit))
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()
@@ -220,11 +220,11 @@ class ConversationBase:
         capacity, budget = self._capacity, self.budget
 
         async def work() -> CompactionOutcome:
-            return await compact_session(
+            return await compact_session(CompactionRequest(
                 self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
                 summarize=self._summarize, system=self._system, tools=self._sizer.tool_json,
                 summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
-                branch=self._branch)
+                branch=self._branch))
 
         self._runner.start("auto", work)
 

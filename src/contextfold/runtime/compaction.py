@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
+from ..core.costs import summary_cost
 from ..core.estimator import MessageCosts, estimate_request
 from ..core.fit import tighter_budget
 from ..core.mask_planner import MASKING_SUMMARIZER
@@ -42,9 +43,9 @@ from ..core.planner import (
     plan_compaction,
     projection_after,
 )
-from ..core.prices import Cost, cache_rules, request_cost
+from ..core.prices import Cost
 from ..core.projection import checkpoint_text, project
-from ..core.resolver import user_prices
+from ..core.resolver import ResolvedModel, user_prices
 from ..core.tree import Branch, DamagedBranch
 from ..errors import ContextfoldError
 from ..ids import new_id
@@ -56,8 +57,6 @@ from ..summarize.retention import checked_checkpoint, public_check
 from ..summarize.summary import Summary
 from .summarizers import Summarize, offline_summarize
 
-# Picks the model for a session once its branch is loaded (the CLI's "recorded model").
-ResolveModel = Callable[[Branch], tuple[ModelCapacity, Budget]]
 # Receives one line per step of a long compaction (the CLI prints them on stderr).
 Progress = Callable[[str], None]
 # How many times a checkpoint that measured over the limit is fitted again (SPEC P5).
@@ -144,16 +143,8 @@ class CompactionOutcome:
     summarizer_usage: Usage | None = None  # SPEC Q4: what its summarising requests used
 
     def cost(self) -> Cost:
-        """What this compaction's summarising requests cost (SPEC Q4): the offline summary
-        asks no model and costs nothing; an unpriced model's dollars are None."""
-        usage = self.summarizer_usage
-        if usage is None:
-            return Cost()
-        name = usage.model or (self.summarizer or "").removeprefix("llm:")
-        price = user_prices().lookup(name) if name else None
-        if price is None:
-            return request_cost(None, usage, cache_rules(None, name))
-        return price.cost(usage)
+        """What this compaction's summarising requests cost (SPEC Q4, `core.costs`' rule)."""
+        return summary_cost(self.summarizer, self.summarizer_usage, user_prices())
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -186,47 +177,76 @@ class _Written:
     tokens_after: int
 
 
-async def compact_session(
-    store: CompactionStore,
-    session_id: str,
-    *,
-    capacity: ModelCapacity | None = None,
-    budget: Budget | None = None,
-    resolve: ResolveModel | None = None,
-    trigger: Trigger = "manual",
-    summarize: Summarize = offline_summarize,
-    instructions: str | None = None,
-    pending: Sequence[Message] = (),
-    system: str | None = None,
-    tools: Sequence[dict[str, Any]] | None = None,
-    summarizer_budget: Budget | None = None,
-    estimate_tokens: int | None = None,
-    costs: MessageCosts | None = None,
-    progress: Progress | None = None,
-    branch: Branch | None = None,
-    preview: bool = False,
-    summary_text: str | None = None,
-    base: PreviewBase | None = None,
-) -> CompactionOutcome:
-    """Plan, summarise and conditionally commit one compaction of `session_id`.
+@dataclass(frozen=True)
+class CompactionRequest:
+    """One compaction asked of `compact_session`: which session, for which model, why, and
+    with what summariser. Every face builds one (`for_model` from a `ResolvedModel`); the
+    model is decided before, never inside the compaction.
 
-    The model is `capacity` and `budget`, or what `resolve` picks from the loaded branch.
-    `tools` (as request JSON) count in the estimate like the system prompt does.
-    `estimate_tokens` overrides the estimated size of the next request: a provider that
-    answered "context overflow, N tokens" knows better than any estimate (SPEC P4).
-    `costs`: the caller's memo of message estimates for this model (`Conversation` keeps
-    one); otherwise one is made here, so every message is estimated once.
-    `progress` receives a line per step (loading, planning, each summarised chunk, commit).
-    `branch`: the branch as the caller holds it; used instead of reading it again when the
-    session's leaf and revision are still the ones it was read at (nodes never change).
-
-    The branch is loaded once; the plan, the summariser and the ledger share it, and the
-    store's commit re-checks only the kept tail (SPEC C2).
-
-    SPEC M7: `preview` returns what would be committed without committing; `summary_text`
-    commits that text (the user's) instead of a summariser's; `base` refuses a commit on a
-    branch that moved since the preview (`StalePreviewError`).
+    store, session_id  the session (a `CompactionStore`: the SQL store, or replay's memory one)
+    capacity, budget   the model it is sized for
+    trigger            manual | auto | preflight
+    summarize          the summariser (the offline one by default; faces pass it guarded)
+    instructions       the user's focus for a manual compaction (SPEC M5)
+    pending, system, tools
+                       what the next request holds besides the branch: messages not yet
+                       stored, the system prompt, the tools (as request JSON); they count in
+                       the estimate
+    summarizer_budget  the summariser's own model's budget, when it is another model
+    estimate_tokens    the size of the next request when a provider said it (SPEC P4): it
+                       overrides a smaller estimate
+    costs              the caller's memo of message estimates for this model (`Conversation`
+                       keeps one); otherwise one is made, so every message is estimated once
+    progress           receives a line per step (loading, planning, each chunk, commit)
+    branch             the branch as the caller holds it; used instead of reading it again
+                       when the session's leaf and revision are still the ones it was read at
+    preview, summary_text, base
+                       SPEC M7: return what would be committed without committing; commit
+                       this text (the user's) instead of a summariser's; refuse a commit on a
+                       branch that moved since the preview (`StalePreviewError`)
     """
+
+    store: CompactionStore
+    session_id: str
+    capacity: ModelCapacity
+    budget: Budget
+    trigger: Trigger = "manual"
+    summarize: Summarize = offline_summarize
+    instructions: str | None = None
+    pending: Sequence[Message] = ()
+    system: str | None = None
+    tools: Sequence[dict[str, Any]] | None = None
+    summarizer_budget: Budget | None = None
+    estimate_tokens: int | None = None
+    costs: MessageCosts | None = None
+    progress: Progress | None = None
+    branch: Branch | None = None
+    preview: bool = False
+    summary_text: str | None = None
+    base: PreviewBase | None = None
+
+    @classmethod
+    def for_model(cls, store: CompactionStore, session_id: str, model: ResolvedModel,
+                  **options: Any) -> CompactionRequest:
+        """A request sized for a model the resolver picked (`core.resolver`)."""
+        return cls(store, session_id, model.capacity, model.budget, **options)
+
+
+async def compact_session(request: CompactionRequest) -> CompactionOutcome:
+    """Plan, summarise and conditionally commit one compaction (`request` says which).
+
+    The branch is loaded once (or taken from `request.branch` when still current); the plan,
+    the summariser and the ledger share it, and the store's commit re-checks only the kept
+    tail (SPEC C2).
+    """
+    store, session_id = request.store, request.session_id
+    capacity, budget, trigger = request.capacity, request.budget, request.trigger
+    summarize, instructions = request.summarize, request.instructions
+    pending, system, tools = tuple(request.pending), request.system, request.tools
+    summarizer_budget, estimate_tokens = request.summarizer_budget, request.estimate_tokens
+    costs, branch = request.costs, request.branch
+    preview, summary_text, base = request.preview, request.summary_text, request.base
+    progress = request.progress
     if summary_text is not None:
         check_edit(summary_text)
     if summary_text is not None and preview:
@@ -246,10 +266,6 @@ async def compact_session(
         if base is not None and (branch.leaf_id, branch.revision) != (base.leaf_id,
                                                                        base.revision):
             raise StalePreviewError(base, PreviewBase(branch.leaf_id, branch.revision))
-        if resolve is not None:
-            capacity, budget = resolve(branch)
-        if capacity is None or budget is None:
-            raise TypeError("compact_session needs capacity and budget, or resolve")
         if costs is None or costs.capacity != capacity:
             costs = MessageCosts(capacity)
         say(f"planning over {len(branch.nodes):,} nodes for {capacity.model}")

@@ -30,6 +30,7 @@ from ..store.protocol import SessionStore
 from .base import OverflowPolicy
 from .compaction import (
     CompactionOutcome,
+    CompactionRequest,
     EditedSummaryError,
     PreviewBase,
     StalePreviewError,
@@ -180,12 +181,12 @@ class Conversation(PinOperations):
         if self._turn_lock.locked():
             raise BusyError("preview a compaction", "a turn")
         self._require_writable()
-        return await compact_session(
+        return await compact_session(CompactionRequest(
             self.store, self.session_id, capacity=self._capacity, budget=self.budget,
             trigger="manual", summarize=self._summarize, instructions=instructions,
             system=self._system, tools=self._sizer.tool_json,
             summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
-            branch=self._branch, preview=True)
+            branch=self._branch, preview=True))
 
     async def commit_summary(self, text: str, *, base: PreviewBase | str | None = None
                              ) -> CompactionOutcome:

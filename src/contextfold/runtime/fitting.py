@@ -30,7 +30,7 @@ from ..core.projection import Projection, project
 from ..core.tree import Branch, DamagedBranch
 from ..store import ReadOnlySessionError
 from ..store.protocol import CompactionStore
-from .compaction import CompactionOutcome, compact_session
+from .compaction import CompactionOutcome, CompactionRequest, compact_session
 from .errors import DraftTooLargeError, RequestTooLargeError
 from .sizing import Sizer
 from .summarizers import Summarize
@@ -136,11 +136,11 @@ class SessionFit:
                       instructions: str | None = None) -> CompactionOutcome:
         """One compaction through the one path; the branch is read again after it."""
         planned_on = self.branch
-        outcome = await compact_session(
+        outcome = await compact_session(CompactionRequest(
             self.store, self.session_id, capacity=self.sizer.capacity,
             budget=self.sizer.budget, trigger=trigger, summarize=self.summarize,
             instructions=instructions, pending=tuple(pending), system=self.sizer.system,
-            tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on)
+            tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on))
         self.outcomes.append(outcome)
         if self.on_compacted is not None:
             await self.on_compacted(outcome, planned_on)

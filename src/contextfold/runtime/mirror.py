@@ -37,6 +37,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
+from ..core.content_chain import ChainMemo, next_hash
 from ..core.estimator import Estimate
 from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart, utc_now
@@ -50,7 +51,6 @@ from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, take_up_provider_compaction
-from .content_chain import ChainMemo, next_hash
 from .fitting import SessionFit, fit_request, healthy
 from .sizing import Sizer
 from .summarizers import guarded

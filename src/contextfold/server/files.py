@@ -19,9 +19,9 @@ from fastapi.responses import Response
 
 from ..replay import replay_series
 from ..store import DuplicateNodeError
+from .deps import Manager, Tenant
 from .errors import ApiError
 from .models import ServerModels
-from .routes import Manager, Tenant
 from .sessions import META_KEY
 from .views import iso
 
@@ -154,8 +154,9 @@ def _with_checkpoints(report: Any, series: dict[str, Any]) -> dict[str, Any]:
 
 def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,
             overhead: int | None) -> Any:
+    from ..core.fit import OverheadTooLargeError
     from ..core.resolver import WindowTooSmallError
-    from ..replay import OverheadTooLargeError, recorded_session, replay_overhead, replay_recorded
+    from ..replay import recorded_session, replay_overhead, replay_recorded
     from ..summarize.extractive import smallest_summary_tokens
 
     session = recorded_session(result.nodes, result.leaf_id)

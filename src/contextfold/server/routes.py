@@ -5,23 +5,19 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..core.tree import Branch
-from .auth import tenant
+from .deps import Body, Manager, Tenant
 from .errors import ApiError
-from .sessions import SessionManager, Settings, damage
+from .routes_page import list_fields
+from .sessions import Settings, damage
 from .sse import KEEPALIVE, sse, sse_response
 from .views import projection_json, tree_json
 
 router = APIRouter(prefix="/v1")
-Tenant = Annotated[str, Depends(tenant)]
-
-
-class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class CreateSession(Body):
@@ -50,15 +46,6 @@ class SwitchModel(Body):
     context_window: int | None = Field(None, ge=256, le=100_000_000)
 
 
-async def manager(request: Request) -> SessionManager:
-    """The service's sessions. Async on purpose: FastAPI runs a plain `def` dependency in
-    its thread pool, a thread hop on every request for one attribute read (issue 26)."""
-    return request.app.state.service.sessions
-
-
-Manager = Annotated[SessionManager, Depends(manager)]
-
-
 @router.post("/sessions", status_code=201)
 async def create_session(body: CreateSession, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """Create a session (201): model (default: the server's), window, system prompt,
@@ -76,7 +63,6 @@ async def create_session(body: CreateSession, who: Tenant, sessions: Manager) ->
 @router.get("/sessions")
 async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
     """This tenant's sessions, oldest first (other tenants' are never listed, SPEC W1)."""
-    from .routes_page import list_fields
     from .views import iso
 
     store = sessions.store.for_tenant(who)

@@ -19,7 +19,7 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from ..store.values import SessionInfo
-from .routes import Body, Manager, Tenant
+from .deps import Body, Manager, Tenant
 from .views import iso, node_json
 
 router = APIRouter(prefix="/v1")

@@ -19,6 +19,7 @@ from pydantic import Field
 from ..runtime import SendResult
 from ..runtime.turns import OnText
 from ..store import DuplicateNodeError, StaleBranchError
+from .deps import Body, Manager, Tenant
 from .errors import ApiError, as_api_error
 from .idempotency import (
     HEADER,
@@ -27,7 +28,6 @@ from .idempotency import (
     stored_anywhere,
     stored_in_tail,
 )
-from .routes import Body, Manager, Tenant
 from .sessions import Live, SessionManager
 from .sse import KEEPALIVE, sse, sse_response, wants_sse
 from .views import turn_json

@@ -11,7 +11,34 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from .sql import SqlSessionStore
+    # The names `__getattr__` below resolves on use, spelt out for type checkers and IDEs
+    # (never run: nothing is imported early). `X as X` marks a re-export (PEP 484), and
+    # tests/test_public_api.py holds this block equal to _EXPORTS.
+    # isort: off
+    from .engine import (
+        create_engine as create_engine, default_sqlite_path as default_sqlite_path,
+        redact_url as redact_url, resolve_url as resolve_url, retry_transient as retry_transient,
+    )
+    from .errors import (
+        ConfigurationError as ConfigurationError, DuplicateNodeError as DuplicateNodeError,
+        InvalidOperationError as InvalidOperationError, InvalidPayloadError as InvalidPayloadError,
+        NodeNotFoundError as NodeNotFoundError, ReadOnlySessionError as ReadOnlySessionError,
+        SessionBusyError as SessionBusyError, SessionNotFoundError as SessionNotFoundError,
+        StaleBranchError as StaleBranchError, StoreError as StoreError,
+    )
+    from .migrate import upgrade as upgrade
+    from .protocol import (
+        BranchReader as BranchReader, CompactionStore as CompactionStore,
+        SessionReader as SessionReader, SessionStore as SessionStore,
+    )
+    from .sql import SqlSessionStore as SqlSessionStore
+    from .tenancy import TokenNotFoundError as TokenNotFoundError, hash_token as hash_token
+    from .values import (
+        DEFAULT_TENANT as DEFAULT_TENANT, CommitResult as CommitResult, MirrorHit as MirrorHit,
+        MirrorWrite as MirrorWrite, RecallHit as RecallHit, SessionInfo as SessionInfo,
+        TokenInfo as TokenInfo,
+    )
+    # isort: on
 
 # SQLAlchemy costs a noticeable share of a CLI start: members resolve on first use.
 _EXPORTS: dict[str, str] = {
@@ -61,5 +88,5 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     return SqlSessionStore(engine)
 
 
-__all__ = sorted([*_EXPORTS, "open_store"])
+__all__ = sorted([*_EXPORTS, "open_store"])  # pyright: ignore[reportUnsupportedDunderAll]
 __getattr__, __dir__ = lazy_exports(__name__, globals(), _EXPORTS)

@@ -7,7 +7,7 @@ SPEC L1, L4) are written in the transaction that writes their nodes and never ch
 
 * a mirror row names a node of its tree, at the node's depth; a message's row names the
   message itself and its chain hash follows from the previous message's row and its own
-  content (`runtime.content_chain.next_hash`, the one definition of the chain); a
+  content (`core.content_chain.next_hash`, the one definition of the chain); a
   checkpoint's row carries the hash of the message it follows (a conversation's first
   hash depends on the client's scope, which is not stored: it cannot be recomputed);
 * every node has one recall row at its own depth, continuing its parent's line or starting
@@ -31,6 +31,7 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from contextfold.core.content_chain import next_hash  # the chain's one definition
 from contextfold.core.messages import Node
 from contextfold.core.tree import InvalidRecord
 
@@ -56,8 +57,6 @@ def message_before(node_id: str, rows: Mapping[str, Mapping[str, Any]]) -> str |
 def mirror_problems(records: Mapping[str, Record], rows: Mapping[str, Mapping[str, Any]],
                     mirror_rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Disagreements between one tree's `mirror_index` rows and its nodes."""
-    from contextfold.runtime.content_chain import next_hash  # the chain's one definition
-
     by_node = {r["node_id"]: r for r in mirror_rows}
     problems: list[str] = []
     for row in mirror_rows:

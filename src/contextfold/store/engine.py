@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from .errors import ConfigurationError
 from .location import ENV_VAR, default_sqlite_path
+from .sqlite_hops import BUSY_TIMEOUT_MS, install, mark_single
 
 _BEGIN_OPTION = "contextfold_sqlite_begin"
 _NO_BEGIN = "none"  # one statement, its own snapshot: no BEGIN sent (`single_read`)
@@ -116,14 +117,9 @@ def create_engine(url: str, **kwargs: Any) -> AsyncEngine:
     return engine
 
 
-BUSY_TIMEOUT_MS = 30_000  # how long a writer waits for another process's lock
-
-
 def _configure_sqlite(engine: AsyncEngine) -> None:
     @event.listens_for(engine.sync_engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        from .sqlite_hops import install
-
         install(dbapi_connection)  # one thread hop per statement, not four (issue 26)
         # Let us emit BEGIN ourselves (the driver's implicit BEGIN is always DEFERRED).
         dbapi_connection.isolation_level = None
@@ -255,8 +251,6 @@ async def single_read(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 def _single(sync_conn: Any) -> None:
     """No BEGIN for the connection's next statement, tried in the event loop's thread
     without a busy wait (`sqlite_hops.mark_single`): one call into the connection."""
-    from .sqlite_hops import mark_single
-
     sync_conn.execution_options(**{_BEGIN_OPTION: _NO_BEGIN})
     mark_single(sync_conn)
 

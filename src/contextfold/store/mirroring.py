@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from contextfold.core.content_chain import message_key  # the chain's one definition
 from contextfold.core.messages import Message, Node, utc_now
 from contextfold.ids import new_id
 
@@ -56,8 +57,6 @@ async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
     would continue is checked against the nodes (its message node holds the client's
     message, its node follows that message), and a row that disagrees is not trusted (the
     conversation continues from the last one that agrees; issue 24 item 12)."""
-    from contextfold.runtime.content_chain import message_key  # the chain's one definition
-
     for _ in range(_CHECKS):
         if n == 0:
             return 0

@@ -23,7 +23,7 @@ from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, Tool
 from .parts import file_part, ignore, nonempty, text_of, tool_arguments
 from .plain import plain
 from .reply import MalformedReply, Reply, ReplyStatus, StopReason
-from .usage import Unusable, read_counts
+from .usage import usage_cache_inside
 
 if TYPE_CHECKING:  # names only annotations use
     from ..core.messages import Part
@@ -41,8 +41,8 @@ _FINISH: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "refusal",
 }
-_COUNTS = {"prompt": "prompt_tokens", "output": "completion_tokens"}
-_CACHED = {"cached": "cached_tokens"}
+_COUNTS = {"prompt": "prompt_tokens", "output": "completion_tokens",
+           "cache_read": "prompt_tokens_details.cached_tokens"}
 CONTEXT_LENGTH_STATUS = 400
 
 
@@ -52,20 +52,7 @@ CONTEXT_LENGTH_STATUS = 400
 def usage_of(raw: Any, model: str | None) -> Usage | None:
     """`core.Usage` from a chat-completions usage object (None when it reports nothing or a
     field is not a token count): cached tokens are split out of `prompt_tokens`."""
-    raw = plain(raw)
-    if not isinstance(raw, dict):
-        return None
-    try:
-        counts = read_counts(raw, _COUNTS)
-        cached = read_counts(raw.get("prompt_tokens_details"), _CACHED).get("cached", 0)
-    except Unusable:
-        return None
-    if not counts:
-        return None
-    prompt = counts.get("prompt", 0)
-    cached = min(cached, prompt)  # a server's nonsense never makes input negative
-    return Usage(input=prompt - cached, cache_read=cached, output=counts.get("output", 0),
-                 model=model)
+    return usage_cache_inside(plain(raw), _COUNTS, model)
 
 
 def stop_reason_of(finish: str | None, has_calls: bool) -> StopReason:

@@ -40,7 +40,7 @@ from . import openai_chat
 from .parts import nonempty, text_of, tool_arguments
 from .plain import plain
 from .reply import MalformedReply, Reply, ReplyStatus, StopReason
-from .usage import Unusable, read_counts
+from .usage import usage_cache_inside
 
 if TYPE_CHECKING:
     from ..core.messages import Part
@@ -54,8 +54,8 @@ CONTEXT_LENGTH_STATUS = 400
 CALL_TYPES = {"function_call", "custom_tool_call"}
 OUTPUT_TYPES = {"function_call_output": "function_call",
                 "custom_tool_call_output": "custom_tool_call"}
-_COUNTS = {"prompt": "input_tokens", "output": "output_tokens"}
-_CACHED = {"cached": "cached_tokens"}
+_COUNTS = {"prompt": "input_tokens", "output": "output_tokens",
+           "cache_read": "input_tokens_details.cached_tokens"}
 _TEXT_TYPES = {"input_text", "output_text", "text", "summary_text", "reasoning_text"}
 
 
@@ -64,20 +64,7 @@ _TEXT_TYPES = {"input_text", "output_text", "text", "summary_text", "reasoning_t
 
 def usage_of(raw: Any, model: str | None) -> Usage | None:
     """`core.Usage` from a Responses usage object (cached tokens split out of the input)."""
-    raw = plain(raw)
-    if not isinstance(raw, dict):
-        return None
-    try:
-        counts = read_counts(raw, _COUNTS)
-        cached = read_counts(raw.get("input_tokens_details"), _CACHED).get("cached", 0)
-    except Unusable:
-        return None
-    if not counts:
-        return None
-    prompt = counts.get("prompt", 0)
-    cached = min(cached, prompt)
-    return Usage(input=prompt - cached, cache_read=cached, output=counts.get("output", 0),
-                 model=model)
+    return usage_cache_inside(plain(raw), _COUNTS, model)
 
 
 # --------------------------------------------------------------------------- reading input

@@ -37,12 +37,13 @@ def nonempty(value: Any) -> str | None:
 
 def tool_arguments(value: Any) -> Any:
     """A tool call's input: JSON text parsed when it is valid JSON, kept verbatim when not (a
-    model's broken arguments are not lost); nothing at all (None or "") is no arguments, {}.
+    model's broken arguments are not lost); nothing at all (None, "" or only whitespace) is
+    no arguments, {}.
 
     One rule for every reader, so a call read from a reply, from a stream and from the client
     that sends it back is the same call (the proxy's content chain compares them, SPEC Y1).
     """
-    if value is None or value == "":
+    if value is None or (isinstance(value, str) and not value.strip()):
         return {}
     if isinstance(value, str):
         try:

@@ -20,8 +20,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
-from ..core.runs import leading_run
+from .messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .runs import leading_run
 
 CHAIN_VERSION = "contextfold-mirror-v1"
 

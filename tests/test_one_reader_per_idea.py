@@ -1,0 +1,121 @@
+"""One reader per idea (issue 39): each idea has one module (docs/architecture.md, "One
+engine behind every face"), and a second implementation fails here where it can be seen in
+the source. The behaviour of the readers themselves is tested beside them; here, that the
+faces use them and that they agree where two shapes used to disagree."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import contextfold
+from contextfold.core.costs import summarizer_name, summary_cost
+from contextfold.core.messages import Usage
+from contextfold.core.prices import PriceBook
+from contextfold.runtime.compaction import CompactionOutcome
+from contextfold.wire.parts import tool_arguments
+from contextfold.wire.usage import usage_cache_inside
+
+PACKAGE = Path(contextfold.__file__).parent
+
+
+def calls(name: str) -> dict[str, list[int]]:
+    """Module path -> the lines where `name(...)` is called (a bare name or an attribute)."""
+    found: dict[str, list[int]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                called = node.func.id if isinstance(node.func, ast.Name) else \
+                    node.func.attr if isinstance(node.func, ast.Attribute) else None
+                if called == name:
+                    found.setdefault(str(path.relative_to(PACKAGE)), []).append(node.lineno)
+    return found
+
+
+def test_the_call_finder_can_fail() -> None:
+    assert "wire/usage.py" in calls("usage_cache_inside") or "wire/usage.py" in calls("Usage")
+    assert calls("no_such_function_anywhere") == {}
+
+
+# The modules that build a `Sizer` (the sizing memo of one model): one per session shape
+# today; the one session driver of issue 39 reduces them to one. No new one.
+SIZER_BUILDERS = {"runtime/base.py", "runtime/mirror.py", "replay.py", "evaluate/runner.py",
+                  "integrations/openai_agents.py"}
+
+
+def test_no_new_place_builds_a_sizer() -> None:
+    assert set(calls("Sizer")) <= SIZER_BUILDERS
+
+
+def test_a_providers_usage_is_read_in_one_module() -> None:
+    """A `Usage` is made from a provider's report only in `wire/usage.py`; the others that
+    make one add usages up (`core/messages.py`) or model a request no provider answered
+    (`core/prices.py`). A face that reads usage itself is a second reader."""
+    assert set(calls("Usage")) == {"wire/usage.py", "core/messages.py", "core/prices.py"}
+
+
+def test_tool_arguments_are_parsed_in_one_module() -> None:
+    """No module parses a tool call's arguments but `wire/parts.tool_arguments`: a
+    `json.loads` of something named like arguments elsewhere is a second parser."""
+    second: list[str] = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).as_posix() == "wire/parts.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr == "loads" and node.args and \
+                    "arg" in ast.unparse(node.args[0]).lower():
+                second.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert second == []
+
+
+def test_a_summarisers_model_is_named_in_one_module() -> None:
+    """The `llm:` / `llm-` prefix of a summariser's name is taken off in `core/costs.py`
+    only (a compaction's outcome stripped `llm:` and not `llm-`). Writing the name (an
+    f-string `llm:{model}`) is not reading it."""
+    where = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        written = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr)
+                   for part in node.values}
+        where += [str(path.relative_to(PACKAGE)) for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                  and node.value.startswith(("llm:", "llm-")) and id(node) not in written]
+    assert set(where) == {"core/costs.py"}
+
+
+# --------------------------------------------------------------------------- the one rules
+
+
+@pytest.mark.parametrize("summarizer", ["llm:gpt-4o-mini", "llm-gpt-4o-mini"])
+def test_a_compactions_price_is_the_checkpoints(summarizer: str) -> None:
+    usage = Usage(input=1_000, output=200)
+    book = PriceBook.packaged()
+    outcome = CompactionOutcome(status="compacted", summarizer=summarizer,
+                                summarizer_usage=usage)
+    assert summarizer_name(summarizer, usage) == "gpt-4o-mini"
+    assert outcome.cost() == summary_cost(summarizer, usage, book)
+    assert outcome.cost().usd is not None and outcome.cost().usd > 0
+    assert CompactionOutcome(status="compacted", summarizer="extractive").cost().usd in (0, None)
+
+
+def test_usage_with_the_cache_inside_the_input_counts_each_token_once() -> None:
+    names = {"prompt": "input", "output": "output", "cache_read": "details.read",
+             "cache_write": "details.write"}
+    usage = usage_cache_inside({"input": 1_000, "output": 50,
+                                "details": {"read": 600, "write": 100}}, names, "m")
+    assert usage == Usage(input=300, output=50, cache_read=600, cache_write=100, model="m")
+    assert usage_cache_inside({"input": 10, "details": {"read": 50}}, names, None) == Usage(
+        input=0, cache_read=10)  # a server's nonsense never goes negative
+    assert usage_cache_inside({"input": -1}, names, None) is None  # one validation rule
+    assert usage_cache_inside({"details": {"read": 5}}, names, None) is None
+    assert usage_cache_inside({}, names, None) is None
+
+
+@pytest.mark.parametrize("raw,parsed", [
+    (None, {}), ("", {}), ("  ", {}), ('{"q": 1}', {"q": 1}), ({"q": 1}, {"q": 1}),
+    ("{broken", "{broken"), ("[1]", [1])])
+def test_tool_arguments_one_rule(raw: object, parsed: object) -> None:
+    assert tool_arguments(raw) == parsed
