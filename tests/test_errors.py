@@ -66,6 +66,8 @@ NOT_IN_THE_VOCABULARY = {
     "contextfold.guard.body.BodyTooLarge": "control flow of the body limit (answered 413)",
     "contextfold.guard.bearer.TokenRefused": "the auth guard's own answer (401 or 429, chosen)",
     "contextfold.summarize.llm._ChunkFailed": "control flow: the chunk falls back offline",
+    "contextfold.summarize.retention._FloorBreached": "control flow: a re-add that would "
+    "take another kind's floor (S9) is not made",
     "contextfold.server.errors.ApiError": "the service's own answer: status and type chosen",
     "contextfold._sync.WouldWait": "control flow: the caller runs the coroutine under asyncio",
     "contextfold.proxy.body_prefix.Unsplit": "control flow: the body is decoded in full",

@@ -234,7 +234,9 @@ async def test_rolling_updates_over_budget_keep_every_constraint(path):
     decisions = sorted(set(re.findall(r"D\d{4}", s["Decisions"])))
     omitted = _counts(summary)["## Decisions"][1]
     assert decisions == [f"D{n:04d}" for n in range(rounds - len(decisions), rounds)]
-    assert len(decisions) >= rounds // 3 and len(decisions) + omitted == rounds
+    # S9: every constraint stays and the decisions keep a share of their own (a floor, not
+    # what the user's words leave over).
+    assert len(decisions) >= rounds // 4 and len(decisions) + omitted == rounds
 
 
 def test_identifiers_the_user_asked_to_keep_survive_a_full_budget():

@@ -15,10 +15,9 @@ how recent it is), clipped head and tail with their node, and named by node when
 from __future__ import annotations
 
 from ..core.text_estimate import Count
-from ..core.tool_calls import ITEM_CHARS
 from ..errors import ContextfoldError
 from .extractive_facts import norm_item
-from .extractive_sections import OMITTED_NOTE, Section
+from .extractive_sections import _SHORTEST, CLIPPED, OMITTED_NOTE, Section, clip_item
 from .user_words import directive_score
 
 # SPEC S9: the share of the summary text each kind of content is sure of (when it needs
@@ -90,24 +89,6 @@ def fit_sections(ordered: list[Section], budget: int, count: Count) -> str:
             f"({count(text)} tokens); use a model with a larger output budget"
         )
     return text
-
-
-# Appended to an item shortened for size; an item shortened again keeps one mark.
-CLIPPED = " … [shortened for size; the full text is in the history]"
-# An item at most this long is dropped whole rather than shortened.
-_SHORTEST = ITEM_CHARS
-
-
-def clip_item(item: str, chars: int) -> str:
-    """`item` cut to about `chars` characters at a word boundary, marked as shortened."""
-    body = item.removesuffix(CLIPPED)
-    if len(body) <= chars:
-        return item
-    cut = body[:chars]
-    space = cut.rfind(" ")
-    if space > chars // 2:
-        cut = cut[:space]
-    return cut.rstrip() + CLIPPED
 
 
 def _shrunk(section: Section, item: str, item_cost: int, over: int) -> str | None:

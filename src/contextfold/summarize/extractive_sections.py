@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..core.messages import LedgerEntry
 from ..core.plan import Plan, Profile
-from ..core.tool_calls import one_line
+from ..core.tool_calls import ITEM_CHARS, one_line
 from .extractive_facts import GOAL_CHARS, LATER_REQUEST, NO_STATED_STEP, Facts, norm_item
 from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sections, sections_for
 from .user_words import clip_statement, clipped_node, directive_score
@@ -64,6 +64,25 @@ def _instruction_items(plan: Plan) -> list[str]:
             if values:
                 items.append(f"(tool) {label} (kept as instructed): " + ", ".join(values))
     return items
+
+
+# Appended to an item shortened for size; an item shortened again keeps one mark.
+CLIPPED = " … [shortened for size; the full text is in the history]"
+# An item at most this long is dropped whole rather than shortened.
+_SHORTEST = ITEM_CHARS
+
+
+def clip_item(item: str, chars: int) -> str:
+    """`item` cut to about `chars` characters at a word boundary, marked as shortened."""
+    body = item.removesuffix(CLIPPED)
+    if len(body) <= chars:
+        return item
+    cut = body[:chars]
+    space = cut.rfind(" ")
+    if space > chars // 2:
+        cut = cut[:space]
+    return cut.rstrip() + CLIPPED
+
 
 
 # --------------------------------------------------------------------------- sections
@@ -130,13 +149,12 @@ class Section:
             self.omitted_rank[node] = directive_score(item.removeprefix("(user) "))
 
     def shorten(self, item: str, chars: int) -> str:
-        """`item` cut to about `chars`: a statement head and tail with its node (S8),
-        anything else its head with a mark that the rest is in the history."""
-        from .extractive_fit import clip_item
-
-        if not self.statements:
+        """`item` cut to about `chars`: the user's words (a statement, the task) head and
+        tail with their node (S8), anything else its head with a mark that the rest is in
+        the history."""
+        node = self.node_of(item) if item.startswith("(user) ") else None
+        if not (self.statements or node):
             return clip_item(item, chars)
-        node = self.node_of(item)
         body = item.removeprefix("(user) ")
         clipped = "(user) " + clip_statement(body, chars, node) if node else clip_item(item, chars)
         if node:
@@ -305,10 +323,10 @@ def load_summary(sections: dict[str, Section], text: str, profile: Profile,
             target = _previous_target(name, sub, progress, sections)
             if target.statements:
                 items = items[::-1]  # shown newest first, held oldest first
-                for item in items:
-                    node = (sources or {}).get(norm_item(item.removeprefix("(user) ")))
-                    if node:
-                        target.sources[norm_item(item)] = node
+            for item in items if sources else ():
+                node = sources.get(norm_item(item.removeprefix("(user) ")))
+                if node:
+                    target.sources[norm_item(item)] = node
             target.add(items)
             target.omitted += omitted.get(sub, 0)
             if sub == "":
@@ -408,7 +426,11 @@ def _place_new(
         # Update mode: the session's goal is the previous one; this is a later request.
         new_goals[0] = new_goals[0].replace("(user) ", LATER_REQUEST, 1)
     elif new_goals and statements:
-        statements = statements[1:]  # the session's task: the goal carries it
+        # The session's task: the goal carries it, clipped with its node when it must be.
+        task_node = statements[0][1]
+        if task_node:
+            g.sources[norm_item(new_goals[0])] = task_node
+        statements = statements[1:]
     g.add(new_goals)
     user = sections[constraints]
     _original_and_latest(g)  # the requests it lets go are statements in `user` (S8)

@@ -292,7 +292,7 @@ def _recall_line(evicted: Sequence[Required], quote: bool = True) -> str:
     return f"{RECALL_PREFIX} " + "; ".join(named) + (f"; and {more} more" if more else "")
 
 
-class _FloorBreached(SummaryBudgetTooSmall):
+class _FloorBreached(Exception):
     """Re-added items would push another kind of content below its floor (S9)."""
 
 
@@ -432,7 +432,7 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         if out is None:  # not even the [Recall] line fits: the summary as it can be
             try:
                 out = _fitted(plan, text, [], [], budget, count, norms, sources=sources)
-            except SummaryBudgetTooSmall:
+            except (SummaryBudgetTooSmall, _FloorBreached):
                 out = text
     gone = {id(r) for r in check.evicted}
     check.readded = [r for r in missing if id(r) not in gone]
@@ -453,7 +453,7 @@ def _attempt_fit(plan: Plan, text: str, add: Sequence[Required], evicted: Sequen
     for quote in (True, False) if evicted else (True,):
         try:
             out = _fitted(plan, text, add, evicted, budget, count, norms, quote, sources)
-        except SummaryBudgetTooSmall:
+        except (SummaryBudgetTooSmall, _FloorBreached):
             continue
         rendered = _norm(out)
         if count(out) > budget or any(norms[r.text] not in rendered for r in add):

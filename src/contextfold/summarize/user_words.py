@@ -388,13 +388,16 @@ CLIP_MARK = " … [clipped; the whole message is at node {node}] … "
 _CLIP_MARK = re.compile(r" … \[clipped; the whole message is at node ([^\]\s]+)\] … ")
 
 
-def _telling(sentence: str) -> bool:
-    """A sentence a clip keeps from the middle of a long statement: one that reads as a
-    rule, a decision, a next step or a correction (the ranking aid, never a gate)."""
+def _telling(sentence: str) -> float:
+    """How much a clip wants a sentence from the middle of a long statement: 3 for one that
+    reads as a rule, a decision, a next step or a correction, 2 for one that reads as an
+    instruction to the agent, less otherwise (the ranking aid, never a gate)."""
     from .user_statements import is_correction, is_decision, is_next_step
 
-    return (is_constraint(sentence) or is_decision(sentence) or is_next_step(sentence)
-            or is_correction(sentence))
+    if (is_constraint(sentence) or is_decision(sentence) or is_next_step(sentence)
+            or is_correction(sentence)):
+        return 3.0
+    return directive_score(sentence)
 
 
 def clip_statement(text: str, limit: int, node_id: str | None) -> str:
@@ -409,13 +412,19 @@ def clip_statement(text: str, limit: int, node_id: str | None) -> str:
     room = max(2, limit - len(mark))
     ends = max(2, room // 2)
     head_chars, tail_chars = (ends * 3) // 5, ends - (ends * 3) // 5
-    middle: list[str] = []
     spare = room - ends
     lo, hi = head_chars, len(text) - tail_chars
-    for sentence in sentences(text[lo:hi]):
-        if len(sentence) + 5 <= spare and _telling(sentence):
-            middle.append(sentence)
-            spare -= len(sentence) + 5
+    # The middle's most telling sentences first (the ranking aid), shown in their order.
+    inside = sentences(text[lo:hi])
+    ranked = sorted(range(len(inside)), key=lambda i: (-_telling(inside[i]), i))
+    chosen: set[int] = set()
+    for i in ranked:
+        if _telling(inside[i]) < 2:
+            break
+        if len(inside[i]) + 5 <= spare:
+            chosen.add(i)
+            spare -= len(inside[i]) + 5
+    middle = [inside[i] for i in sorted(chosen)]
     # What the middle does not use goes to the head and the tail.
     head_chars += (spare * 3) // 5
     tail_chars += spare - (spare * 3) // 5
