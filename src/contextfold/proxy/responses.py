@@ -39,7 +39,7 @@ from ..wire import openai_responses as wire
 from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
 from .errors import error_type, proxy_message
-from .identity import conversation_scope, salt_for
+from .identity import conversation_scope, owner_of, salt_for
 from .wire import sse_events
 
 PROTOCOL = "responses"
@@ -148,27 +148,37 @@ class ResponseLog:
     """What each response id stands for: the session, and the whole item list (input and
     output) a request naming it as `previous_response_id` continues. Held in memory for the
     latest `REMEMBERED` responses; the store keeps each session's latest ids with the reply's
-    node, so after a restart the items are rendered from the stored branch."""
+    node, so after a restart the items are rendered from the stored branch.
+
+    SPEC Y12: an id is honoured only for the owner that created it (`identity.owner_of`:
+    the tenant and the client key's fingerprint), in memory and in the store alike; anyone
+    else's request finds nothing, as for an id never seen."""
 
     def __init__(self) -> None:
-        self._items: OrderedDict[str, tuple[str, list[Item]]] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], tuple[str, list[Item]]] = OrderedDict()
 
-    def remember(self, response_id: str, session_id: str, items: list[Item]) -> None:
-        self._items[response_id] = (session_id, items)
-        self._items.move_to_end(response_id)
+    def remember(self, owner: str, response_id: str, session_id: str,
+                 items: list[Item]) -> None:
+        key = (owner, response_id)
+        self._items[key] = (session_id, items)
+        self._items.move_to_end(key)
         while len(self._items) > REMEMBERED:
             self._items.popitem(last=False)
 
-    async def resolve(self, store: Any, response_id: str) -> list[Item] | None:
-        """The items `response_id` stands for (None: unknown here and in the store)."""
-        held = self._items.get(response_id)
+    async def resolve(self, store: Any, owner: str, response_id: str) -> list[Item] | None:
+        """The items `response_id` stands for when `owner` created it (None: unknown here
+        and in the store, or another owner's)."""
+        held = self._items.get((owner, response_id))
         if held is not None:
             return held[1]
         for info in await store.list_sessions(check_damage=False):
             ids = ((info.metadata or {}).get("proxy_responses") or {})
-            node_id = ids.get(response_id) if isinstance(ids, dict) else None
-            if node_id is None:
+            entry = ids.get(response_id) if isinstance(ids, dict) else None
+            # An entry without its owner (written before Y12) proves no scope: not honoured.
+            if not isinstance(entry, dict) or entry.get("owner") != owner or \
+                    not isinstance(entry.get("node"), str):
                 continue
+            node_id = entry["node"]
             branch = await store.load_full_branch(info.id)
             nodes = getattr(branch, "nodes", None) or getattr(branch, "readable", ())
             out: list[Item] = []
@@ -180,10 +190,11 @@ class ResponseLog:
         return None
 
 
-async def _record_id(proxy: Any, synced: Synced, response_id: str, node_id: str) -> None:
+async def _record_id(proxy: Any, synced: Synced, owner: str, response_id: str,
+                     node_id: str) -> None:
     info = await proxy.store.get_session(synced.session_id)
     ids = dict((info.metadata or {}).get("proxy_responses") or {})
-    ids[response_id] = node_id
+    ids[response_id] = {"node": node_id, "owner": owner}
     while len(ids) > STORED_IDS:
         ids.pop(next(iter(ids)))
     await proxy.store.update_session_metadata(synced.session_id, {"proxy_responses": ids})
@@ -227,12 +238,16 @@ async def responses_endpoint(request: Request) -> Response:
     log: ResponseLog = _log_of(proxy)
     started = time.perf_counter()
     raw = await request.body()
+    salt = salt_for(proxy.config)
+    owner = owner_of(request.headers, salt)
     try:
         body = loads_bounded(raw)
         previous: list[Item] = []
         prev_id = body.get("previous_response_id") if isinstance(body, dict) else None
         if prev_id is not None:
-            found = await log.resolve(proxy.store, str(prev_id))
+            # SPEC Y12: only the owner's own ids; another's is "not found", nothing of it
+            # forwarded or stored.
+            found = await log.resolve(proxy.store, owner, str(prev_id))
             if found is None:
                 return _error(400, wire.previous_not_found_error(str(prev_id)))
             previous = found
@@ -240,7 +255,7 @@ async def responses_endpoint(request: Request) -> Response:
         capacity = proxy.config.capacity(parsed.model)
     except (ContextfoldError, ValueError) as exc:
         return _error(*refusal(exc))
-    scope = conversation_scope(PROTOCOL, request.headers, salt_for(proxy.config))
+    scope = conversation_scope(PROTOCOL, request.headers, salt)
     agent = request.headers.get("user-agent", "unknown")
     meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": PROTOCOL}}
     try:
@@ -263,7 +278,7 @@ async def responses_endpoint(request: Request) -> Response:
         if not isinstance(rid, str) or not rid:
             return None
         output = [o for o in response.get("output") or [] if isinstance(o, dict)]
-        log.remember(rid, synced.session_id, [*parsed.items, *output])
+        log.remember(owner, rid, synced.session_id, [*parsed.items, *output])
         return rid
 
     async def after(response: Any) -> None:
@@ -280,7 +295,7 @@ async def responses_endpoint(request: Request) -> Response:
             if node_id is not None:
                 # The client has its answer; the in-memory log still has the id.
                 with contextlib.suppress(Exception):
-                    await _record_id(proxy, synced, rid, node_id)
+                    await _record_id(proxy, synced, owner, rid, node_id)
 
     if reply.status_code != 200 or not parsed.stream:
         with unless_answered(proxy, synced):
