@@ -46,6 +46,7 @@ from ..core.runs import leading_run
 from ..core.tree import Branch
 from ..ids import new_id
 from ..providers.base import ToolSpec
+from ..store import SessionBusyError
 from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
@@ -562,6 +563,11 @@ class Mirror:
             if outcome is not None:
                 self.auto_outcomes.append(outcome)
             return outcome
+        except SessionBusyError:
+            # SPEC Y13: another process compacts it now; its checkpoint does this one's work.
+            log.info("auto compaction of session %s: another process is compacting it",
+                     session_id)
+            return None
         except Exception:  # a failed background check must never break the next request
             log.exception("auto compaction of session %s failed", session_id)
             return None
