@@ -35,6 +35,9 @@ def proxy_command(
         "besides the loopback names and the bind address (repeatable)."),
     max_body_bytes: int = typer.Option(64 << 20, "--max-body-bytes", min=1024,
                                        help="Largest request body (default 64 MiB)."),
+    memory_cache: int = typer.Option(256, "--memory-cache", min=1, max=1 << 20,
+                                     help="MiB a process holds of the conversations it "
+                                     "serves (least recently used out; default 256)."),
     db: str | None = DB_OPTION,
     summarizer_model: str | None = SUMMARIZER_MODEL,
     summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
@@ -71,7 +74,7 @@ def proxy_command(
         raise typer.Exit(2) from None
     config = ProxyConfig(upstream=upstream, windows=windows, protocol=protocol, db=db,
                          auth=auth, allowed_hosts=tuple(allowed_host),
-                         max_body_bytes=max_body_bytes)
+                         max_body_bytes=max_body_bytes, memory_bytes=memory_cache << 20)
     if summarizer_model:
         try:
             config.summarizer = llm_summarizer(config, summarizer_model,

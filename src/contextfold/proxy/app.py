@@ -10,6 +10,7 @@ arrives, is recorded with its usage (E1) after the client has it. Other paths
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -26,6 +27,7 @@ from ..core.messages import Message
 from ..core.resolver import SIZED_FOR_KEY
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
+from ..runtime.held import Held
 from ..runtime.mirror import Mirror, Synced
 from ..store.protocol import SessionStore
 from . import wire
@@ -49,20 +51,78 @@ _DROP_OUT = {"content-length", "transfer-encoding", "connection", "content-encod
              "keep-alive"}
 
 
+class _HeldStats:
+    """A session's proxy figures as the process holds them (SPEC Y14): when evicted, what
+    was not written yet is written, and they are read back when the conversation returns."""
+
+    busy = False
+
+    def __init__(self, proxy: Proxy, session_id: str, stats: SessionStats) -> None:
+        self.proxy, self.session_id, self.stats = proxy, session_id, stats
+        self.written = stats.changes  # the changes the stored figures hold
+
+    def evicted(self) -> None:
+        if self.stats.changes != self.written:
+            self.proxy.spawn(self.proxy.write_stats(self.session_id, self.stats))
+
+
 class Proxy:
     """State shared by the requests of one running proxy."""
 
-    def __init__(self, config: ProxyConfig, store: SessionStore, client: Any) -> None:
+    def __init__(self, config: ProxyConfig, store: SessionStore, client: Any,
+                 raw_store: SessionStore | None = None) -> None:
         self.config = config
         self.store = store
+        # The store unscoped (no tenant): figures are written by session id, whoever's.
+        self.raw_store = raw_store if raw_store is not None else store
         self.client = client
+        # SPEC Y14: everything held per conversation, bounded by bytes, least recently
+        # used out (the mirror's sessions, the figures, the response log).
+        self.held = Held(config.memory_bytes)
         # `defer`: a steady turn's user message is stored with its reply (or alone when
         # none comes), one write transaction per request (issue 26).
         self.mirror = Mirror(store, summarizer=config.summarizer, settings=config.settings,
-                             defer=True)
-        self.stats: dict[str, SessionStats] = {}
+                             defer=True, held=self.held)
         self.prefixes = PrefixCache()  # each conversation's last list, parsed (issue 26)
         self.tasks: set[asyncio.Task[None]] = set()
+
+    async def stats(self, synced: Synced) -> SessionStats:
+        """The session's proxy figures: held, else as stored (a conversation this process
+        takes up again, or evicted), else new."""
+        key = ("stats", synced.session_id)
+        held = self.held.get(key)
+        if held is None:
+            stats = SessionStats()
+            if not synced.created:
+                with contextlib.suppress(Exception):  # figures only: never fail a request
+                    info = await self.raw_store.get_session(synced.session_id)
+                    stats = SessionStats.from_json((info.metadata or {}).get("proxy_stats"))
+            held = _HeldStats(self, synced.session_id, stats)
+            self.held.put(key, held, stats.size())
+        return held.stats
+
+    def held_stats(self) -> list[_HeldStats]:
+        return [v for k in self.held if isinstance(k, tuple) and k[0] == "stats"
+                and (v := self.held.get(k)) is not None]
+
+    async def write_stats(self, session_id: str, stats: SessionStats) -> None:
+        """Write the session's figures (SPEC Y4, Q4) to its metadata."""
+        changes = stats.changes
+        try:
+            await self.raw_store.update_session_metadata(session_id,
+                                                         {"proxy_stats": stats.to_json()})
+        except Exception:  # figures only: the client has its answer
+            log.exception("writing the figures of session %s failed", session_id)
+            return
+        held = self.held.get(("stats", session_id))
+        if held is not None and held.stats is stats:
+            held.written = max(held.written, changes)
+
+    def spawn(self, work: Any) -> None:
+        """Run `work` in the background; the app's shutdown waits for it."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
 
     def url(self, request: Request) -> str:
         return upstream_url(self.config.upstream, request.url.path, request.url.query)
@@ -131,7 +191,7 @@ async def _answer(proxy: Proxy, request: Request, protocol: wire.Protocol, parse
                   window: int, started: float, retried: bool) -> Response:
     """The client's answer from the upstream's reply (plain, or streamed through as it
     arrives), with the reply's record handed to a background task."""
-    compaction, stats = note["compaction"], proxy.stats[synced.session_id]
+    compaction, stats = note["compaction"], await proxy.stats(synced)
     if reply.status_code != 200 or not parsed.stream:
         content = await reply.aread()
         await reply.aclose()
@@ -186,9 +246,10 @@ async def send_upstream(proxy: Proxy, request: Request, synced: Synced,
     """Send a fitted body upstream (every protocol's one way): encode it (reusing the bytes
     the parse made, `known`), count its prefix reuse (Y4), tell the mirror a reply is due,
     and open the upstream's streamed answer. Returns it with the log note of the request."""
-    stats = proxy.stats.setdefault(synced.session_id, SessionStats())
+    stats = await proxy.stats(synced)
     data, pieces = encode(forwarded, known)
     reuse = stats.observe(pieces, synced.estimate.tokens)
+    proxy.held.resize(("stats", synced.session_id), stats.size())
     compaction = ",".join(c.status for c in synced.compactions) or "-"
     proxy.mirror.expect_reply(synced)
     upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
@@ -214,8 +275,7 @@ async def _after(proxy: Proxy, synced: Synced, message: Message | None,
         else:
             proxy.mirror.no_reply(synced)
         if stats.requests <= 2 or stats.requests % 10 == 0:  # one write in ten, Y4 report
-            await proxy.store.update_session_metadata(synced.session_id,
-                                                      {"proxy_stats": stats.to_json()})
+            await proxy.write_stats(synced.session_id, stats)
     except Exception:  # the client has its answer; a failed record is logged, not raised
         log.exception("recording the reply of session %s failed", synced.session_id)
 
@@ -268,14 +328,18 @@ def create_app(config: ProxyConfig) -> Starlette:
 
         store = await open_store(config.db)
         client = httpx2.AsyncClient(timeout=httpx2.Timeout(config.timeout, connect=10.0))
-        app.state.proxy = Proxy(config, TenantRouted(store) if config.auth else store, client)
+        app.state.proxy = Proxy(config, TenantRouted(store) if config.auth else store, client,
+                                raw_store=store)
         try:
             yield
         finally:
-            await asyncio.gather(*app.state.proxy.tasks, return_exceptions=True)
-            await app.state.proxy.mirror.wait_idle()
-            for sid, stats in app.state.proxy.stats.items():  # the final figures
-                await store.update_session_metadata(sid, {"proxy_stats": stats.to_json()})
+            proxy = app.state.proxy
+            await asyncio.gather(*proxy.tasks, return_exceptions=True)
+            await proxy.mirror.wait_idle()
+            for held in proxy.held_stats():  # the final figures
+                if held.stats.changes != held.written:
+                    await proxy.write_stats(held.session_id, held.stats)
+            await asyncio.gather(*proxy.tasks, return_exceptions=True)
             await client.aclose()
             await store.close()
 

@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import json
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +33,7 @@ from ..core.messages import Message
 from ..errors import ContextfoldError, http_status
 from ..guard.body import loads_bounded
 from ..runtime.errors import RequestTooLargeError
+from ..runtime.held import Held, text_bytes
 from ..runtime.mirror import Synced
 from ..wire import openai_responses as wire
 from ..wire.parts import system_text
@@ -44,7 +44,6 @@ from .wire import sse_events
 
 PROTOCOL = "responses"
 Item = dict[str, Any]
-REMEMBERED = 256  # responses whose whole item list is held in memory (previous_response_id)
 STORED_IDS = 32  # response ids kept per session in the store's metadata
 
 
@@ -146,29 +145,27 @@ def encode(body: dict[str, Any]) -> tuple[bytes, list[str]]:
 
 class ResponseLog:
     """What each response id stands for: the session, and the whole item list (input and
-    output) a request naming it as `previous_response_id` continues. Held in memory for the
-    latest `REMEMBERED` responses; the store keeps each session's latest ids with the reply's
-    node, so after a restart the items are rendered from the stored branch.
+    output) a request naming it as `previous_response_id` continues. Held in the process's
+    bounded cache (`held`, SPEC Y14: least recently used out); the store keeps each
+    session's latest ids with the reply's node, so after a restart or an eviction the items
+    are rendered from the stored branch.
 
     SPEC Y12: an id is honoured only for the owner that created it (`identity.owner_of`:
     the tenant and the client key's fingerprint), in memory and in the store alike; anyone
     else's request finds nothing, as for an id never seen."""
 
-    def __init__(self) -> None:
-        self._items: OrderedDict[tuple[str, str], tuple[str, list[Item]]] = OrderedDict()
+    def __init__(self, held: Held | None = None) -> None:
+        self.held = held if held is not None else Held()
 
-    def remember(self, owner: str, response_id: str, session_id: str,
-                 items: list[Item]) -> None:
-        key = (owner, response_id)
-        self._items[key] = (session_id, items)
-        self._items.move_to_end(key)
-        while len(self._items) > REMEMBERED:
-            self._items.popitem(last=False)
+    def remember(self, owner: str, response_id: str, session_id: str, items: list[Item],
+                 size: int) -> None:
+        """Hold what `response_id` stands for (`size`: its bytes, about)."""
+        self.held.put(("response", owner, response_id), (session_id, items), size)
 
     async def resolve(self, store: Any, owner: str, response_id: str) -> list[Item] | None:
         """The items `response_id` stands for when `owner` created it (None: unknown here
         and in the store, or another owner's)."""
-        held = self._items.get((owner, response_id))
+        held = self.held.get(("response", owner, response_id))
         if held is not None:
             return held[1]
         for info in await store.list_sessions(check_damage=False):
@@ -270,7 +267,7 @@ async def responses_endpoint(request: Request) -> Response:
     forwarded = build(parsed, body, synced)
     reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
                                       len(raw))
-    compaction, stats = note["compaction"], proxy.stats[synced.session_id]
+    compaction, stats = note["compaction"], await proxy.stats(synced)
 
     def remember(response: Any) -> str | None:
         """Hold what the response's id stands for before the client can name it."""
@@ -278,7 +275,8 @@ async def responses_endpoint(request: Request) -> Response:
         if not isinstance(rid, str) or not rid:
             return None
         output = [o for o in response.get("output") or [] if isinstance(o, dict)]
-        log.remember(owner, rid, synced.session_id, [*parsed.items, *output])
+        log.remember(owner, rid, synced.session_id, [*parsed.items, *output],
+                     len(raw) + text_bytes(output, 8))
         return rid
 
     async def after(response: Any) -> None:
@@ -350,7 +348,7 @@ async def _reply_node(proxy: Any, synced: Synced) -> str | None:
 def _log_of(proxy: Any) -> ResponseLog:
     log = getattr(proxy, "responses", None)
     if log is None:
-        log = proxy.responses = ResponseLog()
+        log = proxy.responses = ResponseLog(proxy.held)
     return log
 
 
