@@ -50,10 +50,16 @@ def proxy_command(
         require_extra("proxy", "proxy")
     except MissingExtraError as exc:
         Output(False).fail(exc, exit_code(exc))
+    from .._net import checked_base_url
     from ..guard.hosts import HostPolicy, is_loopback
     from ..proxy import ProxyConfig, llm_summarizer, parse_windows
     from ..proxy.serve import serve
 
+    try:  # SPEC Y8: only a model server's http(s) URL
+        checked_base_url(upstream, "--upstream")
+    except ValueError as exc:
+        console.print(str(exc), markup=False, highlight=False)
+        raise typer.Exit(2) from None
     if protocol not in (None, "openai", "anthropic"):
         console.print("--protocol must be 'openai' or 'anthropic'")
         raise typer.Exit(2)

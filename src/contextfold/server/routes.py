@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .._net import checked_base_url
 from ..core.tree import Branch
 from .auth import tenant
 from .errors import ApiError
@@ -21,7 +22,20 @@ Tenant = Annotated[str, Depends(tenant)]
 
 
 class Body(BaseModel):
+    """A request body: unknown fields refused; every text field real text (a lone
+    surrogate, which cannot be stored, is the client's error naming the field)."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("contains a lone surrogate, which is not text") from None
+        return value
 
 
 class CreateSession(Body):
@@ -30,6 +44,11 @@ class CreateSession(Body):
     system: str | None = None
     base_url: str | None = Field(None, min_length=1, max_length=2000)
     title: str | None = Field(None, max_length=500)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        return None if value is None else checked_base_url(value)
 
 
 class Compact(Body):
