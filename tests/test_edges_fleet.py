@@ -4,6 +4,7 @@ text in the body — on SQLite and PostgreSQL alike."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 import subprocess
@@ -11,11 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from contextfold._net import checked_base_url
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
+from contextfold.store import open_store
 from tests.proxy.recording_upstream import RecordingUpstream
 from tests.server_fixtures import ROOT, service_factory  # noqa: F401
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
@@ -111,3 +114,27 @@ def test_proxy_a_body_cut_short_and_an_oversized_declared_body(tmp_path: Path,
     assert upstream.seen == []  # nothing forwarded
     assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
     assert any("closed the connection after" in rec.getMessage() for rec in caplog.records)
+
+
+def test_a_refused_request_leaves_no_empty_session(tmp_path: Path) -> None:
+    upstream = RecordingUpstream().start()
+    db = f"sqlite:///{tmp_path / 'p.db'}"
+    proxy = ProxyThread(ProxyConfig(upstream=upstream.url, windows={"*": 4096}, db=db)).start()
+    try:
+        huge = {"model": "m", "messages": [{"role": "user", "content": "word " * 20_000}]}
+        for path, body in [("/v1/chat/completions", huge),
+                           ("/v1/messages", {**huge, "max_tokens": 64}),
+                           ("/v1/responses", {"model": "m", "input": "word " * 20_000}),
+                           ("/v1/chat/completions", {"model": "m", "messages": "nope"})]:
+            r = httpx.post(proxy.url + path, json=body, timeout=30)
+            assert r.status_code == 400, (path, r.text)
+    finally:
+        proxy.stop()
+        upstream.stop()
+    assert upstream.seen == []
+
+    async def count() -> int:
+        async with await open_store(db) as store:
+            return len(await store.list_sessions())
+
+    assert asyncio.run(count()) == 0

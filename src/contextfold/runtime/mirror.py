@@ -31,13 +31,14 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict, deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.estimator import Estimate
+from ..core.fit import Blocked
 from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart, utc_now
 from ..core.projection import Projection, prefix_text, project, provider_compaction_index
@@ -52,7 +53,7 @@ from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, take_up_provider_compaction
 from .content_chain import ChainMemo, next_hash
-from .fitting import SessionFit, fit_request, healthy
+from .fitting import SessionFit, fit_request, healthy, too_large
 from .held import Held, text_bytes
 from .sizing import Sizer
 from .summarizers import guarded
@@ -285,7 +286,9 @@ class Mirror:
         hashes = self._chains.hashes(chain_scope, msgs)
         created = False
         if session_id is None:
-            session_id, created = await self._find_or_create(hashes, metadata, title)
+            session_id, created = await self._find_or_create(
+                hashes, metadata, title,
+                refuse=lambda: self._refuse_alone(msgs, capacity, system, tools))
         elif metadata:
             await self._set_metadata(session_id, metadata)
         await self._reply_recorded(session_id)
@@ -561,8 +564,22 @@ class Mirror:
             return branch.grown(nodes)
         return await self._branch(session_id)
 
+    def _refuse_alone(self, msgs: Sequence[Message], capacity: ModelCapacity,
+                      system: str | None, tools: Tools | None) -> None:
+        """A new conversation of one message that no compaction could fit is refused
+        before its session is made (SPEC P3): a refused request leaves no empty session.
+        (A longer list is stored up to its last message either way: that history is real.)"""
+        if len(msgs) != 1:
+            return
+        sizer = Sizer(capacity, derive_budget(capacity, self.settings), system,
+                      tuple(tools or ()))
+        decision = sizer.decide(project(Branch(nodes=(), complete=True, revision=0)), msgs)
+        if isinstance(decision, Blocked):
+            raise too_large(decision, capacity.model)
+
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
-                              title: str | None) -> tuple[str, bool]:
+                              title: str | None,
+                              refuse: Callable[[], None] | None = None) -> tuple[str, bool]:
         for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
             sid = self._ends.get(h)
             if sid is not None:
@@ -577,6 +594,8 @@ class Mirror:
                     if metadata:
                         await self._set_metadata(sid, metadata)
                     return sid, False
+        if refuse is not None:
+            refuse()
         info = await self.store.create_session(title=title, metadata=metadata)
         if metadata:
             self._state(info.id).metadata = dict(metadata)
