@@ -166,6 +166,15 @@ def test_stdio_lists_the_tools_and_search_finds_a_folded_fact_of_this_conversati
             # The other conversation's password is not in this one (L4).
             none = result(await session.call_tool("history_search", {"query": "OSPREY-1100"}))
             assert none["matches"] == [] and none["session_id"] == found["session_id"]
+            # Out-of-range arguments are the tool's error naming them (issue 38).
+            for bad in (-5, 1e20, 0):
+                refused = await session.call_tool("history_search",
+                                                  {"query": "KESTREL-7731", "limit": bad})
+                assert refused.is_error and "limit" in refused.content[0].text
+                assert "Traceback" not in refused.content[0].text
+            refused = await session.call_tool("history_expand",
+                                              {"node_id": hit["node_id"], "before": -1})
+            assert refused.is_error and "before" in refused.content[0].text
             expanded = result(await session.call_tool(
                 "history_expand", {"node_id": hit["node_id"], "after": 2, "max_tokens": 300}))
             assert FACT in expanded["messages"][0]["text"]

@@ -30,3 +30,25 @@ def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
     nodelay(sock)
     sock.bind((host, port))
     return sock
+
+
+def checked_base_url(url: str, name: str = "base_url") -> str:
+    """`url` when it can be a model server's base URL: http or https, a host, no
+    whitespace or control character, no query string or fragment (a path is appended to
+    it, so those would end up in the middle of every request's URL). `ValueError` naming
+    `name` and what is wrong otherwise."""
+    from urllib.parse import urlsplit
+
+    if any(ch.isspace() or ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise ValueError(f"{name}: must not contain whitespace or control characters")
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise ValueError(f"{name}: not a URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{name}: must start with http:// or https://, got {url[:40]!r}")
+    if not parts.hostname:
+        raise ValueError(f"{name}: names no host")
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise ValueError(f"{name}: must not have a query string or a fragment")
+    return url

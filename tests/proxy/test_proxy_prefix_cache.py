@@ -377,9 +377,9 @@ def test_a_broken_answer_leaves_no_wait_and_stores_the_message_y1(
                 lost = [*first, OK, {"role": "user", "content": "this one breaks"}]
                 with pytest.raises((asyncio.CancelledError, Broken)):
                     await client.post("/v1/chat/completions", json=_openai(lost))
-                assert not proxy.mirror._expected  # nobody waits for a reply
+                assert not proxy.mirror.awaiting_reply()  # nobody waits for a reply
                 await proxy.mirror.wait_idle()
-                sid = next(iter(proxy.stats))
+                sid = (await proxy.store.list_sessions())[0].id
                 texts = [getattr(n.message.parts[0], "text", None)
                          for n in await proxy.store.load_tree(sid)
                          if n.message is not None and n.message.parts]

@@ -35,6 +35,9 @@ def proxy_command(
         "besides the loopback names and the bind address (repeatable)."),
     max_body_bytes: int = typer.Option(64 << 20, "--max-body-bytes", min=1024,
                                        help="Largest request body (default 64 MiB)."),
+    memory_cache: int = typer.Option(256, "--memory-cache", min=1, max=1 << 20,
+                                     help="MiB a process holds of the conversations it "
+                                     "serves (least recently used out; default 256)."),
     db: str | None = DB_OPTION,
     summarizer_model: str | None = SUMMARIZER_MODEL,
     summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
@@ -47,10 +50,16 @@ def proxy_command(
         require_extra("proxy", "proxy")
     except MissingExtraError as exc:
         Output(False).fail(exc, exit_code(exc))
+    from .._net import checked_base_url
     from ..guard.hosts import HostPolicy, is_loopback
     from ..proxy import ProxyConfig, llm_summarizer, parse_windows
     from ..proxy.serve import serve
 
+    try:  # SPEC Y8: only a model server's http(s) URL
+        checked_base_url(upstream, "--upstream")
+    except ValueError as exc:
+        console.print(str(exc), markup=False, highlight=False)
+        raise typer.Exit(2) from None
     if protocol not in (None, "openai", "anthropic"):
         console.print("--protocol must be 'openai' or 'anthropic'")
         raise typer.Exit(2)
@@ -71,7 +80,7 @@ def proxy_command(
         raise typer.Exit(2) from None
     config = ProxyConfig(upstream=upstream, windows=windows, protocol=protocol, db=db,
                          auth=auth, allowed_hosts=tuple(allowed_host),
-                         max_body_bytes=max_body_bytes)
+                         max_body_bytes=max_body_bytes, memory_bytes=memory_cache << 20)
     if summarizer_model:
         try:
             config.summarizer = llm_summarizer(config, summarizer_model,

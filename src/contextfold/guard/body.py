@@ -14,13 +14,17 @@ passes is shallow enough for every later step (copying, hashing, re-encoding).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ContextfoldError
 from .asgi import ASGIApp, Message, Receive, Scope, Send, send_json
+
+log = logging.getLogger("contextfold.guard")
 
 MAX_JSON_DEPTH = 128  # agents' tool schemas nest a few tens of levels at most
 
@@ -35,8 +39,15 @@ class JsonTooDeepError(ContextfoldError, ValueError):
     kind = "bad_input"
 
 
+class BodyCutShort(Exception):
+    """The client closed its connection before its whole body arrived."""
+
+
 class BodyLimit:
-    """Answer 413 to a body over `limit_for(scope)` bytes with `too_large(scope, limit)`."""
+    """Answer 413 to a body over `limit_for(scope)` bytes with `too_large(scope, limit)`
+    (at once when its Content-Length says so), and a 400 naming the body to a client that
+    closes the connection before its body arrived: an ordinary event, one log line, never
+    an error with a traceback."""
 
     def __init__(self, app: ASGIApp, *, limit_for: Callable[[Scope], int],
                  too_large: Callable[[Scope, int], dict[str, Any]]) -> None:
@@ -55,12 +66,15 @@ class BodyLimit:
             await send_json(send, 413, self.too_large(scope, limit))
             return
         seen = 0
-        started = refused = False
+        started = refused = complete = False
 
         async def counted_receive() -> Message:
-            nonlocal seen, refused
+            nonlocal seen, refused, complete
             message = await receive()
+            if message["type"] == "http.disconnect" and not complete and not started:
+                raise BodyCutShort  # gone before the whole body came
             if message["type"] == "http.request":
+                complete = not message.get("more_body", False)
                 seen += len(message.get("body", b""))
                 if seen > limit:
                     if not started and not refused:
@@ -82,6 +96,14 @@ class BodyLimit:
         except BodyTooLarge:
             if not refused and not started:
                 await send_json(send, 413, self.too_large(scope, limit))
+        except BodyCutShort:
+            declared = f" of {int(length)}" if length is not None and length.isdigit() else ""
+            log.info("%s %s: the client closed the connection after %d%s bytes of its body",
+                     scope.get("method"), scope.get("path"), seen, declared)
+            with contextlib.suppress(Exception):  # nobody may be there to read it
+                await send_json(send, 400, {"error": {
+                    "message": f"request body: cut short ({seen}{declared} bytes arrived)",
+                    "type": "invalid_request_error", "param": "body"}})
 
 
 def loads_bounded(raw: bytes | str, max_depth: int = MAX_JSON_DEPTH) -> Any:

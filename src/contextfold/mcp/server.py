@@ -96,16 +96,22 @@ def build_server(tools: RecallTools | ToolsFor, defaults: Defaults) -> "MCPServe
 
     @server.tool(name="history_search", description=SEARCH_TOOL.description)
     async def history_search(query: str, ctx: Context,
-                             limit: Annotated[int | None, Field(description="Most matches "
-                                                                "(1-20, default 8).")] = None,
+                             limit: Annotated[int | None, Field(
+                                 ge=1, le=20, strict=True,
+                                 description="Most matches (1-20, default 8).")] = None,
                              session_id: SessionArg = None) -> dict[str, Any]:
         return await guarded((await of(ctx)).search(await asked(ctx, session_id), query,
                                                           limit))
 
     @server.tool(name="history_expand", description=EXPAND_TOOL.description)
-    async def history_expand(node_id: str, ctx: Context, before: int | None = None,
-                             after: int | None = None, to_node_id: str | None = None,
-                             max_tokens: int | None = None,
+    async def history_expand(node_id: str, ctx: Context,
+                             before: Annotated[int | None, Field(ge=0, le=200,
+                                                                strict=True)] = None,
+                             after: Annotated[int | None, Field(ge=0, le=200,
+                                                               strict=True)] = None,
+                             to_node_id: str | None = None,
+                             max_tokens: Annotated[int | None, Field(ge=1, le=1_000_000,
+                                                                    strict=True)] = None,
                              session_id: SessionArg = None) -> dict[str, Any]:
         return await guarded((await of(ctx)).expand(await asked(ctx, session_id), node_id,
                                           before=before, after=after, to_node_id=to_node_id,

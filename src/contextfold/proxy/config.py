@@ -22,7 +22,9 @@ class ProxyConfig:
     the bind address (SPEC Y8). `max_body_bytes`: the largest request body (SPEC Y8; 64 MiB:
     twice the largest request a provider accepts, Anthropic's 32 MB, so every request an
     agent can send passes and the history the proxy compacts may grow past it).
-    `identity_salt`: the salt of client key fingerprints (None: `identity.default_salt()`)."""
+    `identity_salt`: the salt of client key fingerprints (None: `identity.default_salt()`).
+    `memory_bytes`: the most the process holds of the conversations it serves (SPEC Y14,
+    `runtime.held`: their memos, least recently used out, read again from the store)."""
 
     upstream: str
     windows: Mapping[str, int] = field(default_factory=dict)
@@ -35,6 +37,7 @@ class ProxyConfig:
     allowed_hosts: tuple[str, ...] = ()
     max_body_bytes: int = 64 << 20
     identity_salt: str | None = None
+    memory_bytes: int = 256 << 20
     # Windows the upstream named in its own context-overflow errors (SPEC Y9, learning.py).
     learned: dict[str, int] = field(default_factory=dict)
 

@@ -53,7 +53,7 @@ def error_type(protocol: wire.Protocol, status: int) -> str:
     if status < 500:
         return "not_found_error" if status == 404 and protocol == "anthropic" else \
             "invalid_request_error"
-    if protocol == "openai":
+    if protocol != "anthropic":  # OpenAI's, Chat Completions and Responses alike
         return "server_error"
     return "overloaded_error" if status == 503 else "api_error"
 

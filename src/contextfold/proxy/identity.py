@@ -125,6 +125,17 @@ def conversation_scope(protocol: str, headers: Mapping[str, str], salt: bytes) -
     return ":".join(parts)
 
 
+def owner_of(headers: Mapping[str, str], salt: bytes) -> str:
+    """Who may use a continuation handle this request creates (SPEC Y12): a digest of the
+    tenant (`--auth`) and the client's key fingerprint, 32 hex digits. A `previous_response_id`
+    is honoured only for a request of the same owner. A digest of the fingerprint, never the
+    key (Y5); without a tenant and a key every client is the same owner (nothing tells them
+    apart)."""
+    tenant = current_tenant() or ""
+    key = key_fingerprint(headers, salt)
+    return hashlib.sha256(f"contextfold-owner\0{tenant}\0{key}".encode()).hexdigest()[:32]
+
+
 def session_meta(agent: str, parsed: Parsed, protocol: str,
                  headers: Mapping[str, str]) -> dict[str, Any]:
     """What the proxy keeps on a session it serves (its `proxy` metadata): the client, the

@@ -1,7 +1,8 @@
 """The proxy's OpenAI Responses endpoint (`POST /v1/responses`, SPEC Y6), for Codex and every
 client of the Responses API.
 
-The same path as chat completions and Messages (`proxy/app.py`): the request's items are read
+The same exchange as chat completions and Messages (`exchange.py`, with `ResponsesAdapter`
+for what is the protocol's own): the request's items are read
 as messages (`wire.openai_responses.read_input`), mirrored onto the tree by content (Y1) and
 fitted by the one fit step (`Mirror.sync` -> `runtime/fitting.py`, Y2/Y3); each kept message is
 forwarded as the very items the client sent (reasoning and encrypted items included, opaque,
@@ -17,34 +18,23 @@ which the upstream need not hold.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
-import time
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.background import BackgroundTask
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
-
 from ..core.messages import Message
-from ..errors import ContextfoldError, http_status
+from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
-from ..runtime.errors import RequestTooLargeError
+from ..runtime.held import Held, text_bytes
 from ..runtime.mirror import Synced
 from ..wire import openai_responses as wire
 from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
-from .errors import error_type, proxy_message
-from .identity import conversation_scope, salt_for
+from .exchange import Adapter, Reader, Refused
 from .wire import sse_events
 
-PROTOCOL = "responses"
 Item = dict[str, Any]
-REMEMBERED = 256  # responses whose whole item list is held in memory (previous_response_id)
 STORED_IDS = 32  # response ids kept per session in the store's metadata
 
 
@@ -146,29 +136,37 @@ def encode(body: dict[str, Any]) -> tuple[bytes, list[str]]:
 
 class ResponseLog:
     """What each response id stands for: the session, and the whole item list (input and
-    output) a request naming it as `previous_response_id` continues. Held in memory for the
-    latest `REMEMBERED` responses; the store keeps each session's latest ids with the reply's
-    node, so after a restart the items are rendered from the stored branch."""
+    output) a request naming it as `previous_response_id` continues. Held in the process's
+    bounded cache (`held`, SPEC Y14: least recently used out); the store keeps each
+    session's latest ids with the reply's node, so after a restart or an eviction the items
+    are rendered from the stored branch.
 
-    def __init__(self) -> None:
-        self._items: OrderedDict[str, tuple[str, list[Item]]] = OrderedDict()
+    SPEC Y12: an id is honoured only for the owner that created it (`identity.owner_of`:
+    the tenant and the client key's fingerprint), in memory and in the store alike; anyone
+    else's request finds nothing, as for an id never seen."""
 
-    def remember(self, response_id: str, session_id: str, items: list[Item]) -> None:
-        self._items[response_id] = (session_id, items)
-        self._items.move_to_end(response_id)
-        while len(self._items) > REMEMBERED:
-            self._items.popitem(last=False)
+    def __init__(self, held: Held | None = None) -> None:
+        self.held = held if held is not None else Held()
 
-    async def resolve(self, store: Any, response_id: str) -> list[Item] | None:
-        """The items `response_id` stands for (None: unknown here and in the store)."""
-        held = self._items.get(response_id)
+    def remember(self, owner: str, response_id: str, session_id: str, items: list[Item],
+                 size: int) -> None:
+        """Hold what `response_id` stands for (`size`: its bytes, about)."""
+        self.held.put(("response", owner, response_id), (session_id, items), size)
+
+    async def resolve(self, store: Any, owner: str, response_id: str) -> list[Item] | None:
+        """The items `response_id` stands for when `owner` created it (None: unknown here
+        and in the store, or another owner's)."""
+        held = self.held.get(("response", owner, response_id))
         if held is not None:
             return held[1]
         for info in await store.list_sessions(check_damage=False):
             ids = ((info.metadata or {}).get("proxy_responses") or {})
-            node_id = ids.get(response_id) if isinstance(ids, dict) else None
-            if node_id is None:
+            entry = ids.get(response_id) if isinstance(ids, dict) else None
+            # An entry without its owner (written before Y12) proves no scope: not honoured.
+            if not isinstance(entry, dict) or entry.get("owner") != owner or \
+                    not isinstance(entry.get("node"), str):
                 continue
+            node_id = entry["node"]
             branch = await store.load_full_branch(info.id)
             nodes = getattr(branch, "nodes", None) or getattr(branch, "readable", ())
             out: list[Item] = []
@@ -180,146 +178,67 @@ class ResponseLog:
         return None
 
 
-async def _record_id(proxy: Any, synced: Synced, response_id: str, node_id: str) -> None:
+async def _record_id(proxy: Any, synced: Synced, owner: str, response_id: str,
+                     node_id: str) -> None:
     info = await proxy.store.get_session(synced.session_id)
     ids = dict((info.metadata or {}).get("proxy_responses") or {})
-    ids[response_id] = node_id
+    ids[response_id] = {"node": node_id, "owner": owner}
     while len(ids) > STORED_IDS:
         ids.pop(next(iter(ids)))
     await proxy.store.update_session_metadata(synced.session_id, {"proxy_responses": ids})
 
 
-# --------------------------------------------------------------------------- the endpoint
+# --------------------------------------------------------------------------- the adapter
 
 
-def _error(status: int, body: dict[str, Any]) -> JSONResponse:
-    return JSONResponse(body, status_code=status)
+class ResponsesAdapter(Adapter):
+    """The Responses API in the one exchange (`exchange.py`): its input items read and
+    built here, its events assembled by `EventReader`, and its continuation handle, the
+    response id (`ResponseLog`, SPEC Y12)."""
 
+    name: Any = "responses"
+    serves = "openai"
 
-def refusal(error: ContextfoldError | ValueError) -> tuple[int, dict[str, Any]]:
-    """The status and Responses-shaped body for `error` (SPEC Y3 for a request too large)."""
-    kind = error.kind if isinstance(error, ContextfoldError) else "bad_input"
-    if kind == "too_large" and isinstance(error, RequestTooLargeError):
-        return wire.CONTEXT_LENGTH_STATUS, wire.context_length_error(
-            error.estimated_tokens, error.safe_input_limit, f"contextfold proxy: {error}")
-    status = http_status(kind)
-    message = "internal error (see the proxy's log)" if kind == "internal" else \
-        proxy_message(error)
-    body = wire.invalid_request_error(message)
-    body["error"]["type"] = error_type("openai", status)
-    return status, body
-
-
-async def responses_endpoint(request: Request) -> Response:
-    """`POST /v1/responses` through the mirror (SPEC Y6 under Y1-Y5)."""
-    from .app import (  # the chat path's, shared
-        _after,
-        _log,
-        _out_headers,
-        send_upstream,
-        unless_answered,
-    )
-
-    proxy = request.app.state.proxy
-    if proxy.config.protocol not in (None, "openai"):
-        return _error(404, wire.invalid_request_error(
-            f"this proxy serves only the {proxy.config.protocol} protocol"))
-    log: ResponseLog = _log_of(proxy)
-    started = time.perf_counter()
-    raw = await request.body()
-    try:
+    async def parse(self, proxy: Any, raw: bytes, scope: str, owner: str) -> tuple[Any, Any]:
         body = loads_bounded(raw)
         previous: list[Item] = []
         prev_id = body.get("previous_response_id") if isinstance(body, dict) else None
         if prev_id is not None:
-            found = await log.resolve(proxy.store, str(prev_id))
+            # SPEC Y12: only the owner's own ids; another's is "not found", nothing of it
+            # forwarded or stored.
+            found = await proxy.responses.resolve(proxy.store, owner, str(prev_id))
             if found is None:
-                return _error(400, wire.previous_not_found_error(str(prev_id)))
+                raise Refused(400, wire.previous_not_found_error(str(prev_id)))
             previous = found
-        parsed = parse(body, previous)
-        capacity = proxy.config.capacity(parsed.model)
-    except (ContextfoldError, ValueError) as exc:
-        return _error(*refusal(exc))
-    scope = conversation_scope(PROTOCOL, request.headers, salt_for(proxy.config))
-    agent = request.headers.get("user-agent", "unknown")
-    meta = {"proxy": {"client": agent, "model": parsed.model, "protocol": PROTOCOL}}
-    try:
-        synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
-                                         system=parsed.system, tools=parsed.tools,
-                                         metadata=meta, title=f"proxy: {agent}"[:120])
-    except ContextfoldError as exc:  # Y3 for a request too large; by kind for the rest
-        status, error = refusal(exc)
-        _log(proxy, None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,
-             started)
-        return _error(status, error)
-    forwarded = build(parsed, body, synced)
-    reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
-                                      len(raw))
-    compaction, stats = note["compaction"], proxy.stats[synced.session_id]
+        return parse(body, previous), body
 
-    def remember(response: Any) -> str | None:
-        """Hold what the response's id stands for before the client can name it."""
+    def build(self, parsed: Any, body: Any, synced: Synced
+              ) -> tuple[dict[str, Any], Sequence[bytes | None] | None]:
+        return build(parsed, body, synced), None
+
+    def read(self, data: Any, model: str) -> tuple[Message | None, Any]:
+        try:
+            return wire.read_reply(data, model).message, data
+        except MalformedReply:
+            return None, None
+
+    def reader(self, model: str) -> Reader:
+        return EventReader(model)
+
+    def answered(self, proxy: Any, synced: Synced, parsed: Any, owner: str,
+                 response: Any) -> None:
         rid = response.get("id") if isinstance(response, dict) else None
-        if not isinstance(rid, str) or not rid:
-            return None
-        output = [o for o in response.get("output") or [] if isinstance(o, dict)]
-        log.remember(rid, synced.session_id, [*parsed.items, *output])
-        return rid
+        if isinstance(rid, str) and rid:
+            output = [o for o in response.get("output") or [] if isinstance(o, dict)]
+            proxy.responses.remember(owner, rid, synced.session_id, [*parsed.items, *output],
+                                     text_bytes(parsed.items, 8) + text_bytes(output, 8))
 
-    async def after(response: Any) -> None:
-        message = None
-        if isinstance(response, dict):
-            try:
-                message = wire.read_reply(response, parsed.model).message
-            except MalformedReply:
-                message = None
-        await _after(proxy, synced, message, stats)
-        rid = remember(response) if message is not None else None
-        if rid is not None:
+    async def recorded(self, proxy: Any, synced: Synced, owner: str, response: Any) -> None:
+        rid = response.get("id") if isinstance(response, dict) else None
+        if isinstance(rid, str) and rid:
             node_id = await _reply_node(proxy, synced)
             if node_id is not None:
-                # The client has its answer; the in-memory log still has the id.
-                with contextlib.suppress(Exception):
-                    await _record_id(proxy, synced, rid, node_id)
-
-    if reply.status_code != 200 or not parsed.stream:
-        with unless_answered(proxy, synced):
-            content = await reply.aread()
-            await reply.aclose()
-        response: Any = None
-        if reply.status_code == 200:
-            try:
-                response = loads_bounded(content)
-            except ValueError:
-                response = None
-            remember(response)
-        _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
-             started)
-        return Response(content, status_code=reply.status_code,
-                        headers=_out_headers(reply.headers),
-                        background=BackgroundTask(after, response))
-    reader = EventReader()
-
-    async def finish() -> None:
-        await reply.aclose()
-        _log(proxy, note, parsed.model, len(raw), synced, compaction, reply.status_code,
-             started)
-        await after(reader.response())
-
-    async def relay() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in reply.aiter_raw():
-                reader.feed(chunk)
-                if reader.assembler.finished:
-                    remember(reader.response())
-                yield chunk
-        finally:
-            # The client may hang up right after the last event: record in a task of its own.
-            task = asyncio.get_running_loop().create_task(finish())
-            proxy.tasks.add(task)
-            task.add_done_callback(proxy.tasks.discard)
-
-    return StreamingResponse(relay(), status_code=200, headers=_out_headers(reply.headers))
+                await _record_id(proxy, synced, owner, rid, node_id)
 
 
 async def _reply_node(proxy: Any, synced: Synced) -> str | None:
@@ -332,17 +251,11 @@ async def _reply_node(proxy: Any, synced: Synced) -> str | None:
     return None
 
 
-def _log_of(proxy: Any) -> ResponseLog:
-    log = getattr(proxy, "responses", None)
-    if log is None:
-        log = proxy.responses = ResponseLog()
-    return log
-
-
-class EventReader:
+class EventReader(Reader):
     """Reads the server-sent events of a streamed response as they pass through."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: str) -> None:
+        self.model = model
         self.buffer = b""
         self.assembler = wire.StreamAssembler()
 
@@ -350,6 +263,18 @@ class EventReader:
         self.buffer, events, _ = sse_events(self.buffer + chunk)
         for event in events:
             self.assembler.add(event)
+
+    def finished(self) -> bool:
+        return self.assembler.finished
+
+    def reply(self) -> tuple[Message | None, Any]:
+        response = self.response()
+        if response is None:
+            return None, None
+        try:
+            return wire.read_reply(response, self.model).message, response
+        except MalformedReply:
+            return None, None
 
     def response(self) -> Item | None:
         """The streamed response as one object (None when no terminal event arrived)."""
@@ -361,5 +286,5 @@ class EventReader:
         return done
 
 
-__all__ = ["EventReader", "Parsed", "ResponseLog", "build", "encode", "parse", "refusal",
-           "responses_endpoint"]
+__all__ = ["EventReader", "Parsed", "ResponseLog", "ResponsesAdapter", "build", "encode",
+           "parse"]

@@ -83,7 +83,7 @@ ENV_CONFIG = "CONTEXTFOLD_PROXY_CONFIG"
 # What a worker can be given as JSON: not the summariser object (rebuilt from its options),
 # nor `settings` (the CLI never sets them) or `learned` (each process learns its own, Y9).
 _PORTABLE = ("upstream", "windows", "protocol", "db", "timeout", "auth", "allowed_hosts",
-             "max_body_bytes", "identity_salt")
+             "max_body_bytes", "identity_salt", "memory_bytes")
 
 
 def config_to_env(config: ProxyConfig, summarizer: dict[str, str | None] | None = None) -> str:

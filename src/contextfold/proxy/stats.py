@@ -43,20 +43,25 @@ class SessionStats:
     forwarded_tokens: int = 0
     repeated_tokens: int = 0
     cost: Cost = field(default_factory=Cost)
-    _previous: list[bytes] = field(default_factory=list, repr=False)
+    # The previous request's pieces as (length, hash): what the next is compared with,
+    # without holding its bytes (SPEC Y14).
+    _previous: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    changes: int = field(default=0, repr=False)  # observations and bills so far
 
     def observe(self, pieces: list[bytes], tokens: int) -> float | None:
         """Record one forwarded request (its `encode` pieces); the share of it repeating the
         previous one (None for the first request)."""
         share = None
+        marks = [(len(p), hash(p)) for p in pieces]
         if self._previous:
-            same = sum(map(len, pieces[:leading_run(pieces, self._previous)]))
-            total = sum(map(len, pieces)) or 1
+            same = sum(n for n, _ in marks[:leading_run(marks, self._previous)])
+            total = sum(n for n, _ in marks) or 1
             share = same / total
             self.repeated_tokens += round(tokens * share)
         self.requests += 1
+        self.changes += 1
         self.forwarded_tokens += tokens
-        self._previous = pieces
+        self._previous = marks
         return share
 
     def bill(self, reply: Message | None) -> None:
@@ -64,11 +69,39 @@ class SessionStats:
         cost is never guessed where it was not reported)."""
         if reply is not None and reply.usage is not None:
             self.cost = self.cost + usage_cost(reply.usage, reply.model)
+            self.changes += 1
 
     @property
     def reuse(self) -> float | None:
         """Share of all forwarded tokens that repeated the previous request's prefix."""
         return self.repeated_tokens / self.forwarded_tokens if self.forwarded_tokens else None
+
+    @classmethod
+    def from_json(cls, data: Any) -> SessionStats:
+        """The figures `to_json` stored (fresh ones for anything else): a conversation this
+        process takes up again goes on counting from them."""
+        if not isinstance(data, dict):
+            return cls()
+        cost = data.get("cost") if isinstance(data.get("cost"), dict) else {}
+
+        def count(mapping: dict[str, Any], name: str) -> int:
+            value = mapping.get(name)
+            return value if isinstance(value, int) and value >= 0 else 0
+
+        usd = cost.get("usd", 0.0)
+        return cls(requests=count(data, "requests"),
+                   forwarded_tokens=count(data, "forwarded_tokens"),
+                   repeated_tokens=count(data, "repeated_prefix_tokens"),
+                   cost=Cost(input_tokens=count(cost, "input_tokens"),
+                             cached_tokens=count(cost, "cached_tokens"),
+                             cache_write_tokens=count(cost, "cache_write_tokens"),
+                             output_tokens=count(cost, "output_tokens"),
+                             usd=float(usd) if isinstance(usd, int | float) else None,
+                             requests=count(cost, "requests")))
+
+    def size(self) -> int:
+        """Bytes it holds, about (SPEC Y14)."""
+        return 400 + 72 * len(self._previous)
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "forwarded_tokens": self.forwarded_tokens,

@@ -22,12 +22,12 @@ from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.errors import RequestTooLargeError
 from ..runtime.mirror import ProjectedItem, Synced
-from ..wire import anthropic_messages, openai_chat
+from ..wire import anthropic_messages, openai_chat, openai_responses
 from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
 from .prefix_cache import PrefixCache
 
-Protocol = Literal["openai", "anthropic"]
+Protocol = Literal["openai", "anthropic", "responses"]
 MAX_BREAKPOINTS = 4  # Anthropic accepts at most four cache_control blocks per request
 
 
@@ -107,7 +107,8 @@ def _parse_anthropic(body: dict[str, Any], model: str, cache: PrefixCache | None
 
 # --------------------------------------------------------------------------- forwarding
 
-_WIRE = {"openai": openai_chat, "anthropic": anthropic_messages}
+_WIRE: dict[str, Any] = {"openai": openai_chat, "anthropic": anthropic_messages,
+                         "responses": openai_responses}
 
 
 def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from ..core.projection import Projection, project
 from ..core.tree import Branch
 from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from ..providers.errors import ContextOverflowError
-from ..store import ReadOnlySessionError
+from ..store import ReadOnlySessionError, SessionBusyError
 from ..store.protocol import SessionStore
 from .base import OverflowPolicy
 from .compaction import (
@@ -44,7 +44,7 @@ from .errors import (
     SendAbortedError,
     ToolWorkflowError,
 )
-from .fitting import fit_request, healthy, too_large
+from .fitting import fit_request, healthy, too_large, wait_bound, wait_for_other_compaction
 from .pinning import PinOperations
 from .sizing import Gauge, Sizer
 from .turns import (
@@ -474,6 +474,16 @@ class _Fit:
 
     async def compact_to_fit(self, pending: Sequence[Message]) -> CompactionOutcome:
         finished = await self._conv._compact("preflight", pending=pending)
+        if finished.status == "failed" and isinstance(finished.error, SessionBusyError):
+            # SPEC Y13: another process compacts this session (`serve --workers`): wait
+            # for its checkpoint, then decide again on the branch as it is.
+            conv = self._conv
+            outcome = await wait_for_other_compaction(conv.store, conv.session_id,
+                                                      finished.error,
+                                                      wait_bound(conv._summarize))
+            conv._runner.clear_failure()  # not this conversation's failure
+            await conv.reload()
+            return outcome
         if finished.status == "cancelled":
             raise SendAbortedError(self._draft, "cancelled")
         if finished.status == "failed":

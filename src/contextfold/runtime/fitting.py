@@ -19,16 +19,20 @@ of the model in use and the branch as last loaded. `Conversation` brings its own
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..core.fit import Blocked, Compact, Fits, after_compaction
 from ..core.messages import Message
 from ..core.plan import Trigger
 from ..core.projection import Projection, project
 from ..core.tree import Branch, DamagedBranch
-from ..store import ReadOnlySessionError
+from ..store import ReadOnlySessionError, SessionBusyError
+from ..store.liveness import holder_is_dead
 from ..store.protocol import CompactionStore
 from .compaction import CompactionOutcome, CompactionRequest, compact_session
 from .errors import DraftTooLargeError, RequestTooLargeError
@@ -36,6 +40,11 @@ from .sizing import Sizer
 from .summarizers import Summarize
 
 ATTEMPTS = 3  # preflight compactions per request: a stale commit re-plans, never forever
+# SPEC Y13: how long a request waits for another process's compaction of its session when no
+# summariser timeout bounds it (then: the summariser's timeout and one lease period).
+OTHER_COMPACTION_WAIT = 330.0
+_POLL = (0.05, 0.5)  # first and longest pause between two reads of the lease
+log = logging.getLogger("contextfold.fitting")
 
 
 class FitTarget(Protocol):
@@ -95,6 +104,40 @@ def too_large(blocked: Blocked, model: str, draft: Message | None = None
         safe_input_limit=blocked.safe_input_limit)
 
 
+async def wait_for_other_compaction(store: Any, session_id: str, busy: SessionBusyError,
+                                    bound: float | None) -> CompactionOutcome:
+    """SPEC Y13: another process holds the session's compaction lease (`busy`): wait, at
+    most `bound` seconds, until it lets go (its checkpoint committed, or it gave up), and
+    say so as a stale outcome, so the sizing loop reads the branch again and decides on it
+    (the other's checkpoint usually makes the request fit). A lease race is an ordinary
+    event of several processes on one database: one log line, no traceback. Past `bound`
+    the `busy` error is raised (the other process is stuck, not slow)."""
+    limit = OTHER_COMPACTION_WAIT if bound is None else bound
+    log.info("session %s: another process is compacting it; waiting for its checkpoint",
+             session_id)
+    holder_of = getattr(store, "lease_holder", None)
+    deadline, pause = time.monotonic() + limit, _POLL[0]
+    while True:
+        await asyncio.sleep(pause)
+        holder = await holder_of(session_id) if holder_of is not None else None
+        if holder is None or holder_is_dead(holder):  # a dead holder's lease is void (C4)
+            break
+        if time.monotonic() + pause > deadline:
+            raise busy
+        pause = min(_POLL[1], pause * 2)
+    return CompactionOutcome(status="stale", code="compacted_elsewhere", trigger="preflight",
+                             reason="another process compacted this session; read again")
+
+
+def wait_bound(summarize: Any) -> float | None:
+    """How long to wait for another process's compaction: the summariser's timeout (what
+    bounds that compaction) and one lease period; None when no timeout is known."""
+    from ..store.lease import LEASE_TTL
+
+    timeout = getattr(summarize, "timeout", None)
+    return None if timeout is None else float(timeout) + LEASE_TTL
+
+
 def healthy(branch: Branch | DamagedBranch, session_id: str) -> Branch:
     """`branch`, or `ReadOnlySessionError` naming its damage (SPEC D2)."""
     if isinstance(branch, DamagedBranch):
@@ -136,11 +179,22 @@ class SessionFit:
                       instructions: str | None = None) -> CompactionOutcome:
         """One compaction through the one path; the branch is read again after it."""
         planned_on = self.branch
-        outcome = await compact_session(CompactionRequest(
-            self.store, self.session_id, capacity=self.sizer.capacity,
-            budget=self.sizer.budget, trigger=trigger, summarize=self.summarize,
-            instructions=instructions, pending=tuple(pending), system=self.sizer.system,
-            tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on))
+        try:
+            outcome = await compact_session(CompactionRequest(
+                self.store, self.session_id, capacity=self.sizer.capacity,
+                budget=self.sizer.budget, trigger=trigger, summarize=self.summarize,
+                instructions=instructions, pending=tuple(pending), system=self.sizer.system,
+                tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on))
+        except SessionBusyError as busy:
+            if trigger != "preflight":
+                raise
+            # SPEC Y13: another process compacts this session; its checkpoint is what this
+            # request needs. Wait for it, then decide again on the branch as it is.
+            outcome = await wait_for_other_compaction(self.store, self.session_id, busy,
+                                                      wait_bound(self.summarize))
+            self.outcomes.append(outcome)
+            await self.reload()
+            return outcome
         self.outcomes.append(outcome)
         if self.on_compacted is not None:
             await self.on_compacted(outcome, planned_on)

@@ -30,15 +30,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections import OrderedDict, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..core.content_chain import ChainMemo, next_hash
 from ..core.estimator import Estimate
+from ..core.fit import Blocked
 from ..core.masking import MaskedNode
 from ..core.messages import Message, Node, TextPart, utc_now
 from ..core.projection import Projection, prefix_text, project, provider_compaction_index
@@ -47,11 +48,13 @@ from ..core.runs import leading_run
 from ..core.tree import Branch
 from ..ids import new_id
 from ..providers.base import ToolSpec
+from ..store import SessionBusyError
 from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, take_up_provider_compaction
-from .fitting import SessionFit, fit_request, healthy
+from .fitting import SessionFit, fit_request, healthy, too_large
+from .held import Held, text_bytes
 from .sizing import Sizer
 from .summarizers import guarded
 
@@ -192,12 +195,52 @@ def _known(stored: _Stored | None, session_id: str, hashes: Sequence[str]) -> tu
     return ids[:leading_run(hashes[:limit], old[:limit])]
 
 
+def _node_bytes(nodes: Sequence[Node]) -> int:
+    return sum(text_bytes(n, 7) for n in nodes)
+
+
+@dataclass(eq=False)
+class _Session:
+    """What this process holds of one mirrored session (SPEC Y14: one value in the
+    process's `Held` cache, evicted when idle and read again from the store when the
+    conversation returns): its lock, sizer, the branch it was last synced to with the chain
+    hash of its leaf, the metadata last written, and what is pending on it (the expected
+    reply, a deferred message's write, the background auto check)."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    sizer: Sizer | None = None
+    sizer_bytes: int = 0
+    branch: Branch | None = None
+    branch_bytes: int = 0
+    leaf_hash: str | None = None
+    metadata: dict[str, Any] | None = None
+    expected: asyncio.Event | None = None
+    write: asyncio.Task[None] | None = None
+    auto: asyncio.Task[CompactionOutcome | None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """In use: evicting it now would give its next request another lock."""
+        return self.lock.locked() or self.expected is not None or \
+            (self.write is not None and not self.write.done()) or \
+            (self.auto is not None and not self.auto.done())
+
+    def size(self) -> int:
+        return 600 + self.sizer_bytes + self.branch_bytes + \
+            (48 * len(self.sizer.costs) if self.sizer is not None else 0) + \
+            (text_bytes(self.metadata) if self.metadata else 0)
+
+
 class Mirror:
-    """Mirrors client-held conversations into a store (SPEC Y1) and sizes what to send."""
+    """Mirrors client-held conversations into a store (SPEC Y1) and sizes what to send.
+
+    `held`: the process's cache of per-conversation memos (SPEC Y14; shared with the face's
+    own, the proxy's); a new one of the default size when not given."""
 
     def __init__(self, store: SessionStore, *, summarizer: Any = None,
                  settings: CompactionSettings | None = None, background: bool = True,
-                 summarizer_timeout: float | None = 300.0, defer: bool = False) -> None:
+                 summarizer_timeout: float | None = 300.0, defer: bool = False,
+                 held: Held | None = None) -> None:
         self.store = store
         self.settings = settings
         self.background = background
@@ -205,19 +248,12 @@ class Mirror:
         # the reply: one write transaction per request instead of two (the proxy, issue
         # 26). Only for a face that always calls `record_reply` or `no_reply` after `sync`.
         self.defer = defer
-        self._writes: dict[str, asyncio.Task[None]] = {}  # a deferred message, stored alone
         self._summarize = guarded(summarizer, timeout=summarizer_timeout)
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._auto: dict[str, asyncio.Task[CompactionOutcome | None]] = {}
-        self._sizers: dict[str, Sizer] = {}
-        self._expected: dict[str, asyncio.Event] = {}
-        # In-process memos (the store stays the truth): the branch each session was last
-        # synced to, the metadata last written, and recently stored chain ends -> session,
-        # so a steady conversation costs one lookup-and-append transaction per call.
-        self._branches: dict[str, Branch] = {}
-        self._metadata: dict[str, dict[str, Any]] = {}
+        # In-process memos (the store stays the truth): each session's `_Session`, and
+        # recently stored chain ends -> session, so a steady conversation costs one
+        # lookup-and-append transaction per call.
+        self.held = held if held is not None else Held()
         self._ends: OrderedDict[str, str] = OrderedDict()
-        self._leaf_hash: dict[str, str] = {}  # chain hash of each memoised branch's leaf
         # The hashes of each conversation's last list: a resent list with a few messages
         # added hashes those only (a 5,100-message list took 1.9 s to hash in full).
         self._chains = ChainMemo()
@@ -227,7 +263,8 @@ class Mirror:
         # agent) would otherwise evict one another's lists, and each request would look
         # its whole list up again (issue 26: 4 clients cost ~2x the CPU per request of 1).
         self._stored: OrderedDict[tuple[str, str], _Stored] = OrderedDict()
-        self.auto_outcomes: list[CompactionOutcome] = []  # what background checks did
+        # What the latest background checks did (the latest 100: a bounded record).
+        self.auto_outcomes: deque[CompactionOutcome] = deque(maxlen=100)
         self._auto_recall = AutoRecall(store)
 
     # ------------------------------------------------------------------ the API
@@ -249,7 +286,9 @@ class Mirror:
         hashes = self._chains.hashes(chain_scope, msgs)
         created = False
         if session_id is None:
-            session_id, created = await self._find_or_create(hashes, metadata, title)
+            session_id, created = await self._find_or_create(
+                hashes, metadata, title,
+                refuse=lambda: self._refuse_alone(msgs, capacity, system, tools))
         elif metadata:
             await self._set_metadata(session_id, metadata)
         await self._reply_recorded(session_id)
@@ -264,7 +303,7 @@ class Mirror:
                 session_id, sizer, hashes, msgs)
             hold = msgs[-1].role == "user" and not fits
             known = _known(self._stored.get((chain_scope, session_id)), session_id, hashes)
-            cached = self._branches.get(session_id)
+            cached = self._state(session_id).branch
             if fits and self.defer and cached is not None and \
                     len(known) == len(msgs) - 1 and cached.leaf_id == known[-1] and \
                     provider_compaction_index(cached) is None:
@@ -303,8 +342,7 @@ class Mirror:
                 write = await self.store.mirror_extend(session_id, hashes, msgs,
                                                        known=first.node_ids)
                 branch = await self._grown(session_id, branch, write.nodes)
-            self._branches[session_id] = branch
-            self._leaf_hash[session_id] = hashes[-1]
+            self._hold_branch(session_id, branch, hashes[-1])
             self._remember(hashes[-1], session_id)
             self._remember_stored((chain_scope, session_id), (session_id, hashes, write.node_ids))
             # SPEC L5: the recall block, in the room the fitted request leaves.
@@ -327,20 +365,27 @@ class Mirror:
         """Say a reply to `synced` is on its way: the next `sync` of the session waits (up
         to `reply_wait` seconds) for `record_reply` or `no_reply`, so a client that resends
         the reply before it is recorded cannot store it without its usage (E1)."""
-        self._expected[synced.session_id] = asyncio.Event()
+        self._state(synced.session_id).expected = asyncio.Event()
 
     def no_reply(self, synced: Synced) -> None:
         """The expected reply will not come (an upstream error, a broken stream). A
         deferred user message is stored alone (a task the session's next `sync` and
         `wait_idle` wait for)."""
-        if synced.deferred is not None and synced.session_id not in self._writes:
-            self._writes[synced.session_id] = asyncio.get_running_loop().create_task(
-                self._store_deferred(synced))
+        state = self._state(synced.session_id)
+        if synced.deferred is not None and state.write is None:
+            state.write = asyncio.get_running_loop().create_task(self._store_deferred(synced))
         self._release(synced)
 
+    def awaiting_reply(self) -> list[str]:
+        """The sessions whose next `sync` waits for a reply to be recorded."""
+        return [key[1] for key in self.held if isinstance(key, tuple) and key[0] == "mirror"
+                and self.held.get(key).expected is not None]
+
     def _release(self, synced: Synced) -> None:
-        event = self._expected.pop(synced.session_id, None)
+        state = self.held.get(("mirror", synced.session_id))
+        event = state.expected if state is not None else None
         if event is not None:
+            state.expected = None
             event.set()
 
     async def _store_deferred(self, synced: Synced) -> None:
@@ -352,11 +397,12 @@ class Mirror:
     reply_wait = 30.0
 
     async def _reply_recorded(self, session_id: str) -> None:
-        event = self._expected.get(session_id)
+        state = self._state(session_id)
+        event = state.expected
         if event is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.reply_wait)
-        write = self._writes.pop(session_id, None)
+        write, state.write = state.write, None
         if write is not None:
             await write
 
@@ -377,12 +423,11 @@ class Mirror:
         if node is None:  # the same reply was recorded before: nothing new to check
             branch = await self._branch(synced.session_id)
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
-        branch = self._branches.get(synced.session_id)
-        sizer = self._sizers.get(synced.session_id)
-        if sizer is not None:
-            task = asyncio.create_task(self._auto_check(synced.session_id, sizer, reply_hash,
-                                                        node.id, branch))
-            self._auto[synced.session_id] = task
+        state = self._state(synced.session_id)
+        if state.sizer is not None:
+            task = asyncio.create_task(self._auto_check(synced.session_id, state.sizer,
+                                                        reply_hash, node.id, state.branch))
+            state.auto = task
             if not self.background:
                 await task
         return node
@@ -398,12 +443,11 @@ class Mirror:
             synced.session_id, hashes, msgs, known=known,
             new_ids={synced.hashes[-1]: draft.id} if draft is not None else None)
         sid = synced.session_id
-        cached = self._branches.get(sid)
+        cached = self._state(sid).branch
         if cached is not None and write.nodes and write.nodes[0].parent_id == cached.leaf_id:
-            self._branches[sid] = cached.grown(write.nodes)
-            self._leaf_hash[sid] = hashes[-1]
+            self._hold_branch(sid, cached.grown(write.nodes), hashes[-1], write.nodes)
         elif cached is not None and (write.nodes or cached.leaf_id != write.leaf_id):
-            del self._branches[sid]  # elsewhere on the tree: read again
+            self._drop_branch(sid)  # elsewhere on the tree: read again
         self._remember_stored((synced.chain_scope, sid), (sid, list(hashes), write.node_ids))
         return write
 
@@ -419,33 +463,65 @@ class Mirror:
 
     async def wait_idle(self, session_id: str | None = None) -> None:
         """Wait for background auto compactions (of one session, or all) to end."""
-        ids = [session_id] if session_id is not None else list({*self._auto, *self._writes})
+        ids = [session_id] if session_id is not None else \
+            [key[1] for key in self.held if isinstance(key, tuple) and key[0] == "mirror"]
         for sid in ids:
-            write = self._writes.pop(sid, None)
+            state = self.held.get(("mirror", sid))
+            if state is None:
+                continue
+            write, state.write = state.write, None
             if write is not None:
                 await write
             await self._settle_auto(sid)
 
     # ------------------------------------------------------------------ internals
 
+    def _state(self, session_id: str) -> _Session:
+        """What this process holds of the session (made afresh after an eviction)."""
+        key = ("mirror", session_id)
+        state = self.held.get(key)
+        if state is None:
+            state = _Session()
+            self.held.put(key, state, state.size())
+        return state
+
+    def _hold_branch(self, session_id: str, branch: Branch, leaf_hash: str,
+                     grown: Sequence[Node] | None = None) -> None:
+        """Keep `branch` as the session's memo (`grown`: the nodes it adds to the held one,
+        so only those are measured)."""
+        state = self._state(session_id)
+        if branch is not state.branch:
+            state.branch_bytes = state.branch_bytes + _node_bytes(grown) \
+                if grown is not None and state.branch is not None else _node_bytes(branch.nodes)
+        state.branch, state.leaf_hash = branch, leaf_hash
+        self.held.resize(("mirror", session_id), state.size())
+
+    def _drop_branch(self, session_id: str) -> None:
+        state = self.held.get(("mirror", session_id))
+        if state is not None:
+            state.branch, state.leaf_hash, state.branch_bytes = None, None, 0
+
     def _lock(self, session_id: str) -> asyncio.Lock:
-        return self._locks.setdefault(session_id, asyncio.Lock())
+        return self._state(session_id).lock
 
     def _sizer(self, session_id: str, capacity: ModelCapacity, system: str | None,
                tools: Tools | None) -> Sizer:
         tools_t = tuple(tools or ())
-        old = self._sizers.get(session_id)
+        state = self._state(session_id)
+        old = state.sizer
         if old is not None and old.capacity == capacity and old.system == system and \
                 old.tools == tools_t:
             return old
         sizer = Sizer(capacity, derive_budget(capacity, self.settings), system, tools_t)
-        self._sizers[session_id] = sizer
+        state.sizer, state.sizer_bytes = sizer, text_bytes(system) + text_bytes(tools_t, 6)
+        self.held.resize(("mirror", session_id), state.size())
         return sizer
 
     def _fits_after_cached(self, session_id: str, sizer: Sizer, hashes: Sequence[str],
                            msgs: Sequence[Message]) -> bool:
         """Do `msgs` continue the memoised branch, and fit with it without compacting?"""
-        cached, leaf_hash = self._branches.get(session_id), self._leaf_hash.get(session_id)
+        state = self._state(session_id)
+        cached, leaf_hash = state.branch, state.leaf_hash
         if cached is None or leaf_hash is None or cached.leaf_id is None:
             return False
         node = cached.nodes[-1] if cached.nodes else None
@@ -475,9 +551,10 @@ class Mirror:
 
     async def _set_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
         wanted = dict(metadata)
-        if self._metadata.get(session_id) != wanted:
+        state = self._state(session_id)
+        if state.metadata != wanted:
             await self.store.update_session_metadata(session_id, wanted)
-            self._metadata[session_id] = wanted
+            state.metadata = wanted
 
     async def _grown(self, session_id: str, branch: Branch, nodes: Sequence[Node]) -> Branch:
         """`branch` with `nodes` just appended at its leaf (else read again)."""
@@ -487,8 +564,22 @@ class Mirror:
             return branch.grown(nodes)
         return await self._branch(session_id)
 
+    def _refuse_alone(self, msgs: Sequence[Message], capacity: ModelCapacity,
+                      system: str | None, tools: Tools | None) -> None:
+        """A new conversation of one message that no compaction could fit is refused
+        before its session is made (SPEC P3): a refused request leaves no empty session.
+        (A longer list is stored up to its last message either way: that history is real.)"""
+        if len(msgs) != 1:
+            return
+        sizer = Sizer(capacity, derive_budget(capacity, self.settings), system,
+                      tuple(tools or ()))
+        decision = sizer.decide(project(Branch(nodes=(), complete=True, revision=0)), msgs)
+        if isinstance(decision, Blocked):
+            raise too_large(decision, capacity.model)
+
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
-                              title: str | None) -> tuple[str, bool]:
+                              title: str | None,
+                              refuse: Callable[[], None] | None = None) -> tuple[str, bool]:
         for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
             sid = self._ends.get(h)
             if sid is not None:
@@ -503,9 +594,11 @@ class Mirror:
                     if metadata:
                         await self._set_metadata(sid, metadata)
                     return sid, False
+        if refuse is not None:
+            refuse()
         info = await self.store.create_session(title=title, metadata=metadata)
         if metadata:
-            self._metadata[info.id] = dict(metadata)
+            self._state(info.id).metadata = dict(metadata)
         return info.id, True
 
     async def _branch(self, session_id: str) -> Branch:
@@ -562,20 +655,27 @@ class Mirror:
             if outcome is not None:
                 self.auto_outcomes.append(outcome)
             return outcome
+        except SessionBusyError:
+            # SPEC Y13: another process compacts it now; its checkpoint does this one's work.
+            log.info("auto compaction of session %s: another process is compacting it",
+                     session_id)
+            return None
         except Exception:  # a failed background check must never break the next request
             log.exception("auto compaction of session %s failed", session_id)
             return None
 
     async def _settle_auto(self, session_id: str) -> None:
-        task = self._auto.pop(session_id, None)
+        state = self.held.get(("mirror", session_id))
+        task = state.auto if state is not None else None
         if task is not None:
+            state.auto = None
             outcome = None
             with contextlib.suppress(Exception):
                 outcome = await task
             if outcome is not None and outcome.status == "compacted":
                 # The held branch has no checkpoint yet: read it again (a deferred message
                 # would otherwise be sized without it).
-                self._branches.pop(session_id, None)
+                self._drop_branch(session_id)
 
 
 def _tool_names(tools: Tools) -> list[str]:

@@ -4,10 +4,10 @@ import it, not one another (`routes` lists sessions with `routes_page`'s fields)
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Request
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from .auth import tenant
 from .sessions import SessionManager
@@ -16,7 +16,20 @@ Tenant = Annotated[str, Depends(tenant)]
 
 
 class Body(BaseModel):
+    """A request body: unknown fields refused; every text field real text (a lone
+    surrogate, which cannot be stored, is the client's error naming the field)."""
+
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError("contains a lone surrogate, which is not text") from None
+        return value
 
 
 async def manager(request: Request) -> SessionManager:

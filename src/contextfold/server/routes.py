@@ -7,8 +7,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from .._net import checked_base_url
 from ..core.tree import Branch
 from .deps import Body, Manager, Tenant
 from .errors import ApiError
@@ -26,6 +27,11 @@ class CreateSession(Body):
     system: str | None = None
     base_url: str | None = Field(None, min_length=1, max_length=2000)
     title: str | None = Field(None, max_length=500)
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, value: str | None) -> str | None:
+        return None if value is None else checked_base_url(value)
 
 
 class Compact(Body):

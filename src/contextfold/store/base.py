@@ -28,6 +28,7 @@ from .errors import (
     ReadOnlySessionError,
     SessionNotFoundError,
 )
+from .inputs import checked_title
 from .loading import is_damaged
 from .memo import KnownRow, StaleMemo, WriteMemo
 from .rows import node_row, session_info
@@ -389,8 +390,9 @@ class StoreBase:
     ) -> SessionInfo:
         now = utc_now()
         values = dict(id=new_id(), tree_id=tree_id, leaf_id=leaf_id, branch_revision=0,
-                      read_only=False, title=title, metadata=meta_json, created_at=now,
-                      updated_at=now, tenant_id=tenant or self.tenant or DEFAULT_TENANT)
+                      read_only=False, title=checked_title(title), metadata=meta_json,
+                      created_at=now, updated_at=now,
+                      tenant_id=tenant or self.tenant or DEFAULT_TENANT)
         await conn.execute(insert(sessions).values(**values))
         await conn.execute(insert(leaf_moves).values(
             tree_id=tree_id, session_id=values["id"], revision=0, op=op, from_leaf_id=None,

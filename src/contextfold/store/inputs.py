@@ -14,6 +14,22 @@ from contextfold.core.messages import Checkpoint, Message, Node, parse_payload
 from .errors import InvalidOperationError, InvalidPayloadError
 
 
+def checked_title(title: str | None) -> str | None:
+    """A session title as every backend can keep it: no NUL character (PostgreSQL's text
+    cannot hold one) and no lone surrogate (not text); `InvalidOperationError` naming the
+    field otherwise, on SQLite and PostgreSQL alike."""
+    if title is None:
+        return None
+    if "\x00" in title:
+        raise InvalidOperationError("title: must not contain a NUL (\\x00) character")
+    try:
+        title.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidOperationError("title: contains a lone surrogate, which is not "
+                                    "text") from None
+    return title
+
+
 def as_message(value: Any) -> Message:
     """The ordinary write path takes messages only; checkpoints are refused (SPEC C6)."""
     if isinstance(value, Checkpoint):

@@ -34,7 +34,7 @@ from .errors import (
     SessionNotFoundError,
     StaleBranchError,
 )
-from .inputs import as_message
+from .inputs import as_message, checked_title
 from .memory_search import MemoryIndex
 from .recall_args import check_expand, expand_range, search_query
 from .values import CommitResult, RecallHit, SessionInfo
@@ -68,7 +68,7 @@ class MemoryStore:
                              metadata: Mapping[str, Any] | None = None) -> SessionInfo:
         """A new, empty session."""
         info = SessionInfo(id=new_id(), tree_id=new_id(), leaf_id=None, branch_revision=0,
-                           read_only=False, title=title, created_at=utc_now(),
+                           read_only=False, title=checked_title(title), created_at=utc_now(),
                            metadata=dict(metadata or {}))
         self._sessions[info.id] = _Session(info)
         return info

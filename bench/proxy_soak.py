@@ -1,0 +1,169 @@
+"""Memory of one long-running `contextfold proxy` (SPEC Y14): many short conversations one
+after another, resident memory sampled as they go.
+
+One proxy process (real HTTP) in front of the instant scripted upstream of the proxy bench
+(`bench/proxy_bench.py --serve-upstream`, a process of its own). Each conversation is its
+own client key and its own system prompt, and sends `TURNS` requests (the whole list resent
+plus one new message each, as an agent does); then it is never heard of again. The proxy's
+resident set (VmRSS) is read every `SAMPLE` conversations; what a finished conversation
+keeps is the slope of a least-squares line through the samples of the second half (after
+warm-up and after the process's caches filled up). The goal: at most 4 KB retained per
+finished conversation, flat. Request latency is kept per sample window beside it.
+
+    python -m bench.proxy_soak                    # 3,000 conversations on SQLite and
+                                                  # PostgreSQL -> bench/results/proxy_soak.json
+    python -m bench.proxy_soak --quick            # 300 on SQLite, nothing written
+    python -m bench.proxy_soak --conversations N  # another count
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from bench.server_process import ServerProcess, free_port
+from bench.store_bench import drop_pg, pg_url
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "proxy_soak.json"
+TURNS = 4
+SAMPLE = 100  # conversations between two readings of the proxy's memory
+CLIENTS = 4  # conversations served at once (each its own thread)
+GOAL_BYTES = 4096  # retained per finished conversation
+WINDOW = "bench-model=16384"
+# The proxy's `--memory-cache` (MiB) in the soak: small enough that a few thousand short
+# conversations fill it, so the line is measured with eviction at work (the default, 256
+# MiB, fills after some ten thousand of them and stays flat from there the same way).
+MEMORY_CACHE = 16
+
+
+def rss_bytes(pid: int) -> int:
+    """The process's resident set size now."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def conversation(client: httpx2.Client, url: str, n: int) -> list[float]:
+    """One short conversation of `TURNS` requests (its own key and system prompt); the
+    latency of each request in seconds."""
+    headers = {"authorization": f"Bearer sk-soak-{n:06d}", "content-type": "application/json"}
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": f"You are assistant {n}. Project soak-{n}: answer briefly "
+                                      "and cite the file you read." + " Rule." * 40},
+        {"role": "user", "content": f"[{n}] What does module m{n} do? " + "Context. " * 60}]
+    took = []
+    for turn in range(TURNS):
+        started = time.perf_counter()
+        r = client.post(url + "/v1/chat/completions", headers=headers, content=json.dumps(
+            {"model": "bench-model", "max_tokens": 64, "messages": messages}).encode())
+        took.append(time.perf_counter() - started)
+        if r.status_code != 200:
+            raise RuntimeError(f"conversation {n}, turn {turn}: {r.status_code} {r.text[:300]}")
+        messages += [{"role": "assistant", "content": r.json()["choices"][0]["message"]
+                      ["content"]},
+                     {"role": "user", "content": f"[{n}] and then {turn}? " + "More. " * 30}]
+    return took
+
+
+def slope(points: list[tuple[int, int]]) -> float:
+    """Least-squares bytes per conversation through (conversations, bytes)."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
+
+
+def soak(db: str, conversations: int, tmp: Path, name: str) -> dict[str, Any]:
+    """Serve `conversations` through one proxy process on `db`; the samples and figures."""
+    up_port = free_port()
+    upstream = ServerProcess("upstream", [sys.executable, "-m", "bench.proxy_bench",
+                                          "--serve-upstream", str(up_port)], up_port,
+                             log=tmp / "upstream.log", cwd=ROOT)
+    port = free_port()
+    proxy = ServerProcess(name, [sys.executable, "-m", "contextfold", "proxy", "--upstream",
+                                 upstream.url, "--db", db, "--port", str(port),
+                                 "--model-window", WINDOW,
+                                 "--memory-cache", str(MEMORY_CACHE)], port,
+                          log=tmp / f"{name}.log", cwd=ROOT,
+                          env={"CONTEXTFOLD_PROXY_SALT": "soak"})
+    samples: list[dict[str, Any]] = []
+    try:
+        upstream.ready()
+        proxy.ready()
+        clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
+        started = time.monotonic()
+        samples.append({"conversations": 0, "rss_bytes": rss_bytes(proxy.proc.pid),
+                        "seconds": 0.0})
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            for start in range(0, conversations, SAMPLE):
+                ids = range(start, min(conversations, start + SAMPLE))
+                lat = [t for took in pool.map(
+                    lambda n: conversation(clients[n % CLIENTS], proxy.url, n), ids)
+                       for t in took]
+                lat.sort()
+                samples.append({
+                    "conversations": ids[-1] + 1, "rss_bytes": rss_bytes(proxy.proc.pid),
+                    "seconds": round(time.monotonic() - started, 1),
+                    "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
+                    "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)})
+                print(f"  {name}: {samples[-1]}", flush=True)
+        for c in clients:
+            c.close()
+    finally:
+        proxy.stop()
+        upstream.stop()
+    half = [s for s in samples if s["conversations"] >= conversations // 2]
+    per = slope([(s["conversations"], s["rss_bytes"]) for s in half])
+    lat50 = [s["p50_ms"] for s in samples[1:]]
+    lat95 = [s["p95_ms"] for s in samples[1:]]
+    return {"conversations": conversations, "requests": conversations * TURNS,
+            "rss_start_mb": round(samples[0]["rss_bytes"] / 2**20, 1),
+            "rss_end_mb": round(samples[-1]["rss_bytes"] / 2**20, 1),
+            "retained_bytes_per_conversation": round(per),
+            "goal_bytes": GOAL_BYTES, "meets_goal": per <= GOAL_BYTES,
+            "p50_ms": round(statistics.median(lat50), 1),
+            "p95_ms": round(statistics.median(lat95), 1),
+            "p50_ms_first_window": lat50[0], "p50_ms_last_window": lat50[-1],
+            "samples": samples}
+
+
+def main() -> int:
+    quick = "--quick" in sys.argv[1:]
+    count = 300 if quick else 3000
+    if "--conversations" in sys.argv[1:]:
+        count = int(sys.argv[sys.argv.index("--conversations") + 1])
+    out: dict[str, Any] = {"turns_per_conversation": TURNS, "clients": CLIENTS,
+                           "memory_cache_mib": MEMORY_CACHE,
+                           "window": WINDOW, "machine": platform.machine(),
+                           "python": platform.python_version(), "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["runs"]["sqlite"] = soak(f"sqlite:///{Path(tmp) / 'soak.db'}", count, Path(tmp),
+                                     "contextfold-sqlite")
+        if not quick:
+            url, schema = pg_url()
+            try:
+                out["runs"]["postgresql"] = soak(url, count, Path(tmp), "contextfold-pg")
+            finally:
+                drop_pg(schema)
+    for name, run in out["runs"].items():
+        print(f"{name}: {run['retained_bytes_per_conversation']} B retained per conversation "
+              f"(goal {GOAL_BYTES}); RSS {run['rss_start_mb']} -> {run['rss_end_mb']} MB; "
+              f"p50 {run['p50_ms']} ms, p95 {run['p95_ms']} ms")
+    if not quick:
+        RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
