@@ -22,7 +22,7 @@ from .session_cmds import WINDOW_OPTION, resolve_model, stderr_progress
 
 _CATEGORIES = ("recall", "artifact", "continuation", "decision", "constraint", "language")
 _RULE_KINDS = ("action", "information", "process", "preference", "output")  # natural rules
-_STATED = (("first", "first message"), ("middle", "a middle one"), ("latest", "the latest"))
+_STATED = ("first", "middle", "latest")  # the user message a fact was stated in
 _SHOWN = 5  # violations and fallback reasons listed in the table view
 
 
@@ -114,7 +114,8 @@ def render_eval(p: dict[str, Any]) -> None:
                   f"{p['compactions_done']} compactions over {p['turns_played']} turns, "
                   f"{p['seconds']:.1f} s")
     table = Table(title="facts of folded turns, in the request its question goes out with "
-                  "· in the checkpoint", title_justify="left")
+                  "· in the checkpoint (stated: in the first, a middle or the latest user "
+                  "message when compacting began)", title_justify="left")
     table.add_column("category")
     table.add_column("planted in")
     for m in p["milestones"]:
@@ -125,11 +126,11 @@ def render_eval(p: dict[str, Any]) -> None:
                 _cell(m["by_source"][category][source]) for m in p["milestones"]),
                 end_section=category == _CATEGORIES[-1] and source == "tool")
     for i, kind in enumerate(_RULE_KINDS):
-        table.add_row(kind, "user, no cue word" if i == 0 else "", *(
+        table.add_row(kind, "user, no cue" if i == 0 else "", *(
             _cell(m["categories"][kind]) for m in p["milestones"]), end_section=i == 4)
-    for where, label in _STATED:
-        table.add_row(f"stated in {label}" if where == "first" else f"          {label}",
-                      "all facts", *(_cell(m["stated"][where]) for m in p["milestones"]))
+    for where in _STATED:
+        table.add_row(f"stated: {where}", "all facts",
+                      *(_cell(m["stated"][where]) for m in p["milestones"]))
         table.add_row("", "natural rules", *(_cell(m["rules_stated"][where])
                                               for m in p["milestones"]))
     table.add_row("[bold]all[/]", "", *(
