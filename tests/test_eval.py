@@ -113,6 +113,23 @@ def test_natural_rules_are_planted_in_the_first_a_middle_and_the_latest_message(
         deal_rules(27, (4, 4, 9))
 
 
+def test_the_rules_go_where_compacting_begins():
+    from contextfold.core.budget import ModelCapacity, derive_budget
+    from contextfold.evaluate.planted import planted_turns
+    from contextfold.evaluate.runner import first_compaction, turn_messages
+    from contextfold.runtime.sizing import Sizer
+
+    for window in (8_192, 32_000):
+        capacity = ModelCapacity(model="m", context_window=window, max_output=2_000)
+        sizer = Sizer(capacity, derive_budget(capacity), "system", ())
+        first = first_compaction(sizer, 27)
+        sizes = [sum(sizer.costs.measure(m) for m in turn_messages(t, turn))
+                 for t, turn in zip(range(first + 1), planted_turns(27), strict=False)]
+        tail = sizer.budget.tail_budget
+        # The first turn at which six turns would be folded beyond the raw tail.
+        assert folded_turns(sizes, tail) >= WARMUP > folded_turns(sizes[:-1], tail)
+
+
 def test_the_first_compaction_waits_for_six_turns_beyond_the_tail():
     assert folded_turns([100] * 10, 1_000) == 0  # the tail keeps all ten
     assert folded_turns([100] * 10, 250) == 8
