@@ -119,15 +119,15 @@ def test_the_rules_go_where_compacting_begins():
     from contextfold.evaluate.runner import first_compaction, turn_messages
     from contextfold.runtime.sizing import Sizer
 
-    for window in (8_192, 32_000):
+    for window in (8_192, 32_000, 128_000):
         capacity = ModelCapacity(model="m", context_window=window, max_output=2_000)
         sizer = Sizer(capacity, derive_budget(capacity), "system", ())
-        first = first_compaction(sizer, 27)
+        first, folded = first_compaction(sizer, 27)
         sizes = [sum(sizer.costs.measure(m) for m in turn_messages(t, turn))
                  for t, turn in zip(range(first + 1), planted_turns(27), strict=False)]
         tail = sizer.budget.tail_budget
         # The first turn at which six turns would be folded beyond the raw tail.
-        assert folded_turns(sizes, tail) >= WARMUP > folded_turns(sizes[:-1], tail)
+        assert folded_turns(sizes, tail) == folded >= WARMUP > folded_turns(sizes[:-1], tail)
 
 
 def test_the_first_compaction_waits_for_six_turns_beyond_the_tail():

@@ -11,8 +11,9 @@ question a later user message would ask about it: it names the topic, never the 
 fact counts as continued only when the request holds it, not because the question quoted
 it).
 
-With `rules_at` (three turns: the first user message, a middle one and the latest one
-when the first compaction runs; the runner finds them for the model's window), the
+With `rules_at` (three turns: the first user message, a middle one — halfway through what
+the first compaction folds — and the latest one when the first compaction runs; the runner
+finds them for the model's window), the
 natural rules (`evaluate.rules`: hand-written, phrased without cue words) are dealt over
 those three turns, every kind to each, and written one paragraph each right after the
 turn's planted sentence (a third of the way in: neither head nor tail of the message).

@@ -12,7 +12,8 @@ fact planted in a turn that is no longer raw is probed (`evaluate.probes`).
 
 Where the first compaction runs is found first, on the session without rules
 (`first_compaction`): the natural rules are then planted in the first user message, the
-middle one and that latest one (`planted.deal_rules`), and compacting starts at that turn.
+one halfway through what that compaction folds, and the latest one then
+(`planted.deal_rules`), and compacting starts at that turn.
 
 The summariser is the caller's (`Summarize`: the offline one, or a guarded LLM summariser
 the face built with `summarize.factory`); the model and its budget are the caller's too.
@@ -101,8 +102,10 @@ async def run_eval(capacity: ModelCapacity, budget: Budget, *,
                         recall_budget=budget.recall_budget, asked=asked, base_url=base_url)
     started = time.perf_counter()
     sizer = Sizer(capacity, budget, SYSTEM, ())
-    first = first_compaction(sizer, seed)
-    rules_at = (0, first // 2, first)
+    first, folded = first_compaction(sizer, seed)
+    # The first message, the middle of what the first compaction folds, and the latest
+    # message then: each folded by then, or (the latest) by the compactions that follow.
+    rules_at = (0, folded // 2, first)
     with tempfile.TemporaryDirectory(prefix="contextfold-eval-") as tmp:
         store = await open_store(f"sqlite:///{Path(tmp) / 'eval.db'}")
         try:
@@ -125,16 +128,17 @@ def folded_turns(turn_tokens: Sequence[int], tail_budget: int) -> int:
     return len(turn_tokens) - kept
 
 
-def first_compaction(sizer: Sizer, seed: int) -> int:
-    """The turn after which the first compaction runs: the first at which `WARMUP` turns
-    of the planted session (without rules) would be folded beyond the raw tail; the
-    session's last turn when none is (the run then reports its K as not reached)."""
+def first_compaction(sizer: Sizer, seed: int) -> tuple[int, int]:
+    """The turn after which the first compaction runs — the first at which `WARMUP` turns
+    of the planted session (without rules) would be folded beyond the raw tail — and how
+    many turns it would fold; the session's last turn when none is (the run then reports
+    its K as not reached)."""
     sizes: list[int] = []
     for t, turn in enumerate(planted_turns(seed)):
         sizes.append(sum(sizer.costs.measure(m) for m in turn_messages(t, turn)))
-        if folded_turns(sizes, sizer.budget.tail_budget) >= WARMUP:
-            return t
-    return MAX_TURNS - 1
+        if (folded := folded_turns(sizes, sizer.budget.tail_budget)) >= WARMUP:
+            return t, folded
+    return MAX_TURNS - 1, WARMUP
 
 
 async def _play(store: SessionStore, turns: Iterable[ScriptedTurn], first: int, sizer: Sizer,
