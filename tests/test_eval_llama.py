@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfold.evaluate.facts import CATEGORIES
+from contextfold.evaluate.facts import KINDS
 
 pytestmark = pytest.mark.slow
 
@@ -55,4 +55,4 @@ def test_eval_measures_a_real_local_model():  # S5 S6 Q4
         assert row["summarizer"] in ("llm:smollm2", "extractive-fallback"), row
         assert (row["summarizer"] == "extractive-fallback") == bool(row["fallback_reason"])
     for m in out["milestones"]:
-        assert set(m["categories"]) == set(CATEGORIES) and m["facts"] >= 12
+        assert set(m["categories"]) == set(KINDS) and m["facts"] >= 12

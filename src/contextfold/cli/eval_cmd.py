@@ -21,6 +21,8 @@ from .render import usd
 from .session_cmds import WINDOW_OPTION, resolve_model, stderr_progress
 
 _CATEGORIES = ("recall", "artifact", "continuation", "decision", "constraint", "language")
+_RULE_KINDS = ("action", "information", "process", "preference", "output")  # natural rules
+_STATED = ("first", "middle", "latest")  # the user message a fact was stated in
 _SHOWN = 5  # violations and fallback reasons listed in the table view
 
 
@@ -44,7 +46,7 @@ def eval_command(
 ) -> None:
     """Measure a summariser: what a planted session keeps after K compactions.
 
-    Facts of six kinds (recall, artifact, continuation, decision, constraint, language) are planted in the user's prose and in tool results; after K compactions each is asked about, and counts as continued when the request that question goes out with holds it (checkpoint, automatic recall, raw tail). Also: lines the summary attributes to the user or a tool that neither said (SPEC S7), what the retention check had to re-add (S6), fallbacks, and the summariser's tokens and cost. Nothing is stored: the session lives in a temporary database."""  # noqa: E501  (one paragraph: Rich keeps a docstring's line breaks)
+    Facts of six kinds (recall, artifact, continuation, decision, constraint, language) are planted in the user's prose and in tool results, and natural user rules with no cue word (action, information, process, preference, output) in the first, a middle and the latest user message; after K compactions each is asked about, and counts as continued when the request that question goes out with holds it (checkpoint, automatic recall, raw tail). Also: lines the summary attributes to the user or a tool that neither said (SPEC S7), what the retention check had to re-add (S6), fallbacks, and the summariser's tokens and cost. Nothing is stored: the session lives in a temporary database."""  # noqa: E501  (one paragraph: Rich keeps a docstring's line breaks)
     from ..evaluate import EvalInputError, parse_compactions
 
     out = Output(as_json)
@@ -96,6 +98,11 @@ def _share(counts: dict[str, int], key: str) -> str:
     return f"{counts[key]}/{counts['total']}"
 
 
+def _cell(counts: dict[str, int]) -> str:
+    """`in request · in checkpoint` of one row at one K."""
+    return f"{_share(counts, 'in_request')} · {_share(counts, 'in_checkpoint')}"
+
+
 def render_eval(p: dict[str, Any]) -> None:
     """The table view of an `eval --json` document."""
     from rich.table import Table  # only for the table view, as in `render`
@@ -107,7 +114,8 @@ def render_eval(p: dict[str, Any]) -> None:
                   f"{p['compactions_done']} compactions over {p['turns_played']} turns, "
                   f"{p['seconds']:.1f} s")
     table = Table(title="facts of folded turns, in the request its question goes out with "
-                  "· in the checkpoint", title_justify="left")
+                  "· in the checkpoint (stated: in the first, a middle or the latest user "
+                  "message when compacting began)", title_justify="left")
     table.add_column("category")
     table.add_column("planted in")
     for m in p["milestones"]:
@@ -115,14 +123,25 @@ def render_eval(p: dict[str, Any]) -> None:
     for category in _CATEGORIES:
         for source in ("user", "tool"):
             table.add_row(category if source == "user" else "", source, *(
-                f"{_share(m['by_source'][category][source], 'in_request')} · "
-                f"{_share(m['by_source'][category][source], 'in_checkpoint')}"
-                for m in p["milestones"]))
+                _cell(m["by_source"][category][source]) for m in p["milestones"]),
+                end_section=category == _CATEGORIES[-1] and source == "tool")
+    for i, kind in enumerate(_RULE_KINDS):
+        table.add_row(kind, "user, no cue" if i == 0 else "", *(
+            _cell(m["categories"][kind]) for m in p["milestones"]), end_section=i == 4)
+    for where in _STATED:
+        table.add_row(f"stated: {where}", "all facts",
+                      *(_cell(m["stated"][where]) for m in p["milestones"]))
+        table.add_row("", "natural rules", *(_cell(m["rules_stated"][where])
+                                              for m in p["milestones"]))
     table.add_row("[bold]all[/]", "", *(
         f"[bold]{sum(s['in_request'] for s in m['sources'].values())}/{m['facts']} · "
         f"{sum(s['in_checkpoint'] for s in m['sources'].values())}/{m['facts']}[/]"
-        for m in p["milestones"]))
+        for m in p["milestones"]), end_section=True)
     console.print(table)
+    console.print("natural rules in the checkpoint or their message named there by node id "
+                  "(SPEC S8): " + ", ".join(
+                      f"K={m['k']} {_share(m['natural_rules'], 'in_checkpoint_or_named')}"
+                      for m in p["milestones"]))
     if p["not_reached"]:
         console.print(f"[yellow]not reached:[/] K={', '.join(map(str, p['not_reached']))} "
                       "(a compaction was a no-op)")

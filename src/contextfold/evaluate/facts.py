@@ -11,9 +11,15 @@ resumed agent needs verbatim, typed by category:
     constraint    a rule the user stated ("Never overwrite …")
     language      a request in the user's own language (Japanese), kept as written
 
+and, from the natural rules (`evaluate.rules`: hand-written, no cue word), the rule kinds
+`action`, `information`, `process`, `preference` and `output` (`RULE_KINDS`).
+
 `source` says where it was planted (the user's prose, a tool's result, the model's reply)
 and `question` is how a later user message asks about it without quoting it (the probe of
 `contextfold eval`; empty for the benchmark's sessions, which probe by presence only).
+`stated` says where in the session its user turn stands, for the turns `contextfold eval`
+reports by position (`STATED`): the first user message, a middle one, the latest one when
+the first compaction runs; empty for every other turn.
 """
 
 from __future__ import annotations
@@ -21,8 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .rules import RULE_KINDS
+
 CATEGORIES = ("recall", "artifact", "continuation", "decision", "constraint", "language")
+KINDS = (*CATEGORIES, *RULE_KINDS)  # what `contextfold eval` reports retention by
 SOURCES = ("user", "tool")
+STATED = ("first", "middle", "latest")
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class Fact:
     identifier: bool = False  # counted in the "identifiers" figure too
     source: str = "user"  # user | tool | assistant: where it was planted
     question: str = ""  # a later question about it that does not quote it
+    stated: str = ""  # first | middle | latest (see the module doc), else empty
 
 
 @dataclass(frozen=True)

@@ -9,17 +9,28 @@ of category `CATEGORIES[(t + 3) % 6]`, next to a full-text result of a few hundr
 So every six turns plant each category once from each source. Each fact carries the
 question a later user message would ask about it: it names the topic, never the fact (a
 fact counts as continued only when the request holds it, not because the question quoted
-it). Deterministic for a seed.
+it).
+
+With `rules_at` (three turns: the first user message, a middle one — halfway through what
+the first compaction folds — and the latest one when the first compaction runs; the runner
+finds them for the model's window), the
+natural rules (`evaluate.rules`: hand-written, phrased without cue words) are dealt over
+those three turns, every kind to each, and written one paragraph each right after the
+turn's planted sentence (a third of the way in: neither head nor tail of the message).
+Every fact of those turns says where it was stated (`Fact.stated`). Deterministic for a
+seed and `rules_at`.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Iterator
+from dataclasses import replace
 from itertools import islice
 
-from .facts import CATEGORIES, Fact, ScriptedTurn, Session, ToolRound
+from .facts import CATEGORIES, STATED, Fact, ScriptedTurn, Session, ToolRound
 from .material import Prose, fulltext, prose_sentence, zotero_items, zotero_key
+from .rules import RULE_KINDS, NaturalRule, natural_rules
 
 _FIRST = ("amber", "copper", "velvet", "granite", "ivory", "cobalt", "saffron", "obsidian",
           "crimson", "silver", "hazel", "marble")
@@ -100,11 +111,46 @@ def _tool_fact(category: str, t: int, name: str, key: str, rng: random.Random
             ToolRound("zotero_abstract", {"item_key": key}, text))
 
 
+def deal_rules(seed: int, rules_at: tuple[int, int, int]
+               ) -> dict[int, tuple[str, list[NaturalRule]]]:
+    """turn → (where it stands, the natural rules stated in it): each kind's rules, in a
+    seeded order, dealt round-robin over the first, middle and latest turn, so every
+    position gets every kind. Raises ValueError unless the turns are increasing and within
+    the session."""
+    if len(rules_at) != len(STATED) or list(rules_at) != sorted(set(rules_at)) \
+            or rules_at[0] < 0 or rules_at[-1] >= MAX_TURNS:
+        raise ValueError(f"rules_at is three increasing turns below {MAX_TURNS}, "
+                         f"not {rules_at!r}")
+    rng = random.Random(f"{seed}-rules")  # its own stream: the session's prose is unchanged
+    dealt: list[list[NaturalRule]] = [[] for _ in STATED]
+    n = 0
+    for kind in RULE_KINDS:
+        of_kind = [r for r in natural_rules() if r.kind == kind]
+        rng.shuffle(of_kind)
+        for rule in of_kind:
+            dealt[n % len(STATED)].append(rule)
+            n += 1
+    return {t: (where, dealt[i]) for i, (where, t) in enumerate(zip(STATED, rules_at,
+                                                                      strict=True))}
+
+
+def _rule_fact(rule: NaturalRule, t: int, name: str, where: str) -> Fact:
+    """A natural rule as a probed fact: its probe must be in the request; the question
+    names the turn's topic, never the rule."""
+    return Fact(rule.kind, rule.probe, t, source="user", stated=where,
+                question=f"Which ways of working did I ask of you when we discussed "
+                         f"the {name}?")
+
+
 def planted_turns(seed: int = 27, user_tokens: tuple[int, int] = (150, 400),
-                  tool_tokens: tuple[int, int] = (400, 1_200)) -> Iterator[ScriptedTurn]:
+                  tool_tokens: tuple[int, int] = (400, 1_200),
+                  rules_at: tuple[int, int, int] | None = None) -> Iterator[ScriptedTurn]:
     """The planted session's turns, one at a time, `MAX_TURNS` in all (see the module
     doc): user prose of `user_tokens` and a full text of `tool_tokens` (estimated) per
-    turn. Every prefix is the same whatever is read after it."""
+    turn, the natural rules in the turns `rules_at` when given. Every prefix is the same
+    whatever is read after it, and the same with or without rules but for their
+    paragraphs and facts."""
+    dealt = deal_rules(seed, rules_at) if rules_at is not None else {}
     rng = random.Random(seed)
     key_rng = random.Random(f"{seed}-keys")  # its own stream: turn t never depends on later
     prose = Prose(rng)
@@ -129,12 +175,23 @@ def planted_turns(seed: int = 27, user_tokens: tuple[int, int] = (150, 400),
         rounds = [ToolRound("zotero_fulltext", {"item_key": key(t)},
                             fulltext(rng, key(t), name, rng.randint(*tool_tokens))), round_]
         reply = f"Read {key(t)} on the {name}: {prose_sentence(rng, 10_000 + t)}"
-        yield ScriptedTurn(user=user, rounds=rounds, reply=reply, facts=[said, returned])
+        facts = [said, returned]
+        if t in dealt:
+            where, rules = dealt[t]
+            # Each rule a paragraph of its own, as people list what they want.
+            block = "\n\n".join(r.text for r in rules)
+            user = user.replace(sentence, f"{sentence}\n\n{block}\n\n", 1)
+            facts = [replace(f, stated=where) for f in facts]
+            facts += [_rule_fact(r, t, name, where) for r in rules]
+        yield ScriptedTurn(user=user, rounds=rounds, reply=reply, facts=facts)
 
 
-def planted_session(turns: int, seed: int = 27) -> Session:
-    """The first `turns` planted turns (1 to `MAX_TURNS`) as a session."""
+def planted_session(turns: int, seed: int = 27,
+                    rules_at: tuple[int, int, int] | None = None) -> Session:
+    """The first `turns` planted turns (1 to `MAX_TURNS`) as a session (with the natural
+    rules in the turns `rules_at`, when given)."""
     if not 1 <= turns <= MAX_TURNS:
         raise ValueError(f"a planted session has 1 to {MAX_TURNS} turns, not {turns}")
-    return Session(name=f"planted-{turns}", turns=list(islice(planted_turns(seed), turns)),
+    return Session(name=f"planted-{turns}",
+                   turns=list(islice(planted_turns(seed, rules_at=rules_at), turns)),
                    system=SYSTEM)

@@ -6,7 +6,9 @@ its block exactly as `Conversation` and the mirror do before a request, and expo
 request as the provider would receive it. The fact counts as continued when its exact text
 is in that request (the checkpoint summary and its ledger, the recall block, the raw
 messages), and separately as kept by the checkpoint when the checkpoint message alone holds
-it.
+it. A fact the user stated is also checked against SPEC S8's promise: in the checkpoint, or
+its message named there by node id (a statement clipped or not carried is named so that
+recall can fetch it whole).
 """
 
 from __future__ import annotations
@@ -34,12 +36,18 @@ class ProbeResult:
     in_request: bool  # in the request the question goes out with (L5 included)
     in_checkpoint: bool  # in the checkpoint message (summary and ledger)
     in_recall_block: bool  # in the automatic recall block of that request
+    named: bool = False  # the checkpoint names the user message that stated it (S8)
+
+    @property
+    def in_checkpoint_or_named(self) -> bool:
+        return self.in_checkpoint or self.named
 
     def to_json(self) -> dict[str, Any]:
         return {"category": self.fact.category, "source": self.fact.source,
-                "turn": self.fact.turn, "text": self.fact.text,
-                "in_request": self.in_request, "in_checkpoint": self.in_checkpoint,
-                "in_recall_block": self.in_recall_block}
+                "turn": self.fact.turn, "stated": self.fact.stated or None,
+                "text": self.fact.text, "in_request": self.in_request,
+                "in_checkpoint": self.in_checkpoint, "in_recall_block": self.in_recall_block,
+                "named": self.named}
 
 
 def strings(value: Any) -> Iterable[str]:
@@ -73,11 +81,13 @@ def with_question(projection: Projection, question: str) -> Projection:
 
 
 async def probe(fact: Fact, projection: Projection, recall: AutoRecall, session_id: str,
-                sizer: Sizer) -> ProbeResult:
-    """Ask `fact.question` after `projection`; is the fact in the request it goes out with?"""
+                sizer: Sizer, node_id: str | None = None) -> ProbeResult:
+    """Ask `fact.question` after `projection`; is the fact in the request it goes out with?
+    `node_id` is the message that stated it, when the user did (is it named?)."""
     asked = await recall.apply(session_id, with_question(projection, fact.question), sizer)
     sent = request_text(asked, sizer.system)
     block = asked.recalled.text if asked.recalled is not None else ""
     held = checkpoint_text(projection.summary) if projection.summary is not None else ""
     return ProbeResult(fact, in_request=fact.text in sent, in_checkpoint=fact.text in held,
-                       in_recall_block=fact.text in block)
+                       in_recall_block=fact.text in block,
+                       named=bool(node_id) and str(node_id) in held)

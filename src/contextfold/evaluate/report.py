@@ -5,7 +5,9 @@ failed validation is replaced by the offline one, and says why), what the retent
 (SPEC S6) had to re-add because the summary lacked it, the lines it re-marked as inferred
 (S7: attributed to the user or a tool, and traced to neither) and the summariser's tokens
 and dollars (SPEC Q4, packaged prices). Per milestone K: every fact planted in a folded
-turn, probed (`evaluate.probes`), counted per category and per source.
+turn, probed (`evaluate.probes`), counted per kind (the six categories and the five kinds
+of natural rule), per source, and per where it was stated (the first user message, a middle
+one, the latest one when compacting began).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.prices import Cost, total
-from .facts import CATEGORIES, SOURCES
+from .facts import CATEGORIES, KINDS, SOURCES, STATED
 from .probes import ProbeResult
+from .rules import RULE_KINDS
 
 _MISSING_LISTED = 20  # facts missing from the request, listed per milestone
 
@@ -59,6 +62,7 @@ class CompactionRow:
 def _counts(probes: Sequence[ProbeResult]) -> dict[str, int]:
     return {"total": len(probes), "in_request": sum(p.in_request for p in probes),
             "in_checkpoint": sum(p.in_checkpoint for p in probes),
+            "in_checkpoint_or_named": sum(p.in_checkpoint_or_named for p in probes),
             "in_recall_block": sum(p.in_recall_block for p in probes)}
 
 
@@ -74,10 +78,19 @@ class Milestone:
         return _counts([p for p in self.probes if p.fact.category == name
                         and (source is None or p.fact.source == source)])
 
+    def stated(self, where: str, rules_only: bool = False) -> dict[str, int]:
+        """The facts stated at `where` (first, middle, latest), or only its natural rules."""
+        return _counts([p for p in self.probes if p.fact.stated == where
+                        and (not rules_only or p.fact.category in RULE_KINDS)])
+
     def to_json(self) -> dict[str, Any]:
         missing = [p.to_json() for p in self.probes if not p.in_request]
         return {"k": self.k, "turn": self.turn, "facts": len(self.probes),
-                "categories": {c: self.category(c) for c in CATEGORIES},
+                "categories": {c: self.category(c) for c in KINDS},
+                "natural_rules": _counts([p for p in self.probes
+                                          if p.fact.category in RULE_KINDS]),
+                "stated": {w: self.stated(w) for w in STATED},
+                "rules_stated": {w: self.stated(w, rules_only=True) for w in STATED},
                 "sources": {s: _counts([p for p in self.probes if p.fact.source == s])
                             for s in SOURCES},
                 "by_source": {c: {s: self.category(c, s) for s in SOURCES} for c in CATEGORIES},

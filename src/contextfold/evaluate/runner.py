@@ -10,6 +10,11 @@ summarise → conditional commit, S6/S7 checks included): automatic when the req
 the auto threshold (SPEC A1), else manual (M1). After compaction K, for K asked for, every
 fact planted in a turn that is no longer raw is probed (`evaluate.probes`).
 
+Where the first compaction runs is found first, on the session without rules
+(`first_compaction`): the natural rules are then planted in the first user message, the
+one halfway through what that compaction folds, and the latest one then
+(`planted.deal_rules`), and compacting starts at that turn.
+
 The summariser is the caller's (`Summarize`: the offline one, or a guarded LLM summariser
 the face built with `summarize.factory`); the model and its budget are the caller's too.
 """
@@ -33,7 +38,7 @@ from ..runtime.summarizers import Summarize, offline_summarize
 from ..store import open_store
 from ..store.protocol import SessionStore
 from .facts import ScriptedTurn
-from .planted import SYSTEM, planted_turns
+from .planted import MAX_TURNS, SYSTEM, planted_turns
 from .probes import probe
 from .report import CompactionRow, EvalResult, Milestone
 
@@ -96,10 +101,16 @@ async def run_eval(capacity: ModelCapacity, budget: Budget, *,
                         safe_input_limit=budget.safe_input_limit,
                         recall_budget=budget.recall_budget, asked=asked, base_url=base_url)
     started = time.perf_counter()
+    sizer = Sizer(capacity, budget, SYSTEM, ())
+    first, folded = first_compaction(sizer, seed)
+    # The first message, the middle of what the first compaction folds, and the latest
+    # message then: each folded by then, or (the latest) by the compactions that follow.
+    rules_at = (0, folded // 2, first)
     with tempfile.TemporaryDirectory(prefix="contextfold-eval-") as tmp:
         store = await open_store(f"sqlite:///{Path(tmp) / 'eval.db'}")
         try:
-            await _play(store, planted_turns(seed), capacity, budget, summarize, result, say)
+            await _play(store, planted_turns(seed, rules_at=rules_at), first, sizer,
+                        summarize, result, say)
         finally:
             await store.close()
     result.seconds = time.perf_counter() - started
@@ -117,23 +128,33 @@ def folded_turns(turn_tokens: Sequence[int], tail_budget: int) -> int:
     return len(turn_tokens) - kept
 
 
-async def _play(store: SessionStore, turns: Iterable[ScriptedTurn], capacity: ModelCapacity,
-                budget: Budget, summarize: Summarize, result: EvalResult,
-                say: Callable[[str], None]) -> None:
-    """Write the turns, compact after each once `WARMUP` turns would be folded, probe at
-    each K asked for; stop after the last K (or when the turns run out)."""
+def first_compaction(sizer: Sizer, seed: int) -> tuple[int, int]:
+    """The turn after which the first compaction runs — the first at which `WARMUP` turns
+    of the planted session (without rules) would be folded beyond the raw tail — and how
+    many turns it would fold; the session's last turn when none is (the run then reports
+    its K as not reached)."""
+    sizes: list[int] = []
+    for t, turn in enumerate(planted_turns(seed)):
+        sizes.append(sum(sizer.costs.measure(m) for m in turn_messages(t, turn)))
+        if (folded := folded_turns(sizes, sizer.budget.tail_budget)) >= WARMUP:
+            return t, folded
+    return MAX_TURNS - 1, WARMUP
+
+
+async def _play(store: SessionStore, turns: Iterable[ScriptedTurn], first: int, sizer: Sizer,
+                summarize: Summarize, result: EvalResult, say: Callable[[str], None]) -> None:
+    """Write the turns, compact after each from turn `first` on, probe at each K asked
+    for; stop after the last K (or when the turns run out)."""
     sid = (await store.create_session(title="contextfold eval")).id
-    sizer = Sizer(capacity, budget, SYSTEM, ())
     recall = AutoRecall(store)
     played: list[ScriptedTurn] = []
-    sizes: list[int] = []
+    user_nodes: list[str] = []  # turn → its user message's node (a clip or note names it)
     for t, turn in enumerate(turns):
-        messages = turn_messages(t, turn)
-        await store.append_many(sid, messages)
+        nodes = await store.append_many(sid, turn_messages(t, turn))
+        user_nodes.append(nodes[0].id)
         played.append(turn)
-        sizes.append(sum(sizer.costs.measure(m) for m in messages))
         result.turns_played = t + 1
-        if not result.compactions and folded_turns(sizes, budget.tail_budget) < WARMUP:
+        if t < first:
             continue
         outcome = await _compact(store, sid, sizer, summarize)
         if outcome.status != "compacted":
@@ -149,7 +170,8 @@ async def _play(store: SessionStore, turns: Iterable[ScriptedTurn], capacity: Mo
         say(f"compaction {k} after turn {t + 1}: {outcome.summarizer}, "
             f"{outcome.tokens_before:,} → {outcome.tokens_after:,} tokens")
         if k in result.asked:
-            result.milestones.append(await _milestone(store, sid, played, k, sizer, recall))
+            result.milestones.append(await _milestone(store, sid, played, user_nodes, k, sizer,
+                                                      recall))
             say(f"probed after compaction {k}")
         if k >= result.asked[-1]:
             return
@@ -171,12 +193,16 @@ async def _compact(store: SessionStore, sid: str, sizer: Sizer, summarize: Summa
         system=sizer.system))
 
 
-async def _milestone(store: SessionStore, sid: str, played: Sequence[ScriptedTurn], k: int,
-                     sizer: Sizer, recall: AutoRecall) -> Milestone:
+async def _milestone(store: SessionStore, sid: str, played: Sequence[ScriptedTurn],
+                     user_nodes: Sequence[str], k: int, sizer: Sizer, recall: AutoRecall
+                     ) -> Milestone:
     """Probe every fact of a turn no longer raw after compaction `k`."""
     projection = project(await store.load_branch(sid))
     raw_users = {n.message.text.strip() for n in projection.messages
                  if n.message is not None and n.message.role == "user"}
-    facts = [f for turn in played if turn.user.strip() not in raw_users for f in turn.facts]
-    probes = [await probe(f, projection, recall, sid, sizer) for f in facts]
+    facts = [(f, user_nodes[t]) for t, turn in enumerate(played)
+             if turn.user.strip() not in raw_users for f in turn.facts]
+    probes = [await probe(f, projection, recall, sid, sizer,
+                          node_id=node if f.source == "user" else None)
+              for f, node in facts]
     return Milestone(k=k, turn=len(played), probes=tuple(probes))
