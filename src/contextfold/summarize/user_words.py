@@ -400,6 +400,25 @@ def _telling(sentence: str) -> float:
     return directive_score(sentence)
 
 
+_PARAGRAPH = " / "  # how `one_line_statement` joins a message's paragraphs
+_SHORT_PARAGRAPH = 320
+
+
+def _units(middle: str) -> list[tuple[str, float]]:
+    """The pieces of a statement's middle a clip may keep, each with how much it wants
+    them: a short whole paragraph (not cut by the head or tail) as one piece, else its
+    sentences."""
+    paragraphs = middle.split(_PARAGRAPH)
+    out: list[tuple[str, float]] = []
+    for n, para in enumerate(paragraphs):
+        whole = 0 < n < len(paragraphs) - 1  # the first and last are cut by head or tail
+        if whole and len(para) <= _SHORT_PARAGRAPH and len(paragraphs) > 2:
+            out.append((para, max(2.5, _telling(para))))
+            continue
+        out += [(sentence, _telling(sentence)) for sentence in sentences(para)]
+    return out
+
+
 def clip_statement(text: str, limit: int, node_id: str | None) -> str:
     """`text` within about `limit` characters: its head and its tail kept verbatim (a rule
     stated last survives as well as one stated first), and from the middle the sentences
@@ -414,17 +433,19 @@ def clip_statement(text: str, limit: int, node_id: str | None) -> str:
     head_chars, tail_chars = (ends * 3) // 5, ends - (ends * 3) // 5
     spare = room - ends
     lo, hi = head_chars, len(text) - tail_chars
-    # The middle's most telling sentences first (the ranking aid), shown in their order.
-    inside = sentences(text[lo:hi])
-    ranked = sorted(range(len(inside)), key=lambda i: (-_telling(inside[i]), i))
+    # The middle's most telling pieces first (shown in their order): a sentence that reads
+    # as a rule, a short paragraph standing on its own (an aside addressed to the agent,
+    # by its place in the message), a sentence that reads as an instruction.
+    inside = _units(text[lo:hi])
+    ranked = sorted(range(len(inside)), key=lambda i: (-inside[i][1], i))
     chosen: set[int] = set()
     for i in ranked:
-        if _telling(inside[i]) < 2:
+        if inside[i][1] < 2:
             break
-        if len(inside[i]) + 5 <= spare:
+        if len(inside[i][0]) + 5 <= spare:
             chosen.add(i)
-            spare -= len(inside[i]) + 5
-    middle = [inside[i] for i in sorted(chosen)]
+            spare -= len(inside[i][0]) + 5
+    middle = [inside[i][0] for i in sorted(chosen)]
     # What the middle does not use goes to the head and the tail.
     head_chars += (spare * 3) // 5
     tail_chars += spare - (spare * 3) // 5
