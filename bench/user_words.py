@@ -27,6 +27,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +68,13 @@ def load_rules() -> list[dict[str, Any]]:
 
 def session_messages(name: str) -> list[tuple[str, Message]]:
     """The active branch of a real session, (node id, message), oldest first."""
+    return list(_imported(name))
+
+
+@cache
+def _imported(name: str) -> tuple[tuple[str, Message], ...]:
     result = import_file(SESSIONS[name])
-    return list(recorded_session(result.nodes, result.leaf_id).messages)
+    return tuple(recorded_session(result.nodes, result.leaf_id).messages)
 
 
 def typed_positions(messages: Sequence[tuple[str, Message]]) -> list[int]:
@@ -200,15 +206,23 @@ def summarise(results: Sequence[CaseResult]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] = ()) -> None:
+    """`python -m bench.user_words [--every N] [SESSION …]`: every N-th rule (1: all 38)
+    one at a time, and all of them at once, in each session, position and window."""
+    args = list(argv)
+    every = 1
+    if "--every" in args:
+        at = args.index("--every")
+        every = int(args[at + 1])
+        del args[at:at + 2]
     rules = load_rules()
-    sessions = [s for s in SESSIONS if not argv or s in argv]
+    sessions = [s for s in SESSIONS if not args or s in args]
     started = time.time()
     results: list[CaseResult] = []
     cache = {name: session_messages(name) for name in sessions}
     for name in sessions:
         for position in POSITIONS:
             for window in WINDOWS:
-                for rule in rules:
+                for rule in rules[::every]:
                     results += run_case(name, [rule], position, window,
                                         messages=cache[name])
                 all_at_once = run_case(name, rules, position, window, messages=cache[name])
@@ -218,7 +232,8 @@ def main(argv: Sequence[str] = ()) -> None:
                 print(name, position, window, summarise(
                     [r for r in results if r.session == name and r.window == window]),
                     file=sys.stderr, flush=True)
-    payload = {"seconds": round(time.time() - started, 1),
+    payload = {"seconds": round(time.time() - started, 1), "every": every,
+               "sessions": sessions, "rules": len(rules[::every]),
                "single": summarise([r for r in results if "+all" not in r.position]),
                "all_at_once": summarise([r for r in results if "+all" in r.position]),
                "misses": [r.to_json() for r in results

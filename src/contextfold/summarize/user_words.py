@@ -194,7 +194,15 @@ def split_typed(text: str) -> Split:
         share = 3 if len(para) > 2 else 2
         repeated = len({line.strip() for line in para}) < len(para)  # a log repeats itself
         if indented or repeated or (len(para) > 1 and sum(flags) * share > len(para)):
-            pasted.append("\n".join(para))
+            # A lead-in typed right above the paste ("and this one from the script:") is
+            # the user's: the prose lines before the first output line stay typed.
+            lead = 0
+            while lead < len(para) - 1 and not flags[lead] and _prose(para[lead]) \
+                    and not indented:
+                lead += 1
+            if lead:
+                typed.append(" ".join(" ".join(line.split()) for line in para[:lead]))
+            pasted.append("\n".join(para[lead:]))
             continue
         if any(flags):  # mixed: only lines that read as sentences stay typed
             flags = [flag or not _prose(line) for line, flag in zip(para, flags, strict=True)]
@@ -369,17 +377,24 @@ def collect_statements(messages: Sequence[tuple[str | None, str]]) -> list[State
             for i, (node_id, s) in enumerate(found)]
 
 
-def pasted_errors(text: str, limit: int = 200) -> list[str]:
-    """The first error-naming line of each block the user pasted (what it is: an error the
-    user saw), for Critical Context — never attributed to the user as a statement."""
-    from ..core.identifiers import error_line
+_PASTED_ERROR = re.compile(
+    r"\b\w*(?:Error|Exception)\b|\bERR!|\berror\b|\bfatal\b|\bpanic\b|\bfailed\b|"
+    r"\bdenied\b|\bnot found\b|\bno such file\b|エラー|失敗|错误|失败", re.IGNORECASE)
 
+
+def pasted_errors(text: str, limit: int = 200) -> list[str]:
+    """The error each block the user pasted names (what it is: an error the user saw), for
+    Critical Context — never attributed to the user as a statement. A Python traceback
+    names its error last; other output names it first."""
     out = []
     for block in split_typed(text).pasted:
-        line = error_line(block, limit)
-        if line and re.search(r"error|exception|fail|fatal|panic|denied|not found|"
-                              r"エラー|失敗|错误|失败", line, re.IGNORECASE):
-            out.append(line)
+        lines = [line.strip() for line in block.splitlines()
+                 if line.strip() and not _FENCE.match(line)]
+        named = [line for line in lines if _PASTED_ERROR.search(line)]
+        if not named:
+            continue
+        line = named[-1] if any(line.startswith("Traceback") for line in lines) else named[0]
+        out.append(line if len(line) <= limit else line[: limit - 1] + "…")
     return out
 
 
