@@ -15,6 +15,8 @@ fake echoed what it was sent.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from bench.continuity import _tool_runner
 from bench.continuity_sessions import long_research_session, research_session
@@ -124,4 +126,75 @@ async def test_80_turn_session_keeps_the_users_decision_and_next_step(fake, stor
         evicted = {e["text"]: e["node_id"] for e in check["evicted"]}
         for fact in (planted["decision"], planted["continuation"]):
             assert fact in cp.summary or (fact in evicted and evicted[fact] in cp.summary)
+    await conv.close()
+
+
+# --------------------------------------------------------------------------- issue 37
+
+
+def _pressured_session(turns: int):
+    """Issue 37's session: 1-3k-token user messages (English, Japanese and code) each
+    naming a Zotero key and a DOI or a file path, a natural rule (written by hand before the
+    code, no cue word in common) in most of them."""
+    import dataclasses
+    import json
+    import random
+    from pathlib import Path
+
+    from contextfold.evaluate.material import Prose
+
+    rules = json.loads((Path(__file__).parent / "fixtures" / "user_words" /
+                        "natural_rules.json").read_text(encoding="utf-8"))
+    session = research_session(turns)
+    prose = Prose(random.Random(37))
+    out = []
+    for t, turn in enumerate(session.turns):
+        said = [rules[t % len(rules)]["text"]] if t % 4 != 3 else []
+        body = prose.paragraph(random.Random(t).randint(1_000, 3_000), said)
+        out.append(dataclasses.replace(turn, user=f"{turn.user}\n\n{body}"))
+    return dataclasses.replace(session, turns=out)
+
+
+@pytest.mark.parametrize("summariser", ["offline", "llm"])
+async def test_s9_fair_shares_under_pressure_at_16k(fake, store, summariser):
+    """S9: long user messages with a rule in most of them do not take the identifiers'
+    room: >= 90% of the identifiers are in the next request at 16k, with either
+    summariser, and every kind of content is present in the latest checkpoint."""
+    turns = 40
+    session = _pressured_session(turns)
+    identifiers = [f.text for f in session.facts if f.identifier]
+    assert len(identifiers) == 2 * turns
+    capacity = _gpt4o_16k()
+    conv = await Conversation.open(
+        store, model=chat_model(fake, "openai", "gpt-4o"), capacity=capacity,
+        system=session.system, run_tools=_tool_runner(session),
+        summarizer=LlmSummarizer(chat_model(fake, "openai", "gpt-4o"), capacity)
+        if summariser == "llm" else None)
+    for t, turn in enumerate(session.turns):
+        replies = [Reply(tool_calls=(ToolCallSpec(r.name, r.arguments, id=f"call_{t}_{i}"),),
+                         text=r.text or None) for i, r in enumerate(turn.rounds)]
+        fake.enqueue(*replies, Reply(text=turn.reply), kind="chat")
+        assert (await conv.send(turn.user)).turn_complete
+        await conv.wait_idle()
+    fake.enqueue(Reply(text="We continue."), kind="chat")
+    await conv.send("Where are we? Continue.")
+    assert_requests_fit(fake, WINDOW)
+    sent = request_text([r for r in fake.requests if not r.is_summary][-1].body)
+    kept = [i for i in identifiers if i in sent]
+    assert len(kept) >= 0.9 * len(identifiers), sorted(set(identifiers) - set(kept))
+    history = await conv.history()
+    latest = [n.checkpoint for n in history.nodes if n.checkpoint is not None][-1]
+    from contextfold.summarize.prompts import parse_sections
+
+    sections = parse_sections(latest.summary, latest.profile)
+    kinds = {"goal and the user's words": ("Research Goal", "User Requirements and Constraints"),
+             "progress": ("Research Progress",),
+             "findings": ("Findings and Evidence", "Key Zotero Resources"),
+             "decisions": ("Decisions",), "next steps": ("Next Steps",),
+             "critical context": ("Critical Context",)}
+    absent = [kind for kind, names in kinds.items()
+              if not any(re.search(r"^- (?:\[.\] )?(?:\((?:user|tool|inferred|pasted)\)|\[Recall\])",
+                                   sections[name], re.MULTILINE) for name in names)]
+    assert not absent, (absent, latest.summary)
+    assert latest.ledger.entries  # the identifiers kept their share
     await conv.close()

@@ -68,16 +68,21 @@ def oracle_fit(ordered: list[Section], budget: int, count: Count) -> str:
 
 
 def _oracle_pick(ordered: list[Section], cost: dict[int, list[int]],
-                 floors: dict[str, int] | None, note: int) -> tuple[Section, int] | None:
+                 floors: dict[str, int] | None, note: int, keep_last: bool = True
+                 ) -> tuple[Section, int] | None:
     held: dict[str, int] = {}  # a kind's items and its lists' "omitted" notes
+    items: dict[str, int] = {}
     for s in ordered:
         held[s.kind] = held.get(s.kind, 0) + sum(cost[id(s)]) + (note if s.omitted else 0)
+        items[s.kind] = items.get(s.kind, 0) + len(s.items)
     best: tuple[Section, int] | None = None
     key: tuple[int, int] | None = None
     for s in ordered:
         costs = cost[id(s)]
         free = [i for i, item in enumerate(s.items) if norm_item(item) not in s.pinned]
         if not free or (floors is not None and held[s.kind] <= floors.get(s.kind, 0)):
+            continue
+        if keep_last and items[s.kind] <= 1:
             continue
         k = (s.rank, -sum(costs[i] for i in free))
         if key is None or k < key:
@@ -89,7 +94,8 @@ def _oracle_trim(ordered: list[Section], cost: dict[int, list[int]], over: int,
                  count: Count, floors: dict[str, int]) -> bool:
     note = count(f"- (999 {OMITTED_NOTE})\n")
     best = (_oracle_pick(ordered, cost, floors, note)
-            or _oracle_pick(ordered, cost, None, note))
+            or _oracle_pick(ordered, cost, None, note)
+            or _oracle_pick(ordered, cost, None, note, keep_last=False))
     if best is None:
         return False
     section, i = best

@@ -49,7 +49,7 @@ class CompactionSettings(Value):
     # The most of the summary budget the identifier ledger may take. It takes only what it
     # needs (issue 11: a fixed 20% evicted half of a 60-turn session's identifiers at 16k);
     # the summary text gets the rest, so at least 40% by default.
-    ledger_share: Annotated[float, Field(gt=0, le=0.9)] = 0.6
+    ledger_share: Annotated[float, Field(gt=0, le=0.9)] = 0.5
     # SPEC K6: when no user turn fits the tail, keep the latest tool rounds of the current
     # turn raw (False: the K1-K3 boundary only, as before K6).
     split_turn: bool = True

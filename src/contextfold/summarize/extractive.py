@@ -22,7 +22,7 @@ from ..core.ledger import ledger_tokens, plan_ledger
 from ..core.plan import Plan, Profile
 from ..core.split_turn import turn_context_tokens
 from ..core.text_estimate import remembering
-from .extractive_facts import collect_facts
+from .extractive_facts import collect_facts, task_chars
 from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
 from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections, load_summary
 
@@ -97,7 +97,8 @@ def summarize_extractive(plan: Plan, count: Count = estimate_text) -> str:
                if plan.turn_context is not None else "")
             + f" is {budget} tokens"
         )
-    facts = collect_facts(plan.newly_old, plan.profile, plan.identifiers())
+    facts = collect_facts(plan.newly_old, plan.profile, plan.identifiers(),
+                          task_chars(budget))
     ordered = build_sections(plan, facts)
     return fit_sections(ordered, budget, remembering(count))
 

@@ -83,9 +83,16 @@ _USER_COMMAND = re.compile(r"^Ran `([^`\n]*)`\n(?:```|\(no output\))")
 _TIMES = re.compile(r"\s+\(×\d+\)$")
 
 GOAL_CHARS = 500
-# The session's task (its first statement) is carried whole up to this length, then
-# clipped head and tail with its node id (SPEC S8).
+# The session's task (its first statement) is carried whole up to this length by default
+# (a fifth of the summary's room, `task_chars`), then clipped head and tail with its node id
+# (SPEC S8).
 TASK_CHARS = 1_500
+
+
+def task_chars(summary_tokens: int) -> int:
+    """How long the session's task may stay whole in a summary of `summary_tokens`: a fifth
+    of its room (about three characters a token), at least 400 characters."""
+    return max(400, summary_tokens * 3 // 5)
 LATER_REQUEST = "(user) Later request: "  # a request after the goal: a restatement
 # The Next Steps line when the last answer stated no plan: it points at the request of its
 # time, so once a newer plan replaces it, it says nothing true about the present.
@@ -243,7 +250,8 @@ def _final_answer(turn: _Turn) -> str | None:
 
 
 def collect_facts(nodes: Sequence[Node], profile: Profile,
-                  identifiers: Sequence[LedgerEntry] | None = None) -> Facts:
+                  identifiers: Sequence[LedgerEntry] | None = None,
+                  task_limit: int = TASK_CHARS) -> Facts:
     """The bullets `nodes` (the newly old part of a history) give each section kind.
 
     `identifiers`: those of `nodes`, when the caller extracted them already (a plan does,
@@ -251,7 +259,7 @@ def collect_facts(nodes: Sequence[Node], profile: Profile,
     """
     turns = _turns(nodes)
     facts = Facts(new_request=any(t.request for t in turns))
-    _requests(turns, facts)
+    _requests(turns, facts, task_limit)
     _tool_work(nodes, turns, profile, facts)
     _conclusions(turns, profile, facts)
     _resources(nodes, facts, extract_identifiers(nodes) if identifiers is None else identifiers)
@@ -263,7 +271,7 @@ def collect_facts(nodes: Sequence[Node], profile: Profile,
 STATEMENT_CHARS = 600
 
 
-def _requests(turns: list[_Turn], facts: Facts) -> None:
+def _requests(turns: list[_Turn], facts: Facts, task_limit: int = TASK_CHARS) -> None:
     first = True
     last_later: str | None = None
     for turn in turns:
@@ -277,7 +285,7 @@ def _requests(turns: list[_Turn], facts: Facts) -> None:
             # The span's first request: the session's task when nothing was folded before,
             # verbatim (SPEC S8), clipped head and tail, never dropped; in an update it is
             # a later request (`extractive_sections._place_new` decides).
-            facts.goal.append(f"(user) {clip_statement(said, TASK_CHARS, turn.node_id)}")
+            facts.goal.append(f"(user) {clip_statement(said, task_limit, turn.node_id)}")
             facts.statements.append((f"(user) {said}", turn.node_id))
             first = False
         else:

@@ -131,8 +131,10 @@ class _Trimmer:
         # while another kind is over its own (none until `fit_sections` sets them).
         self.floors: dict[str, int] = {}
         self.held: dict[str, int] = {}
+        self.items: dict[str, int] = {}  # items each kind still holds
         for s, costs in zip(ordered, self.cost, strict=True):
             self.held[s.kind] = self.held.get(s.kind, 0) + sum(costs)
+            self.items[s.kind] = self.items.get(s.kind, 0) + len(costs)
         # A statement note grows with the nodes it names: its cost, per list, counted in
         # its kind's share (naming what the user said is part of the user's share).
         self.notes = [self._note_cost(s) for s in ordered]
@@ -165,13 +167,16 @@ class _Trimmer:
         """The summary's tokens by per-item costs: headings, items, omitted notes."""
         return self.frame + self.total + sum(self.notes)
 
-    def _pick(self, over_floor: bool) -> int | None:
+    def _pick(self, over_floor: bool, keep_last: bool = True) -> int | None:
         best: int | None = None
         key: tuple[int, int] | None = None
         for n, s in enumerate(self.ordered):
             if self.head[n] >= len(self.free[n]):
                 continue
+            # While another kind can give, a kind keeps its floor and its last item.
             if over_floor and self.held.get(s.kind, 0) <= self.floors.get(s.kind, 0):
+                continue
+            if keep_last and self.items.get(s.kind, 0) <= 1:
                 continue
             # Lowest rank first; within a rank, the most unpinned weight.
             k = (s.rank, -self.weight[n])
@@ -184,8 +189,10 @@ class _Trimmer:
         is over its floor (S9); when none is, of any list. The next item of a list is its
         oldest unpinned one; of the user's statements, the one of lowest score."""
         best = self._pick(over_floor=True) if self.floors else None
-        if best is None:
+        if best is None and self.floors:  # every kind at its floor: keep one item each
             best = self._pick(over_floor=False)
+        if best is None:
+            best = self._pick(over_floor=False, keep_last=False)
         if best is None:
             return False
         n, section = best, self.ordered[best]
@@ -208,6 +215,7 @@ class _Trimmer:
         self.total -= old
         self.weight[n] -= old
         self.held[section.kind] -= old
+        self.items[section.kind] -= 1
         section.omit(section.items[i])
         note = self._note_cost(section)
         self.held[section.kind] += note - self.notes[n]

@@ -50,7 +50,7 @@ from .user_words import directive_score, split_typed, statement_of
 PRIORITY: tuple[str, ...] = ("constraint", "decision", "next_step", "statement", "error")
 # SPEC S9: the ledger keeps at least this share of the summary budget (what it needs, up to
 # this) when the user's words ask it for room.
-LEDGER_FLOOR = 0.30
+LEDGER_FLOOR = 0.45
 # A kind: the section kind (`extractive_sections.KINDS`) its missing items are re-added to.
 _KIND_OF = {"statement": "user", "constraint": "user", "decision": "decisions",
             "next_step": "next", "error": "critical"}
