@@ -309,6 +309,11 @@ class ChatSession:
                                if n.message is not None and n.message.role == "assistant"), "")
         if not node_id:
             raise BadInput("nothing to fork from yet: fork needs an assistant reply")
+        if arg:  # any unique prefix of the node's id, as everywhere an id is taken
+            from ..store.refs import resolve_node_id
+
+            node_id = self.loop.run(resolve_node_id(self.conv.store, self.conv.session_id,
+                                                    arg))
         old = self.conv
         self.conv = self.loop.run(old.fork(node_id))
         self._unsubscribe()

@@ -45,6 +45,8 @@ MODEL_OPTION = typer.Option(
 WINDOW_OPTION = typer.Option(
     None, "--context-window", help="Context window in tokens, for a model the catalog lacks."
 )
+SESSION_HELP = ("Session id, or any unique prefix of it, or `latest` (`contextfold sessions` "
+                "lists them).")
 UNKNOWN_MODEL_FIX = "--context-window N (or an entry in the $CONTEXTFOLD_MODELS overrides file)"
 
 
@@ -119,9 +121,18 @@ def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) ->
     return read_only_store(db, reads)
 
 
-async def _healthy_and_metadata(store: SessionReader, session_id: str
+async def session_id_of(store: SessionReader, ref: str) -> str:
+    """The whole id of the session `ref` names: the id, a unique prefix of it or `latest`
+    (`store.refs`, the one resolver of every face)."""
+    from ..store.refs import resolve_session_id
+
+    return await resolve_session_id(store, ref)
+
+
+async def _healthy_and_metadata(store: SessionReader, ref: str
                                 ) -> tuple[Branch, dict[str, Any]]:
     """`_load_healthy`'s branch and the session's metadata (what a face recorded of it)."""
+    session_id = await session_id_of(store, ref)
     branch = await _load_healthy(store, session_id)
     return branch, dict((await store.get_session(session_id)).metadata)
 
@@ -131,6 +142,14 @@ def _sized_model(metadata: dict[str, Any]) -> str | None:
 
     sized = sized_for(metadata)
     return sized[0] if sized else None
+
+
+async def stored_model(store: SessionReader, session_id: str) -> str | None:
+    """The model a stored session was written with: the branch's recorded model, else the
+    one a face sized it for (what `project` and `compact` fit to without --model)."""
+    branch = await store.load_branch(session_id)
+    metadata = dict((await store.get_session(session_id)).metadata)
+    return recorded_model(branch) or _sized_model(metadata)
 
 
 def recorded_resolver(metadata: dict[str, Any]) -> Any:
@@ -227,7 +246,7 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
 
 @app.command("compact")
 def compact_command(
-    session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     summarizer: str = typer.Option("extractive", "--summarizer", help="extractive|llm"),
@@ -279,7 +298,7 @@ def compact_command(
 
     fallbacks: list[str] = []
 
-    async def compact(store: SessionStore, branch: Branch) -> dict[str, Any]:
+    async def compact(store: SessionStore, session: str, branch: Branch) -> dict[str, Any]:
         from ..runtime.compaction import compact_session
         from ..runtime.summarizers import offline_summarize
 
@@ -317,7 +336,8 @@ def compact_command(
         from ..store import open_store
 
         async with await open_store(db) as store:
-            return await _compact_once_or_wait(store, session, wait, compact)
+            return await _compact_once_or_wait(store, await session_id_of(store, session),
+                                               wait, compact)
 
     payload = run(out, work)
     if fallbacks and payload.get("summarizer") == "extractive-fallback":
@@ -345,7 +365,7 @@ async def _compact_once_or_wait(store: SessionStore, session: str, wait: bool,
     while True:
         branch = await _load_healthy(store, session)
         try:
-            return await compact(store, branch)
+            return await compact(store, session, branch)
         except SessionBusyError as exc:
             if not wait:
                 return {"status": "busy", "reason": str(exc)}
@@ -365,7 +385,7 @@ def compaction_payload(outcome: Any, capacity: ModelCapacity, budget: Budget) ->
     return payload
 @app.command("project")
 def project_command(
-    session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     format: str = typer.Option("openai", "--format", help="openai|anthropic"),
@@ -404,7 +424,7 @@ def project_command(
 
 @app.command("show")
 def show_command(
-    session: str = typer.Argument(..., help="Session id."),
+    ref: str = typer.Argument(..., metavar="SESSION", help=SESSION_HELP),
     last: int | None = typer.Option(
         None, "--last", "--tail", min=0,
         help=f"Only the branch's newest N nodes and the forks off them (default: {SHOW_PAGE} "
@@ -424,6 +444,7 @@ def show_command(
         from ..core.tree import Branch, DamagedBranch
 
         async def reads(store: SessionReader) -> tuple[Any, ...]:
+            session = await session_id_of(store, ref)
             info = await store.get_session(session)
             if page is None:
                 nodes = await store.load_tree(session)
@@ -463,7 +484,8 @@ def show_command(
 
 @app.command("verify")
 def verify_command(
-    session: str = typer.Argument(..., help="Session id (its whole tree is checked)."),
+    ref: str = typer.Argument(..., metavar="SESSION",
+                              help=SESSION_HELP + " Its whole tree is checked."),
     expect: str | None = typer.Option(
         None, "--expect", help="Head digest recorded earlier: fail unless the session's leaf "
         "still has it."),
@@ -481,6 +503,7 @@ def verify_command(
 
     async def work() -> dict[str, Any]:
         async with await open_store(db) as store:
+            session = await session_id_of(store, ref)
             report = await verify_tree(store, session)
         payload = report.to_json()
         if expect is not None and report.heads.get(session) != expect:

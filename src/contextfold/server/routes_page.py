@@ -83,6 +83,7 @@ async def patch_session(session_id: str, body: SessionPatch, who: Tenant,
     """Rename (`title`; "" goes back to the stored title) or archive (`archived`: hidden
     from the page's list, nothing deleted) a session."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     store = sessions.store.for_tenant(who)
     meta = dict(page_meta((await store.get_session(session_id)).metadata))
     if body.title is not None:
@@ -105,7 +106,8 @@ async def search(session_id: str, who: Tenant, sessions: Manager,
     first: the recall index the model's `history_search` uses."""
     from ..runtime.recall import hit_dict
 
-    await sessions.get(who, session_id)  # 404 for another tenant's session (W1)
+    # 404 for another tenant's session (W1); the whole id, whatever prefix was given
+    session_id = (await sessions.get(who, session_id)).session_id
     store = sessions.store.for_tenant(who)
     hits = await store.search_history(session_id, q, limit=limit)
     return {"session_id": session_id, "query": q,
@@ -127,7 +129,12 @@ async def pin(session_id: str, body: NewPin, who: Tenant, sessions: Manager) -> 
     live = await sessions.get(who, session_id)
     await sessions.ensure_not_compacting(live, "pin")
     sessions.ensure_writable(live, "pin")
-    made = await live.conv.pin(body.text, node_id=body.node_id)
+    node_id = body.node_id
+    if node_id is not None:  # a unique prefix of the node's id is enough
+        from ..store.refs import resolve_node_id
+
+        node_id = await resolve_node_id(live.conv.store, live.session_id, node_id)
+    made = await live.conv.pin(body.text, node_id=node_id)
     sessions.publish_gauge(live)
     return {"pin": made.model_dump(mode="json", exclude_none=True),
             "pins": [p.model_dump(mode="json", exclude_none=True) for p in live.conv.pins()]}
@@ -159,6 +166,7 @@ async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, 
     from ..core.tree import Branch
 
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     sessions.ensure_writable(live, "show the context")
     conv = live.conv
     sizer = conv.sizer
@@ -197,6 +205,7 @@ async def export(session_id: str, who: Tenant, sessions: Manager,
     from ..formats.request import export_session
 
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     conv = live.conv
     branch = await conv.store.load_full_branch(session_id)
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable

@@ -25,7 +25,7 @@ class SessionNotFoundError(StoreError, LookupError):
         lister = (f"`contextfold sessions --db {database}`" if database
                   else "`contextfold sessions`")
         super().__init__(f"no session {session_id!r} in {where}; {lister} lists its sessions "
-                         "(in Python: `await store.list_sessions()`)")
+                         "(an id may be shortened to any unique prefix, or given as `latest`)")
         self.session_id = session_id
         self.database = database
 
