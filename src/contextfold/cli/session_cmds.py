@@ -233,7 +233,10 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
     # Messages only: a checkpoint written later is not the session's last message.
     said = [n.created_at for n in nodes if n.message is not None]
-    return {"session_id": info.id, "title": info.title, "leaf_id": info.leaf_id,
+    from ..titles import shown_title
+
+    return {"session_id": info.id, "title": shown_title(info.title, info.metadata),
+            "leaf_id": info.leaf_id,
             "branch_revision": info.branch_revision, "read_only": info.read_only,
             "created_at": info.created_at.isoformat(),
             "first_message_at": min(said, default=info.created_at).isoformat(),

@@ -19,11 +19,11 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from ..store.values import SessionInfo
+from ..titles import PAGE_KEY
 from .routes import Body, Manager, Tenant
 from .views import iso, node_json
 
 router = APIRouter(prefix="/v1")
-PAGE_KEY = "page"  # session metadata the page writes: {"title": str, "archived": bool}
 SEARCH_LIMIT = 50
 
 
@@ -46,10 +46,11 @@ def page_meta(metadata: dict[str, Any]) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def shown_title(info: SessionInfo) -> str | None:
-    """The title a rename on the page gave, else the stored one."""
-    renamed = page_meta(info.metadata).get("title")
-    return renamed if isinstance(renamed, str) and renamed else info.title
+def shown_title(info: SessionInfo) -> str:
+    """The title every face shows (`contextfold.titles`: renamed, stored, "Untitled")."""
+    from ..titles import shown_title as shown
+
+    return shown(info.title, info.metadata)
 
 
 async def last_message_at(store: Any, info: SessionInfo) -> str | None:

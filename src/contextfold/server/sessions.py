@@ -84,10 +84,11 @@ class Live:
         return self.conv.session_id
 
     @property
-    def title(self) -> str | None:
-        page = self.info.metadata.get("page")  # a rename on the page (routes_page)
-        renamed = page.get("title") if isinstance(page, dict) else None
-        return renamed or self.info.title  # type: ignore[no-any-return]
+    def title(self) -> str:
+        """The title every face shows (`contextfold.titles`: renamed, stored, "Untitled")."""
+        from ..titles import shown_title
+
+        return shown_title(self.info.title, self.info.metadata)
 
     @property
     def read_only(self) -> bool:

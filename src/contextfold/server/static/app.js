@@ -153,7 +153,7 @@ function renderSessionList() {
   // Archived sessions stay out of the quick switch (the Sessions view shows them on demand).
   const options = state.sessions.filter((s) => !s.archived || s.session_id === state.sessionId)
     .map((s) => el("option", {value: s.session_id},
-      `${s.title || "Untitled"} · ${s.model} · ${formatTime(s.last_message_at || s.created_at)} · ${s.session_id.slice(-6)}`));
+      `${s.title} · ${s.model} · ${formatTime(s.last_message_at || s.created_at)} · ${s.session_id.slice(-6)}`));
   if (!options.length) options.push(el("option", {value: ""}, "no sessions yet"));
   replaceChildren(select, options);
   select.value = state.sessionId || "";
