@@ -52,3 +52,34 @@ def test_e9_an_estimated_breakdown_is_the_estimate_itself() -> None:
     assert out.parts["tool_results"] > out.parts["messages"] / 2  # the long result
     assert out.parts["tools"] == out.parts["checkpoint"] == out.parts["pins"] == 0
     assert out.free == 6000 - estimate.tokens
+
+
+@given(st.integers(0, 5_000), st.integers(0, 3_000), st.integers(0, 40_000),
+       st.integers(0, 40_000), st.integers(-5_000, 200_000))
+def test_e9_fixed_parts_are_never_scaled(system_words: int, tool_words: int,
+                                         user_words: int, result_words: int,
+                                         measured_extra: int) -> None:
+    """The system prompt, tool definitions and pins are sent as estimated: a measured total
+    larger or smaller than the estimate changes the history's parts, never those (issue 41:
+    an imported session's usage made a request without tools read "tools 15,436"), unless
+    the total is smaller than the fixed parts alone. A request without tools shows 0."""
+    from contextfold.core.breakdown import FIXED, estimated_parts
+
+    nodes = chain([user("question " * (user_words // 10 + 1)), tool_call("c1"),
+                   tool_result("c1", "row " * (result_words // 10 + 1)), assistant("ok")])
+    projection = project(branch_of(nodes))
+    costs = MessageCosts(ModelCapacity(model="offline/echo", context_window=8192,
+                                       max_output=1024))
+    system = "rule " * system_words or None
+    tools = [{"type": "function", "function": {"name": "t", "description": "d " * tool_words,
+                                               "parameters": {"type": "object"}}}] \
+        if tool_words else None
+    estimated = estimated_parts(projection, costs, system=system, tools=tools)
+    used = max(0, sum(estimated.values()) + measured_extra)
+    out = context_breakdown(projection, costs, system=system, tools=tools, used=used,
+                            limit=500_000)
+    assert sum(out.parts.values()) == used
+    if used >= sum(estimated[k] for k in FIXED):
+        assert all(out.parts[k] == estimated[k] for k in FIXED)
+    if tools is None:
+        assert out.parts["tools"] == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -18,7 +19,7 @@ from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 def cli_json(*args: str) -> dict:
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 async def cli(*args: str) -> dict:
@@ -48,3 +49,52 @@ async def test_a_blank_title_is_one_word_everywhere(service_factory, db_url) -> 
             assert titles[blank.id] == "Trip notes"
             back = await c.patch(f"/v1/sessions/{blank.id}", json={"title": ""})
             assert back.json()["title"] == UNTITLED
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REAL_SESSIONS = [FIXTURES / "pi-mono/large-session.jsonl",
+                 *sorted((FIXTURES / "claude-code").glob("*.jsonl"))]
+COST_KEYS = ("model", "usd", "full_history_usd", "as_sent_usd", "saved_usd", "input_tokens",
+             "cached_tokens", "output_tokens", "compactions")
+
+
+async def test_one_number_everywhere_over_the_real_sessions(
+        service_factory, db_url) -> None:  # noqa: F811
+    """The real Pi and Claude Code sessions, imported, one of them compacted: for each, the
+    CLI (`sessions`, `project`, `context`) and the service (the list, the session, its
+    projection and breakdown — what the page shows) give the same model, title, estimate,
+    breakdown, cost and saving (issue 41)."""
+    ids = [(await cli("import", str(path), "--db", db_url))["session_id"]
+           for path in REAL_SESSIONS]
+    # After a compaction no usage baseline holds the tools: both faces must count them.
+    compacted = await cli("compact", ids[0], "--db", db_url)
+    assert compacted["status"] == "compacted"
+    rows = {r["session_id"]: r for r in (await cli("sessions", "--db", db_url))["sessions"]}
+    async with service_factory() as svc, svc.client() as c:
+        listed = {s["session_id"]: s for s in (await c.get("/v1/sessions")).json()["sessions"]}
+        for sid in ids:
+            one = (await c.get(f"/v1/sessions/{sid}")).json()
+            projection = (await c.get(f"/v1/sessions/{sid}/projection")).json()
+            context = (await c.get(f"/v1/sessions/{sid}/context")).json()
+            project = await cli("project", sid, "--db", db_url)
+            shown = await cli("context", sid, "--db", db_url)
+            row = rows[sid]
+            where = f"session {sid}"
+            # model and title
+            assert row["model"] == listed[sid]["model"] == one["model"] == project["model"] \
+                == shown["model"], where
+            assert row["model"] and row["model"] != "offline/echo", where
+            assert row["title"] == listed[sid]["title"] == one["title"], where
+            # the next request's estimate, and its breakdown
+            assert project["estimated_tokens"] == projection["estimate"]["tokens"] \
+                == context["used"] == shown["used"], where
+            assert shown["parts"] == context["parts"], where
+            assert sum(context["parts"].values()) == context["used"], where
+            assert project["tools"] == ["history_search", "history_expand"], where
+            # cost and saving: one definition, one set of figures
+            assert {k: row["cost"][k] for k in COST_KEYS} == \
+                {k: one["cost"][k] for k in COST_KEYS}, where
+            assert context["saved_tokens"] == shown["saved_tokens"] == \
+                context["full_history_tokens"] - context["used"], where
+    # The compacted session's tools are counted once, not inflated by a measured total.
+    assert context["parts"]["tools"] == shown["parts"]["tools"]

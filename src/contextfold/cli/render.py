@@ -195,8 +195,13 @@ def _billed(row: dict[str, Any]) -> str:
 
 
 def _saved(row: dict[str, Any]) -> str:
+    """The saving (`core.costs`' one definition); a negative one is a loss, said so."""
     cost = row.get("cost")
-    return usd(cost.get("saved_usd")) if cost and _charged(cost) else "—"
+    if not cost or not _charged(cost):
+        return "—"
+    saved = cost.get("saved_usd")
+    return f"lost {usd(-saved)}" if isinstance(saved, (int, float)) and saved < 0 and \
+        usd(saved).startswith("-") else usd(saved)
 
 
 def _count(n: int, noun: str) -> str:
@@ -248,9 +253,57 @@ def render_projection(payload: dict[str, Any]) -> None:
     if payload.get("system"):
         say(("system", "cyan"))
         console.print(plain(_content_text(payload["system"])), soft_wrap=True)
+    if payload.get("tools"):
+        say(("tools", "cyan"), " " + ", ".join(payload["tools"]))
     for m in payload["messages"]:
         say((m["role"], "cyan"))
         console.print(plain(_content_text(m)), soft_wrap=True)
+
+
+CONTEXT_LABELS = (("system", "System prompt"), ("tools", "Tools"),
+                  ("checkpoint", "Checkpoint summary"), ("pins", "Pins"),
+                  ("recall", "Recalled excerpts"), ("messages", "Recent messages (tail)"),
+                  ("tool_results", "Tool results"))
+
+
+def render_context(payload: dict[str, Any]) -> None:
+    """The `/context` report (`core.breakdown.context_report`): a line per category with
+    its share of the safe limit, the free space, the next compaction, the saving."""
+    limit = max(1, payload["limit"])
+    say(("context", "bold"), f" {payload['model']}: {payload['used']:,} of "
+        f"{payload['limit']:,} safe tokens ({payload['used'] / limit:.0%}; window "
+        f"{payload['context_window']:,})")
+    rows = [(label, payload["parts"].get(key, 0)) for key, label in CONTEXT_LABELS]
+    rows.append(("Free", payload["free"]))
+    width = max(len(label) for label, _ in rows)
+    for label, tokens in rows:
+        bar = "█" * round(20 * tokens / limit)
+        console.print(f"  {label:<{width}}  {tokens:>9,}  {tokens / limit:>4.0%}  {bar}",
+                      highlight=False, markup=False)
+    if payload.get("scaled"):
+        say("  the history's parts are estimates scaled to the measured total")
+    nxt = payload.get("next_compaction") or {}
+    if nxt:
+        if nxt["tokens_to_go"] == 0:
+            when = "due now: the request is past the automatic threshold"
+        else:
+            pace = [_count(n, w) for n, w in ((nxt.get("turns"), "turn"),
+                                              (nxt.get("requests"), "model request"))
+                    if n is not None]
+            when = (f"in {nxt['tokens_to_go']:,} tokens" +
+                    (f", about {' or '.join(pace[:1])} at this session's pace" if pace else ""))
+        say(("next compaction", "cyan"), f" {when} (automatic threshold "
+            f"{nxt['auto_threshold']:,} tokens)")
+    saved = payload.get("saved_tokens", 0)
+    if payload.get("checkpoints"):
+        what = (f"saved {saved:,} tokens per request" if saved >= 0 else
+                f"lost: the request is {-saved:,} tokens larger than the whole history")
+        say(("compaction", "cyan"), f" {what} (the whole history is "
+            f"{payload['full_history_tokens']:,} tokens; "
+            f"{_count(payload['checkpoints'], 'checkpoint')})")
+    else:
+        say(("compaction", "cyan"), " none yet (the whole history is "
+            f"{payload['full_history_tokens']:,} tokens)")
 
 
 def _content_text(message: Any) -> str:

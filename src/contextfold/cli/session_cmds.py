@@ -23,6 +23,7 @@ from .app import (
 from .render import (
     SHOW_PAGE,
     render_compaction,
+    render_context,
     render_import,
     render_projection,
     render_sessions,
@@ -226,7 +227,7 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
 async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any]:
     """One `sessions` row: the stored fields plus what the branch says, and what it cost
     (SPEC Q4: the service's `cost` object, from the same helper)."""
-    from ..billing import session_bill
+    from ..billing import billed_model, session_bill
     from ..core.tree import Branch
 
     branch = await store.load_full_branch(info.id)
@@ -243,7 +244,7 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
             "last_message_at": max(said, default=info.created_at).isoformat(),
             "messages": sum(1 for n in nodes if n.message is not None),
             "checkpoints": sum(1 for n in nodes if n.checkpoint is not None),
-            "model": recorded_model(branch) or info.metadata.get("model"),
+            "model": billed_model(branch, info.metadata),  # the service lists the same
             "cost": session_bill(branch, info.metadata).to_json()}
 
 
@@ -326,7 +327,11 @@ def compact_command(
         async def summarize(plan: Any) -> Any:
             return await (chosen[0] if chosen else offline_summarize)(plan)
 
+        from ..stored_request import stored_system, stored_tools
+
+        # The request measured before and after is the one `project` and the service size.
         outcome = await compact_session(store, session, resolve=resolve, summarize=summarize,
+                                        system=stored_system(metadata), tools=stored_tools(),
                                         instructions=instructions, progress=stderr_progress(),
                                         branch=branch, preview=preview, **edit)
         if not fitted:
@@ -404,6 +409,7 @@ def project_command(
         from ..core.estimator import estimate_request
         from ..core.projection import project
         from ..formats.request import export_session
+        from ..stored_request import stored_system, stored_tools
 
         branch, metadata = read_only(db, lambda store: _healthy_and_metadata(store, session))
         # A proxied session is sized for the window the proxy used (its --model-window).
@@ -412,15 +418,70 @@ def project_command(
                                  resolver=recorded_resolver(metadata))
         capacity, budget = resolved.capacity, resolved.budget
         projection = project(branch)
-        body = export_session(projection, format=format)
+        # The request contextfold's conversation sends (the service's too): its stored
+        # system prompt and the recall tools, counted as the service counts them.
+        system, tools = stored_system(metadata), stored_tools()
+        body = export_session(projection, format=format, system=system)
         payload = {
             "model": capacity.model,
-            "estimated_tokens": estimate_request(projection, capacity).tokens,
+            "estimated_tokens": estimate_request(projection, capacity, system=system,
+                                                 tools=tools).tokens,
             "safe_input_limit": budget.safe_input_limit,
             **({"system": body["system"]} if body.get("system") else {}),
+            "tools": [t["name"] for t in tools],
             "messages": body["messages"],
         }
         out.emit(payload, lambda: render_projection(payload))
+
+    run(out, work)
+
+
+@app.command("context")
+def context_command(
+    session: str = typer.Argument(..., help=SESSION_HELP),
+    model: str | None = MODEL_OPTION,
+    context_window: int | None = WINDOW_OPTION,
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Where the next request's tokens go, by category, and when the next compaction comes.
+
+    System prompt, tools, checkpoint, pins, recalled excerpts, recent messages, tool results
+    and the free space below the safe input limit: the page's breakdown, the chat's
+    /context."""
+    out = Output(as_json)
+
+    def work() -> None:
+        from ..core.breakdown import context_report, history_figures
+        from ..core.estimator import MessageCosts, estimate_request
+        from ..core.projection import project
+        from ..stored_request import stored_system, stored_tools
+
+        async def reads(store: SessionReader) -> tuple[Any, ...]:
+            whole = await session_id_of(store, session)
+            branch, metadata = await _healthy_and_metadata(store, whole)
+            full = await store.load_full_branch(whole)
+            return whole, branch, metadata, getattr(full, "nodes", ())
+
+        whole, branch, metadata, history = read_only(db, reads)
+        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
+                                 context_window, compacts=False,
+                                 resolver=recorded_resolver(metadata))
+        capacity, budget = resolved.capacity, resolved.budget
+        projection = project(branch)
+        system, tools = stored_system(metadata), stored_tools()
+        costs = MessageCosts(capacity)
+        estimate = estimate_request(projection, capacity, system=system, tools=tools,
+                                    costs=costs)
+        full, checkpoints = history_figures(history, costs, system=system, tools=tools)
+        payload = {"session_id": whole, "model": capacity.model,
+                   **context_report(projection, costs, system=system, tools=tools,
+                                    used=estimate.tokens, method=estimate.method,
+                                    limit=budget.safe_input_limit,
+                                    threshold=budget.auto_threshold,
+                                    context_window=capacity.context_window,
+                                    full_history=full, checkpoints=checkpoints)}
+        out.emit(payload, lambda: render_context(payload))
 
     run(out, work)
 

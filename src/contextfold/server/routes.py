@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -82,23 +83,39 @@ async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
     store = sessions.store.for_tenant(who)
     out = []
     for info in await store.list_sessions():  # damage found on load counts (SPEC D2)
-        settings = Settings.from_metadata(info.metadata)
         out.append({"session_id": info.id, "title": info.title,
                     "created_at": iso(info.created_at),
                     "last_active_at": iso(info.updated_at),
-                    "model": settings.model or _written_with(info.metadata),
+                    "model": await listed_model(store, info),
                     "leaf_id": info.leaf_id, "revision": info.branch_revision,
                     "read_only": info.read_only, **await list_fields(store, info)})
     return {"sessions": out}
 
 
-def _written_with(metadata: dict[str, Any]) -> str | None:
-    """The model a session the CLI, library or proxy wrote says it was written with (the
-    list reads no branches; opening the session resolves its recorded model)."""
-    proxied = metadata.get("proxy")
-    named = metadata.get("model") or (proxied.get("model") if isinstance(proxied, dict)
-                                      else None)
-    return named if isinstance(named, str) else None
+# (tenant, session) -> ((revision, settings), model): a session's model is read from its
+# branch once per revision and model setting (a switch moves no revision), not on every
+# listing.
+_MODELS: OrderedDict[tuple[str, str], tuple[tuple[int, str], str | None]] = OrderedDict()
+_MODELS_KEPT = 4096
+
+
+async def listed_model(store: Any, info: Any) -> str | None:
+    """The session's model as every face lists it (`billing.billed_model`, which
+    `contextfold sessions` shows too): the model it is set to, else the one its branch
+    recorded (an imported session's), else the one its metadata names."""
+    from ..billing import SERVICE_KEY, billed_model
+
+    key = (info.tenant_id, info.id)
+    version = (info.branch_revision, repr(info.metadata.get(SERVICE_KEY)))
+    known = _MODELS.get(key)
+    if known is not None and known[0] == version:
+        _MODELS.move_to_end(key)
+        return known[1]
+    model = billed_model(await store.load_full_branch(info.id), info.metadata)
+    _MODELS[key] = (version, model)
+    while len(_MODELS) > _MODELS_KEPT:
+        _MODELS.popitem(last=False)
+    return model
 
 
 @router.get("/sessions/{session_id}")

@@ -163,7 +163,7 @@ _FULL: weakref.WeakKeyDictionary[Any, tuple[Any, int, int]] = weakref.WeakKeyDic
 async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """The next request by category (system, tools, checkpoint, pins, messages, tool
     results) and the free space below the safe input limit; adds up to the gauge."""
-    from ..core.breakdown import context_breakdown, full_history_tokens
+    from ..core.breakdown import context_report, history_figures
     from ..core.tree import Branch
 
     live = await sessions.get(who, session_id)
@@ -172,9 +172,6 @@ async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, 
     conv = live.conv
     sizer = conv.sizer
     estimate = conv.estimate()
-    out = context_breakdown(conv.projection(), sizer.costs, system=sizer.system,
-                            tools=sizer.tool_json, used=estimate.tokens,
-                            limit=conv.budget.safe_input_limit)
     # The whole branch is read once per leaf and model, not on every refresh of the page.
     key = (getattr(conv.branch, "leaf_id", None), getattr(conv.branch, "revision", None),
            conv.capacity)
@@ -182,16 +179,18 @@ async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, 
     if known is None or known[0] != key:
         branch = await conv.store.load_full_branch(session_id)
         nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
-        full = full_history_tokens(nodes, sizer.costs, system=sizer.system,
-                                   tools=sizer.tool_json)
-        known = (key, full, sum(1 for n in nodes if n.checkpoint is not None))
+        full, checkpoints = history_figures(nodes, sizer.costs, system=sizer.system,
+                                            tools=sizer.tool_json)
+        known = (key, full, checkpoints)
         _FULL[conv] = known
     _, full, checkpoints = known
-    return {"session_id": session_id, **out.to_json(), "method": estimate.method,
-            "context_window": conv.capacity.context_window,
-            "auto_threshold": conv.budget.auto_threshold,
-            "full_history_tokens": full, "saved_tokens": max(0, full - out.used),
-            "checkpoints": checkpoints}
+    return {"session_id": session_id, "model": conv.capacity.model,
+            **context_report(conv.projection(), sizer.costs, system=sizer.system,
+                             tools=sizer.tool_json, used=estimate.tokens,
+                             method=estimate.method, limit=conv.budget.safe_input_limit,
+                             threshold=conv.budget.auto_threshold,
+                             context_window=conv.capacity.context_window,
+                             full_history=full, checkpoints=checkpoints)}
 
 
 # ------------------------------------------------------------------ export

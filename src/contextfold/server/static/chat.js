@@ -43,15 +43,29 @@ function grew(p) {
     p.tokens_after_estimate >= p.tokens_before;
 }
 
+// A checkpoint's sizes as far as it recorded them: an imported one (Pi's) may name only
+// the size before it, and the card then says so instead of "→ ~– tokens".
+function compactedText(p) {
+  const number = (v) => typeof v === "number";
+  const by = p.summarizer || "summary";
+  if (number(p.tokens_before) && number(p.tokens_after_estimate)) {
+    return `Earlier context compacted: ${formatTokens(p.tokens_before)} → ` +
+      `~${formatTokens(p.tokens_after_estimate)} tokens (estimated; ${by}). `;
+  }
+  if (number(p.tokens_before)) {
+    return `Earlier context compacted from ${formatTokens(p.tokens_before)} tokens (${by}; ` +
+      "its size after was not recorded). ";
+  }
+  return `Earlier context compacted (${by}). `;
+}
+
 function chatItem(node, handlers) {
   if (node.kind === "checkpoint") {
     const p = node.payload || {};
     return el("li", {class: "msg checkpoint-note", dataset: {nodeId: node.id}},
       el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, nodeLabel(node)),
         timeEl(node.created_at)),
-      el("p", {class: "msg-text"},
-        `Earlier context compacted: ${formatTokens(p.tokens_before)} → ` +
-        `~${formatTokens(p.tokens_after_estimate)} tokens (estimated; ${p.summarizer || "summary"}). ` +
+      el("p", {class: "msg-text"}, compactedText(p) +
         // A manual compaction may grow a short request (the automatic one never commits
         // that): the card says so, so the numbers are not read as a saving.
         (grew(p) ? "It did not make the request smaller: the summary outweighs what it folded. " : "") +

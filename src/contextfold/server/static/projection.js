@@ -60,8 +60,10 @@ function countsSection(projection) {
       row("context window", projection.context_window),
       measured ? row("reported by the model (last reply)", b.baseline) : null,
       row(measured ? "added since (estimated)" : "messages + summary (estimated)", b.delta),
-      row("system prompt", b.system),
-      row("tools", b.tools)),
+      // Measured, the system prompt and tools are inside the reported usage: the breakdown
+      // below shows each category, so this list shows no second, different "tools" count.
+      measured ? null : row("system prompt", b.system),
+      measured ? null : row("tools", b.tools)),
     el("p", {class: "muted"}, measured
       ? "Measured: the last reply's reported usage plus an estimate of what came after it."
       : "Estimated from the text (no reply has reported its usage yet)."));
@@ -143,7 +145,7 @@ function contextSection(context, cost) {
   rows.push(el("tr", {dataset: {category: "free"}, class: "free-row"},
     el("th", {scope: "row"}, el("span", {class: "swatch-box seg-free"}), "Free"),
     el("td", {}, formatTokens(context.free)), el("td", {}, pct(context.free))));
-  const saved = context.saved_tokens || 0;
+  const saved = context.saved_tokens || 0;  // may be negative: the request grew
   return el("section", {"aria-label": "Context breakdown", id: "context-breakdown"},
     el("h3", {}, "Context breakdown"),
     bar,
@@ -155,18 +157,26 @@ function contextSection(context, cost) {
       (context.scaled ? " Parts are estimated and scaled to the measured total." : "")),
     el("p", {class: "savings", id: "context-savings"},
       context.checkpoints
-        ? `Saved: ${formatTokens(saved)} tokens per request — the whole history is ${formatTokens(context.full_history_tokens)} ` +
+        ? `${saved >= 0 ? `Saved: ${formatTokens(saved)} tokens per request` : `Lost: the next request is ${formatTokens(-saved)} tokens larger than the whole history`}` +
+          ` — the whole history is ${formatTokens(context.full_history_tokens)} ` +
           `tokens, the next request ${formatTokens(context.used)} (${context.checkpoints} ${context.checkpoints === 1 ? "compaction" : "compactions"}).`
         : `Nothing saved yet: no compaction so far (the whole history is ${formatTokens(context.full_history_tokens)} tokens).`),
     cost ? costLine(cost) : null);
 }
 
 function costLine(cost) {
-  const money = (v) => (v === null || v === undefined ? "–" : `$${Number(v).toFixed(4)}`);
-  // `saved_usd` is the service's (full history against the requests as sent, both through
-  // one cache model): the page never subtracts bills of two different kinds itself.
-  const saved = cost.saved_usd !== null && cost.saved_usd !== undefined && cost.full_history_usd !== null && cost.full_history_usd !== undefined
-    ? ` — saved ${money(cost.saved_usd)} against sending the full history (${money(cost.full_history_usd)}, modelled)` : "";
+  const money = (v) => (v === null || v === undefined ? "–" : `$${Math.abs(Number(v)).toFixed(4)}`);
+  const known = (v) => v !== null && v !== undefined;
+  // `saved_usd` is the service's (core/costs: the full history against the requests as sent,
+  // both through one cache model); it is compared with `as_sent_usd`, its other side, never
+  // with the reported bill. A negative saving is a loss, said as one.
+  let saved = "";
+  if (known(cost.saved_usd) && known(cost.full_history_usd)) {
+    const modelled = ` (modelled: the full history ${money(cost.full_history_usd)}, as sent ${money(cost.as_sent_usd)})`;
+    saved = !cost.compactions ? ` — nothing saved yet: no compaction${modelled}`
+      : cost.saved_usd < 0 ? ` — compaction cost ${money(cost.saved_usd)} more than sending the full history${modelled}`
+      : ` — compaction saved ${money(cost.saved_usd)} against sending the full history${modelled}`;
+  }
   // No price: say which model the catalog lacks instead of a bare dash.
   const spent = cost.usd === null || cost.usd === undefined
     ? `no price known for ${cost.model || "this model"} (the models file can add one)`
