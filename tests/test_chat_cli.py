@@ -43,7 +43,13 @@ def test_chat_send_and_resume(fake, tmp_path):  # C5 U1
     child.expect("Hello, I am the fake model.")
     child.expect(r"context [\d,]+ / [\d,]+ tokens")  # the live gauge
     child.expect(PROMPT)
-    child.sendline("/context")
+    child.sendline("/context")  # a breakdown by category, as the page and `context` show
+    child.expect("Tools")
+    child.expect("Recent messages")
+    child.expect("Free")
+    child.expect("next compaction")
+    child.expect(PROMPT)
+    child.sendline("/request")  # the request in full
     child.expect("Hi there")
     child.expect(PROMPT)
     child.sendline("/quit")

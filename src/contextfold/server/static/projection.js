@@ -3,9 +3,11 @@
 import {byId, el, formatTokens, replaceChildren} from "./dom.js";
 import {nodeLabel, nodeText} from "./nodes.js";
 
+// The categories of core/breakdown.py, labelled as `contextfold context` labels them.
 const CATEGORY_LABELS = [
   ["system", "System prompt"], ["tools", "Tools"], ["checkpoint", "Checkpoint summary"],
-  ["pins", "Pins"], ["messages", "Tail messages"], ["tool_results", "Tool results"],
+  ["pins", "Pins"], ["recall", "Recalled excerpts"], ["messages", "Recent messages (tail)"],
+  ["tool_results", "Tool results"],
 ];
 
 export function renderProjection(projection, {onCheckpoint, onUnpin, onPinText, context, cost, locked}) {
@@ -155,6 +157,7 @@ function contextSection(context, cost) {
     el("p", {class: "muted"}, `Of the safe input limit of ${formatTokens(context.limit)} tokens ` +
       `(window ${formatTokens(context.context_window)}).` +
       (context.scaled ? " Parts are estimated and scaled to the measured total." : "")),
+    nextCompaction(context.next_compaction),
     el("p", {class: "savings", id: "context-savings"},
       context.checkpoints
         ? `${saved >= 0 ? `Saved: ${formatTokens(saved)} tokens per request` : `Lost: the next request is ${formatTokens(-saved)} tokens larger than the whole history`}` +
@@ -162,6 +165,16 @@ function contextSection(context, cost) {
           `tokens, the next request ${formatTokens(context.used)} (${context.checkpoints} ${context.checkpoints === 1 ? "compaction" : "compactions"}).`
         : `Nothing saved yet: no compaction so far (the whole history is ${formatTokens(context.full_history_tokens)} tokens).`),
     cost ? costLine(cost) : null);
+}
+
+// When the next automatic compaction is expected (core/breakdown.next_compaction).
+function nextCompaction(next) {
+  if (!next) return null;
+  const count = (n, word) => `${formatTokens(n)} ${n === 1 ? word : `${word}s`}`;
+  const pace = next.turns !== null && next.turns !== undefined ? `, about ${count(next.turns, "turn")} at this session's pace` : "";
+  return el("p", {class: "muted", id: "context-next"}, next.tokens_to_go
+    ? `Next compaction in ${formatTokens(next.tokens_to_go)} tokens${pace} (automatic threshold ${formatTokens(next.auto_threshold)}).`
+    : `Next compaction: due now (past the automatic threshold of ${formatTokens(next.auto_threshold)} tokens).`);
 }
 
 function costLine(cost) {
