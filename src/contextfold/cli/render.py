@@ -107,7 +107,8 @@ def preview(node: Node, width: int = PREVIEW_CHARS) -> Text:
 def render_import(payload: dict[str, Any], warnings: Sequence[str]) -> None:
     say(("imported", "green"), f" {payload['format']} session → ",
         (payload["session_id"], "bold"),
-        f": {payload['messages']} messages, {payload['checkpoints']} checkpoints")
+        f": {count(payload['messages'], 'message')}, "
+        f"{count(payload['checkpoints'], 'checkpoint')}")
     if payload["skipped"]:
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(payload["skipped"].items()))
         say(f"skipped (counted, not lost): {skipped}")
@@ -169,7 +170,7 @@ def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
             title = Text("(read-only) ", style="red").append_text(title)
         table.add_row(*(cell(r) for *_, cell in columns), title)
     console.print(table)
-    say((f"times are UTC; {_count(len(rows), 'session')}", "dim"))
+    say((f"times are UTC; {count(len(rows), 'session')}", "dim"))
 
 
 def usd(amount: float | None) -> str:
@@ -204,7 +205,7 @@ def _saved(row: dict[str, Any]) -> str:
         usd(saved).startswith("-") else usd(saved)
 
 
-def _count(n: int, noun: str) -> str:
+def count(n: int, noun: str) -> str:
     """`1 message`, `2 messages`: a count with its noun in the right number."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
@@ -228,7 +229,7 @@ def render_compaction(payload: dict[str, Any]) -> None:
         say(("busy", "yellow"), ": ", payload["reason"] or "")
     elif status == "preview":  # SPEC M7: nothing was committed
         say(("preview", "cyan"), fitted,
-            f": would fold {payload['summarized_messages']} messages; "
+            f": would fold {count(payload['summarized_messages'], 'message')}; "
             f"{payload['kept_messages']} kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']}); nothing was "
             "committed")
@@ -237,8 +238,9 @@ def render_compaction(payload: dict[str, Any]) -> None:
             f"contextfold compact SESSION --summary-file FILE --base {payload['base']}")
     else:
         say(("compacted", "green"), fitted,
-            f": checkpoint {payload['checkpoint_id']} folds {payload['summarized_messages']}"
-            f" messages; {payload['kept_messages']} kept raw; ~{payload['tokens_before']:,} → "
+            f": checkpoint {payload['checkpoint_id']} folds "
+            f"{count(payload['summarized_messages'], 'message')}; {payload['kept_messages']} "
+            "kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']})")
         if payload.get("why_none_kept"):
             say(("nothing stayed raw", "yellow"), ": ", payload["why_none_kept"])
@@ -287,7 +289,7 @@ def render_context(payload: dict[str, Any]) -> None:
         if nxt["tokens_to_go"] == 0:
             when = "due now: the request is past the automatic threshold"
         else:
-            pace = [_count(n, w) for n, w in ((nxt.get("turns"), "turn"),
+            pace = [count(n, w) for n, w in ((nxt.get("turns"), "turn"),
                                               (nxt.get("requests"), "model request"))
                     if n is not None]
             when = (f"in {nxt['tokens_to_go']:,} tokens" +
@@ -300,7 +302,7 @@ def render_context(payload: dict[str, Any]) -> None:
                 f"lost: the request is {-saved:,} tokens larger than the whole history")
         say(("compaction", "cyan"), f" {what} (the whole history is "
             f"{payload['full_history_tokens']:,} tokens; "
-            f"{_count(payload['checkpoints'], 'checkpoint')})")
+            f"{count(payload['checkpoints'], 'checkpoint')})")
     else:
         say(("compaction", "cyan"), " none yet (the whole history is "
             f"{payload['full_history_tokens']:,} tokens)")
@@ -361,10 +363,10 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
         step = 0 if len(kids) == 1 else 1
         stack.extend((depth + step, kid) for kid in reversed(kids))
     if page is not None:
-        say(("durable history", "bold"), f": the last {len(nodes)} nodes")
+        say(("durable history", "bold"), f": the last {count(len(nodes), 'node')}")
         say(("… older nodes not shown (--last N shows more, --last 0 all)", "dim"))
     else:
-        say(("durable history", "bold"), f": {len(nodes)} nodes")
+        say(("durable history", "bold"), f": {count(len(nodes), 'node')}")
     short = short_ids(ids)
     for depth, node in rows:
         line = Text("  " * depth)
@@ -372,8 +374,9 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
             line.append("(off branch) ", style="dim")
         line.append(short[node.id] + " ", style="dim")
         line.append_text(preview(node))
-        leaf = " ← leaf" if node.id == info.leaf_id else ""
-        # One terminal line per node: the preview gives way, never the id or the leaf mark.
+        leaf = " ← latest" if node.id == info.leaf_id else ""
+        # One terminal line per node: the preview gives way, never the id or the latest mark
+        # (the branch's newest node; "leaf" is the store's word, not the reader's).
         line.truncate(max(20, console.width - len(leaf)), overflow="ellipsis")
         if leaf:
             line.append(leaf, style="bold green")

@@ -22,6 +22,7 @@ from .app import (
 )
 from .render import (
     SHOW_PAGE,
+    count,
     render_compaction,
     render_context,
     render_import,
@@ -275,7 +276,7 @@ def compact_command(
 ) -> None:
     """Compact a session now (manual compaction: a no-op is a success with a reason).
 
-    SPEC M7: --preview shows what would be committed; --summary-file commits your edit."""
+    --preview shows what would be committed; --summary-file commits your edit."""
     out = Output(as_json)
     from .llm_choice import summarizer_choice_problem
 
@@ -551,8 +552,8 @@ def verify_command(
     ref: str = typer.Argument(..., metavar="SESSION",
                               help=SESSION_HELP + " Its whole tree is checked."),
     expect: str | None = typer.Option(
-        None, "--expect", help="Head digest recorded earlier: fail unless the session's leaf "
-        "still has it."),
+        None, "--expect", help="Head digest recorded earlier: fail unless the session's latest "
+        "node still has it."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -578,8 +579,8 @@ def verify_command(
 
         def human() -> None:
             verdict = "[green]sound[/]" if payload["ok"] else "[red]DAMAGED[/]"
-            console.print(f"tree {report.tree_id}: {verdict}, {report.nodes} nodes, "
-                          f"{report.sessions} sessions")
+            console.print(f"tree {report.tree_id}: {verdict}, {count(report.nodes, 'node')}, "
+                          f"{count(report.sessions, 'session')}")
             for problem in payload["problems"][:50]:
                 console.print(f"  [red]-[/] {problem}")
             console.print(f"head digest of {session}: {report.heads.get(session)}")

@@ -473,8 +473,8 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
 def _plan_mismatch(row: RowMapping, plan: Plan) -> str | None:
     """C2: same leaf, same revision as when the plan was made."""
     if row["leaf_id"] != plan.session_leaf_id:
-        return (f"the leaf moved from {plan.session_leaf_id!r} to {row['leaf_id']!r} while "
-                "summarising")
+        return (f"the session moved while summarising (its latest node was "
+                f"{plan.session_leaf_id!r}, now {row['leaf_id']!r})")
     if row["branch_revision"] != plan.branch_revision:
         return (f"branch revision is {row['branch_revision']}, the plan was made at "
                 f"{plan.branch_revision}")

@@ -323,7 +323,7 @@ async function loadEverything() {
   const asked = hashSession();
   const wanted = asked ? await wholeId(asked) : latestActive(state.sessions);
   if (generation !== state.generation) return;
-  await openSession(wanted, {updateHash: Boolean(asked)});
+  await openSession(wanted);
 }
 
 // The session active last (its latest message, compaction or retry), archived ones only

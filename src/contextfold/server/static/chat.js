@@ -1,7 +1,7 @@
 // The chat column: the messages of the session's branch, checkpoints shown as notes, and the
 // bubbles of a turn in flight. Text is rendered as safe Markdown (markdown.js builds DOM
 // nodes, never HTML); long tool outputs are collapsed; every message can be pinned.
-import {byId, el, formatTokens, replaceChildren, timeEl} from "./dom.js";
+import {byId, count, el, formatTokens, replaceChildren, timeEl} from "./dom.js";
 import {renderMarkdown} from "./markdown.js";
 import {indexTree, nodeLabel, nodeText, pathTo} from "./nodes.js";
 
@@ -109,7 +109,7 @@ export function messageBody(node) {
     } else if (part.type === "tool_result") {
       out.append(toolOutput(part));
     } else if (part.type === "reasoning") {
-      out.append(el("p", {class: "muted"}, "(reasoning)"));
+      out.append(thinking(part));
     } else if (part.type && !["text", "tool_call", "tool_result"].includes(part.type)) {
       out.append(el("p", {class: "muted"}, `(${part.type})`));
     }
@@ -122,6 +122,16 @@ export function messageBody(node) {
   return out;
 }
 
+// The model's thinking, shown as thinking: collapsed behind its size when the provider let it
+// be read, else said to be unreadable (a message of thinking alone is never a blank card).
+function thinking(part) {
+  const text = (part.text || "").trim();
+  if (!text) return el("p", {class: "muted thinking"}, "(thinking: not readable, the provider keeps it encrypted)");
+  return el("details", {class: "thinking"},
+    el("summary", {}, `Thinking: ${count(text.length, "character")} — show`),
+    el("pre", {class: "pre"}, text));
+}
+
 function toolOutput(part) {
   const output = part.output || "";
   const label = `${part.is_error ? "✗" : "←"} ${part.name || "result"}`;
@@ -131,7 +141,7 @@ function toolOutput(part) {
       el("pre", {class: "pre"}, output));
   }
   return el("details", {class: "tool-result long"},
-    el("summary", {}, `${label}: ${lines.length} lines, ${formatTokens(output.length)} characters — show`),
+    el("summary", {}, `${label}: ${count(lines.length, "line")}, ${count(output.length, "character")} — show`),
     el("pre", {class: "pre"}, output));
 }
 

@@ -1,6 +1,6 @@
 // What the next request holds: the latest checkpoint's summary, its ledger and pins, the raw
 // tail verbatim, and the estimate against the limit (GET /projection).
-import {byId, el, formatTokens, replaceChildren} from "./dom.js";
+import {byId, count, el, formatTokens, replaceChildren} from "./dom.js";
 import {nodeLabel, nodeText} from "./nodes.js";
 
 // The categories of core/breakdown.py, labelled as `contextfold context` labels them.
@@ -84,10 +84,19 @@ function summarySection(node, onCheckpoint) {
 
 export function ledgerTable(entries) {
   if (!entries.length) return el("p", {class: "muted"}, "empty");
-  return el("table", {class: "ledger"},
+  // An identifier is copied and compared: it may wrap only after its own separators (a
+  // path's "/", a DOI's ".", a key's "-"), never inside a run of letters and digits; one
+  // longer than the panel scrolls sideways instead of breaking ("9KH9TNS|J").
+  return el("div", {class: "table-scroll"}, el("table", {class: "ledger"},
     el("thead", {}, el("tr", {}, el("th", {}, "kind"), el("th", {}, "identifier"), el("th", {}, "note"))),
     el("tbody", {}, entries.map((e) => el("tr", {},
-      el("td", {}, e.kind || ""), el("td", {}, e.value || ""), el("td", {}, e.note || "")))));
+      el("td", {}, e.kind || ""), el("td", {class: "ident"}, breakable(e.value || "")),
+      el("td", {}, e.note || ""))))));
+}
+
+/** `text` with a line-break opportunity after each separator, none elsewhere. */
+export function breakable(text) {
+  return String(text).split(/(?<=[\/.\-_:?&=#@,;])/).flatMap((piece, i) => (i ? [el("wbr"), piece] : [piece]));
 }
 
 function ledgerSection(node) {
@@ -95,7 +104,7 @@ function ledgerSection(node) {
   const entries = ledger.entries || [];
   const evicted = ledger.evicted || [];
   return el("section", {"aria-label": "Ledger"},
-    el("h3", {}, `Ledger: ${entries.length} identifiers` +
+    el("h3", {}, `Ledger: ${count(entries.length, "identifier")}` +
       (evicted.length ? ` (${evicted.length} evicted for size, still in the history)` : "")),
     ledgerTable(entries));
 }
@@ -162,7 +171,7 @@ function contextSection(context, cost) {
       context.checkpoints
         ? `${saved >= 0 ? `Saved: ${formatTokens(saved)} tokens per request` : `Lost: the next request is ${formatTokens(-saved)} tokens larger than the whole history`}` +
           ` — the whole history is ${formatTokens(context.full_history_tokens)} ` +
-          `tokens, the next request ${formatTokens(context.used)} (${context.checkpoints} ${context.checkpoints === 1 ? "compaction" : "compactions"}).`
+          `tokens, the next request ${formatTokens(context.used)} (${count(context.checkpoints, "compaction")}).`
         : `Nothing saved yet: no compaction so far (the whole history is ${formatTokens(context.full_history_tokens)} tokens).`),
     cost ? costLine(cost) : null);
 }
@@ -170,7 +179,6 @@ function contextSection(context, cost) {
 // When the next automatic compaction is expected (core/breakdown.next_compaction).
 function nextCompaction(next) {
   if (!next) return null;
-  const count = (n, word) => `${formatTokens(n)} ${n === 1 ? word : `${word}s`}`;
   const pace = next.turns !== null && next.turns !== undefined ? `, about ${count(next.turns, "turn")} at this session's pace` : "";
   return el("p", {class: "muted", id: "context-next"}, next.tokens_to_go
     ? `Next compaction in ${formatTokens(next.tokens_to_go)} tokens${pace} (automatic threshold ${formatTokens(next.auto_threshold)}).`
@@ -203,7 +211,7 @@ function costLine(cost) {
 function tailSection(messages) {
   const shown = messages.filter((n) => n.kind !== "pin");
   return el("section", {"aria-label": "Raw tail"},
-    el("h3", {}, `Raw tail: ${shown.length} messages, verbatim`),
+    el("h3", {}, `Raw tail: ${count(shown.length, "message")}, verbatim`),
     shown.length ? el("ol", {class: "tail", id: "projection-tail"}, shown.map((n) =>
       el("li", {class: "tail-item", dataset: {nodeId: n.id}},
         el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, nodeLabel(n))),
