@@ -334,3 +334,29 @@ def test_make_demo_installs_the_base_only_and_make_test_the_rest(tmp_path: Path)
     assert "[dev]" not in demo and "contextfold demo" in demo
     test = planned("test")
     assert "-e '.[dev]'" in test and "pytest" in test
+
+
+# ---------------------------------------------------------------------- docs
+
+
+def test_docs_say_what_make_agents_runs_and_the_readmes_pi_config_has_compat() -> None:
+    """docs/real-agents.md names the command the Makefile's agents target runs, and the
+    README's Pi provider carries the `compat` block docs/real-agents.md says local servers
+    need (issue 41)."""
+    root = Path(__file__).resolve().parents[1]
+    makefile = (root / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("$(AGENTS):", 1)[1].split("\nagents:", 1)[0]
+    command = re.search(r"\bnpm (install|ci)\b", recipe).group(0)
+    agents_doc = (root / "docs/real-agents.md").read_text(encoding="utf-8")
+    said = re.search(r"`make agents`: `(npm \w+)`", agents_doc)
+    assert said and said.group(1) == command
+    readme = (root / "README.md").read_text(encoding="utf-8")
+
+    def pi_config(text: str) -> dict:
+        block = re.search(r'```json\s*(\{"providers": \{"local": \{"baseUrl".*?)```', text,
+                          re.S).group(1)
+        return json.loads(block)["providers"]["local"]
+
+    ours, theirs = pi_config(readme), pi_config(agents_doc)
+    assert ours["compat"] == theirs["compat"]
+    assert ours["compat"] == {"supportsDeveloperRole": False, "supportsReasoningEffort": False}

@@ -182,7 +182,9 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
     display, prefix, items, system, warnings, notes = load_messages(source, fmt, name)
     b = TreeBuilder(display)
     b.warnings.extend(warnings + notes)
-    noted = len(notes)  # a streamed array adds its repair notes once it is read
+    # A streamed array adds its repair notes once it is read: they go where a file read
+    # whole has them, before the messages' own warnings.
+    noted, noted_at = len(notes), len(b.warnings)
     if warnings:
         b.skipped["unreadable_line"] += len(warnings)
     start = datetime.now(UTC)
@@ -221,7 +223,7 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
             b.skipped["empty_message"] += 1
             continue
         parent = b.add(draft).id
-    b.warnings.extend(notes[noted:])
+    b.warnings[noted_at:noted_at] = notes[noted:]
     metadata: dict[str, Any] = {"models": list(importer.models)}
     if systems:
         metadata["system"] = "\n\n".join(systems)

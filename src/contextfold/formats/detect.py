@@ -56,7 +56,7 @@ def detect_format(path: str | Path) -> str:
     head = first_byte(path)
     if head == b"[":  # one JSON array, read as a stream however large (its size is the
         # import limit's to judge, not the limit of one JSON value)
-        fmt = array_format(JsonArray.open(path).items())
+        fmt = array_format(JsonArray.unread(path).items())
         if fmt is None:
             raise ImportFormatError(name, "a JSON list, but not of chat messages "
                                     "(each needs a 'role')")

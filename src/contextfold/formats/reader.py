@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -342,9 +343,6 @@ class JsonArray:
     # into "?", so such a file is parsed by ijson's Python parser, which keeps it, and the
     # lone surrogates are then replaced with U+FFFD exactly as a whole-file read does.
     escapes_surrogates: bool
-    # A run of 19 digits appears: an integer past 64 bits overflows yajl, so such a file is
-    # parsed by ijson's Python parser too (Python's integers have no bound).
-    long_numbers: bool = False
 
     @classmethod
     def open(cls, path: str | Path) -> JsonArray:
@@ -352,31 +350,44 @@ class JsonArray:
         opening it (missing, not a regular file, over the import limit) are raised here."""
         name = source_name(path)
         limit = max_import_bytes()
-        digest, escapes, long, read, tail = hashlib.sha256(), False, False, 0, b""
+        digest, escapes, read, tail = hashlib.sha256(), False, 0, b""
         with open_input(path) as handle:
             while chunk := handle.read(_CHUNK):
                 read += len(chunk)
                 if read > limit:
                     raise _too_big(name, limit)
                 digest.update(chunk)
-                # The patterns are at most 19 bytes: the chunk's last 18 are searched again.
-                window = tail + chunk
-                escapes = escapes or _SURROGATE_ESCAPE_BYTES.search(window) is not None
-                long = long or _LONG_NUMBER.search(window) is not None
-                tail = chunk[-18:]
+                # The pattern is 4 bytes: the chunk's last 3 are searched again.
+                escapes = escapes or _SURROGATE_ESCAPE_BYTES.search(tail + chunk) is not None
+                tail = chunk[-3:]
         if read == 0:
             raise ImportFormatError(name, "the file is empty")
-        return cls(Path(path), name, digest.hexdigest(), escapes, long)
+        return cls(Path(path), name, digest.hexdigest(), escapes)
+
+    @classmethod
+    def unread(cls, path: str | Path) -> JsonArray:
+        """The array without the first pass (no digest): what detection reads, which looks
+        at the messages' roles and shapes only."""
+        return cls(Path(path), source_name(path), "", False)
 
     def items(self, notes: list[str] | None = None, *, limit: int | None = None
               ) -> Iterator[Any]:
         """The array's elements, parsed one by one (at most `limit` of them); a file that is
         not one JSON array, or not valid JSON, is a fatal `ImportFormatError` when reached.
         Lone surrogates become U+FFFD; `notes` is told how many once the array is read."""
+        try:
+            yield from self._items(self.escapes_surrogates, notes, limit)
+        except _Overflow as stop:
+            # An integer past 64 bits overflows yajl: the file is read again by ijson's
+            # Python parser (unbounded integers), past the elements already handed out.
+            yield from islice(self._items(True, notes, limit), stop.count, None)
+
+    def _items(self, python: bool, notes: list[str] | None, limit: int | None
+               ) -> Iterator[Any]:
         import ijson
 
         parser = ijson
-        if self.escapes_surrogates or self.long_numbers:
+        if python:
             from ijson.backends import python as parser  # type: ignore[no-redef]
         replaced = 0
         count = 0
@@ -394,7 +405,7 @@ class JsonArray:
                         yield OversizedValue(size)
                         count += 1
                         continue
-                    if self.escapes_surrogates:
+                    if python:
                         item, fixed = replace_surrogates(item)
                         replaced += fixed
                     yield item
@@ -402,6 +413,8 @@ class JsonArray:
                     if limit is not None and count >= limit:
                         return
             except ijson.JSONError as exc:
+                if not python and "integer overflow" in _json_error(exc):
+                    raise _Overflow(count) from None
                 raise ImportFormatError(self.source, _json_error(exc)) from None
             except UnicodeDecodeError as exc:
                 raise ImportFormatError(self.source, "not UTF-8 text (binary data?) at byte "
@@ -436,7 +449,13 @@ def value_size(value: Any, cap: int) -> int:
     return size
 
 
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+class _Overflow(Exception):
+    """yajl met an integer past 64 bits after handing out `count` elements."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
 _SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
