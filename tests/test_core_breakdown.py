@@ -83,3 +83,37 @@ def test_e9_fixed_parts_are_never_scaled(system_words: int, tool_words: int,
         assert all(out.parts[k] == estimated[k] for k in FIXED)
     if tools is None:
         assert out.parts["tools"] == 0
+
+
+@given(st.lists(st.sampled_from(["user", "assistant", "tool"]), min_size=1, max_size=12),
+       st.integers(0, 50_000), st.integers(1, 60_000))
+def test_next_compaction_is_when_the_pace_reaches_the_threshold(roles: list[str], used: int,
+                                                                threshold: int) -> None:
+    """The next automatic compaction: the tokens left below the threshold, and at the
+    projection's pace (tokens a model request adds) enough requests to cover them."""
+    from contextfold.core.breakdown import next_compaction
+
+    items = []
+    for i, role in enumerate(roles):
+        items.append(user(f"question {i} " * 20) if role == "user" else
+                     assistant(f"answer {i} " * 30) if role == "assistant" else
+                     tool_result(f"c{i}", f"row {i} " * 40))
+    projection = project(branch_of(chain(items)))
+    costs = MessageCosts(ModelCapacity(model="offline/echo", context_window=8192,
+                                       max_output=1024))
+    nxt = next_compaction(projection, costs, used=used, threshold=threshold)
+    assert nxt.threshold == threshold and nxt.tokens_to_go == max(0, threshold - used)
+    if nxt.tokens_to_go == 0:
+        assert nxt.requests == nxt.turns == 0
+    elif "assistant" not in roles:
+        assert nxt.requests is None  # no model request yet: no pace to go by
+    else:
+        grown = sum(costs(n) for n in projection.messages) / roles.count("assistant")
+        assert nxt.requests is not None and nxt.requests * max(1, round(grown)) >= \
+            nxt.tokens_to_go
+        # A turn is requests-per-turn requests: as many turns as that makes of them.
+        assert (nxt.turns is None) == ("user" not in roles)
+        if nxt.turns is not None:
+            per_turn = roles.count("assistant") / roles.count("user")
+            assert nxt.turns >= 1 and abs(nxt.turns * per_turn - nxt.requests) <= \
+                per_turn + 1 + nxt.requests * 0.5
