@@ -489,7 +489,7 @@ def context_command(
 
 @app.command("show")
 def show_command(
-    ref: str = typer.Argument(..., metavar="SESSION", help=SESSION_HELP),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     last: int | None = typer.Option(
         None, "--last", "--tail", min=0,
         help=f"Only the branch's newest N nodes and the forks off them (default: {SHOW_PAGE} "
@@ -509,15 +509,15 @@ def show_command(
         from ..core.tree import Branch, DamagedBranch
 
         async def reads(store: SessionReader) -> tuple[Any, ...]:
-            session = await session_id_of(store, ref)
-            info = await store.get_session(session)
+            sid = await session_id_of(store, session)
+            info = await store.get_session(sid)
             if page is None:
-                nodes = await store.load_tree(session)
-                branch = model_view = await store.load_full_branch(session)
+                nodes = await store.load_tree(sid)
+                branch = model_view = await store.load_full_branch(sid)
             else:
-                nodes = await store.load_tree_page(session, limit=page)
-                branch = await store.load_branch_page(session, limit=page)
-                model_view = await store.load_branch(session)
+                nodes = await store.load_tree_page(sid, limit=page)
+                branch = await store.load_branch_page(sid, limit=page)
+                model_view = await store.load_branch(sid)
             problems = tuple(getattr(branch, "problems", ()) or
                              getattr(model_view, "problems", ()))
             if info.read_only and not problems:  # damage in summarised history, off the page
@@ -549,8 +549,7 @@ def show_command(
 
 @app.command("verify")
 def verify_command(
-    ref: str = typer.Argument(..., metavar="SESSION",
-                              help=SESSION_HELP + " Its whole tree is checked."),
+    session: str = typer.Argument(..., help=SESSION_HELP + " Its whole tree is checked."),
     expect: str | None = typer.Option(
         None, "--expect", help="Head digest recorded earlier: fail unless the session's latest "
         "node still has it."),
@@ -568,13 +567,13 @@ def verify_command(
 
     async def work() -> dict[str, Any]:
         async with await open_store(db) as store:
-            session = await session_id_of(store, ref)
-            report = await verify_tree(store, session)
+            sid = await session_id_of(store, session)
+            report = await verify_tree(store, sid)
         payload = report.to_json()
-        if expect is not None and report.heads.get(session) != expect:
+        if expect is not None and report.heads.get(sid) != expect:
             payload["ok"] = False
             payload["problems"].append(
-                f"head digest of session {session} is {report.heads.get(session)}, not the "
+                f"head digest of session {sid} is {report.heads.get(sid)}, not the "
                 f"expected {expect}: its history was rewritten")
 
         def human() -> None:
@@ -583,7 +582,7 @@ def verify_command(
                           f"{count(report.sessions, 'session')}")
             for problem in payload["problems"][:50]:
                 console.print(f"  [red]-[/] {problem}")
-            console.print(f"head digest of {session}: {report.heads.get(session)}")
+            console.print(f"head digest of {sid}: {report.heads.get(sid)}")
 
         out.emit(payload, human)
         return payload
