@@ -230,3 +230,19 @@ async def test_service_paths_and_bodies_take_prefixes(service_factory) -> None: 
             only_acme = first[:len(common_prefix(first, mine)) + 1]
             assert (await globex.get(f"/v1/sessions/{only_acme}")).status_code == 404
             assert (await globex.get("/v1/sessions/latest")).json()["session_id"] == mine
+
+
+async def test_the_mcp_server_takes_a_prefix_or_latest_too(store) -> None:  # noqa: F811
+    """`contextfold mcp --session` (and a tool's `session_id`): an id, a proxied label, else
+    a unique prefix or `latest`, through the same resolver."""
+    from contextfold.mcp.which import Asked, NoConversationError, which_session
+
+    made = [await store.create_session(title=f"m{i}") for i in range(2)]
+    ids = [m.id for m in made]
+    short = shortest_unique(ids, ids[0])
+    assert (await which_session(store, Asked(session=short))).session_id == ids[0]
+    assert (await which_session(store, Asked(session="latest"))).session_id == ids[1]
+    with pytest.raises(AmbiguousIdError):
+        await which_session(store, Asked(session=common_prefix(*ids)))
+    with pytest.raises(NoConversationError):
+        await which_session(store, Asked(session="no-such-session"))
