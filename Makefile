@@ -1,13 +1,22 @@
 # The two commands a new user needs (see README): `make demo` and `make test`.
-# Both create the virtual environment in .venv and install what they need first.
+# Both create the virtual environment in .venv and install what they need first: `make demo`
+# the base install alone, `make test` every extra and the test tools.
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# Two stamps: the base install (what `make demo` needs: the library and its offline
+# commands, no extra) and the whole development install (every extra and the test tools,
+# what `make test` needs). A fresh clone's `make demo` installs only the first.
+BASE := $(VENV)/.base-installed
 STAMP := $(VENV)/.installed
 
 .PHONY: install demo test lint bench bench-peers chromium agents
 
-$(STAMP): pyproject.toml
-	python3 -m venv $(VENV)
+$(BASE): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check -e .
+	touch $(BASE)
+
+$(STAMP): $(BASE) pyproject.toml
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
@@ -39,7 +48,8 @@ $(AGENTS): .agents/package.json .agents/package-lock.json
 
 agents: $(AGENTS)
 
-demo: $(STAMP)
+# The offline demo needs the base install only (no extra, no test tool).
+demo: $(BASE)
 	$(VENV)/bin/contextfold demo
 
 lint: $(STAMP)

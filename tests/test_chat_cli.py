@@ -43,7 +43,13 @@ def test_chat_send_and_resume(fake, tmp_path):  # C5 U1
     child.expect("Hello, I am the fake model.")
     child.expect(r"context [\d,]+ / [\d,]+ tokens")  # the live gauge
     child.expect(PROMPT)
-    child.sendline("/context")
+    child.sendline("/context")  # a breakdown by category, as the page and `context` show
+    child.expect("Tools")
+    child.expect("Recent messages")
+    child.expect("Free")
+    child.expect("next compaction")
+    child.expect(PROMPT)
+    child.sendline("/request")  # the request in full
     child.expect("Hi there")
     child.expect(PROMPT)
     child.sendline("/quit")
@@ -127,3 +133,40 @@ def test_chat_pin_pins_unpin(fake, tmp_path):  # N1 N2
     child.expect(PROMPT)
     child.sendline("/quit")
     child.expect(pexpect.EOF)
+
+
+def test_chat_resumes_by_prefix_with_the_sessions_model(fake, tmp_path):  # issue 41
+    """`--session` takes any unique prefix (or `latest`), and without `--model` the chat
+    goes on with the model the session was written with."""
+    fake.enqueue(Reply(text="First answer."), kind="chat")
+    child = _spawn(fake, tmp_path)
+    child.expect(PROMPT)
+    child.sendline("Hi there")
+    child.expect("First answer.")
+    child.expect(PROMPT)
+    child.sendline("/quit")
+    child.expect(r"resume with --session ([0-9a-f-]{36})")
+    session = child.match.group(1)
+    child.expect(pexpect.EOF)
+    child.close()
+
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40",
+           "CONTEXTFOLD_DB": f"sqlite:///{tmp_path / 'chat.db'}"}
+    for ref in (session[:-6], "latest"):
+        fake.enqueue(Reply(text="Second answer."), kind="chat")
+        args = ["-m", "contextfold", "chat", "--session", ref, "--provider",
+                "openai-compatible", "--base-url", fake.openai_url, "--context-window", "4000"]
+        resumed = pexpect.spawn(sys.executable, args, env=env, encoding="utf-8", timeout=60,
+                                dimensions=(40, 120))
+        resumed.expect("fake-chat")  # the banner names the session's model
+        resumed.expect(PROMPT)
+        resumed.sendline("And now?")
+        resumed.expect("Second answer.")
+        resumed.expect(PROMPT)
+        resumed.sendline("/quit")
+        resumed.expect(f"resume with --session {session}")
+        resumed.expect(pexpect.EOF)
+        resumed.close()
+        assert resumed.exitstatus == 0
+        sent = [r for r in fake.requests if not r.is_summary]
+        assert sent[-1].body["model"] == "fake-chat"

@@ -144,12 +144,14 @@ def test_db_before_the_command_works_like_after_it(cf, env, tmp_path):
 
 def test_unknown_session_names_the_id_the_database_and_how_to_list(cf, env):  # D2
     """The same text serves the CLI and the library: the id, which database was searched
-    (users with two databases pick the wrong one), the command that lists it, the call."""
-    for command in ("show", "project", "compact"):
+    (users with two databases pick the wrong one), the command that lists it, and that an
+    id may be shortened; no Python call in a command-line message (issue 41)."""
+    for command in ("show", "project", "compact", "context"):
         error = as_json(cf(command, "no-such-session", "--json", expect=2))["error"]
         assert "'no-such-session'" in error and env["CONTEXTFOLD_DB"] in error
         assert f"`contextfold sessions --db {env['CONTEXTFOLD_DB']}`" in error
-        assert "store.list_sessions()" in error
+        assert "unique prefix" in error and "latest" in error
+        assert "Python" not in error and "await" not in error
     human = cf("project", "no-such-session", expect=2)
     assert human.stderr.startswith("error: no session 'no-such-session' in the database ")
 

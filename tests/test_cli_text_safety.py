@@ -227,7 +227,7 @@ def test_chat_shows_what_was_sent_and_answered_exactly(screen, chat, text, answe
     session.send(text)
     out = take(screen)
     assert f"assistant> {shown(answer)}" in out
-    session.command("/context")
+    session.command("/request")  # the request in full (/context shows it by category)
     out = take(screen)
     assert shown(text) in out and shown(answer) in out
     session.command("/history")

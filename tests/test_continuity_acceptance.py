@@ -132,6 +132,10 @@ async def test_80_turn_session_keeps_the_users_decision_and_next_step(fake, stor
 # --------------------------------------------------------------------------- issue 37
 
 
+# A line of content (not a "(none)" or an "omitted" note).
+_CONTENT = r"^- (?:\[.\] )?(?:\((?:user|tool|inferred|pasted)\)|\[Recall\])"
+
+
 def _pressured_session(turns: int):
     """Issue 37's session: 1-3k-token user messages (English, Japanese and code) each
     naming a Zotero key and a DOI or a file path, a natural rule (written by hand before the
@@ -193,8 +197,7 @@ async def test_s9_fair_shares_under_pressure_at_16k(fake, store, summariser):
              "decisions": ("Decisions",), "next steps": ("Next Steps",),
              "critical context": ("Critical Context",)}
     absent = [kind for kind, names in kinds.items()
-              if not any(re.search(r"^- (?:\[.\] )?(?:\((?:user|tool|inferred|pasted)\)|\[Recall\])",
-                                   sections[name], re.MULTILINE) for name in names)]
+              if not any(re.search(_CONTENT, sections[name], re.MULTILINE) for name in names)]
     assert not absent, (absent, latest.summary)
     assert latest.ledger.entries  # the identifiers kept their share
     await conv.close()

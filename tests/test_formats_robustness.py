@@ -8,6 +8,7 @@ with `ImportFormatError` naming the file.
 from __future__ import annotations
 
 import json
+import re
 import string
 from collections import Counter
 from pathlib import Path
@@ -333,20 +334,29 @@ def test_a_huge_single_json_value_is_refused_unread(tmp_path, monkeypatch):  # D
     alone.write_text(line + "\n")
     small = CC_SMALL.decode().splitlines()
     mixed.write_text("\n".join([*small[:4], line, *small[4:]]) + "\n")
-    doc.write_text(json.dumps([{"role": "user", "content": text}]))
+    doc.write_text(json.dumps([{"role": "user", "content": "before"},
+                               {"role": "user", "content": text},
+                               {"role": "assistant", "content": "after"}]))
     refused = "over the 1.0 MB one JSON value may have.*CONTEXTFOLD_MAX_IMPORT_LINE_BYTES"
     tracemalloc.start()
     try:
-        for path, fmt in ((alone, "auto"), (alone, "claude-code"), (alone, "pi"),
-                          (doc, "auto")):
+        for path, fmt in ((alone, "auto"), (alone, "claude-code"), (alone, "pi")):
             with pytest.raises(ImportFormatError, match=refused):
                 import_file(path, fmt)
         peak = tracemalloc.get_traced_memory()[1]
         assert peak < 8 << 20, peak  # streamed past, never held
+        tracemalloc.reset_peak()
+        # A JSON array is read as a stream (issue 41): the file is not one value any more,
+        # each element is; the oversized one is dropped, reported with the limit, and held
+        # only while it is parsed (never with the file's bytes and text beside it).
+        for fmt in ("auto", "openai"):
+            streamed = import_file(doc, fmt)
+            assert streamed.skipped.get("oversized_message") == 1
+            assert any(re.search(refused, w) for w in streamed.warnings)
+            assert [n.message.text for n in streamed.nodes] == ["before", "after"]
+        assert tracemalloc.get_traced_memory()[1] < 3 * len(text), "held more than once"
     finally:
         tracemalloc.stop()
-    with pytest.raises(ImportFormatError, match=refused):  # reads the bytes, never parses
-        import_file(doc, "openai")
     result = import_file(mixed)  # one oversized line among good ones: skipped, reported
     assert result.skipped.get("unreadable_line") == 1
     assert any("over the 1.0 MB" in w for w in result.warnings)

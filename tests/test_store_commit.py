@@ -33,7 +33,7 @@ async def test_commit_is_stale_after_an_append(store):  # C2 C3
     sid = await seed_session(store, turns=3)
     plan = manual_plan(await store.load_branch(sid))
     await store.append(sid, user("meanwhile"))
-    await _stale(store, sid, plan, "leaf moved")
+    await _stale(store, sid, plan, "moved while summarising")
 
 
 async def test_commit_is_stale_when_only_the_revision_moved(store):  # C1 C2
@@ -51,7 +51,7 @@ async def test_second_commit_of_the_same_plan_is_stale(store):  # C2 C3
     sid = await seed_session(store, turns=3)
     plan = manual_plan(await store.load_branch(sid))
     assert (await store.commit_checkpoint(plan, checkpoint_for(plan), session_id=sid)).committed
-    await _stale(store, sid, plan, "leaf moved")
+    await _stale(store, sid, plan, "moved while summarising")
 
 
 async def test_commit_on_unstable_branch_is_stale(store):  # C2 A2

@@ -10,6 +10,7 @@ every connection sends at once.
 
 from __future__ import annotations
 
+import errno
 import socket
 
 
@@ -52,3 +53,24 @@ def checked_base_url(url: str, name: str = "base_url") -> str:
     if parts.query or parts.fragment or url.endswith(("?", "#")):
         raise ValueError(f"{name}: must not have a query string or a fragment")
     return url
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why a server could not listen on `host`:`port`, as one sentence for a person (None:
+    it can). Checked before a server says it is listening, so a busy port gives this
+    sentence alone, not a start line followed by uvicorn's `[Errno 98]`; a port taken in the
+    instant between the check and the bind still fails, with uvicorn's words."""
+    try:
+        listening_socket(host, port).close()
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            return (f"port {port} on {host} is already in use (another server is listening "
+                    "there): stop it, or choose another port with --port N")
+        if exc.errno == errno.EACCES:
+            return (f"port {port} on {host} needs privileges this user does not have: "
+                    "choose a port above 1023 with --port N")
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, socket.gaierror):
+            reason = f"the host name does not resolve ({reason})"
+        return f"cannot listen on {host} port {port}: {reason[0].lower() + reason[1:]}"
+    return None

@@ -202,7 +202,8 @@ def test_e9_context_breakdown_adds_up_to_the_gauge_and_savings(page: Any, stack:
     table = page.locator("#context-breakdown table.breakdown")
     expect(table).to_be_visible()
     rows = table.locator("tbody tr")
-    expect(rows).to_have_count(7)
+    # system, tools, checkpoint, pins, recall, tail messages, tool results, free
+    expect(rows).to_have_count(8)
     values = {r.get_attribute("data-category"): number(r.locator("td").first.inner_text())
               for r in rows.all()}
     used = sum(v for k, v in values.items() if k != "free")
@@ -210,8 +211,14 @@ def test_e9_context_breakdown_adds_up_to_the_gauge_and_savings(page: Any, stack:
     assert values["free"] == gauge["safe_input_limit"] - gauge["tokens"]
     assert values["checkpoint"] > 0 and values["tools"] > 0
     expect(page.locator("#gauge-text")).to_contain_text(f"{gauge['tokens']:,} /")
-    expect(page.locator("#context-savings")).to_contain_text("Saved:")
-    expect(page.locator("#context-savings")).to_contain_text("1 compaction")
+    # The saving against the whole history; a request larger than it is a loss (issue 41).
+    with stack.client() as client:
+        context = client.get(f"/v1/sessions/{sid}/context").json()
+    saved = context["full_history_tokens"] - gauge["tokens"]
+    assert context["saved_tokens"] == saved
+    expect(page.locator("#context-savings")).to_contain_text(
+        f"Saved: {saved:,} tokens" if saved >= 0 else f"Lost: the next request is {-saved:,}")
+    expect(page.locator("#context-savings")).to_contain_text("1 compaction)")
 
 
 def test_settings_view_names_keys_never_values(page: Any, stack: Stack) -> None:
@@ -361,14 +368,25 @@ def test_cost_is_rendered_when_the_session_has_one(page: Any, stack: Stack) -> N
         answer = route.fetch()
         body = answer.json()
         body["cost"] = {"currency": "USD", "usd": 0.0123, "full_history_usd": 0.05,
-                        "saved_usd": 0.0377,
+                        "saved_usd": 0.0377 - saved[0],
+                        "compactions": 1,
                         "input_tokens": 1200, "cached_tokens": 300, "cache_write_tokens": 0,
                         "output_tokens": 80, "summarizer_usd": None}
+        body["cost"]["as_sent_usd"] = 0.05 - body["cost"]["saved_usd"]
         route.fulfill(response=answer, json=body)
 
+    saved = [0.0]
     page.route(re.compile(rf".*/v1/sessions/{sid}$"), with_cost)
     open_session(page, stack, sid)
     cost = page.locator("#context-cost")
     expect(cost).to_contain_text("Cost so far: $0.0123")
-    expect(cost).to_contain_text("saved $0.0377")
+    # "Saved" is the service's (full history against as sent, both modelled), beside both.
+    expect(cost).to_contain_text("compaction saved $0.0377 against sending the full history")
+    expect(cost).to_contain_text("the full history $0.0500, as sent $0.0123")
     expect(cost).to_contain_text("1,200 input tokens (300 cached)")
+    # A negative saving is a loss, said as one, never "$0" (issue 41).
+    saved[0] = 0.05
+    page.reload()
+    expect(cost).to_contain_text("compaction cost $0.0123 more than sending the full history",
+                                 timeout=30_000)
+    expect(cost).not_to_contain_text("saved")

@@ -153,9 +153,12 @@ def too_large_message(error: RequestTooLargeError) -> str:
     """A request that cannot fit even after compaction (SPEC P3), worded from its numbers."""
     draft = error.code == "draft_too_large"
     model = error.model or "the model"
+    window = getattr(error, "context_window", None)
+    # The safe limit is not the window: it leaves room for the reply and a margin.
+    of_window = f" (of its {window:,}-token window)" if window else ""
     return (f"{'the message' if draft else 'the next request'} does not fit {model}: the "
             f"request needs about {error.estimated_tokens:,} tokens and the safe input limit "
-            f"is {error.safe_input_limit:,}, even after compaction; shorten "
+            f"is {error.safe_input_limit:,}{of_window}, even after compaction; shorten "
             f"{'it' if draft else 'the input'} by at least {error.overflow_tokens:,} tokens or "
             f"choose a model with a larger window (--model, or /model in chat). Nothing was "
             f"{'sent or saved' if draft else 'sent'}.")

@@ -24,10 +24,18 @@ from .session_cmds import resolve_model
 LEARNED_KEY = "learned_context_windows"  # session metadata: model -> window the provider named
 
 
+async def _whole_id(store: Any, ref: str) -> str:
+    from ..store.refs import resolve_session_id
+
+    return await resolve_session_id(store, ref)
+
+
 @app.command("chat")
 def chat_command(
-    model: str = typer.Option(..., "--model", help="Chat model, e.g. anthropic/claude-sonnet-4-5,"
-                              " openai/gpt-4o, ollama/qwen3:8b."),
+    model: str | None = typer.Option(
+        None, "--model", help="Chat model, e.g. anthropic/claude-sonnet-4-5, openai/gpt-4o, "
+        "ollama/qwen3:8b (default: the resumed session's model, else $CONTEXTFOLD_MODEL, else "
+        "offline/echo)."),
     provider: str | None = typer.Option(None, "--provider",
                                         help="Provider, if the model name does not say."),
     base_url: str | None = typer.Option(None, "--base-url",
@@ -43,7 +51,9 @@ def chat_command(
         "surface", "--on-overflow", help="When the provider still says the request is too "
         "long: 'surface' (tell me) or 'retry' (compact and retry once)."),
     system: str | None = typer.Option(None, "--system", help="System prompt."),
-    session: str | None = typer.Option(None, "--session", help="Resume this session id."),
+    session: str | None = typer.Option(
+        None, "--session", help="Resume this session: its id, any unique prefix of it, or "
+        "`latest`."),
     db: str | None = DB_OPTION,
 ) -> None:
     """Chat in the terminal; the history is stored and compacted as it grows."""
@@ -52,13 +62,15 @@ def chat_command(
         out.fail(BadInput(f"--on-overflow must be 'surface' or 'retry', not {on_overflow!r}"),
                  2)
     learned: dict[str, int] = {}
+    resumed: list[str] = []  # the whole id of the session --session names
 
-    def resolved_model(name: str, window: int | None = None) -> Any:
+    def resolved_model(name: str | None, window: int | None = None, *,
+                       recorded: str | None = None) -> Any:
         from ..core.resolver import ModelResolver
 
         # --context-window is the cap of every model of this chat (the window of one the
         # catalog lacks); `/model NAME WINDOW` gives one explicitly.
-        return resolve_model(name, context_window=window, max_output=max_output,
+        return resolve_model(name, recorded, context_window=window, max_output=max_output,
                              learned=learned.get(name), guaranteed=False,
                              resolver=ModelResolver(cap=context_window))
 
@@ -76,26 +88,36 @@ def chat_command(
 
         store = await open_store(db)
         try:
-            if session is not None:
-                info = await store.get_session(session)
+            if resumed:
+                info = await store.get_session(resumed[0])
                 learned.update(info.metadata.get(LEARNED_KEY) or {})
             chat, capacity = make_model(model)
             summarizer = summarizer_for(summarizer_model, ModelResolver(cap=context_window),
                                         chat=resolved_model(model), base_url=base_url,
                                         provider=provider)
             policy = "compact_and_retry_once" if on_overflow == "retry" else "surface"
-            conv = await Conversation.open(store, session, model=chat, capacity=capacity,
-                                           system=system, summarizer=summarizer,
-                                           title="contextfold chat", overflow_policy=policy)
+            conv = await Conversation.open(store, resumed[0] if resumed else None,
+                                           model=chat, capacity=capacity, system=system,
+                                           summarizer=summarizer, title="contextfold chat",
+                                           overflow_policy=policy)
         except BaseException:
             await store.close()
             raise
         return store, conv
 
-    async def check() -> None:  # bad options fail fast with the CLI's exit codes
-        make_model(model)
+    def check() -> str:  # bad options fail fast with the CLI's exit codes
+        recorded = None
+        if session is not None:  # the session's whole id, and the model it was written with
+            from .session_cmds import read_only, stored_model
 
-    run(out, check)
+            resumed[:] = [read_only(db, lambda store: _whole_id(store, session))]
+            if model is None:
+                recorded = read_only(db, lambda store: stored_model(store, resumed[0]))
+        name = model or resolved_model(None, recorded=recorded).name
+        make_model(name)
+        return name
+
+    model = run(out, check)
     from .chat_session import ChatSession, _Loop
 
     loop = _Loop()

@@ -47,7 +47,7 @@ PROMPT = "you> "
 MORE = "...> "
 BLOCK = '"""'  # a line of three quotes opens / closes a multi-line message
 HELP = ("/compact [instructions]  /retry  /edit [text]  /fork [node-id]  /model NAME [window]  "
-        "/history  /context  /pin [text]  /pins  /unpin N  /help  /quit   "
+        "/history  /context  /request  /pin [text]  /pins  /unpin N  /help  /quit   "
         '(""" on its own line starts / ends a multi-line message; a paste is one message)')
 
 
@@ -244,6 +244,8 @@ class ChatSession:
         elif name == "/history":
             self.history()
         elif name == "/context":
+            self.context()
+        elif name == "/request":
             projection = self.conv.projection()
             render_projection({
                 "model": self.conv.capacity.model,
@@ -257,6 +259,26 @@ class ChatSession:
             say(HELP)
         else:
             raise BadInput(f"unknown command {name}; the commands are: {HELP}")
+
+    def context(self) -> None:
+        """/context: the next request by category, the free space, the next compaction and
+        the saving (`core.breakdown.context_report`: what `contextfold context` and the
+        page show), like Claude Code's /context."""
+        from ..core.breakdown import context_report, history_figures
+        from ..core.tree import Branch
+        from .render import render_context
+
+        conv, sizer = self.conv, self.conv.sizer
+        estimate = conv.estimate()
+        full = self.loop.run(conv.store.load_full_branch(conv.session_id))
+        nodes = full.nodes if isinstance(full, Branch) else full.readable
+        total, checkpoints = history_figures(nodes, sizer.costs, system=sizer.system,
+                                             tools=sizer.tool_json)
+        render_context({"model": conv.capacity.model, **context_report(
+            conv.projection(), sizer.costs, system=sizer.system, tools=sizer.tool_json,
+            used=estimate.tokens, method=estimate.method, limit=conv.budget.safe_input_limit,
+            threshold=conv.budget.auto_threshold, context_window=conv.capacity.context_window,
+            full_history=total, checkpoints=checkpoints)})
 
     def pins(self, name: str, arg: str) -> None:
         """/pin TEXT, /pin (the last user message), /pins, /unpin N (SPEC N1-N2)."""
@@ -309,6 +331,11 @@ class ChatSession:
                                if n.message is not None and n.message.role == "assistant"), "")
         if not node_id:
             raise BadInput("nothing to fork from yet: fork needs an assistant reply")
+        if arg:  # any unique prefix of the node's id, as everywhere an id is taken
+            from ..store.refs import resolve_node_id
+
+            node_id = self.loop.run(resolve_node_id(self.conv.store, self.conv.session_id,
+                                                    arg))
         old = self.conv
         self.conv = self.loop.run(old.fork(node_id))
         self._unsubscribe()

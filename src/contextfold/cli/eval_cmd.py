@@ -17,7 +17,7 @@ from rich.markup import escape
 from ..errors import MissingExtraError
 from .app import JSON_OPTION, BadInput, Output, app, console, exit_code, run
 from .extras import require_extra
-from .render import usd
+from .render import count, usd
 from .session_cmds import WINDOW_OPTION, resolve_model, stderr_progress
 
 _CATEGORIES = ("recall", "artifact", "continuation", "decision", "constraint", "language")
@@ -46,7 +46,7 @@ def eval_command(
 ) -> None:
     """Measure a summariser: what a planted session keeps after K compactions.
 
-    Facts of six kinds (recall, artifact, continuation, decision, constraint, language) are planted in the user's prose and in tool results, and natural user rules with no cue word (action, information, process, preference, output) in the first, a middle and the latest user message; after K compactions each is asked about, and counts as continued when the request that question goes out with holds it (checkpoint, automatic recall, raw tail). Also: lines the summary attributes to the user or a tool that neither said (SPEC S7), what the retention check had to re-add (S6), fallbacks, and the summariser's tokens and cost. Nothing is stored: the session lives in a temporary database."""  # noqa: E501  (one paragraph: Rich keeps a docstring's line breaks)
+    Facts of six kinds (recall, artifact, continuation, decision, constraint, language) are planted in the user's prose and in tool results, and natural user rules with no cue word (action, information, process, preference, output) in the first, a middle and the latest user message; after K compactions each is asked about, and counts as continued when the request that question goes out with holds it (checkpoint, automatic recall, raw tail). Also: lines the summary attributes to the user or a tool that neither said, what the retention check had to re-add, fallbacks, and the summariser's tokens and cost. Nothing is stored: the session lives in a temporary database."""  # noqa: E501  (one paragraph: Rich keeps a docstring's line breaks)
     from ..evaluate import EvalInputError, parse_compactions
 
     out = Output(as_json)
@@ -111,7 +111,8 @@ def render_eval(p: dict[str, Any]) -> None:
     console.print(f"[bold]{escape(p['summarizer'])}[/]{escape(where)} on "
                   f"{escape(p['model'])} ({p['context_window']:,}-token window, safe limit "
                   f"{p['safe_input_limit']:,}, recall budget {p['recall_budget']:,}): "
-                  f"{p['compactions_done']} compactions over {p['turns_played']} turns, "
+                  f"{count(p['compactions_done'], 'compaction')} over "
+                  f"{count(p['turns_played'], 'turn')}, "
                   f"{p['seconds']:.1f} s")
     table = Table(title="facts of folded turns, in the request its question goes out with "
                   "· in the checkpoint (stated: in the first, a middle or the latest user "
@@ -138,19 +139,20 @@ def render_eval(p: dict[str, Any]) -> None:
         f"{sum(s['in_checkpoint'] for s in m['sources'].values())}/{m['facts']}[/]"
         for m in p["milestones"]), end_section=True)
     console.print(table)
-    console.print("natural rules in the checkpoint or their message named there by node id "
-                  "(SPEC S8): " + ", ".join(
+    console.print("natural rules in the checkpoint or their message named there by node id: "
+                  + ", ".join(
                       f"K={m['k']} {_share(m['natural_rules'], 'in_checkpoint_or_named')}"
                       for m in p["milestones"]))
     if p["not_reached"]:
         console.print(f"[yellow]not reached:[/] K={', '.join(map(str, p['not_reached']))} "
                       "(a compaction was a no-op)")
-    console.print(f"attribution violations (S7): {p['attribution_violations']}")
+    console.print(f"attribution violations: {p['attribution_violations']} (lines the "
+                  "summary attributes to the user or a tool that neither said)")
     for v in p["violations"][:_SHOWN]:
         console.print(f"  K={v['k']} ({escape(v['claimed'])}) {escape(v['text'])}",
                       highlight=False)
     lacked = ", ".join(f"{n} {kind}" for kind, n in sorted(p["summary_lacked"].items()))
-    console.print(f"retention check (S6): of {p['required']} required items over all "
+    console.print(f"retention check: of {p['required']} required items over all "
                   f"checkpoints the summaries lacked {lacked or 'none'} (re-added, or named "
                   "for recall)")
     console.print(f"fallbacks to the offline summary: {p['fallbacks']} of "

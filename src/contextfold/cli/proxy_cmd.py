@@ -95,6 +95,10 @@ def proxy_command(
         if summarizer_model:  # each worker builds its own from these
             summarizer = {"model": summarizer_model, "base_url": summarizer_base_url,
                           "provider": summarizer_provider}
+    from .._net import port_problem
+
+    if (problem := port_problem(host, port)) is not None:
+        Output(False).fail(BadInput(problem), 2)
     console.print(start_line(host, port, upstream, windows, summarizer_model, auth, workers),
                   markup=False, highlight=False)
     serve(config, host=host, port=port, workers=workers, summarizer=summarizer)

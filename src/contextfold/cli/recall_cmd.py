@@ -10,7 +10,8 @@ from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, run
 
 @app.command("recall")
 def recall_command(
-    session: str = typer.Argument(..., help="Session id."),
+    session: str = typer.Argument(..., help="Session id, or any unique prefix of it, or "
+                                  "`latest`."),
     query: str = typer.Argument(..., help="Words, identifiers (matched verbatim), \"a phrase\"."),
     limit: int = typer.Option(10, "--limit", min=1, help="Most matches."),
     any_term: bool = typer.Option(False, "--any", help="Match any term instead of all."),
@@ -28,8 +29,11 @@ def recall_command(
 
         if limit > MAX_RESULTS:
             raise BadInput(f"--limit must be at most {MAX_RESULTS}, not {limit}")
+        from ..store.refs import resolve_session_id
+
         async with await open_store(db) as store:
-            hits = await store.search_history(session, query, limit=limit, any_term=any_term)
+            sid = await resolve_session_id(store, session)
+            hits = await store.search_history(sid, query, limit=limit, any_term=any_term)
         matches = [hit_dict(h) for h in hits]
 
         def human() -> None:
@@ -40,6 +44,6 @@ def recall_command(
                               f"{m['position']}, {m['role']}  [dim]{m['created_at']}[/]")
                 console.print(f"    {escape(m['snippet'])}")
 
-        out.emit({"session_id": session, "query": query, "matches": matches}, human)
+        out.emit({"session_id": sid, "query": query, "matches": matches}, human)
 
     run(out, work)

@@ -107,7 +107,8 @@ def preview(node: Node, width: int = PREVIEW_CHARS) -> Text:
 def render_import(payload: dict[str, Any], warnings: Sequence[str]) -> None:
     say(("imported", "green"), f" {payload['format']} session → ",
         (payload["session_id"], "bold"),
-        f": {payload['messages']} messages, {payload['checkpoints']} checkpoints")
+        f": {count(payload['messages'], 'message')}, "
+        f"{count(payload['checkpoints'], 'checkpoint')}")
     if payload["skipped"]:
         skipped = ", ".join(f"{k}: {v}" for k, v in sorted(payload["skipped"].items()))
         say(f"skipped (counted, not lost): {skipped}")
@@ -169,7 +170,7 @@ def render_sessions(rows: Sequence[dict[str, Any]]) -> None:
             title = Text("(read-only) ", style="red").append_text(title)
         table.add_row(*(cell(r) for *_, cell in columns), title)
     console.print(table)
-    say((f"times are UTC; {_count(len(rows), 'session')}", "dim"))
+    say((f"times are UTC; {count(len(rows), 'session')}", "dim"))
 
 
 def usd(amount: float | None) -> str:
@@ -195,11 +196,16 @@ def _billed(row: dict[str, Any]) -> str:
 
 
 def _saved(row: dict[str, Any]) -> str:
+    """The saving (`core.costs`' one definition); a negative one is a loss, said so."""
     cost = row.get("cost")
-    return usd(cost.get("saved_usd")) if cost and _charged(cost) else "—"
+    if not cost or not _charged(cost):
+        return "—"
+    saved = cost.get("saved_usd")
+    return f"lost {usd(-saved)}" if isinstance(saved, (int, float)) and saved < 0 and \
+        usd(saved).startswith("-") else usd(saved)
 
 
-def _count(n: int, noun: str) -> str:
+def count(n: int, noun: str) -> str:
     """`1 message`, `2 messages`: a count with its noun in the right number."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
@@ -223,7 +229,7 @@ def render_compaction(payload: dict[str, Any]) -> None:
         say(("busy", "yellow"), ": ", payload["reason"] or "")
     elif status == "preview":  # SPEC M7: nothing was committed
         say(("preview", "cyan"), fitted,
-            f": would fold {payload['summarized_messages']} messages; "
+            f": would fold {count(payload['summarized_messages'], 'message')}; "
             f"{payload['kept_messages']} kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']}); nothing was "
             "committed")
@@ -232,8 +238,9 @@ def render_compaction(payload: dict[str, Any]) -> None:
             f"contextfold compact SESSION --summary-file FILE --base {payload['base']}")
     else:
         say(("compacted", "green"), fitted,
-            f": checkpoint {payload['checkpoint_id']} folds {payload['summarized_messages']}"
-            f" messages; {payload['kept_messages']} kept raw; ~{payload['tokens_before']:,} → "
+            f": checkpoint {payload['checkpoint_id']} folds "
+            f"{count(payload['summarized_messages'], 'message')}; {payload['kept_messages']} "
+            "kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']})")
         if payload.get("why_none_kept"):
             say(("nothing stayed raw", "yellow"), ": ", payload["why_none_kept"])
@@ -248,9 +255,57 @@ def render_projection(payload: dict[str, Any]) -> None:
     if payload.get("system"):
         say(("system", "cyan"))
         console.print(plain(_content_text(payload["system"])), soft_wrap=True)
+    if payload.get("tools"):
+        say(("tools", "cyan"), " " + ", ".join(payload["tools"]))
     for m in payload["messages"]:
         say((m["role"], "cyan"))
         console.print(plain(_content_text(m)), soft_wrap=True)
+
+
+CONTEXT_LABELS = (("system", "System prompt"), ("tools", "Tools"),
+                  ("checkpoint", "Checkpoint summary"), ("pins", "Pins"),
+                  ("recall", "Recalled excerpts"), ("messages", "Recent messages (tail)"),
+                  ("tool_results", "Tool results"))
+
+
+def render_context(payload: dict[str, Any]) -> None:
+    """The `/context` report (`core.breakdown.context_report`): a line per category with
+    its share of the safe limit, the free space, the next compaction, the saving."""
+    limit = max(1, payload["limit"])
+    say(("context", "bold"), f" {payload['model']}: {payload['used']:,} of "
+        f"{payload['limit']:,} safe tokens ({payload['used'] / limit:.0%}; window "
+        f"{payload['context_window']:,})")
+    rows = [(label, payload["parts"].get(key, 0)) for key, label in CONTEXT_LABELS]
+    rows.append(("Free", payload["free"]))
+    width = max(len(label) for label, _ in rows)
+    for label, tokens in rows:
+        bar = "█" * round(20 * tokens / limit)
+        console.print(f"  {label:<{width}}  {tokens:>9,}  {tokens / limit:>4.0%}  {bar}",
+                      highlight=False, markup=False)
+    if payload.get("scaled"):
+        say("  the history's parts are estimates scaled to the measured total")
+    nxt = payload.get("next_compaction") or {}
+    if nxt:
+        if nxt["tokens_to_go"] == 0:
+            when = "due now: the request is past the automatic threshold"
+        else:
+            pace = [count(n, w) for n, w in ((nxt.get("turns"), "turn"),
+                                              (nxt.get("requests"), "model request"))
+                    if n is not None]
+            when = (f"in {nxt['tokens_to_go']:,} tokens" +
+                    (f", about {' or '.join(pace[:1])} at this session's pace" if pace else ""))
+        say(("next compaction", "cyan"), f" {when} (automatic threshold "
+            f"{nxt['auto_threshold']:,} tokens)")
+    saved = payload.get("saved_tokens", 0)
+    if payload.get("checkpoints"):
+        what = (f"saved {saved:,} tokens per request" if saved >= 0 else
+                f"lost: the request is {-saved:,} tokens larger than the whole history")
+        say(("compaction", "cyan"), f" {what} (the whole history is "
+            f"{payload['full_history_tokens']:,} tokens; "
+            f"{count(payload['checkpoints'], 'checkpoint')})")
+    else:
+        say(("compaction", "cyan"), " none yet (the whole history is "
+            f"{payload['full_history_tokens']:,} tokens)")
 
 
 def _content_text(message: Any) -> str:
@@ -308,10 +363,10 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
         step = 0 if len(kids) == 1 else 1
         stack.extend((depth + step, kid) for kid in reversed(kids))
     if page is not None:
-        say(("durable history", "bold"), f": the last {len(nodes)} nodes")
+        say(("durable history", "bold"), f": the last {count(len(nodes), 'node')}")
         say(("… older nodes not shown (--last N shows more, --last 0 all)", "dim"))
     else:
-        say(("durable history", "bold"), f": {len(nodes)} nodes")
+        say(("durable history", "bold"), f": {count(len(nodes), 'node')}")
     short = short_ids(ids)
     for depth, node in rows:
         line = Text("  " * depth)
@@ -319,8 +374,9 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
             line.append("(off branch) ", style="dim")
         line.append(short[node.id] + " ", style="dim")
         line.append_text(preview(node))
-        leaf = " ← leaf" if node.id == info.leaf_id else ""
-        # One terminal line per node: the preview gives way, never the id or the leaf mark.
+        leaf = " ← latest" if node.id == info.leaf_id else ""
+        # One terminal line per node: the preview gives way, never the id or the latest mark
+        # (the branch's newest node; "leaf" is the store's word, not the reader's).
         line.truncate(max(20, console.width - len(leaf)), overflow="ellipsis")
         if leaf:
             line.append(leaf, style="bold green")

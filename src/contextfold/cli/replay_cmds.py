@@ -18,7 +18,7 @@ from .app import (
     err_console,
     run,
 )
-from .render import say, visible
+from .render import count, say, visible
 from .session_cmds import MODEL_OPTION, WINDOW_OPTION, resolve_model
 
 if TYPE_CHECKING:
@@ -138,8 +138,8 @@ def _render_replay(payload: dict[str, Any]) -> None:
          "sequences a provider would reject; dropped: messages neither folded nor sent; over "
          "limit: requests over the safe limit)", "dim"))
     if payload.get("recall_requests"):
-        say(f"{payload['recall_requests']:,} requests carried an automatic recall block "
-            "(excerpts of folded messages matching the latest request, SPEC L5)")
+        say(f"{count(payload['recall_requests'], 'request')} carried an automatic recall block "
+            "(excerpts of folded messages matching the latest request)")
     if payload["started_from_checkpoint"]:
         say("the file begins after a recorded compaction: its summary is the starting "
             "checkpoint")
@@ -294,10 +294,12 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
                                 title="identifier ledger (carried forward verbatim)"))
     data = report.to_json()
     say("durable history: ", (str(durable), "bold"),
-        f" nodes ({durable - checkpoints} messages, {checkpoints} checkpoints) · model "
-        f"projection: summary + {len(projection.messages)} raw messages")
-    say(f"{data['requests']} requests, largest ~{data['max_projected_tokens']:,} tokens of "
-        f"{data['safe_input_limit']:,} safe · invalid tool sequences: "
+        f" nodes ({count(durable - checkpoints, 'message')}, "
+        f"{count(checkpoints, 'checkpoint')}) · model projection: summary + "
+        f"{count(len(projection.messages), 'raw message')}")
+    say(f"{count(data['requests'], 'request')}, largest "
+        f"~{data['max_projected_tokens']:,} tokens of {data['safe_input_limit']:,} safe · "
+        "invalid tool sequences: "
         f"{data['invalid_tool_sequences']} · dropped messages: {data['dropped_messages']}")
     cf = command_prefix()  # `.venv/bin/contextfold` after `make demo`: not on PATH yet
     say("stored as session ", (session_id, "bold"), f": try `{cf} show {session_id}` or "

@@ -99,6 +99,10 @@ def serve_command(
         check_options(config, host, workers, dialect)
     except ServeError as exc:
         out.fail(BadInput(str(exc)), 2)
+    from .._net import port_problem
+
+    if (problem := port_problem(host, port)) is not None:
+        out.fail(BadInput(problem), 2)
     shown = f"[{host}]" if ":" in host else host
     mode = "bearer tokens (--auth)" if auth else \
         "no --auth: listening on loopback only (tenant \"default\")"

@@ -22,7 +22,9 @@ from .app import (
 )
 from .render import (
     SHOW_PAGE,
+    count,
     render_compaction,
+    render_context,
     render_import,
     render_projection,
     render_sessions,
@@ -45,6 +47,8 @@ MODEL_OPTION = typer.Option(
 WINDOW_OPTION = typer.Option(
     None, "--context-window", help="Context window in tokens, for a model the catalog lacks."
 )
+SESSION_HELP = ("Session id, or any unique prefix of it, or `latest` (`contextfold sessions` "
+                "lists them).")
 UNKNOWN_MODEL_FIX = "--context-window N (or an entry in the $CONTEXTFOLD_MODELS overrides file)"
 
 
@@ -119,9 +123,18 @@ def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) ->
     return read_only_store(db, reads)
 
 
-async def _healthy_and_metadata(store: SessionReader, session_id: str
+async def session_id_of(store: SessionReader, ref: str) -> str:
+    """The whole id of the session `ref` names: the id, a unique prefix of it or `latest`
+    (`store.refs`, the one resolver of every face)."""
+    from ..store.refs import resolve_session_id
+
+    return await resolve_session_id(store, ref)
+
+
+async def _healthy_and_metadata(store: SessionReader, ref: str
                                 ) -> tuple[Branch, dict[str, Any]]:
     """`_load_healthy`'s branch and the session's metadata (what a face recorded of it)."""
+    session_id = await session_id_of(store, ref)
     branch = await _load_healthy(store, session_id)
     return branch, dict((await store.get_session(session_id)).metadata)
 
@@ -131,6 +144,14 @@ def _sized_model(metadata: dict[str, Any]) -> str | None:
 
     sized = sized_for(metadata)
     return sized[0] if sized else None
+
+
+async def stored_model(store: SessionReader, session_id: str) -> str | None:
+    """The model a stored session was written with: the branch's recorded model, else the
+    one a face sized it for (what `project` and `compact` fit to without --model)."""
+    branch = await store.load_branch(session_id)
+    metadata = dict((await store.get_session(session_id)).metadata)
+    return recorded_model(branch) or _sized_model(metadata)
 
 
 def recorded_resolver(metadata: dict[str, Any]) -> Any:
@@ -207,27 +228,30 @@ def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) ->
 async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any]:
     """One `sessions` row: the stored fields plus what the branch says, and what it cost
     (SPEC Q4: the service's `cost` object, from the same helper)."""
-    from ..billing import session_bill
+    from ..billing import billed_model, session_bill
     from ..core.tree import Branch
 
     branch = await store.load_full_branch(info.id)
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
     # Messages only: a checkpoint written later is not the session's last message.
     said = [n.created_at for n in nodes if n.message is not None]
-    return {"session_id": info.id, "title": info.title, "leaf_id": info.leaf_id,
+    from ..titles import shown_title
+
+    return {"session_id": info.id, "title": shown_title(info.title, info.metadata),
+            "leaf_id": info.leaf_id,
             "branch_revision": info.branch_revision, "read_only": info.read_only,
             "created_at": info.created_at.isoformat(),
             "first_message_at": min(said, default=info.created_at).isoformat(),
             "last_message_at": max(said, default=info.created_at).isoformat(),
             "messages": sum(1 for n in nodes if n.message is not None),
             "checkpoints": sum(1 for n in nodes if n.checkpoint is not None),
-            "model": recorded_model(branch) or info.metadata.get("model"),
+            "model": billed_model(branch, info.metadata),  # the service lists the same
             "cost": session_bill(branch, info.metadata).to_json()}
 
 
 @app.command("compact")
 def compact_command(
-    session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     summarizer: str = typer.Option("extractive", "--summarizer", help="extractive|llm"),
@@ -252,7 +276,7 @@ def compact_command(
 ) -> None:
     """Compact a session now (manual compaction: a no-op is a success with a reason).
 
-    SPEC M7: --preview shows what would be committed; --summary-file commits your edit."""
+    --preview shows what would be committed; --summary-file commits your edit."""
     out = Output(as_json)
     from .llm_choice import summarizer_choice_problem
 
@@ -281,7 +305,7 @@ def compact_command(
 
     built: dict[str, Any] = {}  # the LLM summariser by model, built once (--wait retries)
 
-    async def compact(store: SessionStore, branch: Branch) -> dict[str, Any]:
+    async def compact(store: SessionStore, session: str, branch: Branch) -> dict[str, Any]:
         from ..runtime.compaction import CompactionRequest, compact_session
         from ..runtime.summarizers import offline_summarize
 
@@ -299,16 +323,21 @@ def compact_command(
                 built[resolved.name] = guarded_llm_summarizer(resolved, summarizer_model,
                                                               base_url, fallbacks)
             summarize = built[resolved.name]
+        from ..stored_request import stored_system, stored_tools
+
+        # The request measured before and after is the one `project` and the service size.
         outcome = await compact_session(CompactionRequest.for_model(
             store, session, resolved, summarize=summarize, instructions=instructions,
-            progress=stderr_progress(), branch=branch, preview=preview, **edit))
+            system=stored_system(metadata), tools=stored_tools(), progress=stderr_progress(),
+            branch=branch, preview=preview, **edit))
         return compaction_payload(outcome, resolved.capacity, resolved.budget)
 
     async def work() -> dict[str, Any]:
         from ..store import open_store
 
         async with await open_store(db) as store:
-            return await _compact_once_or_wait(store, session, wait, compact)
+            return await _compact_once_or_wait(store, await session_id_of(store, session),
+                                               wait, compact)
 
     payload = run(out, work)
     if fallbacks and payload.get("summarizer") == "extractive-fallback":
@@ -336,7 +365,7 @@ async def _compact_once_or_wait(store: SessionStore, session: str, wait: bool,
     while True:
         branch = await _load_healthy(store, session)
         try:
-            return await compact(store, branch)
+            return await compact(store, session, branch)
         except SessionBusyError as exc:
             if not wait:
                 return {"status": "busy", "reason": str(exc)}
@@ -356,7 +385,7 @@ def compaction_payload(outcome: Any, capacity: ModelCapacity, budget: Budget) ->
     return payload
 @app.command("project")
 def project_command(
-    session: str = typer.Argument(..., help="Session id (`contextfold sessions` lists them)."),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     model: str | None = MODEL_OPTION,
     context_window: int | None = WINDOW_OPTION,
     format: str = typer.Option("openai", "--format", help="openai|anthropic"),
@@ -372,6 +401,7 @@ def project_command(
         from ..core.estimator import estimate_request
         from ..core.projection import project
         from ..formats.request import export_session
+        from ..stored_request import stored_system, stored_tools
 
         branch, metadata = read_only(db, lambda store: _healthy_and_metadata(store, session))
         # A proxied session is sized for the window the proxy used (its --model-window).
@@ -380,12 +410,17 @@ def project_command(
                                  resolver=recorded_resolver(metadata))
         capacity, budget = resolved.capacity, resolved.budget
         projection = project(branch)
-        body = export_session(projection, format=format)
+        # The request contextfold's conversation sends (the service's too): its stored
+        # system prompt and the recall tools, counted as the service counts them.
+        system, tools = stored_system(metadata), stored_tools()
+        body = export_session(projection, format=format, system=system)
         payload = {
             "model": capacity.model,
-            "estimated_tokens": estimate_request(projection, capacity).tokens,
+            "estimated_tokens": estimate_request(projection, capacity, system=system,
+                                                 tools=tools).tokens,
             "safe_input_limit": budget.safe_input_limit,
             **({"system": body["system"]} if body.get("system") else {}),
+            "tools": [t["name"] for t in tools],
             "messages": body["messages"],
         }
         out.emit(payload, lambda: render_projection(payload))
@@ -393,9 +428,59 @@ def project_command(
     run(out, work)
 
 
+@app.command("context")
+def context_command(
+    session: str = typer.Argument(..., help=SESSION_HELP),
+    model: str | None = MODEL_OPTION,
+    context_window: int | None = WINDOW_OPTION,
+    db: str | None = DB_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Where the next request's tokens go, by category, and when the next compaction comes.
+
+    System prompt, tools, checkpoint, pins, recalled excerpts, recent messages, tool results
+    and the free space below the safe input limit: the page's breakdown, the chat's
+    /context."""
+    out = Output(as_json)
+
+    def work() -> None:
+        from ..core.breakdown import context_report, history_figures
+        from ..core.estimator import MessageCosts, estimate_request
+        from ..core.projection import project
+        from ..stored_request import stored_system, stored_tools
+
+        async def reads(store: SessionReader) -> tuple[Any, ...]:
+            whole = await session_id_of(store, session)
+            branch, metadata = await _healthy_and_metadata(store, whole)
+            full = await store.load_full_branch(whole)
+            return whole, branch, metadata, getattr(full, "nodes", ())
+
+        whole, branch, metadata, history = read_only(db, reads)
+        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
+                                 context_window, compacts=False,
+                                 resolver=recorded_resolver(metadata))
+        capacity, budget = resolved.capacity, resolved.budget
+        projection = project(branch)
+        system, tools = stored_system(metadata), stored_tools()
+        costs = MessageCosts(capacity)
+        estimate = estimate_request(projection, capacity, system=system, tools=tools,
+                                    costs=costs)
+        full, checkpoints = history_figures(history, costs, system=system, tools=tools)
+        payload = {"session_id": whole, "model": capacity.model,
+                   **context_report(projection, costs, system=system, tools=tools,
+                                    used=estimate.tokens, method=estimate.method,
+                                    limit=budget.safe_input_limit,
+                                    threshold=budget.auto_threshold,
+                                    context_window=capacity.context_window,
+                                    full_history=full, checkpoints=checkpoints)}
+        out.emit(payload, lambda: render_context(payload))
+
+    run(out, work)
+
+
 @app.command("show")
 def show_command(
-    session: str = typer.Argument(..., help="Session id."),
+    session: str = typer.Argument(..., help=SESSION_HELP),
     last: int | None = typer.Option(
         None, "--last", "--tail", min=0,
         help=f"Only the branch's newest N nodes and the forks off them (default: {SHOW_PAGE} "
@@ -415,14 +500,15 @@ def show_command(
         from ..core.tree import Branch, DamagedBranch
 
         async def reads(store: SessionReader) -> tuple[Any, ...]:
-            info = await store.get_session(session)
+            sid = await session_id_of(store, session)
+            info = await store.get_session(sid)
             if page is None:
-                nodes = await store.load_tree(session)
-                branch = model_view = await store.load_full_branch(session)
+                nodes = await store.load_tree(sid)
+                branch = model_view = await store.load_full_branch(sid)
             else:
-                nodes = await store.load_tree_page(session, limit=page)
-                branch = await store.load_branch_page(session, limit=page)
-                model_view = await store.load_branch(session)
+                nodes = await store.load_tree_page(sid, limit=page)
+                branch = await store.load_branch_page(sid, limit=page)
+                model_view = await store.load_branch(sid)
             problems = tuple(getattr(branch, "problems", ()) or
                              getattr(model_view, "problems", ()))
             if info.read_only and not problems:  # damage in summarised history, off the page
@@ -454,10 +540,10 @@ def show_command(
 
 @app.command("verify")
 def verify_command(
-    session: str = typer.Argument(..., help="Session id (its whole tree is checked)."),
+    session: str = typer.Argument(..., help=SESSION_HELP + " Its whole tree is checked."),
     expect: str | None = typer.Option(
-        None, "--expect", help="Head digest recorded earlier: fail unless the session's leaf "
-        "still has it."),
+        None, "--expect", help="Head digest recorded earlier: fail unless the session's latest "
+        "node still has it."),
     db: str | None = DB_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -472,21 +558,22 @@ def verify_command(
 
     async def work() -> dict[str, Any]:
         async with await open_store(db) as store:
-            report = await verify_tree(store, session)
+            sid = await session_id_of(store, session)
+            report = await verify_tree(store, sid)
         payload = report.to_json()
-        if expect is not None and report.heads.get(session) != expect:
+        if expect is not None and report.heads.get(sid) != expect:
             payload["ok"] = False
             payload["problems"].append(
-                f"head digest of session {session} is {report.heads.get(session)}, not the "
+                f"head digest of session {sid} is {report.heads.get(sid)}, not the "
                 f"expected {expect}: its history was rewritten")
 
         def human() -> None:
             verdict = "[green]sound[/]" if payload["ok"] else "[red]DAMAGED[/]"
-            console.print(f"tree {report.tree_id}: {verdict}, {report.nodes} nodes, "
-                          f"{report.sessions} sessions")
+            console.print(f"tree {report.tree_id}: {verdict}, {count(report.nodes, 'node')}, "
+                          f"{count(report.sessions, 'session')}")
             for problem in payload["problems"][:50]:
                 console.print(f"  [red]-[/] {problem}")
-            console.print(f"head digest of {session}: {report.heads.get(session)}")
+            console.print(f"head digest of {sid}: {report.heads.get(sid)}")
 
         out.emit(payload, human)
         return payload

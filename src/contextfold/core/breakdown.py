@@ -1,11 +1,15 @@
 """Where the next request's tokens go, by category, and the free space left (like Claude
-Code's `/context`): system prompt, tools, checkpoint summary, pins, tail messages, tool
-results, free.
+Code's `/context`): system prompt, tools, checkpoint summary, pins, recalled excerpts (L5),
+tail messages, tool results, free.
 
 Each part is estimated with the conversation's own `MessageCosts` memo, so the parts are
 the estimator's numbers, never a second guess. When the request's total is measured (the
-last reply's reported usage plus what came after, SPEC E1) the estimated parts are scaled
-to add up to that total exactly, so the breakdown and the context gauge never disagree.
+last reply's reported usage plus what came after, SPEC E1) the history's parts (checkpoint,
+recall, tail messages, tool results) are scaled to add up to that total exactly, so the
+breakdown and the context gauge never disagree. The fixed parts — system prompt, tool
+definitions, pins — are sent exactly as estimated and are never scaled: a measured total
+that is larger than the estimate (an imported session's usage counted the recording agent's
+own prompt and tools) is history, not tools, and a request without tools shows 0 tools.
 """
 
 from __future__ import annotations
@@ -14,12 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .cost_trigger import session_rhythm
 from .estimator import MessageCosts
 from .messages import Node
 from .pins import pins_text
 from .projection import Projection
 
-CATEGORIES = ("system", "tools", "checkpoint", "pins", "messages", "tool_results")
+CATEGORIES = ("system", "tools", "checkpoint", "pins", "recall", "messages", "tool_results")
+# Sent as they are estimated: never scaled to a measured total (module docstring).
+FIXED = ("system", "tools", "pins")
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,8 @@ def estimated_parts(projection: Projection, costs: MessageCosts, *, system: str 
         parts["checkpoint"] = costs(projection.checkpoint)
     if projection.pins:
         parts["pins"] = costs.text_tokens(pins_text(projection.pins))
+    if projection.recalled is not None:
+        parts["recall"] = costs.text_tokens(projection.recalled.text)
     for node in projection.messages:
         msg = node.message
         if msg is None:
@@ -85,10 +94,18 @@ def scale_parts(parts: Mapping[str, int], total: int) -> dict[str, int]:
 def context_breakdown(projection: Projection, costs: MessageCosts, *, system: str | None,
                       tools: Sequence[Mapping[str, Any]] | None, used: int,
                       limit: int) -> ContextBreakdown:
-    """The next request by category, adding up to `used` (the gauge's tokens)."""
+    """The next request by category, adding up to `used` (the gauge's tokens): the fixed
+    parts as estimated, the history's parts scaled to the rest (all of them scaled only when
+    the measured total is smaller than the fixed parts alone)."""
     parts = estimated_parts(projection, costs, system=system, tools=tools)
     scaled = sum(parts.values()) != used
-    return ContextBreakdown(scale_parts(parts, used), max(0, used), limit, scaled)
+    fixed = {k: parts[k] for k in FIXED}
+    rest = used - sum(fixed.values())
+    if not scaled or rest < 0:
+        return ContextBreakdown(scale_parts(parts, used), max(0, used), limit, scaled)
+    history = scale_parts({k: v for k, v in parts.items() if k not in FIXED}, rest)
+    return ContextBreakdown({k: fixed.get(k, history.get(k, 0)) for k in CATEGORIES},
+                            max(0, used), limit, scaled)
 
 
 def full_history_tokens(nodes: Sequence[Node], costs: MessageCosts, *, system: str | None,
@@ -99,5 +116,76 @@ def full_history_tokens(nodes: Sequence[Node], costs: MessageCosts, *, system: s
     return body + costs.system_tokens(system) + costs.tools_tokens(tools)
 
 
-__all__ = ["CATEGORIES", "ContextBreakdown", "context_breakdown", "estimated_parts",
-           "full_history_tokens", "scale_parts"]
+def saved_tokens(full_history: int, used: int) -> int:
+    """What compaction saves on the next request: the whole history's tokens minus the
+    request's. Negative when the request is larger (a summary outweighing what it folded):
+    a loss, which every face shows as one, never as 0."""
+    return full_history - used
+
+
+@dataclass(frozen=True)
+class NextCompaction:
+    """When the next automatic compaction is expected (SPEC A1): the request reaches the
+    automatic threshold after `tokens_to_go` more tokens, which at the session's pace (the
+    tokens its kept messages added per model request and per user turn) is about `requests`
+    requests, `turns` turns (None: no pace to go by yet). With the cost trigger (Q2) it may
+    come earlier, when compacting is cheaper than carrying the context on."""
+
+    threshold: int
+    tokens_to_go: int
+    requests: int | None
+    turns: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"auto_threshold": self.threshold, "tokens_to_go": self.tokens_to_go,
+                "requests": self.requests, "turns": self.turns}
+
+
+def next_compaction(projection: Projection, costs: MessageCosts, *, used: int,
+                    threshold: int) -> NextCompaction:
+    """The next automatic compaction's expected moment, at the pace of the projection's
+    messages (what the cost trigger's forecast steps by, `core.cost_trigger`)."""
+    to_go = max(0, threshold - used)
+    nodes = [n for n in projection.messages if n.message is not None]
+    rhythm = session_rhythm([n.message.role for n in nodes if n.message is not None],
+                            [costs(n) for n in nodes])
+    if to_go == 0:
+        return NextCompaction(threshold, 0, 0, 0)
+    if rhythm.requests == 0 or rhythm.tokens <= 0:
+        return NextCompaction(threshold, to_go, None, None)
+    per_request = rhythm.per_request
+    per_turn = per_request * rhythm.requests_per_turn if rhythm.turns else None
+    return NextCompaction(threshold, to_go, -(-to_go // max(1, round(per_request))),
+                          -(-to_go // max(1, round(per_turn))) if per_turn else None)
+
+
+def history_figures(history: Sequence[Node], costs: MessageCosts, *, system: str | None,
+                    tools: Sequence[Mapping[str, Any]] | None) -> tuple[int, int]:
+    """What the whole `history` (the branch, root to leaf) would take in one request, and
+    how many checkpoints it holds: what a saving is measured against."""
+    return (full_history_tokens(history, costs, system=system, tools=tools),
+            sum(1 for n in history if n.checkpoint is not None))
+
+
+def context_report(projection: Projection, costs: MessageCosts, *, system: str | None,
+                   tools: Sequence[Mapping[str, Any]] | None, used: int, method: str,
+                   limit: int, threshold: int, context_window: int, full_history: int,
+                   checkpoints: int) -> dict[str, Any]:
+    """The whole `/context` answer every face gives (the service's `GET /context`, the
+    chat's `/context`, `contextfold context`): the breakdown by category adding up to `used`,
+    the free space, the next compaction's expected moment, and the saving against the
+    whole history (`history_figures`)."""
+    out = context_breakdown(projection, costs, system=system, tools=tools, used=used,
+                            limit=limit)
+    return {**out.to_json(), "method": method, "context_window": context_window,
+            "auto_threshold": threshold,
+            "next_compaction": next_compaction(projection, costs, used=used,
+                                               threshold=threshold).to_json(),
+            "full_history_tokens": full_history,
+            "saved_tokens": saved_tokens(full_history, out.used),
+            "checkpoints": checkpoints}
+
+
+__all__ = ["CATEGORIES", "FIXED", "ContextBreakdown", "NextCompaction", "context_breakdown",
+           "context_report", "estimated_parts", "full_history_tokens", "history_figures",
+           "next_compaction", "saved_tokens", "scale_parts"]

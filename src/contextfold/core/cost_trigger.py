@@ -147,7 +147,7 @@ def decide_by_cost(inputs: CostInputs, prices: TokenPrices | None, rules: CacheR
     if prices is None:
         return CostDecision(False, "unpriced model: the size trigger decides")
     if inputs.context > inputs.threshold:
-        return CostDecision(True, "over the automatic threshold (A1)")
+        return CostDecision(True, "over the automatic threshold")
     if inputs.context < MIN_SHARE_OF_THRESHOLD * inputs.threshold:
         return CostDecision(False, "the context is still small")
     if inputs.after >= inputs.context:
@@ -198,7 +198,7 @@ def compact_after_turn(tokens: int, budget: Budget, *, fixed: int, growth: float
     summary is about as long as the last one); `summary_reads_cache`: SPEC Q3 (see
     `CostInputs`)."""
     if over_auto_threshold(tokens, budget):
-        return CostDecision(True, "over the automatic threshold (A1)")
+        return CostDecision(True, "over the automatic threshold")
     if budget.trigger != "cost":
         return CostDecision(False, "below the automatic threshold")
     history = max(0, tokens - fixed)

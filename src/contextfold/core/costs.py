@@ -77,6 +77,11 @@ class SessionCost:
             "model": self.model,
             "usd": _round(self.usd),
             "full_history_usd": _round(self.full_history.usd),
+            # The other side of `saved_usd`: the requests as sent through the same modelled
+            # cache, plus the summaries (what a face shows beside the full history's figure,
+            # never the reported `usd`, which is of another kind).
+            "as_sent_usd": _round(None if self.as_sent.usd is None or self.summarizer.usd is None
+                                  else self.as_sent.usd + self.summarizer.usd),
             "saved_usd": _round(self.saved_usd),
             "input_tokens": spent.input_tokens,
             "cached_tokens": spent.cached_tokens,

@@ -122,7 +122,7 @@ def plan_compaction(
     if leaf is None:
         return NoOp("the session is empty", trigger, "empty")
     if leaf.checkpoint is not None and not pending:
-        return NoOp("the latest checkpoint is already the leaf", trigger, "already_compacted")
+        return NoOp("nothing new since the latest checkpoint", trigger, "already_compacted")
     stability = check_stability(branch)
     if not stability.stable:
         return NoOp("tool workflow not settled: " + "; ".join(stability.reasons), trigger,

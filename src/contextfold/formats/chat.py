@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,17 @@ from contextfold.wire.parts import Unknown, system_text
 
 from .builder import ENTRY_ERRORS, Draft, TreeBuilder, describe, note_model
 from .errors import ImportFormatError
-from .reader import parse_json_document, parse_jsonl, read_bytes, require_readable, source_name
+from .reader import (
+    JsonArray,
+    OversizedValue,
+    first_byte,
+    parse_json_document,
+    parse_jsonl,
+    read_bytes,
+    require_readable,
+    source_name,
+    value_too_big,
+)
 from .result import ImportResult
 
 Source = str | Path | list[Any] | dict[str, Any]
@@ -56,11 +67,18 @@ def import_anthropic_messages(source: Source, *, name: str | None = None) -> Imp
 
 
 def load_messages(source: Source, fmt: str, name: str | None = None
-                  ) -> tuple[str, str, list[tuple[int | None, Any]], Any, list[str], list[str]]:
+                  ) -> tuple[str, str, Iterable[tuple[int | None, Any]], Any, list[str],
+                             list[str]]:
     """(display name, id prefix, [(line or None, message)], system, unreadable-line
-    warnings, repair notes)."""
+    warnings, repair notes). A file that is one JSON array is read as a stream: its
+    messages come one by one as they are iterated (and its repair notes when it is read)."""
     warnings: list[str] = []
     notes: list[str] = []
+    if not isinstance(source, list | dict) and first_byte(source) == b"[":
+        array = JsonArray.open(source)
+        prefix = f"{name or Path(source).stem}-{array.digest[:8]}"
+        return (array.source, prefix, ((None, m) for m in array.items(notes)), None,
+                warnings, notes)
     if isinstance(source, list | dict):
         display = name or fmt
         data: Any = source
@@ -123,7 +141,24 @@ def chat_list_format(data: Any) -> str | None:
     return messages_format(data, default="anthropic" if system is not None else "openai")
 
 
-def messages_format(messages: list[Any], default: str = "openai") -> str:
+def array_format(items: Iterator[Any]) -> str | None:
+    """`chat_list_format` of a JSON array read as a stream: the same answer, reading the
+    array only as far as that needs (the first 50 elements must be messages; then up to the
+    first message that says which provider wrote it)."""
+    head = [m for _, m in zip(range(50), items, strict=False)]
+    if not head or not all(isinstance(m, OversizedValue) or
+                           (isinstance(m, dict) and isinstance(m.get("role"), str))
+                           for m in head):
+        return None
+    return messages_format(_chain(head, items))
+
+
+def _chain(head: list[Any], rest: Iterator[Any]) -> Iterator[Any]:
+    yield from head
+    yield from rest
+
+
+def messages_format(messages: Iterable[Any], default: str = "openai") -> str:
     """Which provider shape a list of role-carrying message objects is written in."""
     for m in messages:
         if not isinstance(m, dict):
@@ -147,6 +182,9 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
     display, prefix, items, system, warnings, notes = load_messages(source, fmt, name)
     b = TreeBuilder(display)
     b.warnings.extend(warnings + notes)
+    # A streamed array adds its repair notes once it is read: they go where a file read
+    # whole has them, before the messages' own warnings.
+    noted, noted_at = len(notes), len(b.warnings)
     if warnings:
         b.skipped["unreadable_line"] += len(warnings)
     start = datetime.now(UTC)
@@ -161,6 +199,11 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
         where = line if line is not None else f"messages[{index}]"
         node_id = f"{prefix}-{index}"
         created = start + timedelta(milliseconds=index)
+        if isinstance(message, OversizedValue):  # a streamed array's element, dropped
+            b.warnings.append(f"{display}:{where}: message skipped "
+                              f"({value_too_big('the message', message.size)})")
+            b.skipped["oversized_message"] += 1
+            continue
         try:
             if not isinstance(message, dict):
                 raise TypeError("message is not an object")
@@ -180,6 +223,7 @@ def _import(source: Source, fmt: str, name: str | None) -> ImportResult:
             b.skipped["empty_message"] += 1
             continue
         parent = b.add(draft).id
+    b.warnings[noted_at:noted_at] = notes[noted:]
     metadata: dict[str, Any] = {"models": list(importer.models)}
     if systems:
         metadata["system"] = "\n\n".join(systems)

@@ -8,6 +8,7 @@ from itertools import islice
 from pathlib import Path
 
 from .chat import (
+    array_format,
     chat_list_format,
     import_anthropic_messages,
     import_openai_messages,
@@ -17,15 +18,15 @@ from .claude_code import claude_code_score, import_claude_code
 from .errors import ImportFormatError
 from .pi import import_pi, pi_score
 from .reader import (
+    JsonArray,
+    first_byte,
     import_limit,
     max_value_bytes,
-    open_input,
     parse_json_document,
     parse_jsonl,
     read_bytes,
     read_lines,
     source_name,
-    value_too_big,
 )
 from .result import FORMATS, ImportResult
 
@@ -52,13 +53,17 @@ def detect_format(path: str | Path) -> str:
     if not doc.lines and not doc.bad:
         raise ImportFormatError(name, "the file is empty")
     first_line = min([jl.line for jl in doc.lines] + [b.line for b in doc.bad], default=None)
-    head = _first_byte(path)
-    one_document = head == b"[" or (head == b"{" and (
-        not doc.lines or doc.lines[0].line != first_line or len(doc.lines) + len(doc.bad) == 1))
+    head = first_byte(path)
+    if head == b"[":  # one JSON array, read as a stream however large (its size is the
+        # import limit's to judge, not the limit of one JSON value)
+        fmt = array_format(JsonArray.unread(path).items())
+        if fmt is None:
+            raise ImportFormatError(name, "a JSON list, but not of chat messages "
+                                    "(each needs a 'role')")
+        return fmt
+    one_document = head == b"{" and (
+        not doc.lines or doc.lines[0].line != first_line or len(doc.lines) + len(doc.bad) == 1)
     if one_document and os.stat(path).st_size > max_value_bytes():
-        if head == b"[":  # refused unread: one JSON value that large is parsed whole
-            raise ImportFormatError(name, value_too_big("the file, one JSON document,",
-                                                        os.stat(path).st_size))
         one_document = False  # maybe JSON lines: each line is checked as it is read
     if one_document:  # a list, a pretty-printed object, or a file holding one object
         try:
@@ -92,12 +97,6 @@ def detect_format(path: str | Path) -> str:
                                 "Pi nor Claude Code entries nor chat messages",
                                 doc.lines[0].line)
     return "pi" if pi > claude else "claude-code"
-
-
-def _first_byte(path: str | Path) -> bytes:
-    """The first byte that is not a BOM or whitespace (b"" for a blank start)."""
-    with open_input(path) as handle:
-        return handle.read(65536).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
 
 
 def import_file(path: str | Path, format: str = "auto", *,

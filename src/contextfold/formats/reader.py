@@ -7,6 +7,7 @@ cannot be read are returned as `BadLine`s so the importer can report and count t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -312,3 +314,157 @@ def parse_json_document(data: bytes, source: str, notes: list[str] | None = None
     if replaced and notes is not None:
         notes.append(f"{source}: {surrogate_note(replaced)}")
     return value
+
+
+# ----------------------------------------------------------------------------- JSON arrays
+
+
+def first_byte(path: str | Path) -> bytes:
+    """The first byte of a file that is not a BOM or whitespace (b"" for a blank start)."""
+    with open_input(path) as handle:
+        return handle.read(65536).lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+
+_CHUNK = 1 << 20
+_BOM = b"\xef\xbb\xbf"
+
+
+@dataclass
+class JsonArray:
+    """A file that is one JSON array, read as a stream (issue 41): `items()` parses it one
+    element at a time with `ijson` (yajl's C parser), so a 200 MB export never sits in
+    memory as bytes, text and objects at once, and no limit on one JSON value applies to
+    the file as a whole. `digest` is the SHA-256 of the file's bytes (what the importer's
+    node ids are made from, as when the file was read whole)."""
+
+    path: Path
+    source: str
+    digest: str
+    # A JSON escape of half a surrogate pair appears in the file: yajl turns a lone one
+    # into "?", so such a file is parsed by ijson's Python parser, which keeps it, and the
+    # lone surrogates are then replaced with U+FFFD exactly as a whole-file read does.
+    escapes_surrogates: bool
+
+    @classmethod
+    def open(cls, path: str | Path) -> JsonArray:
+        """Read the file once for its digest (and whether it escapes a surrogate); errors
+        opening it (missing, not a regular file, over the import limit) are raised here."""
+        name = source_name(path)
+        limit = max_import_bytes()
+        digest, escapes, read, tail = hashlib.sha256(), False, 0, b""
+        with open_input(path) as handle:
+            while chunk := handle.read(_CHUNK):
+                read += len(chunk)
+                if read > limit:
+                    raise _too_big(name, limit)
+                digest.update(chunk)
+                # The pattern is 4 bytes: the chunk's last 3 are searched again.
+                escapes = escapes or _SURROGATE_ESCAPE_BYTES.search(tail + chunk) is not None
+                tail = chunk[-3:]
+        if read == 0:
+            raise ImportFormatError(name, "the file is empty")
+        return cls(Path(path), name, digest.hexdigest(), escapes)
+
+    @classmethod
+    def unread(cls, path: str | Path) -> JsonArray:
+        """The array without the first pass (no digest): what detection reads, which looks
+        at the messages' roles and shapes only."""
+        return cls(Path(path), source_name(path), "", False)
+
+    def items(self, notes: list[str] | None = None, *, limit: int | None = None
+              ) -> Iterator[Any]:
+        """The array's elements, parsed one by one (at most `limit` of them); a file that is
+        not one JSON array, or not valid JSON, is a fatal `ImportFormatError` when reached.
+        Lone surrogates become U+FFFD; `notes` is told how many once the array is read."""
+        try:
+            yield from self._items(self.escapes_surrogates, notes, limit)
+        except _Overflow as stop:
+            # An integer past 64 bits overflows yajl: the file is read again by ijson's
+            # Python parser (unbounded integers), past the elements already handed out.
+            yield from islice(self._items(True, notes, limit), stop.count, None)
+
+    def _items(self, python: bool, notes: list[str] | None, limit: int | None
+               ) -> Iterator[Any]:
+        import ijson
+
+        parser = ijson
+        if python:
+            from ijson.backends import python as parser  # type: ignore[no-redef]
+        replaced = 0
+        count = 0
+        cap = max_value_bytes()
+        with open_input(self.path) as handle:
+            head = handle.read(len(_BOM))
+            if head != _BOM:
+                handle.seek(0)
+            try:
+                for item in parser.items(handle, "item", use_float=True):
+                    # One element is still one JSON value: over the limit, it is skipped
+                    # (its text would be indexed word by word), as an oversized line is.
+                    size = value_size(item, cap)
+                    if size > cap:
+                        yield OversizedValue(size)
+                        count += 1
+                        continue
+                    if python:
+                        item, fixed = replace_surrogates(item)
+                        replaced += fixed
+                    yield item
+                    count += 1
+                    if limit is not None and count >= limit:
+                        return
+            except ijson.JSONError as exc:
+                if not python and "integer overflow" in _json_error(exc):
+                    raise _Overflow(count) from None
+                raise ImportFormatError(self.source, _json_error(exc)) from None
+            except UnicodeDecodeError as exc:
+                raise ImportFormatError(self.source, "not UTF-8 text (binary data?) at byte "
+                                        f"{exc.start}") from None
+        if replaced and notes is not None:
+            notes.append(f"{self.source}: {surrogate_note(replaced)}")
+
+
+@dataclass(frozen=True)
+class OversizedValue:
+    """What `JsonArray.items` yields for an element over `max_value_bytes()` (dropped)."""
+
+    size: int
+
+
+def value_size(value: Any, cap: int) -> int:
+    """About how many bytes `value` takes as JSON (its strings' lengths and a few bytes per
+    other item), counted no further than past `cap`."""
+    size, stack = 0, [value]
+    while stack and size <= cap:
+        item = stack.pop()
+        if isinstance(item, str):
+            size += len(item) + 2
+        elif isinstance(item, dict):
+            size += 2 + sum(len(k) + 4 for k in item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            size += 2 + len(item)
+            stack.extend(item)
+        else:
+            size += 8
+    return size
+
+
+class _Overflow(Exception):
+    """yajl met an integer past 64 bits after handing out `count` elements."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _json_error(exc: Exception) -> str:
+    """yajl's message in a sentence (its first line, without the byte dump)."""
+    text = exc.args[0] if exc.args else str(exc)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    first = str(text).strip().splitlines()[0] if str(text).strip() else type(exc).__name__
+    if "invalid bytes in UTF8" in first:
+        return "not UTF-8 text (binary data?)"
+    return f"not valid JSON ({first})"

@@ -90,6 +90,14 @@ async def _given(store: SessionStore, given: str, proxied: Sequence[SessionInfo]
     for session in proxied:
         if _proxy(session).get("label") == given:  # type: ignore[union-attr]
             return Found(session.id, f"session label {given}")
+    # Not an id nor a label: a unique prefix of an id, or `latest`, as every face takes one
+    # (an ambiguous prefix is refused with its candidates).
+    from ..store.refs import resolve_session
+
+    try:
+        return Found((await resolve_session(store, given)).id, f"session id {given}…")
+    except SessionNotFoundError:
+        pass
     raise NoConversationError(f"no session or proxied session label {given!r} in this "
                               "database (for this tenant)")
 

@@ -426,7 +426,8 @@ class Conversation(PinOperations):
             return  # the store's edit names the problem
         decision = self._sizer.decide(project(before), (draft,))
         if isinstance(decision, Blocked):
-            raise too_large(decision, self._capacity.model, draft)
+            raise too_large(decision, self._capacity.model, draft,
+                            self._capacity.context_window)
 
     async def _before_last_user_message(self) -> Branch | None:
         """The branch ending just before the last user message (None: there is none)."""

@@ -48,15 +48,18 @@ class RequestTooLargeError(ConversationError):
 
     Nothing was sent to the provider (SPEC P3). `overflow_tokens` is how many tokens over
     the limit the smallest request the runtime could build would be, `estimated_tokens` what
-    the request needs, `model` the model whose limit it is (when known). The faces word the
-    error from these numbers, each in its own terms; the message is the library's sentence.
+    the request needs, `model` the model whose limit it is and `context_window` its window
+    (when known: the safe limit is the window less the reply's room and a margin, and the
+    faces name each for what it is). The faces word the error from these numbers, each in
+    its own terms; the message is the library's sentence.
     """
 
     kind = "too_large"
     code = "request_too_large"
 
     def __init__(self, message: str = "", *, overflow_tokens: int, estimated_tokens: int,
-                 safe_input_limit: int, model: str | None = None) -> None:
+                 safe_input_limit: int, model: str | None = None,
+                 context_window: int | None = None) -> None:
         of_model = f" of {model}" if model else ""
         super().__init__(message or (
             f"the next request needs about {estimated_tokens} tokens but the safe input limit"
@@ -66,11 +69,13 @@ class RequestTooLargeError(ConversationError):
         self.estimated_tokens = estimated_tokens
         self.safe_input_limit = safe_input_limit
         self.model = model
+        self.context_window = context_window
 
     def facts(self) -> dict[str, Any]:
         return {"overflow_tokens": self.overflow_tokens,
                 "estimated_tokens": self.estimated_tokens,
-                "safe_input_limit": self.safe_input_limit}
+                "safe_input_limit": self.safe_input_limit,
+                **({"context_window": self.context_window} if self.context_window else {})}
 
 
 class DraftTooLargeError(RequestTooLargeError):
@@ -83,13 +88,14 @@ class DraftTooLargeError(RequestTooLargeError):
     code = "draft_too_large"
 
     def __init__(self, draft: Message, *, overflow_tokens: int, estimated_tokens: int,
-                 safe_input_limit: int, model: str | None = None) -> None:
+                 safe_input_limit: int, model: str | None = None,
+                 context_window: int | None = None) -> None:
         super().__init__(
             f"the message does not fit the model's context: the request would need about "
             f"{estimated_tokens} tokens, the safe limit is {safe_input_limit}; shorten the "
             f"message by at least {overflow_tokens} tokens (nothing was sent or saved)",
             overflow_tokens=overflow_tokens, estimated_tokens=estimated_tokens,
-            safe_input_limit=safe_input_limit, model=model,
+            safe_input_limit=safe_input_limit, model=model, context_window=context_window,
         )
         self.draft = draft
 

@@ -73,7 +73,8 @@ async def fit_request(target: FitTarget, pending: Sequence[Message] = (), *,
         if isinstance(decision, Fits):
             return outcomes
         if isinstance(decision, Blocked):
-            raise too_large(decision, target.sizer.capacity.model, draft)
+            raise too_large(decision, target.sizer.capacity.model, draft,
+                            target.sizer.capacity.context_window)
         assert isinstance(decision, Compact)
         outcome = await target.compact_to_fit(pending)
         outcomes.append(outcome)
@@ -84,24 +85,28 @@ async def fit_request(target: FitTarget, pending: Sequence[Message] = (), *,
                 default=tokens)
     final = after_compaction(tokens, target.sizer.budget.safe_input_limit, tried)
     if isinstance(final, Blocked):
-        raise too_large(final, target.sizer.capacity.model, draft)
+        raise too_large(final, target.sizer.capacity.model, draft,
+                        target.sizer.capacity.context_window)
     return outcomes
 
 
-def too_large(blocked: Blocked, model: str, draft: Message | None = None
-              ) -> RequestTooLargeError:
-    """The refusal for `blocked`, worded once for every face (SPEC P3, P5)."""
+def too_large(blocked: Blocked, model: str, draft: Message | None = None,
+              context_window: int | None = None) -> RequestTooLargeError:
+    """The refusal for `blocked`, worded once for every face (SPEC P3, P5): the safe input
+    limit named as the safe limit, the model's window as its window."""
     if draft is not None:
         return DraftTooLargeError(draft, overflow_tokens=blocked.overflow_tokens,
                                   estimated_tokens=blocked.tokens,
-                                  safe_input_limit=blocked.safe_input_limit)
+                                  safe_input_limit=blocked.safe_input_limit, model=model,
+                                  context_window=context_window)
+    window = f" (its window is {context_window:,})" if context_window else ""
     return RequestTooLargeError(
         f"the next request needs about {blocked.tokens:,} tokens but the safe input limit of "
-        f"{model} is {blocked.safe_input_limit:,}, even after compaction; nothing was sent. "
-        f"Shorten the latest input by at least {blocked.overflow_tokens:,} tokens, or use a "
-        "larger-window model.",
+        f"{model} is {blocked.safe_input_limit:,}{window}, even after compaction; nothing was "
+        f"sent. Shorten the latest input by at least {blocked.overflow_tokens:,} tokens, or "
+        "use a larger-window model.",
         overflow_tokens=blocked.overflow_tokens, estimated_tokens=blocked.tokens,
-        safe_input_limit=blocked.safe_input_limit)
+        safe_input_limit=blocked.safe_input_limit, model=model, context_window=context_window)
 
 
 async def wait_for_other_compaction(store: Any, session_id: str, busy: SessionBusyError,

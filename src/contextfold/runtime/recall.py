@@ -10,6 +10,7 @@ tool loop, and any other face (service, proxy) reuses the same object.
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -18,6 +19,12 @@ from typing import Any
 from ..core.estimator import estimate_text
 from ..core.messages import ToolCallPart, ToolResultPart
 from ..core.recall_text import RECALL_TOOL_NAMES, message_text
+from ..core.recall_tools import (
+    EXPAND_DEFINITION,
+    HISTORY_EXPAND,
+    HISTORY_SEARCH,
+    SEARCH_DEFINITION,
+)
 from ..core.resources import clip_middle
 from ..core.text_estimate import Count
 from ..errors import ContextfoldError
@@ -26,40 +33,14 @@ from ..store.errors import StoreError
 from ..store.protocol import SessionStore
 from ..store.values import RecallHit
 
-HISTORY_SEARCH = "history_search"
-HISTORY_EXPAND = "history_expand"
 DEFAULT_SEARCH_LIMIT = 8
 MAX_SEARCH_LIMIT = 20
 DEFAULT_EXPAND_TOKENS = 4_000
 _MIN_CLIP_CHARS = 200
 
-# Kept short: the definitions travel with every request.
-SEARCH_TOOL = ToolSpec(
-    name=HISTORY_SEARCH,
-    description=(
-        "Search this conversation's whole history, compacted parts included. All terms must "
-        "match; identifiers match verbatim; \"a phrase\", prefix*. Returns node ids and "
-        "snippets."),
-    input_schema={
-        "type": "object",
-        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
-        "required": ["query"],
-    },
-)
-
-EXPAND_TOOL = ToolSpec(
-    name=HISTORY_EXPAND,
-    description=(
-        "Read original messages of this conversation: node_id, with before/after neighbours "
-        "or up to to_node_id. Bounded; says when cut."),
-    input_schema={
-        "type": "object",
-        "properties": {"node_id": {"type": "string"}, "before": {"type": "integer"},
-                       "after": {"type": "integer"}, "to_node_id": {"type": "string"},
-                       "max_tokens": {"type": "integer"}},
-        "required": ["node_id"],
-    },
-)
+# The definitions are `core.recall_tools`' (what the faces that size a stored request count).
+SEARCH_TOOL = ToolSpec(**copy.deepcopy(SEARCH_DEFINITION))
+EXPAND_TOOL = ToolSpec(**copy.deepcopy(EXPAND_DEFINITION))
 
 RECALL_TOOLS: tuple[ToolSpec, ...] = (SEARCH_TOOL, EXPAND_TOOL)
 assert {t.name for t in RECALL_TOOLS} == RECALL_TOOL_NAMES  # the index skips these names

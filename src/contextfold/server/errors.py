@@ -79,8 +79,12 @@ def too_large_message(error: RequestTooLargeError) -> str:
     """A request that cannot fit even after compaction (SPEC P3), from its numbers; the
     body carries them too (`overflow_tokens`, `estimated_tokens`, `safe_input_limit`)."""
     unsent = "sent or saved" if error.code == "draft_too_large" else "sent"
+    window = getattr(error, "context_window", None)
+    # The safe limit is not the window: it leaves room for the reply and a margin.
+    of_window = f"; its window is {window}" if window else ""
     return (f"about {error.estimated_tokens} tokens do not fit the safe input limit of "
-            f"{error.model or 'the model'} ({error.safe_input_limit}), even after compaction, "
+            f"{error.model or 'the model'} ({error.safe_input_limit}{of_window}), even after "
+            "compaction, "
             f"and nothing was {unsent}: shorten the message by at least {error.overflow_tokens} "
             "tokens or switch the session to a larger-window model")
 

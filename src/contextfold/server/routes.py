@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -74,28 +75,46 @@ async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
     store = sessions.store.for_tenant(who)
     out = []
     for info in await store.list_sessions():  # damage found on load counts (SPEC D2)
-        settings = Settings.from_metadata(info.metadata)
         out.append({"session_id": info.id, "title": info.title,
                     "created_at": iso(info.created_at),
-                    "model": settings.model or _written_with(info.metadata),
+                    "last_active_at": iso(info.updated_at),
+                    "model": await listed_model(store, info),
                     "leaf_id": info.leaf_id, "revision": info.branch_revision,
                     "read_only": info.read_only, **await list_fields(store, info)})
     return {"sessions": out}
 
 
-def _written_with(metadata: dict[str, Any]) -> str | None:
-    """The model a session the CLI, library or proxy wrote says it was written with (the
-    list reads no branches; opening the session resolves its recorded model)."""
-    proxied = metadata.get("proxy")
-    named = metadata.get("model") or (proxied.get("model") if isinstance(proxied, dict)
-                                      else None)
-    return named if isinstance(named, str) else None
+# (tenant, session) -> ((revision, settings), model): a session's model is read from its
+# branch once per revision and model setting (a switch moves no revision), not on every
+# listing.
+_MODELS: OrderedDict[tuple[str, str], tuple[tuple[int, str], str | None]] = OrderedDict()
+_MODELS_KEPT = 4096
+
+
+async def listed_model(store: Any, info: Any) -> str | None:
+    """The session's model as every face lists it (`billing.billed_model`, which
+    `contextfold sessions` shows too): the model it is set to, else the one its branch
+    recorded (an imported session's), else the one its metadata names."""
+    from ..billing import SERVICE_KEY, billed_model
+
+    key = (info.tenant_id, info.id)
+    version = (info.branch_revision, repr(info.metadata.get(SERVICE_KEY)))
+    known = _MODELS.get(key)
+    if known is not None and known[0] == version:
+        _MODELS.move_to_end(key)
+        return known[1]
+    model = billed_model(await store.load_full_branch(info.id), info.metadata)
+    _MODELS[key] = (version, model)
+    while len(_MODELS) > _MODELS_KEPT:
+        _MODELS.popitem(last=False)
+    return model
 
 
 @router.get("/sessions/{session_id}")
 async def get_session(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """One session: settings, leaf, revision, read_only, state, gauge and cost (SPEC Q4)."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     return {**await sessions.session_json(live), "cost": await sessions.cost_json(live)}
 
 
@@ -105,6 +124,7 @@ async def get_tree(session_id: str, who: Tenant, sessions: Manager,
                    ) -> dict[str, Any]:
     """Every node of the session's tree (all branches), each with `on_branch`."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     store = live.conv.store
     if limit is None:
         nodes = await store.load_tree(session_id)
@@ -125,6 +145,7 @@ async def get_tree(session_id: str, who: Tenant, sessions: Manager,
 async def get_projection(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """What the next request holds, its estimate and the safe limit."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     conv = live.conv
     if live.read_only:
         raise ApiError(409, "read_only", "the session's stored history is damaged; it can be "
@@ -143,6 +164,7 @@ async def compact(session_id: str, who: Tenant, sessions: Manager,
 
     body = body or Compact()
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     await sessions.ensure_not_compacting(live, "compact")
     if live.turns > 0:
         raise ApiError(409, "busy", "cannot compact while a turn is running")
@@ -175,6 +197,7 @@ async def compact(session_id: str, who: Tenant, sessions: Manager,
 async def cancel(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """Cancel a running compaction (C4: nothing of it is written); false if none ran."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     cancelled = await sessions.cancel(live)
     if cancelled:
         await asyncio.sleep(0)  # let the cancellation land before reporting the state
@@ -184,11 +207,14 @@ async def cancel(session_id: str, who: Tenant, sessions: Manager) -> dict[str, A
 @router.post("/sessions/{session_id}/fork", status_code=201)
 async def fork(session_id: str, body: Fork, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """A new session whose branch ends at assistant node `node_id` (SPEC O3)."""
+    from ..store.refs import resolve_node_id
+
     live = await sessions.get(who, session_id)
     await sessions.ensure_not_compacting(live, "fork")
     if live.turns > 0:
         raise ApiError(409, "busy", "cannot fork while a turn is running")
-    forked = await sessions.fork(live, body.node_id, body.title)
+    node_id = await resolve_node_id(live.conv.store, live.session_id, body.node_id)
+    forked = await sessions.fork(live, node_id, body.title)
     return await sessions.session_json(forked)
 
 
@@ -197,6 +223,7 @@ async def switch_model(session_id: str, body: SwitchModel, who: Tenant,
                        sessions: Manager) -> dict[str, Any]:
     """Use another model from the next request on (its window applies at once, P2)."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     await sessions.ensure_not_compacting(live, "switch the model")
     if live.turns > 0:
         raise ApiError(409, "busy", "cannot switch the model while a turn is running")
@@ -208,6 +235,7 @@ async def switch_model(session_id: str, body: SwitchModel, who: Tenant,
 async def events(session_id: str, who: Tenant, sessions: Manager) -> Any:
     """Server-sent events of the session, from any worker (docs/service.md)."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     keepalive = sessions.config.keepalive_seconds
 
     async def body() -> Any:

@@ -19,11 +19,11 @@ from fastapi.responses import Response
 from pydantic import Field
 
 from ..store.values import SessionInfo
+from ..titles import PAGE_KEY
 from .deps import Body, Manager, Tenant
 from .views import iso, node_json
 
 router = APIRouter(prefix="/v1")
-PAGE_KEY = "page"  # session metadata the page writes: {"title": str, "archived": bool}
 SEARCH_LIMIT = 50
 
 
@@ -46,10 +46,11 @@ def page_meta(metadata: dict[str, Any]) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
-def shown_title(info: SessionInfo) -> str | None:
-    """The title a rename on the page gave, else the stored one."""
-    renamed = page_meta(info.metadata).get("title")
-    return renamed if isinstance(renamed, str) and renamed else info.title
+def shown_title(info: SessionInfo) -> str:
+    """The title every face shows (`contextfold.titles`: renamed, stored, "Untitled")."""
+    from ..titles import shown_title as shown
+
+    return shown(info.title, info.metadata)
 
 
 async def last_message_at(store: Any, info: SessionInfo) -> str | None:
@@ -83,6 +84,7 @@ async def patch_session(session_id: str, body: SessionPatch, who: Tenant,
     """Rename (`title`; "" goes back to the stored title) or archive (`archived`: hidden
     from the page's list, nothing deleted) a session."""
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     store = sessions.store.for_tenant(who)
     meta = dict(page_meta((await store.get_session(session_id)).metadata))
     if body.title is not None:
@@ -105,7 +107,8 @@ async def search(session_id: str, who: Tenant, sessions: Manager,
     first: the recall index the model's `history_search` uses."""
     from ..runtime.recall import hit_dict
 
-    await sessions.get(who, session_id)  # 404 for another tenant's session (W1)
+    # 404 for another tenant's session (W1); the whole id, whatever prefix was given
+    session_id = (await sessions.get(who, session_id)).session_id
     store = sessions.store.for_tenant(who)
     hits = await store.search_history(session_id, q, limit=limit)
     return {"session_id": session_id, "query": q,
@@ -127,7 +130,12 @@ async def pin(session_id: str, body: NewPin, who: Tenant, sessions: Manager) -> 
     live = await sessions.get(who, session_id)
     await sessions.ensure_not_compacting(live, "pin")
     sessions.ensure_writable(live, "pin")
-    made = await live.conv.pin(body.text, node_id=body.node_id)
+    node_id = body.node_id
+    if node_id is not None:  # a unique prefix of the node's id is enough
+        from ..store.refs import resolve_node_id
+
+        node_id = await resolve_node_id(live.conv.store, live.session_id, node_id)
+    made = await live.conv.pin(body.text, node_id=node_id)
     sessions.publish_gauge(live)
     return {"pin": made.model_dump(mode="json", exclude_none=True),
             "pins": [p.model_dump(mode="json", exclude_none=True) for p in live.conv.pins()]}
@@ -155,17 +163,15 @@ _FULL: weakref.WeakKeyDictionary[Any, tuple[Any, int, int]] = weakref.WeakKeyDic
 async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """The next request by category (system, tools, checkpoint, pins, messages, tool
     results) and the free space below the safe input limit; adds up to the gauge."""
-    from ..core.breakdown import context_breakdown, full_history_tokens
+    from ..core.breakdown import context_report, history_figures
     from ..core.tree import Branch
 
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     sessions.ensure_writable(live, "show the context")
     conv = live.conv
     sizer = conv.sizer
     estimate = conv.estimate()
-    out = context_breakdown(conv.projection(), sizer.costs, system=sizer.system,
-                            tools=sizer.tool_json, used=estimate.tokens,
-                            limit=conv.budget.safe_input_limit)
     # The whole branch is read once per leaf and model, not on every refresh of the page.
     key = (getattr(conv.branch, "leaf_id", None), getattr(conv.branch, "revision", None),
            conv.capacity)
@@ -173,16 +179,18 @@ async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, 
     if known is None or known[0] != key:
         branch = await conv.store.load_full_branch(session_id)
         nodes = branch.nodes if isinstance(branch, Branch) else branch.readable
-        full = full_history_tokens(nodes, sizer.costs, system=sizer.system,
-                                   tools=sizer.tool_json)
-        known = (key, full, sum(1 for n in nodes if n.checkpoint is not None))
+        full, checkpoints = history_figures(nodes, sizer.costs, system=sizer.system,
+                                            tools=sizer.tool_json)
+        known = (key, full, checkpoints)
         _FULL[conv] = known
     _, full, checkpoints = known
-    return {"session_id": session_id, **out.to_json(), "method": estimate.method,
-            "context_window": conv.capacity.context_window,
-            "auto_threshold": conv.budget.auto_threshold,
-            "full_history_tokens": full, "saved_tokens": max(0, full - out.used),
-            "checkpoints": checkpoints}
+    return {"session_id": session_id, "model": conv.capacity.model,
+            **context_report(conv.projection(), sizer.costs, system=sizer.system,
+                             tools=sizer.tool_json, used=estimate.tokens,
+                             method=estimate.method, limit=conv.budget.safe_input_limit,
+                             threshold=conv.budget.auto_threshold,
+                             context_window=conv.capacity.context_window,
+                             full_history=full, checkpoints=checkpoints)}
 
 
 # ------------------------------------------------------------------ export
@@ -197,6 +205,7 @@ async def export(session_id: str, who: Tenant, sessions: Manager,
     from ..formats.request import export_session
 
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the whole id, whatever prefix was given
     conv = live.conv
     branch = await conv.store.load_full_branch(session_id)
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable

@@ -84,10 +84,11 @@ class Live:
         return self.conv.session_id
 
     @property
-    def title(self) -> str | None:
-        page = self.info.metadata.get("page")  # a rename on the page (routes_page)
-        renamed = page.get("title") if isinstance(page, dict) else None
-        return renamed or self.info.title  # type: ignore[no-any-return]
+    def title(self) -> str:
+        """The title every face shows (`contextfold.titles`: renamed, stored, "Untitled")."""
+        from ..titles import shown_title
+
+        return shown_title(self.info.title, self.info.metadata)
 
     @property
     def read_only(self) -> bool:
@@ -145,7 +146,14 @@ class SessionManager:
         """The live session, re-read from the store unless something runs on it here.
 
         Another tenant's session raises `SessionNotFoundError` (404) from the scoped store.
+        `session_id` may be shortened to any unique prefix, or be `latest` (`store.refs`,
+        over the tenant's store: never another tenant's session); an ambiguous one is a
+        400 listing the candidates. A live session's whole id costs no read.
         """
+        if (tenant, session_id) not in self._live:
+            from ..store.refs import resolve_session_id
+
+            session_id = await resolve_session_id(self.store.for_tenant(tenant), session_id)
         key = (tenant, session_id)
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:

@@ -89,8 +89,9 @@ async def _turn(sessions: SessionManager, who: str, session_id: str, op: Op,
     if text is not None and len(text) > limit:
         raise ApiError(413, "message_too_large",
                        f"the message is longer than {limit} characters", limit_chars=limit)
-    node_id = message_node_id(session_id, key) if key is not None else None
     live = await sessions.get(who, session_id)
+    session_id = live.session_id  # the key names a node of the whole id, whatever was given
+    node_id = message_node_id(session_id, key) if key is not None else None
     if live.turns > 0:
         if node_id is not None and node_id in live.keyed:
             raise ApiError(409, "in_progress", f"a send with this {HEADER} is still running; "

@@ -110,8 +110,8 @@ class BranchingOps(StoreBase):
             node = branch.nodes[-1]
             if node.checkpoint is not None:
                 raise InvalidOperationError(
-                    f"cannot fork from checkpoint {node_id!r} (SPEC O3): fork from a real "
-                    "assistant message")
+                    f"cannot fork from checkpoint {node_id!r}: fork from a real assistant "
+                    "message")
             if node.message is None or node.message.role != "assistant":
                 role = node.message.role if node.message else "?"
                 raise InvalidOperationError(

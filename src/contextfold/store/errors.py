@@ -25,7 +25,7 @@ class SessionNotFoundError(StoreError, LookupError):
         lister = (f"`contextfold sessions --db {database}`" if database
                   else "`contextfold sessions`")
         super().__init__(f"no session {session_id!r} in {where}; {lister} lists its sessions "
-                         "(in Python: `await store.list_sessions()`)")
+                         "(an id may be shortened to any unique prefix, or given as `latest`)")
         self.session_id = session_id
         self.database = database
 
@@ -95,8 +95,8 @@ class StaleBranchError(StoreError):
 
     def __init__(self, session_id: str, expected: str | None, actual: str | None) -> None:
         super().__init__(
-            f"session {session_id!r} leaf is {actual!r}, not the expected {expected!r}; "
-            "reload the branch and try again"
+            f"session {session_id!r} moved: its latest node is {actual!r}, not the expected "
+            f"{expected!r}; reload the branch and try again"
         )
         self.session_id = session_id
         self.expected_leaf_id = expected

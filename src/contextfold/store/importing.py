@@ -42,7 +42,7 @@ def prepare_import(nodes: Sequence[Node], leaf_id: str) -> list[PreparedNode]:
             raise InvalidOperationError(f"node id {node.id!r} appears twice in the import")
         by_id[node.id] = node
     if leaf_id not in by_id:
-        raise InvalidOperationError(f"leaf {leaf_id!r} is not one of the imported nodes")
+        raise InvalidOperationError(f"the latest node {leaf_id!r} is not one of the imported nodes")
     for node in nodes:
         if node.parent_id is not None and node.parent_id not in by_id:
             raise InvalidOperationError(

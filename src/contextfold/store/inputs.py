@@ -1,4 +1,4 @@
-"""What the ordinary write path accepts: messages only (SPEC C6).
+"""What the ordinary write path accepts: messages only .
 
 Kept apart from the SQL machinery so the in-memory store (`store.memory`) applies the same
 rule without importing SQLAlchemy.
@@ -34,7 +34,7 @@ def as_message(value: Any) -> Message:
     """The ordinary write path takes messages only; checkpoints are refused (SPEC C6)."""
     if isinstance(value, Checkpoint):
         raise InvalidOperationError(
-            "append/edit cannot write a checkpoint (SPEC C6); checkpoints are written only by "
+            "append/edit cannot write a checkpoint; checkpoints are written only by "
             "commit_checkpoint(plan, checkpoint)")
     if isinstance(value, Message):
         return value

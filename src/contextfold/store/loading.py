@@ -130,7 +130,8 @@ async def load_tail(
         return Branch(nodes=(), complete=True, revision=revision)
     leaf = await source.node_meta(tree_id, leaf_id)
     if leaf is None:
-        problem = Problem("missing_leaf", leaf_id, f"session leaf {leaf_id!r} is not stored")
+        problem = Problem("missing_leaf", leaf_id,
+                          f"the session's latest node {leaf_id!r} is not stored")
         return DamagedBranch(readable=(), problems=(problem,))
     cp_id = leaf["latest_checkpoint_id"]
     stop: str | None = None

@@ -57,6 +57,17 @@ class SessionReader(BranchReader, Protocol):
     async def load_tree(self, session_id: str) -> list[Node]:
         """Every readable node of the session's tree, parents before children."""
 
+    async def find_sessions(self, prefix: str, *, limit: int) -> list[SessionInfo]:
+        """Sessions (of this store's tenant) whose id starts with `prefix`, by id, at most
+        `limit`; damage is not checked. What `refs.resolve_session_id` reads."""
+
+    async def latest_session(self) -> SessionInfo | None:
+        """The session (of this store's tenant) active last: the latest leaf move."""
+
+    async def find_nodes(self, session_id: str, prefix: str, *, limit: int) -> list[str]:
+        """Ids of the nodes of the session's tree that start with `prefix`, sorted, at most
+        `limit`. What `refs.resolve_node_id` reads."""
+
 
 @runtime_checkable
 class CompactionStore(BranchReader, Protocol):

@@ -96,6 +96,7 @@ def session_info(row: Mapping[str, Any], *, read_only: bool) -> SessionInfo:
         title=row["title"], created_at=utc(row["created_at"]),
         metadata=json.loads(row["metadata"] or "{}"),
         tenant_id=row.get("tenant_id") or DEFAULT_TENANT,
+        updated_at=utc(row["updated_at"]) if row.get("updated_at") is not None else None,
     )
 
 

@@ -79,7 +79,7 @@ WITH RECURSIVE chain({_NODE_COLUMNS}) AS (
 )
 SELECT {_NODE_COLUMNS} FROM chain"""
 _SESSION_COLUMNS = ("id, tree_id, leaf_id, branch_revision, read_only, title, metadata, "
-                    "created_at, tenant_id")  # by name: a changed table fails here
+                    "created_at, updated_at, tenant_id")  # by name: a changed table fails here
 _CHUNK = 500  # ids per IN (...) list, as queries.py chunks them
 
 
@@ -240,6 +240,32 @@ class SnapshotReader:
         return loading.readable_nodes(self._all(
             f"SELECT {_NODE_COLUMNS}, depth FROM nodes WHERE tree_id = ? "
             "ORDER BY depth, created_at, id", (tree_id,)))
+
+
+    async def find_sessions(self, prefix: str, *, limit: int) -> list[SessionInfo]:
+        """As `SqlSessionStore.find_sessions`."""
+        rows = self._all(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE substr(id, 1, ?) = ? "
+                         "ORDER BY id LIMIT ?", (len(prefix), prefix, limit)) if prefix else []
+        if not rows:  # the full store words the "no session" error (and names the database)
+            raise SnapshotUnusable(f"no session {prefix!r}")
+        return [session_info(row, read_only=False) for row in rows]
+
+    async def latest_session(self) -> SessionInfo | None:
+        """As `SqlSessionStore.latest_session`."""
+        rows = self._all(f"SELECT {_SESSION_COLUMNS} FROM sessions "
+                         "ORDER BY updated_at DESC, id DESC LIMIT 1")
+        if not rows:  # as above: the full store words it
+            raise SnapshotUnusable("no session")
+        return session_info(rows[0], read_only=False)
+
+    async def find_nodes(self, session_id: str, prefix: str, *, limit: int) -> list[str]:
+        """As `SqlSessionStore.find_nodes`."""
+        tree_id = self._session_row(session_id)["tree_id"]
+        if not prefix:
+            return []
+        return [row["id"] for row in self._all(
+            "SELECT id FROM nodes WHERE tree_id = ? AND substr(id, 1, ?) = ? ORDER BY id "
+            "LIMIT ?", (tree_id, len(prefix), prefix, limit))]
 
 
 def read_only_store(url: str | None, reads: Callable[[SessionReader], Awaitable[T]]) -> T:

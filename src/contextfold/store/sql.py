@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, String, bindparam, insert, select, update
+from sqlalchemy import Select, String, bindparam, func, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -150,6 +150,40 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                 damaged = check_damage and await self._is_damaged(conn, row)
                 out.append(self._info(row, read_only=bool(damaged)))
             return out
+
+    async def find_sessions(self, prefix: str, *, limit: int) -> list[SessionInfo]:
+        """Sessions of this tenant whose id starts with `prefix` (compared as text, not as a
+        LIKE pattern: an id may hold `_` or `%`), by id; damage is not checked."""
+        if not prefix:
+            return []
+        async with read_connection(self.engine) as conn:
+            rows = (await conn.execute(
+                self._scoped(select(sessions))
+                .where(func.substr(sessions.c.id, 1, len(prefix)) == prefix)
+                .order_by(sessions.c.id).limit(limit))).mappings().all()
+        return [self._info(row, read_only=False) for row in rows]
+
+    async def latest_session(self) -> SessionInfo | None:
+        """This tenant's session with the latest leaf move (its last activity)."""
+        async with read_connection(self.engine) as conn:
+            row = (await conn.execute(
+                self._scoped(select(sessions))
+                .order_by(sessions.c.updated_at.desc(), sessions.c.id.desc()).limit(1)
+            )).mappings().first()
+        return None if row is None else self._info(row, read_only=False)
+
+    async def find_nodes(self, session_id: str, prefix: str, *, limit: int) -> list[str]:
+        """Ids of the session tree's nodes starting with `prefix` (W1: the session is this
+        tenant's, or `SessionNotFoundError`)."""
+        async with read_connection(self.engine) as conn:
+            tree_id = (await self._session_row(conn, session_id))["tree_id"]
+            if not prefix:
+                return []
+            found = await conn.execute(
+                select(nodes.c.id).where(nodes.c.tree_id == tree_id,
+                                         func.substr(nodes.c.id, 1, len(prefix)) == prefix)
+                .order_by(nodes.c.id).limit(limit))
+            return [r[0] for r in found]
 
     # ------------------------------------------------------------------ loading
 
@@ -439,8 +473,8 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
 def _plan_mismatch(row: RowMapping, plan: Plan) -> str | None:
     """C2: same leaf, same revision as when the plan was made."""
     if row["leaf_id"] != plan.session_leaf_id:
-        return (f"the leaf moved from {plan.session_leaf_id!r} to {row['leaf_id']!r} while "
-                "summarising")
+        return (f"the session moved while summarising (its latest node was "
+                f"{plan.session_leaf_id!r}, now {row['leaf_id']!r})")
     if row["branch_revision"] != plan.branch_revision:
         return (f"branch revision is {row['branch_revision']}, the plan was made at "
                 f"{plan.branch_revision}")

@@ -28,6 +28,9 @@ class SessionInfo:
     created_at: datetime
     metadata: dict[str, Any] = field(default_factory=dict)
     tenant_id: str = DEFAULT_TENANT
+    # The session's last leaf move (append, commit, retry, ...): its last activity. Metadata
+    # writes (a rename, an archive) do not move it. None where a store does not keep it.
+    updated_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -292,8 +292,8 @@ def _requests(turns: list[_Turn], facts: Facts, task_limit: int = TASK_CHARS) ->
             # Every later statement is the user's words, carried in the user section; the
             # latest is also the goal's latest request (`_original_and_latest`).
             facts.statements.append((f"(user) {said}", turn.node_id))
-            if _substantial(said, words=2):
-                last_later = f"{LATER_REQUEST}{clip_words(said, GOAL_CHARS)}"
+            if _substantial(said, words=2):  # whole in the user section; here its gist
+                last_later = f"{LATER_REQUEST}{clip_words(said, min(GOAL_CHARS, task_limit // 2))}"
         for line in pasted_errors(turn.request):
             facts.critical.append(f"{PASTED} {line}")
         decisions, steps, corrections = user_statements(typed)

@@ -21,6 +21,9 @@ from .prompts import CRITICAL, PROGRESS_SECTION, PROGRESS_SUBSECTIONS, parse_sec
 from .user_words import clip_statement, clipped_node, directive_score
 
 OMITTED_NOTE = "earlier items omitted for size; the durable history has them"
+# The retention check's line naming what it could not fit (SPEC S6): written anew by each
+# check, so a summary built on the previous one leaves the old line out.
+RECALL_PREFIX = "[Recall] Folded and not repeated here for size; in the history:"
 # The user section's note for statements it could not carry (SPEC S8, S9): each is named
 # by its node, so nothing the user said is dropped silently.
 STATEMENTS_NOTE = ("more of the user's messages, not repeated for size; whole in the history "
@@ -353,6 +356,8 @@ def build_sections(plan: Plan, facts: Facts) -> list[Section]:
     ordered, sections = empty_sections(profile)
     # Previous content first: it is older than anything in the newly old nodes.
     load_summary(sections, plan.previous_summary or "", profile, statement_sources(plan))
+    critical = sections[CRITICAL]
+    critical.items = [i for i in critical.items if not i.startswith(RECALL_PREFIX)]
     if facts.new_request:
         # Items already carried once as "earlier" context are not carried again: after two
         # requests they are history (still searchable there), and carrying them on would

@@ -36,7 +36,13 @@ from ..core.tree import message_nodes
 from .extractive import summary_token_budget
 from .extractive_facts import STATEMENT_CHARS, is_request, norm_item
 from .extractive_fit import FLOORS, SummaryBudgetTooSmall, fit_sections, render_sections
-from .extractive_sections import Section, empty_sections, load_summary, user_section
+from .extractive_sections import (
+    RECALL_PREFIX,
+    Section,
+    empty_sections,
+    load_summary,
+    user_section,
+)
 from .grounding import Ungrounded, ground_summary, sources_of
 from .prompts import CRITICAL, sections_for
 from .summary import EXTRACTIVE, FALLBACK
@@ -54,7 +60,6 @@ LEDGER_FLOOR = 0.45
 # A kind: the section kind (`extractive_sections.KINDS`) its missing items are re-added to.
 _KIND_OF = {"statement": "user", "constraint": "user", "decision": "decisions",
             "next_step": "next", "error": "critical"}
-RECALL_PREFIX = "[Recall] Folded and not repeated here for size; in the history:"
 RECALL_CHARS = 600  # the [Recall] line names at most about this much
 _LISTED = 50  # evicted items and identifiers listed in the stored result
 _CARRIED = 200  # most required items carried to the next check

@@ -153,7 +153,7 @@ function renderSessionList() {
   // Archived sessions stay out of the quick switch (the Sessions view shows them on demand).
   const options = state.sessions.filter((s) => !s.archived || s.session_id === state.sessionId)
     .map((s) => el("option", {value: s.session_id},
-      `${s.title || "Untitled"} · ${s.model} · ${formatTime(s.last_message_at || s.created_at)} · ${s.session_id.slice(-6)}`));
+      `${s.title} · ${s.model} · ${formatTime(s.last_message_at || s.created_at)} · ${s.session_id.slice(-6)}`));
   if (!options.length) options.push(el("option", {value: ""}, "no sessions yet"));
   replaceChildren(select, options);
   select.value = state.sessionId || "";
@@ -320,8 +320,34 @@ async function loadEverything() {
   }
   renderSessionList();
   if (generation !== state.generation) return;  // the user opened a session meanwhile
-  const wanted = hashSession() || (state.sessions.length ? state.sessions[state.sessions.length - 1].session_id : null);
+  const asked = hashSession();
+  const wanted = asked ? await wholeId(asked) : latestActive(state.sessions);
+  if (generation !== state.generation) return;
   await openSession(wanted);
+}
+
+// The session active last (its latest message, compaction or retry), archived ones only
+// when nothing else is left: what a newcomer expects to see first.
+function latestActive(sessions) {
+  const shown = sessions.filter((s) => !s.archived);
+  const pool = shown.length ? shown : sessions;
+  let best = null;
+  for (const s of pool) {
+    const at = s.last_active_at || s.created_at || "";
+    if (!best || at >= (best.last_active_at || best.created_at || "")) best = s;
+  }
+  return best ? best.session_id : null;
+}
+
+// A link may name a session by any unique prefix of its id, or `latest` (as the CLI and
+// the API take it): the server answers with the whole id, which the page then uses.
+async function wholeId(ref) {
+  if (state.sessions.some((s) => s.session_id === ref)) return ref;
+  try {
+    return (await api.session(ref)).session_id || ref;
+  } catch {
+    return ref;  // the session's own load shows the error
+  }
 }
 
 function hashSession() {
@@ -465,8 +491,10 @@ function setup() {
   });
   byId("token-input").placeholder = getToken() ? "token set (paste to replace)" : "Bearer token";
   window.addEventListener("hashchange", () => {
-    const id = hashSession();
-    if (id && id !== state.sessionId) openSession(id, {updateHash: false});
+    const ref = hashSession();
+    if (ref && ref !== state.sessionId) {
+      wholeId(ref).then((id) => { if (id !== state.sessionId) openSession(id); });
+    }
   });
   loadAll();
 }

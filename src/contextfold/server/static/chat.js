@@ -1,7 +1,7 @@
 // The chat column: the messages of the session's branch, checkpoints shown as notes, and the
 // bubbles of a turn in flight. Text is rendered as safe Markdown (markdown.js builds DOM
 // nodes, never HTML); long tool outputs are collapsed; every message can be pinned.
-import {byId, el, formatTokens, replaceChildren, timeEl} from "./dom.js";
+import {byId, count, el, formatTokens, replaceChildren, timeEl} from "./dom.js";
 import {renderMarkdown} from "./markdown.js";
 import {indexTree, nodeLabel, nodeText, pathTo} from "./nodes.js";
 
@@ -43,15 +43,29 @@ function grew(p) {
     p.tokens_after_estimate >= p.tokens_before;
 }
 
+// A checkpoint's sizes as far as it recorded them: an imported one (Pi's) may name only
+// the size before it, and the card then says so instead of "→ ~– tokens".
+function compactedText(p) {
+  const number = (v) => typeof v === "number";
+  const by = p.summarizer || "summary";
+  if (number(p.tokens_before) && number(p.tokens_after_estimate)) {
+    return `Earlier context compacted: ${formatTokens(p.tokens_before)} → ` +
+      `~${formatTokens(p.tokens_after_estimate)} tokens (estimated; ${by}). `;
+  }
+  if (number(p.tokens_before)) {
+    return `Earlier context compacted from ${formatTokens(p.tokens_before)} tokens (${by}; ` +
+      "its size after was not recorded). ";
+  }
+  return `Earlier context compacted (${by}). `;
+}
+
 function chatItem(node, handlers) {
   if (node.kind === "checkpoint") {
     const p = node.payload || {};
     return el("li", {class: "msg checkpoint-note", dataset: {nodeId: node.id}},
       el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, nodeLabel(node)),
         timeEl(node.created_at)),
-      el("p", {class: "msg-text"},
-        `Earlier context compacted: ${formatTokens(p.tokens_before)} → ` +
-        `~${formatTokens(p.tokens_after_estimate)} tokens (estimated; ${p.summarizer || "summary"}). ` +
+      el("p", {class: "msg-text"}, compactedText(p) +
         // A manual compaction may grow a short request (the automatic one never commits
         // that): the card says so, so the numbers are not read as a saving.
         (grew(p) ? "It did not make the request smaller: the summary outweighs what it folded. " : "") +
@@ -95,7 +109,7 @@ export function messageBody(node) {
     } else if (part.type === "tool_result") {
       out.append(toolOutput(part));
     } else if (part.type === "reasoning") {
-      out.append(el("p", {class: "muted"}, "(reasoning)"));
+      out.append(thinking(part));
     } else if (part.type && !["text", "tool_call", "tool_result"].includes(part.type)) {
       out.append(el("p", {class: "muted"}, `(${part.type})`));
     }
@@ -108,6 +122,16 @@ export function messageBody(node) {
   return out;
 }
 
+// The model's thinking, shown as thinking: collapsed behind its size when the provider let it
+// be read, else said to be unreadable (a message of thinking alone is never a blank card).
+function thinking(part) {
+  const text = (part.text || "").trim();
+  if (!text) return el("p", {class: "muted thinking"}, "(thinking: not readable, the provider keeps it encrypted)");
+  return el("details", {class: "thinking"},
+    el("summary", {}, `Thinking: ${count(text.length, "character")} — show`),
+    el("pre", {class: "pre"}, text));
+}
+
 function toolOutput(part) {
   const output = part.output || "";
   const label = `${part.is_error ? "✗" : "←"} ${part.name || "result"}`;
@@ -117,7 +141,7 @@ function toolOutput(part) {
       el("pre", {class: "pre"}, output));
   }
   return el("details", {class: "tool-result long"},
-    el("summary", {}, `${label}: ${lines.length} lines, ${formatTokens(output.length)} characters — show`),
+    el("summary", {}, `${label}: ${count(lines.length, "line")}, ${count(output.length, "character")} — show`),
     el("pre", {class: "pre"}, output));
 }
 

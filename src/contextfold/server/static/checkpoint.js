@@ -1,6 +1,6 @@
 // A checkpoint's detail: what it folded, tokens before and after, the summariser, the ledger's
 // evictions. Opened from the chat, the tree or the projection.
-import {byId, el, formatTime, formatTokens, preview, replaceChildren} from "./dom.js";
+import {byId, count, el, formatTime, formatTokens, preview, replaceChildren} from "./dom.js";
 import {foldedBy, indexTree, nodeLabel, nodeText} from "./nodes.js";
 import {ledgerTable} from "./projection.js";
 
@@ -26,12 +26,12 @@ export function openCheckpoint(node, tree) {
         row("profile", p.profile),
         row("messages folded", String(folded.length)),
         row("ledger", details.ledger ?
-          `${details.ledger.entries} entries, ${formatTokens(details.ledger.tokens)} of ` +
+          `${count(details.ledger.entries, "entry", "entries")}, ${formatTokens(details.ledger.tokens)} of ` +
           `${formatTokens(details.ledger.cap)} tokens` : "–"),
         details.instructions ? row("instructions", details.instructions) : null,
         masking ? row("tool results masked", String(details.masked_messages ?? 0)) : null)),
     el("section", {"aria-label": "Folded messages"},
-      el("h3", {}, `What it folded: ${folded.length} messages`),
+      el("h3", {}, `What it folded: ${count(folded.length, "message")}`),
       folded.length ? el("ol", {class: "folded"}, folded.map((n) => el("li", {},
         el("strong", {}, `${nodeLabel(n)}: `), preview(nodeText(n), 160))))
         : el("p", {class: "muted"}, masking ? "A masking step folds nothing: it only shortens old tool results in what the model sees." : "nothing")),

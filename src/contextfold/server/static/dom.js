@@ -49,6 +49,11 @@ export function formatTokens(n) {
   return Number(n).toLocaleString("en-US");
 }
 
+/** "1 message", "2 messages": a count with its noun in the right number. */
+export function count(n, noun, plural = `${noun}s`) {
+  return `${formatTokens(n)} ${Number(n) === 1 ? noun : plural}`;
+}
+
 /**
  * A short, readable time with its day for a created_at: "today 14:05", "2 Dec 14:05", or
  * "2 Dec 2025 14:05" for another year. fullTime() gives the whole date for a tooltip.

@@ -39,7 +39,7 @@ export function nodeText(node) {
     if (part.type === "tool_call") pieces.push(`→ ${part.name}(${compactJson(part.input)})`);
     else if (part.type === "tool_result") {
       pieces.push(`${part.is_error ? "✗" : "←"} ${part.name || "result"}: ${part.output || ""}`);
-    } else if (part.type === "reasoning") pieces.push("(reasoning)");
+    } else if (part.type === "reasoning") pieces.push("(thinking)");
     else if (part.type && part.type !== "text") pieces.push(`(${part.type})`);
   }
   return pieces.join("\n");

@@ -1,11 +1,13 @@
 // What the next request holds: the latest checkpoint's summary, its ledger and pins, the raw
 // tail verbatim, and the estimate against the limit (GET /projection).
-import {byId, el, formatTokens, replaceChildren} from "./dom.js";
+import {byId, count, el, formatTokens, replaceChildren} from "./dom.js";
 import {nodeLabel, nodeText} from "./nodes.js";
 
+// The categories of core/breakdown.py, labelled as `contextfold context` labels them.
 const CATEGORY_LABELS = [
   ["system", "System prompt"], ["tools", "Tools"], ["checkpoint", "Checkpoint summary"],
-  ["pins", "Pins"], ["messages", "Tail messages"], ["tool_results", "Tool results"],
+  ["pins", "Pins"], ["recall", "Recalled excerpts"], ["messages", "Recent messages (tail)"],
+  ["tool_results", "Tool results"],
 ];
 
 export function renderProjection(projection, {onCheckpoint, onUnpin, onPinText, context, cost, locked}) {
@@ -60,8 +62,10 @@ function countsSection(projection) {
       row("context window", projection.context_window),
       measured ? row("reported by the model (last reply)", b.baseline) : null,
       row(measured ? "added since (estimated)" : "messages + summary (estimated)", b.delta),
-      row("system prompt", b.system),
-      row("tools", b.tools)),
+      // Measured, the system prompt and tools are inside the reported usage: the breakdown
+      // below shows each category, so this list shows no second, different "tools" count.
+      measured ? null : row("system prompt", b.system),
+      measured ? null : row("tools", b.tools)),
     el("p", {class: "muted"}, measured
       ? "Measured: the last reply's reported usage plus an estimate of what came after it."
       : "Estimated from the text (no reply has reported its usage yet)."));
@@ -80,10 +84,19 @@ function summarySection(node, onCheckpoint) {
 
 export function ledgerTable(entries) {
   if (!entries.length) return el("p", {class: "muted"}, "empty");
-  return el("table", {class: "ledger"},
+  // An identifier is copied and compared: it may wrap only after its own separators (a
+  // path's "/", a DOI's ".", a key's "-"), never inside a run of letters and digits; one
+  // longer than the panel scrolls sideways instead of breaking ("9KH9TNS|J").
+  return el("div", {class: "table-scroll"}, el("table", {class: "ledger"},
     el("thead", {}, el("tr", {}, el("th", {}, "kind"), el("th", {}, "identifier"), el("th", {}, "note"))),
     el("tbody", {}, entries.map((e) => el("tr", {},
-      el("td", {}, e.kind || ""), el("td", {}, e.value || ""), el("td", {}, e.note || "")))));
+      el("td", {}, e.kind || ""), el("td", {class: "ident"}, breakable(e.value || "")),
+      el("td", {}, e.note || ""))))));
+}
+
+/** `text` with a line-break opportunity after each separator, none elsewhere. */
+export function breakable(text) {
+  return String(text).split(/(?<=[\/.\-_:?&=#@,;])/).flatMap((piece, i) => (i ? [el("wbr"), piece] : [piece]));
 }
 
 function ledgerSection(node) {
@@ -91,7 +104,7 @@ function ledgerSection(node) {
   const entries = ledger.entries || [];
   const evicted = ledger.evicted || [];
   return el("section", {"aria-label": "Ledger"},
-    el("h3", {}, `Ledger: ${entries.length} identifiers` +
+    el("h3", {}, `Ledger: ${count(entries.length, "identifier")}` +
       (evicted.length ? ` (${evicted.length} evicted for size, still in the history)` : "")),
     ledgerTable(entries));
 }
@@ -143,7 +156,7 @@ function contextSection(context, cost) {
   rows.push(el("tr", {dataset: {category: "free"}, class: "free-row"},
     el("th", {scope: "row"}, el("span", {class: "swatch-box seg-free"}), "Free"),
     el("td", {}, formatTokens(context.free)), el("td", {}, pct(context.free))));
-  const saved = context.saved_tokens || 0;
+  const saved = context.saved_tokens || 0;  // may be negative: the request grew
   return el("section", {"aria-label": "Context breakdown", id: "context-breakdown"},
     el("h3", {}, "Context breakdown"),
     bar,
@@ -153,20 +166,38 @@ function contextSection(context, cost) {
     el("p", {class: "muted"}, `Of the safe input limit of ${formatTokens(context.limit)} tokens ` +
       `(window ${formatTokens(context.context_window)}).` +
       (context.scaled ? " Parts are estimated and scaled to the measured total." : "")),
+    nextCompaction(context.next_compaction),
     el("p", {class: "savings", id: "context-savings"},
       context.checkpoints
-        ? `Saved: ${formatTokens(saved)} tokens per request — the whole history is ${formatTokens(context.full_history_tokens)} ` +
-          `tokens, the next request ${formatTokens(context.used)} (${context.checkpoints} ${context.checkpoints === 1 ? "compaction" : "compactions"}).`
+        ? `${saved >= 0 ? `Saved: ${formatTokens(saved)} tokens per request` : `Lost: the next request is ${formatTokens(-saved)} tokens larger than the whole history`}` +
+          ` — the whole history is ${formatTokens(context.full_history_tokens)} ` +
+          `tokens, the next request ${formatTokens(context.used)} (${count(context.checkpoints, "compaction")}).`
         : `Nothing saved yet: no compaction so far (the whole history is ${formatTokens(context.full_history_tokens)} tokens).`),
     cost ? costLine(cost) : null);
 }
 
+// When the next automatic compaction is expected (core/breakdown.next_compaction).
+function nextCompaction(next) {
+  if (!next) return null;
+  const pace = next.turns !== null && next.turns !== undefined ? `, about ${count(next.turns, "turn")} at this session's pace` : "";
+  return el("p", {class: "muted", id: "context-next"}, next.tokens_to_go
+    ? `Next compaction in ${formatTokens(next.tokens_to_go)} tokens${pace} (automatic threshold ${formatTokens(next.auto_threshold)}).`
+    : `Next compaction: due now (past the automatic threshold of ${formatTokens(next.auto_threshold)} tokens).`);
+}
+
 function costLine(cost) {
-  const money = (v) => (v === null || v === undefined ? "–" : `$${Number(v).toFixed(4)}`);
-  // `saved_usd` is the service's (full history against the requests as sent, both through
-  // one cache model): the page never subtracts bills of two different kinds itself.
-  const saved = cost.saved_usd !== null && cost.saved_usd !== undefined && cost.full_history_usd !== null && cost.full_history_usd !== undefined
-    ? ` — saved ${money(cost.saved_usd)} against sending the full history (${money(cost.full_history_usd)}, modelled)` : "";
+  const money = (v) => (v === null || v === undefined ? "–" : `$${Math.abs(Number(v)).toFixed(4)}`);
+  const known = (v) => v !== null && v !== undefined;
+  // `saved_usd` is the service's (core/costs: the full history against the requests as sent,
+  // both through one cache model); it is compared with `as_sent_usd`, its other side, never
+  // with the reported bill. A negative saving is a loss, said as one.
+  let saved = "";
+  if (known(cost.saved_usd) && known(cost.full_history_usd)) {
+    const modelled = ` (modelled: the full history ${money(cost.full_history_usd)}, as sent ${money(cost.as_sent_usd)})`;
+    saved = !cost.compactions ? ` — nothing saved yet: no compaction${modelled}`
+      : cost.saved_usd < 0 ? ` — compaction cost ${money(cost.saved_usd)} more than sending the full history${modelled}`
+      : ` — compaction saved ${money(cost.saved_usd)} against sending the full history${modelled}`;
+  }
   // No price: say which model the catalog lacks instead of a bare dash.
   const spent = cost.usd === null || cost.usd === undefined
     ? `no price known for ${cost.model || "this model"} (the models file can add one)`
@@ -180,7 +211,7 @@ function costLine(cost) {
 function tailSection(messages) {
   const shown = messages.filter((n) => n.kind !== "pin");
   return el("section", {"aria-label": "Raw tail"},
-    el("h3", {}, `Raw tail: ${shown.length} messages, verbatim`),
+    el("h3", {}, `Raw tail: ${count(shown.length, "message")}, verbatim`),
     shown.length ? el("ol", {class: "tail", id: "projection-tail"}, shown.map((n) =>
       el("li", {class: "tail-item", dataset: {nodeId: n.id}},
         el("div", {class: "msg-head"}, el("span", {class: "msg-role"}, nodeLabel(n))),

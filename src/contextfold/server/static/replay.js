@@ -1,7 +1,7 @@
 // Import a session file, or replay one at a chosen window and chart each request's size.
 import {api, ApiError} from "./api.js";
 import {openDetail} from "./checkpoint.js";
-import {byId, el, formatTokens, replaceChildren} from "./dom.js";
+import {byId, count, el, formatTokens, replaceChildren} from "./dom.js";
 import {ledgerTable} from "./projection.js";
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -17,8 +17,8 @@ export function setupReplay({onImportStart, onImported, onOpenSession}) {
     const before = onImportStart();
     try {
       const result = await api.importFile(file, byId("import-format").value, byId("import-title").value);
-      status.textContent = `Imported ${result.nodes} nodes as ${result.format}` +
-        (result.warnings?.length ? ` (${result.warnings.length} warnings: ${result.warnings.join("; ")})` : ".");
+      status.textContent = `Imported ${count(result.nodes, "node")} as ${result.format}` +
+        (result.warnings?.length ? ` (${count(result.warnings.length, "warning")}: ${result.warnings.join("; ")})` : ".");
       const opened = await onImported(result, before);
       if (!opened) {
         status.append(" ", el("button", {type: "button", class: "link",
@@ -139,7 +139,7 @@ export function chart(series, fallbackLimit) {
   const x = (i) => pad.left + ((width - pad.left - pad.right) * i) / n;
   const y = (v) => height - pad.bottom - ((height - pad.top - pad.bottom) * v) / maxY;
   const root = svg("svg", {viewBox: `0 0 ${width} ${height}`, class: `chart${narrow ? " narrow" : ""}`, role: "img",
-    "aria-label": `Request size over ${requests.length} requests; limit ${limit} tokens`});
+    "aria-label": `Request size over ${count(requests.length, "request")}; limit ${limit} tokens`});
   const short = (v) => (narrow && v >= 1000 ? `${Math.round(v / 1000)}k` : formatTokens(v));
   for (let v = 0; v <= maxY; v += step) {
     root.append(svg("line", {x1: pad.left, x2: width - pad.right, y1: y(v), y2: y(v), stroke: "#e6e9ed"}));
@@ -211,7 +211,7 @@ function openCompaction(c, k) {
         row("trigger", c.trigger),
         row("summariser", p.summarizer))),
     c.checkpoint ? el("section", {"aria-label": "Ledger"},
-      el("h3", {}, `Ledger: ${entries.length} identifiers`), ledgerTable(entries)) : null,
+      el("h3", {}, `Ledger: ${count(entries.length, "identifier")}`), ledgerTable(entries)) : null,
     c.checkpoint ? el("section", {"aria-label": "Summary"},
       el("h3", {}, "Summary"),
       el("div", {class: "summary-box"}, el("pre", {class: "pre", id: "replay-summary"}, p.summary || ""))) : null,

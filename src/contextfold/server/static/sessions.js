@@ -20,7 +20,7 @@ export function renderSessionList(sessions, openId, handlers) {
 }
 
 function row(s, open, handlers) {
-  const title = s.title || "Untitled";
+  const title = s.title;  // the server's: renamed, stored, else "Untitled"
   const item = el("li", {class: `session-row${open ? " open" : ""}${s.archived ? " archived" : ""}`,
     dataset: {sessionId: s.session_id}});
   const titleButton = el("button", {type: "button", class: "link session-open",
