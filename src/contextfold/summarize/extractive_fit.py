@@ -23,8 +23,8 @@ from .user_words import directive_score
 # SPEC S9: the share of the summary text each kind of content is sure of (when it needs
 # it). The rest of the budget goes to whatever needs more, the user's words first.
 FLOORS: dict[str, float] = {
-    "user": 0.35, "decisions": 0.08, "next": 0.08, "critical": 0.10, "findings": 0.08,
-    "done": 0.06,
+    "user": 0.35, "decisions": 0.08, "next": 0.06, "critical": 0.10, "findings": 0.08,
+    "progress": 0.08,
 }
 
 

@@ -102,7 +102,7 @@ class Section:
     box: str = ""  # "[x] " / "[ ] " for Done / In Progress
     parent: bool = False  # a "## Progress" heading whose lists are the subsections
     rank: int = 0  # trim priority: lists of a lower rank are trimmed first (`RANKS`)
-    kind: str = "done"  # the share of the budget it draws on (SPEC S9, `KINDS`)
+    kind: str = "progress"  # the share of the budget it draws on (SPEC S9, `KINDS`)
     # The user's statements (SPEC S8): shown newest first, trimmed by their score, clipped
     # head and tail with their node, and named by node when they do not fit.
     statements: bool = False
@@ -273,16 +273,18 @@ RANKS: dict[str, int] = {
     "Done": 0, "Files Read": 0,
 }
 # The share of the budget each list draws on (SPEC S9): the goal and the user's words, the
-# decisions, what is open next, the critical context, what was found and what was done.
+# decisions, the next steps, the critical context, what was found, and the progress (done,
+# under way, blocked, files read).
 KINDS: dict[str, str] = {
     "Research Goal": "user", "Goal": "user",
     "User Requirements and Constraints": "user", "Constraints & Preferences": "user",
     "Decisions": "decisions", "Key Decisions": "decisions",
-    "Next Steps": "next", "In Progress": "next", "Blocked": "next",
+    "Next Steps": "next",
     "Critical Context": "critical",
     "Findings and Evidence": "findings", "Key Zotero Resources": "findings",
     "Files Modified": "findings",
-    "Done": "done", "Files Read": "done",
+    "Done": "progress", "In Progress": "progress", "Blocked": "progress",
+    "Files Read": "progress",
 }
 
 
@@ -302,11 +304,11 @@ def empty_sections(profile: Profile) -> tuple[list[Section], dict[str, Section]]
             for sub, box in zip(PROGRESS_SUBSECTIONS, ("[x] ", "[ ] ", ""), strict=True):
                 sections[f"{name}/{sub}"] = Section(f"### {sub}", box=box,
                                                     rank=RANKS.get(sub, 0),
-                                                    kind=KINDS.get(sub, "done"))
+                                                    kind=KINDS.get(sub, "progress"))
                 ordered.append(sections[f"{name}/{sub}"])
         else:
             sections[name] = Section(f"## {name}", rank=RANKS.get(name, 0),
-                                     kind=KINDS.get(name, "done"),
+                                     kind=KINDS.get(name, "progress"),
                                      statements=name == user_section(profile))
             ordered.append(sections[name])
     return ordered, sections

@@ -59,7 +59,7 @@ PRIORITY: tuple[str, ...] = ("constraint", "decision", "next_step", "statement",
 LEDGER_FLOOR = 0.45
 # A kind: the section kind (`extractive_sections.KINDS`) its missing items are re-added to.
 _KIND_OF = {"statement": "user", "constraint": "user", "decision": "decisions",
-            "next_step": "next", "error": "critical"}
+            "next_step": "next", "error": "critical"}  # (`extractive_sections.KINDS`)
 RECALL_CHARS = 600  # the [Recall] line names at most about this much
 _LISTED = 50  # evicted items and identifiers listed in the stored result
 _CARRIED = 200  # most required items carried to the next check
