@@ -272,6 +272,51 @@ def import_array_section(data: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def user_words_section(data: dict[str, Any] | None) -> list[str]:
+    """The user's words on real sessions (issue 37, `bench/user_words.py`)."""
+    head = ["## The user's words on real sessions (`bench/user_words.py`)", ""]
+    if data is None:
+        return [*head, "Not run yet: `python -m bench.user_words`.", ""]
+    lines = [*head,
+             f"Natural rules written by hand before the code (`tests/fixtures/user_words`, "
+             f"no cue word in common; every {data.get('every', 1)}th of 38: "
+             f"{data.get('rules', '?')} rules), each appended to the first, middle or last "
+             f"user-typed message of a real session nobody here wrote "
+             f"({', '.join(data.get('sessions', []))}), replayed through the engine with the "
+             "offline summariser; a manual compaction every 3 user turns once the message is "
+             "fed, the session going on with another real session's turns when its own run "
+             "out. After the 1st, 3rd and 10th compaction that folded it: is the rule in the "
+             "next request (checkpoint, recall block, raw tail), and is it in the checkpoint "
+             "or is its message named there by node id. Goal: 100% in the request at 32k and "
+             "128k; at 16k in the checkpoint or named.", "",
+             "| window / compactions | one rule at a time: in the request | in the checkpoint "
+             "or named | all rules at once: in the request | in the checkpoint or named |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    single, together = data.get("single", {}), data.get("all_at_once", {})
+    for key in single:
+        one, every = single[key], together.get(key, {})
+        goal = 1.0 if not key.startswith("16k") else None
+
+        def cell(part: dict[str, Any], field: str) -> str:
+            if not part:
+                return "–"
+            return f"{part[field]}/{part['cases']}"
+
+        met = "" if goal is None else (
+            "" if one["in_request"] == one["cases"] else " **missed**")
+        lines.append(f"| {key} | {cell(one, 'in_request')}{met} | "
+                     f"{cell(one, 'in_checkpoint_or_named')} | {cell(every, 'in_request')} | "
+                     f"{cell(every, 'in_checkpoint_or_named')} |")
+    lines += ["", "All 38 rules at once in one message make that message about 4,000 "
+              "characters: the checkpoint carries its head and tail and its most "
+              "instruction-like middle, and names the message by node id; rules that read "
+              "like neither are then reachable by recall, not carried. The hand-labelled asks "
+              "of the real users (`real_session_asks.json`): at 128k every rule, goal and "
+              "preference of the Pi session is in its checkpoint, at 32k at least 80% "
+              "(`tests/test_user_words.py`).", ""]
+    return lines
+
+
 def peers_section(peers: dict[str, Any] | None) -> list[str]:
     head = ["## Side by side with other frameworks", ""]
     if peers is None:
@@ -481,6 +526,7 @@ def benchmarks_md() -> str:
     lines += store_section(load("store"))
     lines += startup_section(load("startup"), load("startup_baseline"))
     lines += continuity_section(load("continuity"))
+    lines += user_words_section(load("user_words"))
     fuzz = sorted((json.loads(p.read_text(encoding="utf-8"))
                    for p in RESULTS.glob("import_fuzz*.json")), key=lambda r: r["seed"])
     lines += hostile_input_section(fuzz, load("read_memory"))
