@@ -65,6 +65,8 @@ NOT_IN_THE_VOCABULARY = {
     "contextfold.store.memo.StaleMemo": "control flow: the write runs again, reading all",
     "contextfold.guard.body.BodyTooLarge": "control flow of the body limit (answered 413)",
     "contextfold.guard.body.BodyCutShort": "control flow: a body cut short is answered 400",
+    "contextfold.formats.reader._Overflow": "control flow: a value over the limit is skipped "
+    "and reported, not read",
     "contextfold.proxy.exchange.Refused": "an adapter's own answer (the protocol's not found)",
     "contextfold.guard.bearer.TokenRefused": "the auth guard's own answer (401 or 429, chosen)",
     "contextfold.summarize.llm._ChunkFailed": "control flow: the chunk falls back offline",

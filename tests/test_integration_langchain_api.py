@@ -48,8 +48,8 @@ def test_recall_tools_find_compacted_identifiers(tmp_path):
     config = {"configurable": {"thread_id": "recall"}}
     for prompt in prompts:
         agent.invoke({"messages": [HumanMessage(prompt)]}, config)
-    shown = "".join(m.text for m in model.received[-1])
-    assert "Task 2: look at module 2" not in shown.split("[contextfold checkpoint]")[-1]
+    # S8: the user's words are carried by the checkpoint; the identifiers of what the tools
+    # returned are what recall brings back.
     state = agent.invoke({"messages": [HumanMessage("What was TKT-0002 about?")]}, config)
     results = [m for m in state["messages"] if isinstance(m, ToolMessage)
                and m.tool_call_id.startswith("recall-")]

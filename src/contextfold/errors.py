@@ -64,7 +64,8 @@ Every error class, its kind and its module (`+` the Python bases it keeps); a te
     │   ├── ConfigurationError            bad_input   store.errors
     │   ├── InvalidOperationError         bad_input   store.errors + ValueError
     │   │   ├── DuplicateNodeError        bad_input   store.errors
-    │   │   └── InvalidPayloadError       bad_input   store.errors
+    │   │   ├── InvalidPayloadError       bad_input   store.errors
+    │   │   └── AmbiguousIdError          bad_input   store.refs
     │   ├── NodeNotFoundError             not_found   store.errors + LookupError
     │   ├── ReadOnlySessionError          read_only   store.errors
     │   ├── SessionBusyError              busy        store.errors

@@ -59,7 +59,9 @@ def fit_sections(ordered: list[Section], budget: int, count: Count) -> str:
     if count(text) <= budget:
         return text
     for section in ordered:  # the note naming dropped statements: a tenth of the budget
-        section.note_chars = max(120, budget * 3 // 10)
+        # (none in a budget so small only the bare headings and notes fit: the smallest
+        # summary, which sizes the smallest window, must still hold)
+        section.note_chars = budget * 3 // 10 if budget >= 600 else 0
     trim = _Trimmer(ordered, count)
     # Fast pass on per-item costs, then an exact pass re-measuring the whole text. Items
     # counted one by one add up to more than the text counted whole (each count rounds
@@ -82,6 +84,7 @@ def fit_sections(ordered: list[Section], budget: int, count: Count) -> str:
             for item in s.items:
                 s.omit(item)
             s.items = []
+            s.omitted_nodes = []  # the bare note: the smallest summary holds it (S8 gives way)
         text = render_sections(ordered)
     if count(text) > budget:
         raise SummaryBudgetTooSmall(

@@ -165,7 +165,7 @@ class Section:
         return clipped
 
     def _note(self) -> str:
-        if not (self.statements and self.omitted_nodes):
+        if not (self.statements and self.omitted_nodes and self.note_chars):
             return f"({self.omitted} {OMITTED_NOTE})"
         shown: list[str] = []
         size = 0

@@ -184,7 +184,7 @@ _STRICT_NOTE = (
 # Upper bound on the tokens the template adds around conversation_text, previous_summary
 # and instructions (system prompt included). tests/test_prompts.py checks it against both
 # the project estimator and a 2-characters-per-token bound, for every template variant.
-PROMPT_OVERHEAD_TOKENS = 1_800
+PROMPT_OVERHEAD_TOKENS = 1_950
 
 
 @dataclass(frozen=True)

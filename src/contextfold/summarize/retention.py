@@ -92,6 +92,9 @@ class Check:
     ungrounded: list[Ungrounded] = field(default_factory=list)
     # Statements the summary names by their node instead of carrying them (S8).
     named: list[Required] = field(default_factory=list)
+    # Statements the summary carries: carried to the next check with their nodes, however
+    # old, so a statement given up later can still be named by its node (S8).
+    held: list[Required] = field(default_factory=list)
 
     @property
     def kept(self) -> list[Required]:
@@ -115,8 +118,19 @@ class Check:
                             "evicted": self.identifiers_evicted[:_LISTED],
                             "evicted_count": len(self.identifiers_evicted)},
             "ungrounded": [u.to_json() for u in self.ungrounded],
-            "carried": [r.to_json() for r in self.required[-_CARRIED:]],
+            "carried": [r.to_json() for r in _unique([*self.held, *self.named,
+                                                       *self.required[-_CARRIED:]])],
         }
+
+
+def _unique(items: Sequence[Required]) -> list[Required]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for r in items:
+        if (r.kind, r.text) not in seen:
+            seen.add((r.kind, r.text))
+            out.append(r)
+    return out
 
 
 def public_check(check: Mapping[str, Any]) -> dict[str, Any]:
@@ -390,9 +404,11 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         named = {id(r) for r in check.named}
         wanted = [r for r in wanted if id(r) not in named]
     uncounted: list[Required] = []
-    if summarizer in (EXTRACTIVE, FALLBACK):
+    if not summarizer.startswith(("llm:", "llm-")):
         # The offline summary chose which whole messages to carry by the fair shares and
-        # counts the rest in its user section's note (S8, S9): they are not re-added.
+        # counts the rest in its user section's note (S8, S9); a summary of the caller's
+        # own function is theirs to shape: whole messages are re-added into a model's
+        # summary only (their rules, decisions and next steps still are, into any).
         uncounted = [r for r in wanted if r.kind == "statement"
                      and norms[r.text] not in present]
         gone_ids = {id(r) for r in uncounted}
@@ -400,6 +416,7 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
     missing = [r for r in wanted if norms[r.text] not in present]
     if not missing:
         check.evicted = uncounted
+        _held(check, text, norms)
         return text, check
     sources = {norm_item(r.text): str(r.node_id) for r in check.required
                if r.kind == "statement" and r.node_id}
@@ -446,7 +463,14 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         final = _norm(out)
         check.named = [r for r in check.named if id(r) not in gone
                        and norms[r.text] not in final and _named(r, out)]
+    _held(check, out, norms)
     return out, check
+
+
+def _held(check: Check, out: str, norms: _Normed) -> None:
+    final = _norm(out)
+    check.held = [r for r in check.required if r.kind == "statement" and r.node_id
+                  and norms[r.text] in final]
 
 
 def _attempt_fit(plan: Plan, text: str, add: Sequence[Required], evicted: Sequence[Required],
