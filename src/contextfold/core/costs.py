@@ -136,10 +136,19 @@ def summarizer_name(summarizer: str | None, usage: Usage) -> str | None:
     no model (the offline summary)."""
     if usage.model:
         return usage.model
+    return _named_model(summarizer)
+
+
+def _named_model(summarizer: str | None) -> str | None:
     for prefix in ("llm:", "llm-"):
         if summarizer and summarizer.startswith(prefix):
             return summarizer[len(prefix):]
     return None
+
+
+def names_a_model(summarizer: str | None) -> bool:
+    """Whether a summariser's name says a model wrote the summary (`llm:<model>`)."""
+    return _named_model(summarizer) is not None
 
 
 def summary_cost(summarizer: str | None, usage: Usage | None, book: PriceBook) -> Cost:

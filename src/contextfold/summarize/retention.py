@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.costs import names_a_model
 from ..core.estimator import estimate_text
 from ..core.identifiers import error_line
 from ..core.ledger import evicted_since, ledger_tokens, merge_ledger
@@ -404,7 +405,7 @@ def check_summary(plan: Plan, text: str, ledger: Ledger, *, summarizer: str,
         named = {id(r) for r in check.named}
         wanted = [r for r in wanted if id(r) not in named]
     uncounted: list[Required] = []
-    if not summarizer.startswith(("llm:", "llm-")):
+    if not names_a_model(summarizer):
         # The offline summary chose which whole messages to carry by the fair shares and
         # counts the rest in its user section's note (S8, S9); a summary of the caller's
         # own function is theirs to shape: whole messages are re-added into a model's
