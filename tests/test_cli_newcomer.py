@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import os
 import subprocess
 import sys
@@ -229,6 +230,8 @@ def test_compact_says_model_window_and_why_nothing_stayed_raw(cf, tmp_path):  # 
     human = cf("compact", _imported(cf, CC_SHORT), "--model", "gpt-4o", "--context-window",
                "16000").stdout
     assert "gpt-4o (16,000-token window)" in human
+    # The sizes are numbers, never an unformatted template.
+    assert "{" not in human and re.search(r"~[\d,]+ → ~[\d,]+ tokens", human), human
 
 
 def test_sessions_show_dates_message_counts_and_model(cf):

@@ -240,7 +240,7 @@ def render_compaction(payload: dict[str, Any]) -> None:
         say(("compacted", "green"), fitted,
             f": checkpoint {payload['checkpoint_id']} folds "
             f"{count(payload['summarized_messages'], 'message')}; {payload['kept_messages']} "
-            "kept raw; ~{payload['tokens_before']:,} → "
+            f"kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']})")
         if payload.get("why_none_kept"):
             say(("nothing stayed raw", "yellow"), ": ", payload["why_none_kept"])
