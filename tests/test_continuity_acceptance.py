@@ -36,6 +36,17 @@ close_models = models_closer()
 fake = server_fixture(context_window=WINDOW, summary_style="canned")
 
 
+async def _play(conv, fake, session) -> None:
+    """Every scripted turn of `session` through `conv`: the model's tool calls, then its
+    reply; each turn complete and the automatic compaction after it settled."""
+    for t, turn in enumerate(session.turns):
+        replies = [Reply(tool_calls=(ToolCallSpec(r.name, r.arguments, id=f"call_{t}_{i}"),),
+                         text=r.text or None) for i, r in enumerate(turn.rounds)]
+        fake.enqueue(*replies, Reply(text=turn.reply), kind="chat")
+        assert (await conv.send(turn.user)).turn_complete
+        await conv.wait_idle()
+
+
 def _gpt4o_16k():
     catalog = default_catalog().with_overrides({"gpt-4o": {"context_window": WINDOW}})
     return capacity_for("gpt-4o", catalog=catalog)
@@ -54,13 +65,7 @@ async def test_60_turn_research_session_on_16k_keeps_its_identifiers(fake, store
         run_tools=_tool_runner(session),
         summarizer=LlmSummarizer(chat_model(fake, "openai", "gpt-4o"), capacity)
         if summariser == "llm" else None)
-    for t, turn in enumerate(session.turns):
-        replies = [Reply(tool_calls=(ToolCallSpec(r.name, r.arguments, id=f"call_{t}_{i}"),),
-                         text=r.text or None) for i, r in enumerate(turn.rounds)]
-        fake.enqueue(*replies, Reply(text=turn.reply), kind="chat")
-        result = await conv.send(turn.user)
-        assert result.turn_complete
-        await conv.wait_idle()
+    await _play(conv, fake, session)
     fake.enqueue(Reply(text="We continue with the bibliography."), kind="chat")
     await conv.send("Where are we? Continue.")
     history = await conv.history()
@@ -100,12 +105,7 @@ async def test_80_turn_session_keeps_the_users_decision_and_next_step(fake, stor
     conv = await Conversation.open(store, model=chat_model(fake, "openai", "gpt-4o"),
                                    capacity=capacity, system=session.system,
                                    run_tools=_tool_runner(session))
-    for t, turn in enumerate(session.turns):
-        replies = [Reply(tool_calls=(ToolCallSpec(r.name, r.arguments, id=f"call_{t}_{i}"),),
-                         text=r.text or None) for i, r in enumerate(turn.rounds)]
-        fake.enqueue(*replies, Reply(text=turn.reply), kind="chat")
-        assert (await conv.send(turn.user)).turn_complete
-        await conv.wait_idle()
+    await _play(conv, fake, session)
     fake.enqueue(Reply(text="We continue."), kind="chat")
     await conv.send("Where are we? Continue with what we planned.")
     assert_requests_fit(fake, window)
@@ -174,12 +174,7 @@ async def test_s9_fair_shares_under_pressure_at_16k(fake, store, summariser):
         system=session.system, run_tools=_tool_runner(session),
         summarizer=LlmSummarizer(chat_model(fake, "openai", "gpt-4o"), capacity)
         if summariser == "llm" else None)
-    for t, turn in enumerate(session.turns):
-        replies = [Reply(tool_calls=(ToolCallSpec(r.name, r.arguments, id=f"call_{t}_{i}"),),
-                         text=r.text or None) for i, r in enumerate(turn.rounds)]
-        fake.enqueue(*replies, Reply(text=turn.reply), kind="chat")
-        assert (await conv.send(turn.user)).turn_complete
-        await conv.wait_idle()
+    await _play(conv, fake, session)
     fake.enqueue(Reply(text="We continue."), kind="chat")
     await conv.send("Where are we? Continue.")
     assert_requests_fit(fake, WINDOW)
@@ -217,12 +212,7 @@ async def test_s9_offline_keeps_every_kind_at_16k(fake, store):
     conv = await Conversation.open(
         store, model=chat_model(fake, "openai", "gpt-4o"), capacity=capacity,
         system=session.system, run_tools=_tool_runner(session))
-    for t, turn in enumerate(session.turns):
-        replies = [Reply(tool_calls=(ToolCallSpec(r.name, r.arguments, id=f"call_{t}_{i}"),),
-                         text=r.text or None) for i, r in enumerate(turn.rounds)]
-        fake.enqueue(*replies, Reply(text=turn.reply), kind="chat")
-        assert (await conv.send(turn.user)).turn_complete
-        await conv.wait_idle()
+    await _play(conv, fake, session)
     history = await conv.history()
     latest = [n.checkpoint for n in history.nodes if n.checkpoint is not None][-1]
     from contextfold.summarize.prompts import parse_sections
