@@ -17,6 +17,7 @@ from contextfold.core.catalog import UnknownModelError, capacity_for
 from contextfold.core.messages import Checkpoint
 from contextfold.core.resolver import (
     BUILTIN_DEFAULT_MODEL,
+    MESSAGE_ROOM,
     OFFLINE_WINDOW,
     InvalidWindowError,
     ModelProfile,
@@ -29,6 +30,7 @@ from contextfold.core.resolver import (
     user_catalog,
 )
 from contextfold.core.tree import Branch, DamagedBranch
+from contextfold.runtime.sizing import smallest_held_checkpoint
 from contextfold.summarize.extractive import smallest_summary_tokens
 from tests.builders import assistant, chain, user
 
@@ -191,6 +193,25 @@ def test_the_smallest_window_works_and_one_less_does_not(name, need):  # B1-B3
     assert info.value.smallest == smallest
     assert f"the smallest window that works is {smallest:,} tokens" in \
         info.value.explain("--context-window")
+
+
+@pytest.mark.parametrize("fixed", [0, 500, 3000])
+def test_a_live_window_leaves_an_ordinary_message_room_after_the_deepest_compaction(fixed):
+    """B1-B3: given what every request carries (`fixed`: the recall tools) and the smallest
+    checkpoint the sizing holds a request to, the smallest window leaves `MESSAGE_ROOM`
+    beside both; one token less does not, and the window grows with `fixed`."""
+    got = resolver().resolve("offline/echo", context_window=1000)
+    checkpoint = smallest_held_checkpoint()
+    smallest = smallest_window(got, AT_ALL, fixed=fixed, checkpoint=checkpoint)
+    assert smallest is not None and smallest >= smallest_window(got, AT_ALL)
+    at = resolver().resolve("offline/echo", context_window=smallest)
+    assert at.budget.safe_input_limit - fixed - checkpoint >= MESSAGE_ROOM
+    check_window(at, AT_ALL, fixed=fixed, checkpoint=checkpoint)
+    with pytest.raises(WindowTooSmallError):
+        check_window(resolver().resolve("offline/echo", context_window=smallest - 1), AT_ALL,
+                     fixed=fixed, checkpoint=checkpoint)
+    if fixed:
+        assert smallest > smallest_window(got, AT_ALL, fixed=0, checkpoint=checkpoint)
 
 
 def test_a_derived_max_output_shrinks_with_the_window_it_is_derived_from():  # B1

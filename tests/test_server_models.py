@@ -211,9 +211,6 @@ def test_allowlist_patterns_match_the_name_or_provider_and_model():  # W2
 # --------------------------------------------------------------------------- windows
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "issue 37 follow-up: at the smallest window the checkpoint of a chat carrying the "
-    "user's words can exceed the summary floor that sizes that window (by 18 tokens)"))
 async def test_a_window_too_small_to_compact_in_is_refused_naming_the_smallest(
         service_factory) -> None:  # noqa: F811  # B1-B3
     async with service_factory() as svc, svc.client() as c:

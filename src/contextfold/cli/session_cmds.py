@@ -87,10 +87,14 @@ def resolve_model(
     try:
         resolved = resolver.resolve(explicit, recorded=recorded, context_window=context_window,
                                     max_output=max_output, learned=learned)
-        if compacts:
+        if compacts and guaranteed:
             from ..summarize.extractive import smallest_summary_tokens
 
-            resolver.check_window(resolved, smallest_summary_tokens(guaranteed=guaranteed))
+            resolver.check_window(resolved, smallest_summary_tokens(guaranteed=True))
+        elif compacts:
+            from ..runtime.sizing import check_live_window
+
+            check_live_window(resolver, resolved)
     except InvalidWindowError as exc:
         option = "--max-output" if "output" in exc.what else "--context-window"
         raise BadInput(exc.explain(option)) from None

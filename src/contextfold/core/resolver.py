@@ -299,13 +299,17 @@ class ModelResolver:
 
     # ------------------------------------------------------------------ windows
 
-    def smallest_window(self, resolved: ResolvedModel, summary_tokens: int) -> int | None:
+    def smallest_window(self, resolved: ResolvedModel, summary_tokens: int, *,
+                        fixed: int = 0, checkpoint: int = 0) -> int | None:
         """`smallest_window` with this face's budget settings."""
-        return smallest_window(resolved, summary_tokens, self.settings)
+        return smallest_window(resolved, summary_tokens, self.settings, fixed=fixed,
+                               checkpoint=checkpoint)
 
-    def check_window(self, resolved: ResolvedModel, summary_tokens: int) -> None:
+    def check_window(self, resolved: ResolvedModel, summary_tokens: int, *,
+                     fixed: int = 0, checkpoint: int = 0) -> None:
         """`check_window` with this face's budget settings."""
-        check_window(resolved, summary_tokens, self.settings)
+        check_window(resolved, summary_tokens, self.settings, fixed=fixed,
+                     checkpoint=checkpoint)
 
 
 def given_capacity(name: object, capacities: Mapping[str, ModelCapacity],
@@ -316,9 +320,14 @@ def given_capacity(name: object, capacities: Mapping[str, ModelCapacity],
     return capacities.get(name, capacity) if isinstance(name, str) else capacity
 
 
+# The room a window must leave for one ordinary message (a few paragraphs) beside everything
+# a request carries after the deepest compaction (`smallest_window`'s `checkpoint`).
+MESSAGE_ROOM = 256
+
+
 def smallest_window(resolved: ResolvedModel, summary_tokens: int,
-                    settings: CompactionSettings | None = None, *, fixed: int = 0
-                    ) -> int | None:
+                    settings: CompactionSettings | None = None, *, fixed: int = 0,
+                    checkpoint: int = 0) -> int | None:
     """The smallest context window (for the same model) whose summary budget holds a summary
     of `summary_tokens` beside the identifier ledger, with a recent tail, and whose safe limit
     leaves the history room beside `fixed` tokens every request carries (`fit.leaves_room`:
@@ -328,12 +337,19 @@ def smallest_window(resolved: ResolvedModel, summary_tokens: int,
     `summary_tokens` is the summariser's floor: `smallest_summary_tokens(guaranteed=True)` for
     a command that compacts a whole recorded history at once, `guaranteed=False` for a live
     session that compacts a few turns at a time.
+
+    `checkpoint`: the smallest checkpoint message the face's sizing holds a request to
+    (`Sizer.smallest_checkpoint`: the summary it can always be fitted to, with the largest
+    frame). Given, the window must also leave `MESSAGE_ROOM` beside it and `fixed`: a window
+    where only an empty request fits after a compaction refuses every ordinary message.
     """
 
     def fits(window: int) -> bool:
         budget = derive_budget(resolved.at_window(window), settings)
         return budget.summary_budget - budget.ledger_budget >= summary_tokens and \
-            budget.tail_budget > 0 and (fixed <= 0 or leaves_room(budget, fixed))
+            budget.tail_budget > 0 and (fixed <= 0 or leaves_room(budget, fixed)) and \
+            (checkpoint <= 0
+             or budget.safe_input_limit - fixed - checkpoint >= MESSAGE_ROOM)
 
     high = 1 << 24
     if not fits(high):
@@ -349,9 +365,11 @@ def smallest_window(resolved: ResolvedModel, summary_tokens: int,
 
 
 def check_window(resolved: ResolvedModel, summary_tokens: int,
-                 settings: CompactionSettings | None = None) -> None:
+                 settings: CompactionSettings | None = None, *, fixed: int = 0,
+                 checkpoint: int = 0) -> None:
     """`WindowTooSmallError` when `resolved`'s window is below `smallest_window`."""
-    smallest = smallest_window(resolved, summary_tokens, settings)
+    smallest = smallest_window(resolved, summary_tokens, settings, fixed=fixed,
+                               checkpoint=checkpoint)
     if smallest is None or resolved.capacity.context_window < smallest:
         have = derive_budget(resolved.capacity, settings)
         raise WindowTooSmallError(resolved.capacity, smallest, summary_tokens,

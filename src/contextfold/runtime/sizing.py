@@ -19,9 +19,33 @@ from ..core.estimator import Estimate, MessageCosts, estimate_request
 from ..core.fit import Decision, Fits, decide, over_auto_threshold, smallest_checkpoint
 from ..core.messages import Message, Node
 from ..core.projection import Projection, fixed_part
-from ..core.resolver import user_prices
+from ..core.recall_tools import recall_tool_json
+from ..core.resolver import ModelResolver, ResolvedModel, user_prices
 from ..core.runs import leading_run
 from ..providers.base import ToolSpec
+
+
+def smallest_held_checkpoint() -> int:
+    """Tokens of the smallest checkpoint message a summariser can always be held to (SPEC
+    P5): the summary every history fits into, with the largest frame. The sizing refuses a
+    request that does not fit beside it; a face checking a window asks the same."""
+    # Imported here: commands that only show a request never load the summariser.
+    from ..summarize.extractive import smallest_summary_tokens
+
+    return smallest_checkpoint(smallest_summary_tokens())
+
+
+def check_live_window(resolver: ModelResolver, resolved: ResolvedModel) -> None:
+    """`WindowTooSmallError` naming the smallest window that works, for a window a live
+    session (the chat, the service: a few turns compacted at a time, the recall tools on
+    every request) cannot work in (SPEC B1-B3): its summary budget must hold the smallest
+    summary, and after the deepest compaction an ordinary message must still fit beside the
+    recall tools and the smallest checkpoint the sizing holds a request to."""
+    from ..summarize.extractive import smallest_summary_tokens
+
+    tools = MessageCosts(resolved.capacity).tools_tokens(recall_tool_json())
+    resolver.check_window(resolved, smallest_summary_tokens(guaranteed=False), fixed=tools,
+                          checkpoint=smallest_held_checkpoint())
 
 
 def tool_dicts(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -109,10 +133,7 @@ class Sizer:
     @cached_property
     def smallest_checkpoint(self) -> int:
         """Tokens of the smallest checkpoint a summariser can be held to (SPEC P5)."""
-        # Imported here: commands that only show a request never load the summariser.
-        from ..summarize.extractive import smallest_summary_tokens
-
-        return smallest_checkpoint(smallest_summary_tokens())
+        return smallest_held_checkpoint()
 
     def decide(self, projection: Projection, pending: Sequence[Message] = ()) -> Decision:
         """The sizing policy for the next request (`core.fit.decide`): it fits, a

@@ -122,10 +122,10 @@ class ServerModels:
     def check_window(self, resolved: ResolvedModel) -> None:
         """400 naming the smallest window that works, for a window a live session cannot
         compact in (SPEC B1-B3; a few turns at a time, as the chat)."""
-        from ..summarize.extractive import smallest_summary_tokens
+        from ..runtime.sizing import check_live_window
 
         try:
-            self.resolver.check_window(resolved, smallest_summary_tokens(guaranteed=False))
+            check_live_window(self.resolver, resolved)
         except WindowTooSmallError as exc:
             raise ApiError(400, "bad_request", exc.explain("context_window"),
                            smallest_window=exc.smallest) from None
