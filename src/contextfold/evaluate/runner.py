@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.fit import over_auto_threshold
 from ..core.messages import Message, TextPart, ToolCallPart, ToolResultPart, text_message
 from ..core.projection import project
 from ..errors import ContextfoldError
@@ -179,10 +178,11 @@ async def _play(store: SessionStore, turns: Iterable[ScriptedTurn], first: int, 
 
 async def _compact(store: SessionStore, sid: str, sizer: Sizer, summarize: Summarize
                    ) -> CompactionOutcome:
-    """One compaction: automatic when over the threshold (A1), else (or when the automatic
-    one would not make the request smaller) manual (M1)."""
+    """One compaction: automatic when the sizing says one is due (A1, the question every
+    driver asks after a turn: `Sizer.auto_due`), else (or when the automatic one would not
+    make the request smaller) manual (M1)."""
     branch = await store.load_branch(sid)
-    if over_auto_threshold(sizer.estimate(project(branch)).tokens, sizer.budget):
+    if sizer.auto_due(project(branch)):
         outcome = await compact_session(CompactionRequest(
             store, sid, sizer.capacity, sizer.budget, trigger="auto", summarize=summarize,
             system=sizer.system))
