@@ -17,6 +17,8 @@ from contextfold.core.resolver import ModelResolver
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.identity import known_agent, session_title
 from contextfold.proxy.serve import ProxyThread
+from tests.builders import assistant as assistant_msg
+from tests.builders import user as user_msg
 from tests.fakeserver import Reply, fake_server
 
 PI_SYSTEM = ("You are an expert coding assistant operating inside pi, a coding agent harness. "
@@ -40,6 +42,28 @@ def test_the_agent_is_named_where_it_can_be_told(headers, system, agent):
         assert headers["user-agent"].split()[0] in title  # the client stays visible
     else:
         assert title == f"proxy: {headers.get('user-agent', 'unknown client')}"
+
+
+def test_a_title_is_what_the_person_first_asked_not_a_notice_nor_a_paste():
+    """Issue 41: every proxied session of one agent was titled alike. The title is the
+    first statement a person typed (an agent's injected notice and a pasted log are not
+    one), shortened at a word, with the agent and its client beside it."""
+    headers = {"user-agent": "claude-cli/2.1.197 (external, cli)"}
+    notice = user_msg("<system-reminder>\nAs you answer the user's questions, you can use "
+                      "the following context: CLAUDE.md says use uv.\n</system-reminder>")
+    paste = user_msg("```\nTraceback (most recent call last):\n  File \"app.py\", line 3, "
+                     "in <module>\nValueError: bad\n```")
+    asked = user_msg("Why does the importer reject files with a BOM? Please keep the public "
+                     "API unchanged while you fix it, and do not touch the migrations.")
+    title = session_title(headers, None, [notice, paste, assistant_msg("ok"), asked])
+    assert title.startswith("Why does the importer reject files with a BOM?")
+    assert title.endswith(" · Claude Code (claude-cli/2.1.197 (external, cli))")
+    assert " …" in title and len(title) <= 120
+    head = title.split(" · ")[0].removesuffix(" …")
+    assert asked.text.startswith(head) and asked.text[len(head)] == " "  # cut at a word
+    # nothing typed yet: the agent and its client, as before
+    assert session_title(headers, None, [notice]) == \
+        "proxy: Claude Code (claude-cli/2.1.197 (external, cli))"
 
 
 def test_a_proxied_pi_session_is_titled_pi_and_projected_at_the_proxys_window(tmp_path: Path):
@@ -69,7 +93,7 @@ def test_a_proxied_pi_session_is_titled_pi_and_projected_at_the_proxys_window(tm
         return json.loads(proc.stdout)
 
     (row,) = cf("sessions")["sessions"]
-    assert row["title"] == "proxy: Pi (OpenAI/JS 6.26.0)"
+    assert row["title"] == "list the files · Pi (OpenAI/JS 6.26.0)"
     projected = cf("project", row["session_id"])
     expected = derive_budget(ModelResolver(windows={"local-model": window})
                              .resolve("local-model").capacity)

@@ -190,7 +190,8 @@ def test_retries_and_edits_branch_and_a_restart_keeps_the_mapping_y1(upstream, d
     listed = subprocess.run([sys.executable, "-m", "contextfold", "sessions", "--json",
                              "--db", db], capture_output=True, text=True, check=True)
     (row,) = json.loads(listed.stdout)["sessions"]
-    assert row["title"].startswith("proxy: OpenAI") and row["model"] == "local-model"
+    # titled by what the person first asked, the client beside it (issue 41)
+    assert row["title"].startswith("plan a trip · OpenAI") and row["model"] == "local-model"
     # The retry was answered with the same text as the first try: the same content, stored once.
     assert len(replies) == 3  # first answer, Kyoto answer (and its retry), Osaka answer
 

@@ -183,7 +183,8 @@ async def exchange(request: Request, adapter: Adapter, *, retried: bool = False)
         synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
                                          system=parsed.system, tools=parsed.tools,
                                          metadata=meta,
-                                         title=session_title(request.headers, parsed.system))
+                                         title=session_title(request.headers, parsed.system,
+                                                                   parsed.messages))
     except ContextfoldError as exc:  # Y3 for a request too large; by kind for the rest
         status, error = refusal(adapter.name, exc)
         log_request(None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,

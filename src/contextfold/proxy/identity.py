@@ -25,7 +25,7 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ from .tenancy import current_tenant
 from .workdir import working_directory
 
 if TYPE_CHECKING:
+    from ..core.messages import Message
     from .wire import Parsed
 
 SALT_ENV = "CONTEXTFOLD_PROXY_SALT"
@@ -95,13 +96,37 @@ def known_agent(headers: Mapping[str, str], system: str | None = None) -> str | 
     return None
 
 
-def session_title(headers: Mapping[str, str], system: str | None = None) -> str:
-    """A proxied session's title: `proxy: Pi (OpenAI/JS 6.26.0)` when the agent is known,
-    else `proxy: <user agent>` (the SDK's, for a client that names no agent)."""
+TITLE_WORDS = 60  # characters of the first user statement a title shows
+TITLE_MAX = 120
+
+
+def session_title(headers: Mapping[str, str], system: str | None = None,
+                  messages: Sequence[Message] = ()) -> str:
+    """A proxied session's title: what the person first asked, shortened, with the agent
+    beside it — `Fix the flaky login test … · Pi (OpenAI/JS 6.26.0)` — so a list of one
+    agent's sessions tells them apart (issue 41). The first message a person typed counts
+    (`summarize.user_words.statement_of`: an agent's injected notices and pasted output are
+    not what they asked); without one, `proxy: Pi (OpenAI/JS 6.26.0)`, or
+    `proxy: <user agent>` for a client that names no agent."""
+    from ..summarize.user_words import statement_of
+
     user_agent = " ".join((headers.get("user-agent") or "").split()) or "unknown client"
     agent = known_agent(headers, system)
-    title = f"proxy: {agent} ({user_agent})" if agent else f"proxy: {user_agent}"
-    return title[:120]
+    client = f"{agent} ({user_agent})" if agent else user_agent
+    asked = next((s for m in messages if m.role == "user"
+                  and (s := statement_of(m.text)) is not None), None)
+    if asked is None:
+        return f"proxy: {client}"[:TITLE_MAX]
+    return f"{shorten(asked, TITLE_WORDS)} · {client}"[:TITLE_MAX]
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line, cut at a word boundary to about `limit` characters with "…"."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    cut = line[:limit].rsplit(" ", 1)[0] if " " in line[:limit] else line[:limit]
+    return cut.rstrip(" ,.;:") + " …"
 
 
 def key_fingerprint(headers: Mapping[str, str], salt: bytes) -> str:
