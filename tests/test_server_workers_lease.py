@@ -17,6 +17,7 @@ from tests.server_fixtures import (  # noqa: F401
     Gate,
     open_window,
     service_factory,
+    wait_until,
     worth_compacting,
 )
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
@@ -38,7 +39,13 @@ async def test_y13_a_send_waits_for_another_workers_compaction(
         monkeypatch.setattr(SessionManager, "remote_compaction", looked_too_early)
         send = asyncio.create_task(c2.post(f"/v1/sessions/{sid}/messages",
                                            json={"text": "big: " + LONG * 8}))
-        await asyncio.sleep(0.8)
+
+
+        def waiting() -> bool:  # the send met the lease and says it waits (an event, not a nap)
+            return any("another process is compacting" in rec.getMessage()
+                       for rec in caplog.records)
+
+        await wait_until(waiting, "the send waiting for worker one's compaction")
         assert not send.done()  # waiting for worker one's checkpoint, not refused
         gate.release()
         r = await asyncio.wait_for(send, 60)
