@@ -21,11 +21,13 @@ fails here by design and is left out of the default list.)
 
 For each strategy it prints what the model was sent: the requests, the largest in o200k
 tokens (the window is 8,192), the compactions, requests with a tool result or call left
-unpaired, requests without the task, and whether the ticket id was still in the model's
-context when it answered. The scripted model "remembers" only what it is sent: its answer
-names the ticket ids present in its last request. Inspect's summary and auto strategies ask
-this same mock model for a summary, so what they keep here says nothing of a real model's
-summary; contextfold's default summariser is offline (extractive) and needs no model.
+unpaired, requests without the task, and whether the answer named the ticket id. The
+scripted model "remembers" only what it is sent: its answer names the ticket ids present in
+its last request; when none is and it was given contextfold's recall tools (`history_search`
+/ `history_expand`, which the checkpoint mentions), it searches the history once first, as an
+agent would. Inspect's summary and auto strategies ask this same mock model for a summary,
+so what they keep here says nothing of a real model's summary; contextfold's default
+summariser is offline (extractive) and needs no model.
 """
 
 from __future__ import annotations
@@ -107,6 +109,7 @@ class ScriptedAgent:
     requests: list[list[Any]] = field(default_factory=list)
     tools_json: str = ""
     summaries_asked: int = 0
+    searched: bool = False  # it called history_search (contextfold's recall tools)
     _step: int = 0
 
     def __call__(self, input: list[Any], tools: list[Any], tool_choice: Any,
@@ -128,6 +131,14 @@ class ScriptedAgent:
                                                                   {"path": "NOTES.md"})])
         if step > self.rounds:
             seen = sorted(set(re.findall(r"CF-\d{4}", " ".join(m.text for m in input))))
+            if not seen and not self.searched and any(t.name == "history_search"
+                                                      for t in tools):
+                # The ticket is not in front of it, but the history can be searched (the
+                # checkpoint says so): what an agent given recall tools does.
+                self.searched = True
+                return _reply("The ticket id is no longer in view; searching the history.",
+                              [_tool_call(f"call-{step}", "history_search",
+                                          {"query": "ticket"})])
             answer = f"Fixed the rounding in settle(); tickets: {', '.join(seen) or 'none'}"
             return _reply("", [_tool_call(f"call-{step}", "submit", {"answer": answer})])
         if step % 10 == 0:
@@ -212,9 +223,12 @@ def make_task(name: str, store: str | None = None, rounds: int = 30) -> tuple[An
 
     script = ScriptedAgent(rounds=rounds)
     strategy = strategy_for(name, store)
+    tools = _tools()
+    if name == "contextfold":  # its recall tools: what it folded is one search away (L2)
+        tools += strategy.recall_tools()
     model = get_model("mockllm/model", custom_outputs=script, memoize=False)
     task = Task(name=f"payments-{name}", dataset=[Sample(input=TASK, target=TICKET)],
-                solver=react(tools=_tools(), compaction=strategy), scorer=includes(),
+                solver=react(tools=tools, compaction=strategy), scorer=includes(),
                 model=model, message_limit=400)
     return task, strategy, script
 
@@ -233,7 +247,8 @@ class Outcome:
     compactions: int
     unpaired: int  # requests with a tool call or result left without its other half
     without_task: int  # requests that do not carry the task's text
-    ticket_kept: bool  # the score: the ticket id was in the request the answer came from
+    ticket_reported: bool  # the score: the answer names the ticket id
+    searched: bool = False  # the agent searched contextfold's history for it
     error: str | None = None
     checkpoints: int | None = None  # contextfold only: checkpoints in its store
 
@@ -271,7 +286,7 @@ def measure(name: str, log: Any, script: ScriptedAgent) -> Outcome:
         compactions=compactions,
         unpaired=sum(1 for r in script.requests if unpaired(r)),
         without_task=sum(1 for r in script.requests if not any(TASK in m.text for m in r)),
-        ticket_kept=score == 1.0,
+        ticket_reported=score == 1.0, searched=script.searched,
         error=str(log.error.message) if log.error else None)
 
 
@@ -283,7 +298,7 @@ def run(strategies: Sequence[str] = STRATEGIES, *, log_dir: str | Path,
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import ModelInfo, set_model_info
 
-    set_model_info("mockllm/model", ModelInfo(context_length=WINDOW, output_tokens=1024))
+    set_model_info("mockllm/model", ModelInfo(context_length=WINDOW))
     made = {name: make_task(name, store, rounds) for name in strategies}
     logs = inspect_eval([task for task, _, _ in made.values()], log_dir=str(log_dir),
                         display="none", max_tasks=len(made), log_format="json")
@@ -317,9 +332,10 @@ def checkpoints_stored(strategy: Any) -> int:
 
 def table(outcomes: Sequence[Outcome]) -> str:
     rows = [("strategy", "status", "requests", "largest", "compactions", "unpaired",
-             "no task", "ticket kept")]
+             "no task", "ticket reported")]
     rows += [(o.strategy, o.status, str(o.requests), f"{o.largest:,}", str(o.compactions),
-              str(o.unpaired), str(o.without_task), "yes" if o.ticket_kept else "no")
+              str(o.unpaired), str(o.without_task),
+              ("yes" if o.ticket_reported else "no") + (" (searched)" if o.searched else ""))
              for o in outcomes]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True))

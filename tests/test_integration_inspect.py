@@ -116,6 +116,16 @@ def test_every_request_fits_the_window_with_pairs_whole_and_the_task(ran):  # P3
     assert ours.without_task == 0
 
 
+def test_what_was_folded_is_one_search_away(ran):  # L2
+    """The ticket id of the first tool result is folded out of view by the 8k window; the
+    agent, given the strategy's recall tools, searches the sample's session for it and
+    reports it: the tools run inside Inspect's sample, over that sample's session."""
+    _, outcomes, _, _, _ = ran
+    ours = outcomes["contextfold"]
+    assert ours.searched
+    assert ours.ticket_reported
+
+
 def test_inspect_strategies_run_beside_it(ran):
     """The comparison the example prints: Inspect's trim ran on the same task in the same
     `eval()` and compacted too (the example stays a fair side-by-side)."""
@@ -124,7 +134,8 @@ def test_inspect_strategies_run_beside_it(ran):
     assert trim.status == "success", trim.error
     assert trim.compactions >= 1
     assert trim.largest <= example.WINDOW
-    assert trim.requests == outcomes["contextfold"].requests  # the same script, to the end
+    # the same script to the end (contextfold's run has the one search more)
+    assert trim.requests == outcomes["contextfold"].requests - outcomes["contextfold"].searched
     text = example.table(list(outcomes.values()))
     assert "contextfold" in text and "trim" in text
 

@@ -29,7 +29,7 @@ searchable and branchable (`contextfold show`, the page). See docs/inspect.md.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +48,7 @@ try:
         get_model_info,
     )
     from inspect_ai.model._model_info import get_model_input_tokens
-    from inspect_ai.tool import ToolCall, ToolInfo
+    from inspect_ai.tool import Tool, ToolCall, ToolDef, ToolInfo, ToolParams
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     raise ImportError("contextfold.integrations.inspect_ai needs Inspect AI: "
                       "pip install 'contextfold[inspect]'") from exc
@@ -59,6 +59,7 @@ from ..core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart
 from ..providers.base import ToolSpec
 from ..runtime.compaction import CompactionOutcome
 from ..runtime.mirror import Mirror, Synced
+from ..runtime.recall import RECALL_TOOLS, Recall
 from ..store.protocol import SessionStore
 from ..wire.parts import tool_arguments
 from .loop_thread import LoopThread
@@ -298,6 +299,31 @@ class ContextfoldCompaction(CompactionStrategy):
         return ModelResolver(settings=self.settings).resolve(str(model),
                                                              profile=profile).capacity
 
+    def recall_tools(self) -> list[Tool]:
+        """`history_search` / `history_expand` (SPEC L2) as Inspect tools over the running
+        sample's session: what a compaction folded is one search away. Give them to the
+        agent beside its own: `react(tools=[*tools, *strategy.recall_tools()], ...)`."""
+        return [ToolDef(self._recall_runner(spec.name), name=spec.name,
+                        description=spec.description,
+                        parameters=_described(spec.input_schema)).as_tool()
+                for spec in RECALL_TOOLS]
+
+    def _recall_runner(self, name: str) -> Any:
+        async def execute(**args: Any) -> str:
+            conversation = self._conversations.get(_sample_key())
+            if conversation is None or conversation.session_id is None or \
+                    self._store is None:
+                return ("[tool error] nothing was compacted yet: the whole conversation "
+                        "is in front of you")
+            call = ToolCallPart(id="recall", name=name, input=args)
+            last = conversation.last
+            seen = {n.id for n in last.projection.messages} if last is not None else set()
+            recall = Recall(self._store, conversation.session_id)
+            result = await self._run(recall.run(call, in_context=seen))
+            return f"[tool error] {result.output}" if result.is_error else result.output
+
+        return execute
+
     def session_ids(self) -> dict[str, str]:
         """The contextfold session of each sample compacted so far (key: the sample's
         Inspect uuid, "default" outside a sample)."""
@@ -388,6 +414,25 @@ class ContextfoldCompaction(CompactionStrategy):
         self._mirror = self._store = None
         if store is not None:
             await store.close()
+
+
+# Inspect refuses a tool parameter without a description; contextfold's recall definitions
+# leave them out (they travel with every request of the other faces, where the tool's own
+# description says it), so they are added here, for Inspect only.
+_PARAMETER_NOTES = {
+    "query": "Words or identifiers to find.", "limit": "The most matches to return.",
+    "node_id": "A node id from a search result or the checkpoint.",
+    "before": "Messages to read before it.", "after": "Messages to read after it.",
+    "to_node_id": "Read up to this node id.", "max_tokens": "The most tokens to return.",
+}
+
+
+def _described(schema: Mapping[str, Any]) -> ToolParams:
+    """A recall tool's input schema as Inspect's `ToolParams`, every parameter described."""
+    properties = {name: {**prop, "description": prop.get("description") or
+                         _PARAMETER_NOTES.get(name, name.replace("_", " "))}
+                  for name, prop in schema.get("properties", {}).items()}
+    return ToolParams.model_validate({**schema, "properties": properties})
 
 
 def _sample_key() -> str:
