@@ -165,6 +165,30 @@ def test_the_compacted_view_expands_to_the_whole_conversation():  # Y1
     assert converted[2].tool_results[0].call_id == "c1"
 
 
+def test_a_masked_or_clipped_message_keeps_its_id_and_pairing():  # V1, K6, K1
+    """Where the projection changed a message (a masked tool result, clipped arguments), the
+    copy sent keeps the message's id, its call id and function: Inspect and the next
+    compaction know it for the same message, and the pair stays whole."""
+    from contextfold.core.messages import Message, TextPart, ToolCallPart, ToolResultPart
+    from contextfold.integrations.inspect_ai import _changed
+
+    call = ChatMessageAssistant(content="reading", tool_calls=[
+        ToolCall(id="c1", function="read_file", arguments={"path": "a.py", "body": "x" * 99})])
+    result = ChatMessageTool(content="y" * 500, tool_call_id="c1", function="read_file")
+    masked = _changed(result, Message(role="tool", parts=(ToolResultPart(
+        call_id="c1", name="read_file", output="[output masked: 500 chars]"),)))
+    assert (masked.id, masked.tool_call_id, masked.function) == \
+        (result.id, "c1", "read_file")
+    assert masked.text == "[output masked: 500 chars]"
+    clipped = _changed(call, Message(role="assistant", parts=(
+        TextPart(text="reading"),
+        ToolCallPart(id="c1", name="read_file", input={"path": "a.py", "body": "x…"}))))
+    assert clipped.id == call.id and clipped.text == "reading"
+    assert [(c.id, c.function, c.arguments) for c in clipped.tool_calls] == \
+        [("c1", "read_file", {"path": "a.py", "body": "x…"})]
+    assert call.tool_calls[0].arguments["body"] == "x" * 99  # the record is untouched
+
+
 def test_threshold_given_or_contextfold_auto_threshold():
     """A threshold given is Inspect's; without one, Inspect is told contextfold's own auto
     threshold for the model's window (the budget of B1-B3, not a figure of the face)."""

@@ -29,6 +29,7 @@ searchable and branchable (`contextfold show`, the page). See docs/inspect.md.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,8 +166,9 @@ def _changed(original: ChatMessage, message: Message) -> ChatMessage:
 def _call(call: ToolCall, arguments: Any) -> ToolCall:
     if not isinstance(arguments, dict):
         arguments = {"input": arguments}
-    return call if arguments == call.arguments else call.model_copy(
-        update={"arguments": arguments})
+    # ToolCall is a dataclass (not a pydantic model like the messages)
+    return call if arguments == call.arguments else dataclasses.replace(call,
+                                                                        arguments=arguments)
 
 
 def _tool_specs(tools: Sequence[ToolInfo]) -> tuple[ToolSpec, ...]:
