@@ -205,6 +205,24 @@ def test_threshold_given_or_contextfold_auto_threshold():
     assert derive_budget(capacity).auto_threshold < 16_384
 
 
+def test_a_model_nobody_can_size_says_how_to_give_its_window(monkeypatch):
+    """Neither Inspect's model info nor contextfold's catalog knows the model: the error
+    names both ways to give its window, in Inspect's words and contextfold's."""
+    from inspect_ai.model import get_model
+
+    from contextfold.core.catalog import UnknownModelError
+    from contextfold.integrations import inspect_ai as integration
+
+    model = get_model("mockllm/unheard-of-model-x9")
+    # Inspect gives every mockllm model a default window; a real provider's unknown model
+    # has none, which is what this stands for.
+    monkeypatch.setattr(integration, "get_model_input_tokens", lambda _model: None)
+    with pytest.raises(UnknownModelError) as caught:
+        ContextfoldCompaction().capacity_of(model)
+    assert "set_model_info(" in str(caught.value)
+    assert "capacity_for(" in str(caught.value)
+
+
 def test_without_inspect_the_import_names_the_extra():
     code = ("import sys; sys.modules['inspect_ai'] = None\n"
             "try:\n    import contextfold.integrations.inspect_ai\n"

@@ -292,14 +292,22 @@ class ContextfoldCompaction(CompactionStrategy):
         catalog by the model's name."""
         if self._capacity is not None:
             return self._capacity
+        from ..core.catalog import UnknownModelError
         from ..core.resolver import ModelProfile, ModelResolver
 
         window = get_model_input_tokens(model)
         info = get_model_info(model)
         output = info.output_tokens if info is not None else None
         profile = ModelProfile(window, output) if window else None
-        return ModelResolver(settings=self.settings).resolve(str(model),
-                                                             profile=profile).capacity
+        name = str(model)
+        try:
+            return ModelResolver(settings=self.settings).resolve(name, profile=profile).capacity
+        except UnknownModelError as exc:
+            raise UnknownModelError(name, close_names=exc.close_names, known=exc.known, give=(
+                f"Inspect's set_model_info({name!r}, ModelInfo(context_length=N)), or "
+                f"ContextfoldCompaction(capacity=capacity_for({name!r}, context_window=N)) "
+                "(capacity_for is contextfold's: `from contextfold import capacity_for`)"
+            )) from None
 
     def recall_tools(self) -> list[Tool]:
         """`history_search` / `history_expand` (SPEC L2) as Inspect tools over the running
