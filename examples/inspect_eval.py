@@ -250,7 +250,10 @@ class Outcome:
     ticket_reported: bool  # the score: the answer names the ticket id
     searched: bool = False  # the agent searched contextfold's history for it
     error: str | None = None
-    checkpoints: int | None = None  # contextfold only: checkpoints in its store
+    # contextfold only: requests that open with its checkpoint message, and those of them
+    # whose checkpoint carries the task's words (S8: the user's words survive compaction)
+    checkpointed: int = 0
+    task_in_checkpoint: int = 0
 
 
 def request_tokens(messages: Sequence[Any], tools_json: str) -> int:
@@ -274,11 +277,18 @@ def unpaired(messages: Sequence[Any]) -> list[str]:
     return tool_pairing_problems([m.model_dump() for m in messages])
 
 
+def _checkpoint_message(request: Sequence[Any]) -> Any:
+    from contextfold.integrations.inspect_ai import OWN_ID_PREFIX
+
+    return next((m for m in request if (m.id or "").startswith(OWN_ID_PREFIX)), None)
+
+
 def measure(name: str, log: Any, script: ScriptedAgent) -> Outcome:
     compactions = sum(1 for e in log.samples[0].events if e.event == "compaction") \
         if log.samples else 0
     score = log.results.scores[0].metrics["accuracy"].value \
         if log.results and log.results.scores else 0.0
+    checkpoints = [m for m in map(_checkpoint_message, script.requests) if m is not None]
     return Outcome(
         strategy=name, status=log.status, requests=len(script.requests),
         largest=max((request_tokens(r, script.tools_json) for r in script.requests),
@@ -287,6 +297,8 @@ def measure(name: str, log: Any, script: ScriptedAgent) -> Outcome:
         unpaired=sum(1 for r in script.requests if unpaired(r)),
         without_task=sum(1 for r in script.requests if not any(TASK in m.text for m in r)),
         ticket_reported=score == 1.0, searched=script.searched,
+        checkpointed=len(checkpoints),
+        task_in_checkpoint=sum(1 for m in checkpoints if TASK in m.text),
         error=str(log.error.message) if log.error else None)
 
 

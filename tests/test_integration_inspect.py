@@ -104,7 +104,7 @@ def test_contextfold_compacts_the_inspect_agent_into_stored_checkpoints(ran):  #
     assert sum(1 for n in nodes if n.message is not None and n.message.role == "tool") >= 10
 
 
-def test_every_request_fits_the_window_with_pairs_whole_and_the_task(ran):  # P3, K1
+def test_every_request_fits_the_window_with_pairs_whole_and_the_task(ran):  # P3, K1, S8
     """What the mock model received, request by request, measured with a real tokenizer
     (o200k) against the window: never over it, no tool result without its call nor call
     without its result, and the task's own words in every request."""
@@ -114,6 +114,10 @@ def test_every_request_fits_the_window_with_pairs_whole_and_the_task(ran):  # P3
     assert 0 < ours.largest <= example.WINDOW
     assert ours.unpaired == 0
     assert ours.without_task == 0
+    # ... and not only because Inspect re-adds the sample's input: contextfold's own
+    # checkpoint carries the task's words verbatim in every request it opens (S8)
+    assert ours.checkpointed >= 5
+    assert ours.task_in_checkpoint == ours.checkpointed
 
 
 def test_what_was_folded_is_one_search_away(ran):  # L2
