@@ -227,6 +227,18 @@ def test_a_model_nobody_can_size_says_how_to_give_its_window(monkeypatch):
     assert "capacity_for(" in str(caught.value)
 
 
+def test_an_llm_summariser_is_built_the_one_way_every_face_builds_it():
+    """`summarizer_model` goes through `summarize.factory.summarizer_for` (sized by the
+    model resolver, served by contextfold's providers); with `summarizer` too it is refused."""
+    from contextfold.summarize.llm import LlmSummarizer
+
+    built = ContextfoldCompaction(summarizer_model="offline/echo").build_summarizer()
+    assert isinstance(built, LlmSummarizer) and built.name == "llm:offline/echo"
+    assert ContextfoldCompaction().build_summarizer() is None
+    with pytest.raises(ValueError, match="not both"):
+        ContextfoldCompaction(summarizer=object(), summarizer_model="offline/echo")
+
+
 def test_without_inspect_the_import_names_the_extra():
     code = ("import sys; sys.modules['inspect_ai'] = None\n"
             "try:\n    import contextfold.integrations.inspect_ai\n"

@@ -225,7 +225,10 @@ class ContextfoldCompaction(CompactionStrategy):
     for the model's window. `capacity`: the model's window (`ModelCapacity` or a catalog
     name); default: per call from the model Inspect compacts for (its window from Inspect's
     model info, else contextfold's catalog by its name). `summarizer`: as for `Mirror`
-    (None: the offline extractive one). `settings`: contextfold's budgets' knobs.
+    (None: the offline extractive one); or `summarizer_model` (and `summarizer_base_url`):
+    a model contextfold's providers serve (`anthropic/claude-haiku-4-5`, a local server's
+    model), built as every face builds its LLM summariser (`summarize.factory`), not the
+    model under evaluation. `settings`: contextfold's budgets' knobs.
     `instructions`: what the summary must keep (SPEC M6). `session_id`: keep every sample in
     this one session (default: one session per sample and epoch).
     """
@@ -234,7 +237,10 @@ class ContextfoldCompaction(CompactionStrategy):
                  threshold: int | float | None = None,
                  capacity: ModelCapacity | str | None = None, summarizer: Any = None,
                  settings: CompactionSettings | None = None, instructions: str | None = None,
-                 session_id: str | None = None) -> None:
+                 session_id: str | None = None, summarizer_model: str | None = None,
+                 summarizer_base_url: str | None = None) -> None:
+        if summarizer is not None and summarizer_model is not None:
+            raise ValueError("give summarizer or summarizer_model, not both")
         self._threshold: int | float | None = None
         # Inspect's memory warning needs its memory tool; contextfold keeps every message.
         super().__init__(type="summary", threshold=threshold, memory=False)  # type: ignore[arg-type]
@@ -243,6 +249,8 @@ class ContextfoldCompaction(CompactionStrategy):
         self._store: SessionStore | None = None if isinstance(store, str) else store
         self._capacity = capacity_for(capacity) if isinstance(capacity, str) else capacity
         self._summarizer = summarizer
+        self._summarizer_model = summarizer_model
+        self._summarizer_base_url = summarizer_base_url
         self.settings = settings
         self.instructions = instructions
         self._session_id = session_id
@@ -308,6 +316,16 @@ class ContextfoldCompaction(CompactionStrategy):
                 f"ContextfoldCompaction(capacity=capacity_for({name!r}, context_window=N)) "
                 "(capacity_for is contextfold's: `from contextfold import capacity_for`)"
             )) from None
+
+    def build_summarizer(self) -> Any:
+        """The LLM summariser of `summarizer_model` (None without one), made by
+        `summarize.factory.summarizer_for` with the model resolver: sized like any model,
+        served by contextfold's providers with the user's own keys."""
+        from ..core.resolver import ModelResolver
+        from ..summarize.factory import summarizer_for
+
+        return summarizer_for(self._summarizer_model, ModelResolver(settings=self.settings),
+                              base_url=self._summarizer_base_url)
 
     def recall_tools(self) -> list[Tool]:
         """`history_search` / `history_expand` (SPEC L2) as Inspect tools over the running
@@ -383,6 +401,8 @@ class ContextfoldCompaction(CompactionStrategy):
                 from ..store import open_store
 
                 self._store = await open_store(self._url)
+            if self._summarizer is None and self._summarizer_model is not None:
+                self._summarizer = self.build_summarizer()
             # Inspect waits for the compaction, so the auto check runs in line.
             self._mirror = Mirror(self._store, summarizer=self._summarizer,
                                   settings=self.settings, background=False)
