@@ -92,6 +92,8 @@ def test_contextfold_compacts_the_inspect_agent_into_stored_checkpoints(ran):  #
     sessions = list(strategy.session_ids().values())
     assert len(sessions) == 1  # one sample, one session
     made = [o for per_sample in strategy.outcomes().values() for o in per_sample]
+    # Inspect's sample-end hook released the sample's messages; its session stays listed
+    assert strategy.held() == []
     strategy.close()
     nodes = _stored(db, sessions)[0]
     checkpoints = [n for n in nodes if n.kind == "checkpoint"]

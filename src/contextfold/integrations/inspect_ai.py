@@ -30,11 +30,13 @@ searchable and branchable (`contextfold show`, the page). See docs/inspect.md.
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 try:
+    from inspect_ai.hooks import Hooks, SampleEnd, hooks
     from inspect_ai.model import (
         ChatMessage,
         ChatMessageAssistant,
@@ -191,7 +193,7 @@ class _Conversation:
     seen: set[str] = field(default_factory=set)
     session_id: str | None = None
     last: Synced | None = None
-    compactions: list[CompactionOutcome] = field(default_factory=list)
+    key: str = "default"  # the sample's (see `_sample_key`)
 
     def expand(self, given: Sequence[ChatMessage]) -> list[ChatMessage]:
         """The whole conversation behind `given`: the messages seen before, then those of
@@ -257,6 +259,11 @@ class ContextfoldCompaction(CompactionStrategy):
         self._mirror: Mirror | None = None
         self._loop = LoopThread("contextfold-inspect")
         self._conversations: dict[str, _Conversation] = {}
+        # What stays after a sample ends (its messages are released): its session and the
+        # compactions made in it.
+        self._sessions: dict[str, str] = {}
+        self._outcomes: dict[str, list[CompactionOutcome]] = {}
+        _LIVE.add(self)
 
     # ------------------------------------------------------------------ Inspect's interface
 
@@ -355,12 +362,21 @@ class ContextfoldCompaction(CompactionStrategy):
     def session_ids(self) -> dict[str, str]:
         """The contextfold session of each sample compacted so far (key: the sample's
         Inspect uuid, "default" outside a sample)."""
-        return {key: c.session_id for key, c in self._conversations.items()
-                if c.session_id is not None}
+        return dict(self._sessions)
 
     def outcomes(self) -> dict[str, list[CompactionOutcome]]:
         """The compactions contextfold made, per sample (the checkpoints it stored)."""
-        return {key: list(c.compactions) for key, c in self._conversations.items()}
+        return {key: list(outcomes) for key, outcomes in self._outcomes.items()}
+
+    def held(self) -> list[str]:
+        """The samples whose messages the strategy holds (the running ones)."""
+        return list(self._conversations)
+
+    def sample_ended(self, key: str) -> None:
+        """Forget the messages held for the sample `key` (its session and outcomes stay
+        listed). Called by the hook below when Inspect ends a sample, so a long eval holds
+        only its running samples."""
+        self._conversations.pop(key, None)
 
     @property
     def url(self) -> str | None:
@@ -389,7 +405,8 @@ class ContextfoldCompaction(CompactionStrategy):
         key = _sample_key()
         conversation = self._conversations.get(key)
         if conversation is None:
-            conversation = self._conversations[key] = _Conversation(session_id=self._session_id)
+            conversation = self._conversations[key] = _Conversation(session_id=self._session_id,
+                                                                    key=key)
         return conversation
 
     async def _run(self, coro: Any) -> Any:
@@ -422,7 +439,9 @@ class ContextfoldCompaction(CompactionStrategy):
         synced = await mirror.sync(converted, capacity=capacity,
                                    session_id=conversation.session_id, system=system,
                                    tools=tools)
-        conversation.compactions += [o for o in synced.compactions if o.status == "compacted"]
+        self._sessions[conversation.key] = synced.session_id
+        outcomes = self._outcomes.setdefault(conversation.key, [])
+        outcomes += [o for o in synced.compactions if o.status == "compacted"]
         if not any(o.status == "compacted" for o in synced.compactions):
             # Inspect's threshold was passed but the request is still inside contextfold's
             # safe limit: compact now, as Inspect asks (SPEC M1), and project again.
@@ -430,7 +449,7 @@ class ContextfoldCompaction(CompactionStrategy):
                                            instructions=self.instructions, system=system,
                                            tools=tools)
             if outcome.status == "compacted":
-                conversation.compactions.append(outcome)
+                outcomes.append(outcome)
                 synced = await mirror.sync(converted, capacity=capacity,
                                            session_id=synced.session_id, system=system,
                                            tools=tools)
@@ -444,6 +463,26 @@ class ContextfoldCompaction(CompactionStrategy):
         self._mirror = self._store = None
         if store is not None:
             await store.close()
+
+
+# Every strategy alive, for the hook that tells them a sample ended.
+_LIVE: weakref.WeakSet[ContextfoldCompaction] = weakref.WeakSet()
+
+
+@hooks(name="compaction",
+       description="releases what ContextfoldCompaction holds of a finished sample")
+class _SampleEnded(Hooks):
+    """Inspect's hook at the end of each sample (every epoch): the strategies forget the
+    sample's messages (the store keeps them). Registered when this module is imported;
+    Inspect lists it among the hooks it runs."""
+
+    def enabled(self) -> bool:
+        return len(_LIVE) > 0
+
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        key = str(data.sample.uuid or "")
+        for strategy in list(_LIVE):
+            strategy.sample_ended(key)
 
 
 # Inspect refuses a tool parameter without a description; contextfold's recall definitions
