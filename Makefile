@@ -53,7 +53,7 @@ demo: $(BASE)
 	$(VENV)/bin/contextfold demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
 
 # The store's SQLite tests run a second time with the one-hop fast path off
 # (store/sqlite_hops.py), so the ordinary path it falls back to stays proved (~75 s).
@@ -64,7 +64,7 @@ STORE_FALLBACK_TESTS := tests/test_store_basic.py tests/test_store_branching.py 
 	tests/test_store_sqlite_writers.py tests/test_store_sqlite_fallback.py
 
 test: $(STAMP) $(CHROMIUM) $(AGENTS)
-	$(VENV)/bin/ruff check src tests bench
+	$(VENV)/bin/ruff check src tests bench examples
 	$(PY) -m pytest -q -n 2 --dist loadfile
 	CONTEXTFOLD_SQLITE_ONE_HOP=0 $(PY) -m pytest -q -n 2 --dist loadfile -k "not postgresql" \
 		$(STORE_FALLBACK_TESTS)

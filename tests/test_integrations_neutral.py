@@ -17,8 +17,9 @@ from contextfold.integrations.responses_items import (
 def test_core_and_integrations_package_import_no_framework():
     """`import contextfold` and the integrations package never import a framework."""
     code = ("import sys, contextfold, contextfold.integrations, "
-            "contextfold.integrations.responses_items\n"
-            "bad = [m for m in ('agents', 'pydantic_ai', 'langchain', 'langchain_core') "
+            "contextfold.integrations.responses_items, contextfold.integrations.loop_thread\n"
+            "bad = [m for m in ('agents', 'pydantic_ai', 'langchain', 'langchain_core', "
+            "'inspect_ai') "
             "if m in sys.modules]\nprint(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)

@@ -8,7 +8,9 @@ package) never imports a framework:
 * `contextfold.integrations.pydantic_ai` — `history_processor(...)` and
   `load_message_history(...)` for pydantic-ai agents (extra `contextfold[pydantic-ai]`);
 * `contextfold.integrations.langchain` — `ContextfoldMiddleware` for LangChain v1
-  `create_agent` (extra `contextfold[langchain]`).
+  `create_agent` (extra `contextfold[langchain]`);
+* `contextfold.integrations.inspect_ai` — `ContextfoldCompaction`, an Inspect AI
+  `CompactionStrategy` for agent evals (extra `contextfold[inspect]`, docs/inspect.md).
 
 `responses_items` (Responses API input items <-> contextfold messages) needs no framework.
 """

@@ -20,8 +20,6 @@ found by content). See docs/integrations.md for sync use, model switches and rec
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -51,35 +49,12 @@ from .langchain_messages import (
     settle,
     to_message,
 )
+from .loop_thread import LoopThread
 
 __all__ = ["ContextfoldMiddleware"]
 
 T = TypeVar("T")
 DEFAULT_SCOPE = "langchain"
-
-
-class _LoopThread:
-    """A private event loop on a daemon thread: where the synchronous hooks run the async
-    store and runtime (LangGraph's `invoke` runs nodes in plain threads)."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="contextfold-langchain",
-                                 daemon=True).start()
-                self._loop = loop
-            return self._loop
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self._ensure()).result()
-
-    async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._ensure()))
 
 
 class ContextfoldMiddleware(AgentMiddleware):
@@ -114,7 +89,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         self.instructions = instructions
         self.scope = scope
         self._mirror: Mirror | None = None
-        self._loop = _LoopThread()
+        self._loop = LoopThread("contextfold-langchain")
         self._sessions: dict[str, str] = {}  # thread key -> session id
         self._last: dict[str, Synced] = {}  # session id -> what the model was last shown
         self._convert = Converted()

@@ -1,0 +1,525 @@
+"""contextfold as the compaction of an Inspect AI agent (extra `contextfold[inspect]`).
+
+    from inspect_ai.agent import react
+    from contextfold.integrations.inspect_ai import ContextfoldCompaction
+
+    agent = react(tools=[...], compaction=ContextfoldCompaction("evals.db"))
+
+Inspect's `react()` (and any agent built on `inspect_ai.model.compaction()`) takes a
+`CompactionStrategy`: its handler counts the conversation before every model call and, over
+the strategy's `threshold`, calls `strategy.compact(model, messages, tools)` and sends what
+it returns; the messages that follow are appended to that until the threshold is passed
+again. `ContextfoldCompaction` is such a strategy. When Inspect asks it to compact:
+
+* the conversation is mirrored into contextfold's durable tree by content
+  (`runtime.mirror`, SPEC Y1): one contextfold session per sample, nothing stored twice;
+  the compacted view Inspect hands back is expanded to the whole conversation first (by
+  message id), so a compaction never looks like an edit;
+* contextfold compacts (SPEC M1-M6; P2 when the request is over the safe limit) and returns
+  its projection: the checkpoint summary (and pins) as one user message, then the recent
+  messages verbatim, Inspect's own message objects, tool calls and results paired (K1);
+* `threshold` defaults to contextfold's auto threshold for the model's window (the budget
+  of SPEC B1-B3), the window read from Inspect's model info (`set_model_info`) or
+  contextfold's catalog.
+
+Inspect keeps the sample's whole conversation in `state.messages` (compaction shapes what
+the model is sent, never the record); contextfold keeps it too, with the checkpoints,
+searchable and branchable (`contextfold show`, the page). See docs/inspect.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+try:
+    from inspect_ai.hooks import Hooks, SampleEnd, hooks
+    from inspect_ai.model import (
+        ChatMessage,
+        ChatMessageAssistant,
+        ChatMessageSystem,
+        ChatMessageTool,
+        ChatMessageUser,
+        CompactionStrategy,
+        ContentReasoning,
+        ContentText,
+        Model,
+        get_model,
+        get_model_info,
+    )
+    from inspect_ai.model._model_info import get_model_input_tokens
+    from inspect_ai.tool import Tool, ToolCall, ToolDef, ToolInfo, ToolParams
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ImportError("contextfold.integrations.inspect_ai needs Inspect AI: "
+                      "pip install 'contextfold[inspect]'") from exc
+
+from ..core.budget import CompactionSettings, ModelCapacity, derive_budget
+from ..core.catalog import capacity_for
+from ..core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ..providers.base import ToolSpec
+from ..runtime.compaction import CompactionOutcome
+from ..runtime.mirror import Mirror, Synced
+from ..runtime.recall import RECALL_TOOLS, Recall
+from ..store.protocol import SessionStore
+from ..wire.parts import tool_arguments
+from .loop_thread import LoopThread
+
+__all__ = ["ContextfoldCompaction", "from_messages", "to_messages"]
+
+# The id of every message contextfold adds to a request (the checkpoint summary and pins,
+# the recall block) starts with this: Inspect hands them back, and they are not the
+# conversation's.
+OWN_ID_PREFIX = "contextfold-"
+
+
+# --------------------------------------------------------------------------- conversion
+
+
+def _content_parts(message: ChatMessage) -> list[Part]:
+    """The text and reasoning of a message's content (media named, not carried: the
+    message itself goes out verbatim whenever the projection keeps it)."""
+    content = message.content
+    if isinstance(content, str):
+        return [TextPart(text=content)] if content else []
+    parts: list[Part] = []
+    for c in content:
+        if isinstance(c, ContentText):
+            parts.append(TextPart(text=c.text))
+        elif isinstance(c, ContentReasoning):
+            parts.append(ReasoningPart(text="" if c.redacted else c.reasoning,
+                                       signature=c.signature))
+        else:
+            parts.append(TextPart(text=f"[{getattr(c, 'type', 'content')}]"))
+    return parts
+
+
+def to_messages(messages: Sequence[ChatMessage]) -> tuple[list[Message], list[int], str | None]:
+    """Inspect messages as contextfold messages, the index in `messages` each came from,
+    and the system prompt (the system messages, joined).
+
+    An assistant message keeps its tool calls (ids, functions, arguments verbatim); each
+    `ChatMessageTool` is one tool message answering its call (an error result marked so)."""
+    out: list[Message] = []
+    sources: list[int] = []
+    system: list[str] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, ChatMessageSystem):
+            system.append(m.text)
+            continue
+        if isinstance(m, ChatMessageTool):
+            output = m.text
+            if m.error is not None:
+                output = f"{output}\n{m.error.message}".strip()
+            msg = Message(role="tool", parts=(ToolResultPart(
+                call_id=m.tool_call_id or "tool", name=m.function, output=output,
+                is_error=m.error is not None),))
+        elif isinstance(m, ChatMessageAssistant):
+            calls = [ToolCallPart(id=c.id, name=c.function, input=tool_arguments(c.arguments))
+                     for c in m.tool_calls or ()]
+            msg = Message(role="assistant", parts=(*_content_parts(m), *calls), model=m.model)
+        else:
+            msg = Message(role="user", parts=tuple(_content_parts(m)) or
+                          (TextPart(text=""),))
+        out.append(msg)
+        sources.append(i)
+    return out, sources, "\n\n".join(system) or None
+
+
+def from_messages(synced: Synced, messages: Sequence[ChatMessage],
+                  sources: Sequence[int]) -> list[ChatMessage]:
+    """The projection of `synced` as Inspect messages: the original objects where a message
+    goes out as it came, a copy (same id, changed content) where the projection masked or
+    clipped it (SPEC V1, K6), a user message of contextfold's own for the checkpoint
+    summary, pins and recall block."""
+    out: list[ChatMessage] = []
+    checkpoint = synced.projection.checkpoint
+    for item in synced.items():
+        if item.index is None:
+            if item.recall and synced.projection.recalled is not None:
+                own = f"recall-{synced.projection.recalled.before_id}"
+            else:
+                own = checkpoint.id if checkpoint is not None else "pins"
+            out.append(ChatMessageUser(id=OWN_ID_PREFIX + own, content=item.message.text,
+                                       metadata={"contextfold": True}))
+            continue
+        original = messages[sources[item.index]]
+        out.append(original if item.verbatim else _changed(original, item.message))
+    return out
+
+
+def _changed(original: ChatMessage, message: Message) -> ChatMessage:
+    """`original` with the content the projection gives it (the id kept, so Inspect and the
+    next compaction know it for the same message)."""
+    if isinstance(original, ChatMessageTool):
+        text = "\n".join(r.output for r in message.tool_results)
+        return original.model_copy(update={"content": text})
+    text = "\n".join(p.text for p in message.parts if isinstance(p, TextPart))
+    if isinstance(original, ChatMessageAssistant):
+        by_id = {c.id: c for c in message.tool_calls}
+        calls = [c if c.id not in by_id else _call(c, by_id[c.id].input)
+                 for c in original.tool_calls or ()]
+        return original.model_copy(update={"content": text, "tool_calls": calls or None})
+    return original.model_copy(update={"content": text})
+
+
+def _call(call: ToolCall, arguments: Any) -> ToolCall:
+    if not isinstance(arguments, dict):
+        arguments = {"input": arguments}
+    # ToolCall is a dataclass (not a pydantic model like the messages)
+    return call if arguments == call.arguments else dataclasses.replace(call,
+                                                                        arguments=arguments)
+
+
+def _tool_specs(tools: Sequence[ToolInfo]) -> tuple[ToolSpec, ...]:
+    """Inspect's tool definitions as `ToolSpec`s (they travel with every request, so they
+    count in contextfold's estimate)."""
+    return tuple(ToolSpec(name=t.name, description=t.description or "",
+                          input_schema=t.parameters.model_dump(exclude_none=True))
+                 for t in tools)
+
+
+# --------------------------------------------------------------------------- the strategy
+
+
+@dataclass
+class _Conversation:
+    """What the strategy holds of one sample's conversation: every message seen, in order
+    (the whole conversation, which Inspect's compacted view stands for), and its session."""
+
+    messages: list[ChatMessage] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    session_id: str | None = None
+    last: Synced | None = None
+    key: str = "default"  # the sample's (see `_sample_key`)
+
+    def expand(self, given: Sequence[ChatMessage]) -> list[ChatMessage]:
+        """The whole conversation behind `given`: the messages seen before, then those of
+        `given` not seen yet. contextfold's own messages are left out, and so is a message
+        Inspect merged from known ones (it collapses consecutive user messages for some
+        APIs: the merged one has a new id and names its sources in `combined_from`)."""
+        for m in given:
+            mid = m.id or ""
+            if mid in self.seen or mid.startswith(OWN_ID_PREFIX):
+                continue
+            merged = (m.metadata or {}).get("combined_from")
+            if isinstance(merged, list) and merged and all(
+                    isinstance(x, str) and (x in self.seen or x.startswith(OWN_ID_PREFIX))
+                    for x in merged):
+                self.seen.add(mid)
+                continue
+            self.messages.append(m)
+            if mid:
+                self.seen.add(mid)
+        return list(self.messages)
+
+
+class ContextfoldCompaction(CompactionStrategy):
+    """contextfold's compaction as an Inspect `CompactionStrategy` (see the module doc).
+
+    `store`: a database URL or path (None: the default contextfold database), opened by the
+    strategy on its own loop thread (Inspect runs every `eval()` on a new event loop); or an
+    open `SessionStore`, then used on Inspect's loop (one `eval()` per store).
+    `threshold`: when Inspect asks for a compaction, in Inspect's token count: a number of
+    tokens, or a share of the window (<= 1.0); None (default): contextfold's auto threshold
+    for the model's window. `capacity`: the model's window (`ModelCapacity` or a catalog
+    name); default: per call from the model Inspect compacts for (its window from Inspect's
+    model info, else contextfold's catalog by its name). `summarizer`: as for `Mirror`
+    (None: the offline extractive one); or `summarizer_model` (and `summarizer_base_url`):
+    a model contextfold's providers serve (`anthropic/claude-haiku-4-5`, a local server's
+    model), built as every face builds its LLM summariser (`summarize.factory`), not the
+    model under evaluation. `settings`: contextfold's budgets' knobs.
+    `instructions`: what the summary must keep (SPEC M6). `session_id`: keep every sample in
+    this one session (default: one session per sample and epoch).
+    """
+
+    def __init__(self, store: SessionStore | str | None = None, *,
+                 threshold: int | float | None = None,
+                 capacity: ModelCapacity | str | None = None, summarizer: Any = None,
+                 settings: CompactionSettings | None = None, instructions: str | None = None,
+                 session_id: str | None = None, summarizer_model: str | None = None,
+                 summarizer_base_url: str | None = None) -> None:
+        if summarizer is not None and summarizer_model is not None:
+            raise ValueError("give summarizer or summarizer_model, not both")
+        self._threshold: int | float | None = None
+        # Inspect's memory warning needs its memory tool; contextfold keeps every message.
+        super().__init__(type="summary", threshold=threshold, memory=False)  # type: ignore[arg-type]
+        self._owned = store is None or isinstance(store, str)
+        self._url: str | None = store if isinstance(store, str) else None
+        self._store: SessionStore | None = None if isinstance(store, str) else store
+        self._capacity = capacity_for(capacity) if isinstance(capacity, str) else capacity
+        self._summarizer = summarizer
+        self._summarizer_model = summarizer_model
+        self._summarizer_base_url = summarizer_base_url
+        self.settings = settings
+        self.instructions = instructions
+        self._session_id = session_id
+        self._mirror: Mirror | None = None
+        self._loop = LoopThread("contextfold-inspect")
+        self._conversations: dict[str, _Conversation] = {}
+        # What stays after a sample ends (its messages are released): its session and the
+        # compactions made in it.
+        self._sessions: dict[str, str] = {}
+        self._outcomes: dict[str, list[CompactionOutcome]] = {}
+        _LIVE.add(self)
+
+    # ------------------------------------------------------------------ Inspect's interface
+
+    @property  # type: ignore[override]
+    def threshold(self) -> int | float:
+        """When Inspect's handler calls `compact`: the value given, else contextfold's auto
+        threshold (SPEC A1) for the window of the model in use (read once per sample, by
+        Inspect, on the sample's first model call)."""
+        if self._threshold is not None:
+            return self._threshold
+        try:
+            model = get_model()
+        except Exception:  # no model in use (Inspect describing the strategy): the default
+            return 0.9
+        return derive_budget(self.capacity_of(model), self.settings).auto_threshold
+
+    @threshold.setter
+    def threshold(self, value: int | float | None) -> None:
+        self._threshold = value
+
+    async def compact(self, model: Model, messages: list[ChatMessage],
+                      tools: list[ToolInfo]) -> tuple[list[ChatMessage], ChatMessageUser | None]:
+        """Store the conversation, compact it and return the projection to send (Inspect's
+        `CompactionStrategy.compact`). Nothing is returned to append to the record: the
+        checkpoint lives in contextfold's store."""
+        conversation = self._conversation()
+        full = conversation.expand(messages)
+        converted, sources, system = to_messages(full)
+        if not converted:
+            return list(messages), None
+        capacity = self.capacity_of(model)
+        synced = await self._run(self._compact(conversation, converted, capacity, system,
+                                               _tool_specs(tools)))
+        return from_messages(synced, full, sources), None
+
+    # ------------------------------------------------------------------ application API
+
+    def capacity_of(self, model: Model) -> ModelCapacity:
+        """The window contextfold sizes for: `capacity` if given, else the model resolver's,
+        from Inspect's model info for `model` (its window and max output), else the
+        catalog by the model's name."""
+        if self._capacity is not None:
+            return self._capacity
+        from ..core.catalog import UnknownModelError
+        from ..core.resolver import ModelProfile, ModelResolver
+
+        window = get_model_input_tokens(model)
+        info = get_model_info(model)
+        output = info.output_tokens if info is not None else None
+        profile = ModelProfile(window, output) if window else None
+        name = str(model)
+        try:
+            return ModelResolver(settings=self.settings).resolve(name, profile=profile).capacity
+        except UnknownModelError as exc:
+            raise UnknownModelError(name, close_names=exc.close_names, known=exc.known, give=(
+                f"Inspect's set_model_info({name!r}, ModelInfo(context_length=N)), or "
+                f"ContextfoldCompaction(capacity=capacity_for({name!r}, context_window=N)) "
+                "(capacity_for is contextfold's: `from contextfold import capacity_for`)"
+            )) from None
+
+    def build_summarizer(self) -> Any:
+        """The LLM summariser of `summarizer_model` (None without one), made by
+        `summarize.factory.summarizer_for` with the model resolver: sized like any model,
+        served by contextfold's providers with the user's own keys."""
+        from ..core.resolver import ModelResolver
+        from ..summarize.factory import summarizer_for
+
+        return summarizer_for(self._summarizer_model, ModelResolver(settings=self.settings),
+                              base_url=self._summarizer_base_url)
+
+    def recall_tools(self) -> list[Tool]:
+        """`history_search` / `history_expand` (SPEC L2) as Inspect tools over the running
+        sample's session: what a compaction folded is one search away. Give them to the
+        agent beside its own: `react(tools=[*tools, *strategy.recall_tools()], ...)`."""
+        return [ToolDef(self._recall_runner(spec.name), name=spec.name,
+                        description=spec.description,
+                        parameters=_described(spec.input_schema)).as_tool()
+                for spec in RECALL_TOOLS]
+
+    def _recall_runner(self, name: str) -> Any:
+        async def execute(**args: Any) -> str:
+            conversation = self._conversations.get(_sample_key())
+            if conversation is None or conversation.session_id is None or \
+                    self._store is None:
+                return ("[tool error] nothing was compacted yet: the whole conversation "
+                        "is in front of you")
+            call = ToolCallPart(id="recall", name=name, input=args)
+            last = conversation.last
+            seen = {n.id for n in last.projection.messages} if last is not None else set()
+            recall = Recall(self._store, conversation.session_id)
+            result = await self._run(recall.run(call, in_context=seen))
+            return f"[tool error] {result.output}" if result.is_error else result.output
+
+        return execute
+
+    def session_ids(self) -> dict[str, str]:
+        """The contextfold session of each sample compacted so far (key: the sample's
+        Inspect uuid, "default" outside a sample)."""
+        return dict(self._sessions)
+
+    def outcomes(self) -> dict[str, list[CompactionOutcome]]:
+        """The compactions contextfold made, per sample (the checkpoints it stored)."""
+        return {key: list(outcomes) for key, outcomes in self._outcomes.items()}
+
+    def held(self) -> list[str]:
+        """The samples whose messages the strategy holds (the running ones)."""
+        return list(self._conversations)
+
+    def sample_ended(self, key: str) -> None:
+        """Forget the messages held for the sample `key` (its session and outcomes stay
+        listed). Called by the hook below when Inspect ends a sample, so a long eval holds
+        only its running samples."""
+        self._conversations.pop(key, None)
+
+    @property
+    def url(self) -> str | None:
+        """The database the strategy opens (None: an application's store, or the default
+        contextfold database when no store was given)."""
+        return self._url
+
+    @property
+    def store(self) -> SessionStore | None:
+        """The store the conversations are kept in (None before the first compaction)."""
+        return self._store
+
+    async def aclose(self) -> None:
+        """Close the store the strategy opened (an application's own store stays open)."""
+        if self._store is not None and self._owned:
+            await self._run(self._close())
+
+    def close(self) -> None:
+        """Sync form of `aclose` (after `eval()` returned)."""
+        if self._store is not None and self._owned:
+            self._loop.run(self._close())
+
+    # ------------------------------------------------------------------ internals
+
+    def _conversation(self) -> _Conversation:
+        key = _sample_key()
+        conversation = self._conversations.get(key)
+        if conversation is None:
+            conversation = self._conversations[key] = _Conversation(session_id=self._session_id,
+                                                                    key=key)
+        return conversation
+
+    async def _run(self, coro: Any) -> Any:
+        return await (self._loop.arun(coro) if self._owned else coro)
+
+    async def _ready(self) -> Mirror:
+        if self._mirror is None:
+            if self._store is None:
+                from ..store import open_store
+
+                self._store = await open_store(self._url)
+            if self._summarizer is None and self._summarizer_model is not None:
+                self._summarizer = self.build_summarizer()
+            # Inspect waits for the compaction, so the auto check runs in line.
+            self._mirror = Mirror(self._store, summarizer=self._summarizer,
+                                  settings=self.settings, background=False)
+        return self._mirror
+
+    async def _compact(self, conversation: _Conversation, converted: Sequence[Message],
+                       capacity: ModelCapacity, system: str | None,
+                       tools: Sequence[ToolSpec]) -> Synced:
+        mirror = await self._ready()
+        if conversation.session_id is None:
+            # Made here, not found by content: every sync names the session, so the
+            # content chain is always made in the same scope (a sample's first compaction
+            # and its later ones hash alike).
+            info = await mirror.store.create_session(title=_title(converted),
+                                                     metadata={"source": "inspect_ai"})
+            conversation.session_id = info.id
+        synced = await mirror.sync(converted, capacity=capacity,
+                                   session_id=conversation.session_id, system=system,
+                                   tools=tools)
+        self._sessions[conversation.key] = synced.session_id
+        outcomes = self._outcomes.setdefault(conversation.key, [])
+        outcomes += [o for o in synced.compactions if o.status == "compacted"]
+        if not any(o.status == "compacted" for o in synced.compactions):
+            # Inspect's threshold was passed but the request is still inside contextfold's
+            # safe limit: compact now, as Inspect asks (SPEC M1), and project again.
+            outcome = await mirror.compact(synced.session_id, capacity=capacity,
+                                           instructions=self.instructions, system=system,
+                                           tools=tools)
+            if outcome.status == "compacted":
+                outcomes.append(outcome)
+                synced = await mirror.sync(converted, capacity=capacity,
+                                           session_id=synced.session_id, system=system,
+                                           tools=tools)
+        conversation.last = synced
+        return synced
+
+    async def _close(self) -> None:
+        mirror, store = self._mirror, self._store
+        if mirror is not None:
+            await mirror.wait_idle()
+        self._mirror = self._store = None
+        if store is not None:
+            await store.close()
+
+
+# Every strategy alive, for the hook that tells them a sample ended.
+_LIVE: weakref.WeakSet[ContextfoldCompaction] = weakref.WeakSet()
+
+
+@hooks(name="compaction",
+       description="releases what ContextfoldCompaction holds of a finished sample")
+class _SampleEnded(Hooks):
+    """Inspect's hook at the end of each sample (every epoch): the strategies forget the
+    sample's messages (the store keeps them). Registered when this module is imported;
+    Inspect lists it among the hooks it runs."""
+
+    def enabled(self) -> bool:
+        return len(_LIVE) > 0
+
+    async def on_sample_end(self, data: SampleEnd) -> None:
+        key = str(data.sample.uuid or "")
+        for strategy in list(_LIVE):
+            strategy.sample_ended(key)
+
+
+# Inspect refuses a tool parameter without a description; contextfold's recall definitions
+# leave them out (they travel with every request of the other faces, where the tool's own
+# description says it), so they are added here, for Inspect only.
+_PARAMETER_NOTES = {
+    "query": "Words or identifiers to find.", "limit": "The most matches to return.",
+    "node_id": "A node id from a search result or the checkpoint.",
+    "before": "Messages to read before it.", "after": "Messages to read after it.",
+    "to_node_id": "Read up to this node id.", "max_tokens": "The most tokens to return.",
+}
+
+
+def _described(schema: Mapping[str, Any]) -> ToolParams:
+    """A recall tool's input schema as Inspect's `ToolParams`, every parameter described."""
+    properties = {name: {**prop, "description": prop.get("description") or
+                         _PARAMETER_NOTES.get(name, name.replace("_", " "))}
+                  for name, prop in schema.get("properties", {}).items()}
+    return ToolParams.model_validate({**schema, "properties": properties})
+
+
+def _sample_key() -> str:
+    """The running sample's Inspect uuid (one conversation per sample and epoch), or
+    "default" outside a sample."""
+    try:
+        from inspect_ai.solver._task_state import sample_state
+    except ImportError:  # pragma: no cover - Inspect moved it: one conversation
+        return "default"
+    state = sample_state()
+    return str(getattr(state, "uuid", None) or "default") if state is not None else "default"
+
+
+def _title(messages: Sequence[Message]) -> str:
+    """The session's title: the task, the sample's first user message (shortened)."""
+    for m in messages:
+        if m.role == "user" and m.text.strip():
+            first = " ".join(m.text.split())
+            return "inspect: " + (first if len(first) <= 60 else first[:59] + "…")
+    return "inspect"
+
