@@ -37,7 +37,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
-from ..core.content_chain import ChainMemo, next_hash
+from ..core.content_chain import ChainMemo, chain_link
 from ..core.estimator import Estimate
 from ..core.fit import Blocked
 from ..core.masking import MaskedNode
@@ -409,7 +409,7 @@ class Mirror:
     async def record_reply(self, synced: Synced, reply: Message) -> Node:
         """Store the model's reply (with its usage, SPEC E1) after the messages of `synced`;
         then the auto check (A1): compact between turns if over the threshold."""
-        reply_hash = next_hash(synced.hashes[-1], reply)
+        reply_hash = chain_link(synced.chain_scope, synced.hashes[-1], reply)
         try:
             # A deferred user message is stored here, before the reply, in its transaction.
             write = await self._extend(synced, [*synced.hashes, reply_hash],
