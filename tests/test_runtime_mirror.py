@@ -176,6 +176,34 @@ async def test_auto_compaction_after_a_reply_a1(store):
     assert nxt.projection.checkpoint is not None and nxt.appended == 1 and not nxt.compactions
 
 
+async def test_auto_compaction_defers_to_a_provider_the_client_asks_to_compact_y7_a1(store):
+    # The same turn as above, over the auto threshold but within the safe limit: when the
+    # client asked its provider to compact, contextfold's own automatic compaction waits
+    # for the provider's (SPEC Y7) ...
+    mirror = Mirror(store, background=True)
+    cap = ModelCapacity(model="test-model", context_window=16_000, max_output=1_000)
+    msgs = long_history(5)[:-1]
+    synced = await mirror.sync(msgs, capacity=cap, provider_compaction=True)
+    await mirror.record_reply(synced, assistant("done " + "y" * 900, usage=usage(14_500)))
+    await mirror.wait_idle(synced.session_id)
+    assert list(mirror.auto_outcomes) == []
+    # ... also on a later request of the session that does not repeat the parameter
+    # (Anthropic's on-demand compaction is a request of its own) ...
+    nxt = await mirror.sync([*msgs, assistant("done " + "y" * 900), user("go on")],
+                            capacity=cap)
+    assert nxt.projection.checkpoint is None and not nxt.compactions
+    await mirror.record_reply(nxt, assistant("more " + "z" * 900, usage=usage(15_000)))
+    await mirror.wait_idle(nxt.session_id)
+    assert list(mirror.auto_outcomes) == []
+    # ... while what the window forces is still compacted (P1): a request over the safe
+    # limit is never sent as it is.
+    big = [*msgs, assistant("done " + "y" * 900), user("go on"), assistant("more " + "z" * 900),
+           user("please continue with the next file. " * 120)]
+    forced = await mirror.sync(big, capacity=cap)
+    assert [c.status for c in forced.compactions] == ["compacted"]
+    assert forced.estimate.tokens <= forced.budget.safe_input_limit
+
+
 async def test_a_session_bound_mirror_keeps_one_session_y1(store):
     mirror = Mirror(store, background=False)
     info = await store.create_session(title="langchain thread")

@@ -37,7 +37,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
-from ..core.content_chain import ChainMemo, chain_link
+from ..core.content_chain import ChainMemo, chain_link, opens_with_provider_compaction
 from ..core.estimator import Estimate
 from ..core.fit import Blocked
 from ..core.masking import MaskedNode
@@ -205,7 +205,8 @@ class _Session:
     process's `Held` cache, evicted when idle and read again from the store when the
     conversation returns): its lock, sizer, the branch it was last synced to with the chain
     hash of its leaf, the metadata last written, and what is pending on it (the expected
-    reply, a deferred message's write, the background auto check)."""
+    reply, a deferred message's write, the background auto check). `provider_compacts`:
+    its client asked the provider to compact (SPEC Y7), so the auto check defers to it."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     sizer: Sizer | None = None
@@ -217,6 +218,7 @@ class _Session:
     expected: asyncio.Event | None = None
     write: asyncio.Task[None] | None = None
     auto: asyncio.Task[CompactionOutcome | None] | None = None
+    provider_compacts: bool = False
 
     @property
     def busy(self) -> bool:
@@ -266,6 +268,9 @@ class Mirror:
         # What the latest background checks did (the latest 100: a bounded record).
         self.auto_outcomes: deque[CompactionOutcome] = deque(maxlen=100)
         self._auto_recall = AutoRecall(store)
+        # The provider compactions on their way (SPEC Y7: `expect_reply(compaction=True)`),
+        # by the `Synced` they answer; an entry lives until its reply is recorded or given up.
+        self._compactions_due: dict[int, asyncio.Event] = {}
 
     # ------------------------------------------------------------------ the API
 
@@ -273,8 +278,13 @@ class Mirror:
                    scope: str = "default", session_id: str | None = None,
                    system: str | None = None, tools: Tools | None = None,
                    metadata: Mapping[str, Any] | None = None,
-                   title: str | None = None) -> Synced:
+                   title: str | None = None, provider_compaction: bool = False) -> Synced:
         """Store what is new in `messages` and return what to send (SPEC Y1, Y2, P1-P3).
+
+        `provider_compaction`: the request asks its provider to compact (SPEC Y7: Anthropic's
+        `compaction` or a `compact_*` edit, OpenAI's `context_management`); from then on
+        this process leaves the session's automatic compaction (A1) to the provider and
+        compacts only what the window forces (P1-P5).
 
         Raises `RequestTooLargeError` (nothing stored beyond the history, nothing to send)
         when even the compacted request cannot fit `capacity` (SPEC Y3).
@@ -288,9 +298,12 @@ class Mirror:
         if session_id is None:
             session_id, created = await self._find_or_create(
                 hashes, metadata, title,
-                refuse=lambda: self._refuse_alone(msgs, capacity, system, tools))
+                refuse=lambda: self._refuse_alone(msgs, capacity, system, tools),
+                anchored=opens_with_provider_compaction(msgs[0]))
         elif metadata:
             await self._set_metadata(session_id, metadata)
+        if provider_compaction:
+            self._state(session_id).provider_compacts = True
         await self._reply_recorded(session_id)
         async with self._lock(session_id):
             await self._settle_auto(session_id)
@@ -361,10 +374,18 @@ class Mirror:
                       recall_tools=client_recall_tools(_tool_names(tools or ())),
                       chain_scope=chain_scope)
 
-    def expect_reply(self, synced: Synced) -> None:
+    def expect_reply(self, synced: Synced, *, compaction: bool = False) -> None:
         """Say a reply to `synced` is on its way: the next `sync` of the session waits (up
         to `reply_wait` seconds) for `record_reply` or `no_reply`, so a client that resends
-        the reply before it is recorded cannot store it without its usage (E1)."""
+        the reply before it is recorded cannot store it without its usage (E1).
+
+        `compaction`: the reply is a provider's compaction asked for on demand (SPEC Y7).
+        The conversation may go on while it is written (background compaction), so the
+        session's next `sync` does not wait for it; only a list that opens with a
+        provider's compaction no stored chain knows yet waits (it may carry this reply)."""
+        if compaction:
+            self._compactions_due[id(synced)] = asyncio.Event()
+            return
         self._state(synced.session_id).expected = asyncio.Event()
 
     def no_reply(self, synced: Synced) -> None:
@@ -382,6 +403,9 @@ class Mirror:
                 and self.held.get(key).expected is not None]
 
     def _release(self, synced: Synced) -> None:
+        due = self._compactions_due.pop(id(synced), None)
+        if due is not None:
+            due.set()
         state = self.held.get(("mirror", synced.session_id))
         event = state.expected if state is not None else None
         if event is not None:
@@ -424,7 +448,8 @@ class Mirror:
             branch = await self._branch(synced.session_id)
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
         state = self._state(synced.session_id)
-        if state.sizer is not None:
+        if state.sizer is not None and not state.provider_compacts:
+            # SPEC Y7: a session whose client asks its provider to compact is left to it.
             task = asyncio.create_task(self._auto_check(synced.session_id, state.sizer,
                                                         reply_hash, node.id, state.branch))
             state.auto = task
@@ -579,21 +604,31 @@ class Mirror:
 
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
                               title: str | None,
-                              refuse: Callable[[], None] | None = None) -> tuple[str, bool]:
+                              refuse: Callable[[], None] | None = None,
+                              anchored: bool = False) -> tuple[str, bool]:
         for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
             sid = self._ends.get(h)
             if sid is not None:
                 if metadata:
                     await self._set_metadata(sid, metadata)
                 return sid, False
-        hits = await self.store.mirror_lookup(hashes)
-        for h in reversed(hashes):  # the longest stored prefix names the tree
-            if h in hits:
-                sid = await self.store.mirror_session_of_tree(hits[h].tree_id)
-                if sid is not None:
-                    if metadata:
-                        await self._set_metadata(sid, metadata)
-                    return sid, False
+        for attempt in range(2):
+            hits = await self.store.mirror_lookup(hashes)
+            for h in reversed(hashes):  # the longest stored prefix names the tree
+                if h in hits:
+                    sid = await self.store.mirror_session_of_tree(hits[h].tree_id)
+                    if sid is not None:
+                        if metadata:
+                            await self._set_metadata(sid, metadata)
+                        return sid, False
+            if attempt or not anchored or not self._compactions_due:
+                break
+            # SPEC Y7: the list opens with a provider's compaction nothing stored knows; a
+            # compaction answer being recorded may be it (the client swapped the block in
+            # as soon as it had it): wait for those, bounded, then look again.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(
+                    *(e.wait() for e in list(self._compactions_due.values()))), self.reply_wait)
         if refuse is not None:
             refuse()
         info = await self.store.create_session(title=title, metadata=metadata)
