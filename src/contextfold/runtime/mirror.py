@@ -150,10 +150,12 @@ class Synced:
         out: list[ProjectedItem] = []
         if self.projection.summary is not None:
             out += [ProjectedItem(None, m, False) for m in self.projection.summary.provider_base]
+        joinable = -1  # the prefix message, which the recall block may join
         text = self.prefix_text
         if text is not None:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
+            joinable = len(out) - 1
         projection = self.projection
         recalled, clips, index_of = projection.recalled, projection.clips, self.source_index
         before = recalled.before_id if recalled is not None else None
@@ -162,9 +164,10 @@ class Synced:
                 assert recalled is not None
                 # SPEC L5: its own user-side message right before the latest request; right
                 # after the prefix it joins the prefix's message (two user messages in a
-                # row are not a valid Messages request).
+                # row are not a valid Messages request), never a provider's compaction
+                # (SPEC Y7: that message goes back to its provider as it came).
                 block = TextPart(text=recalled.text)
-                if out and out[-1].index is None:
+                if out and len(out) - 1 == joinable:
                     joined = out[-1].message
                     out[-1] = ProjectedItem(None, joined.model_copy(
                         update={"parts": (*joined.parts, block)}), False)
