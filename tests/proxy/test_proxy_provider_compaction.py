@@ -148,6 +148,12 @@ def test_anthropic_on_demand_compaction_is_passed_through_echoed_and_continues_y
     (_info, branch, _size), = asyncio.run(_stored(db))
     texts = [n.message.text for n in branch.nodes if n.message is not None]
     assert QUESTIONS[0] in texts[0] and QUESTIONS[-1] in " ".join(texts)
+    kept = [n.message for n in branch.nodes if n.message is not None and any(
+        isinstance(p, ProviderCompactionPart) for p in n.message.parts)]
+    # The compaction answer is stored with what its call cost: zero at the top, the
+    # summarising call in `usage.iterations` (E1, Q4).
+    assert len(kept) == 1 and kept[0].usage is not None
+    assert kept[0].usage.input > 0 and kept[0].usage.output > 0
     cps = [n.checkpoint for n in branch.nodes if n.checkpoint is not None]
     assert [c.summarizer for c in cps] == ["provider:anthropic"] and cps[0].summary == ""
     stored = [p for m in cps[0].provider_base for p in m.parts

@@ -400,6 +400,16 @@ class Mirror:
             state.write = asyncio.get_running_loop().create_task(self._store_deferred(synced))
         self._release(synced)
 
+    def _replies_due(self) -> list[asyncio.Event]:
+        """Every answer of this process still to be recorded (compactions included)."""
+        due = list(self._compactions_due.values())
+        for key in list(self.held):
+            state = self.held.get(key) if isinstance(key, tuple) and key[0] == "mirror" \
+                else None
+            if state is not None and state.expected is not None:
+                due.append(state.expected)
+        return due
+
     def awaiting_reply(self) -> list[str]:
         """The sessions whose next `sync` waits for a reply to be recorded."""
         return [key[1] for key in self.held if isinstance(key, tuple) and key[0] == "mirror"
@@ -624,14 +634,16 @@ class Mirror:
                         if metadata:
                             await self._set_metadata(sid, metadata)
                         return sid, False
-            if attempt or not anchored or not self._compactions_due:
+            due = self._replies_due() if anchored and not attempt else []
+            if not due:
                 break
-            # SPEC Y7: the list opens with a provider's compaction nothing stored knows; a
-            # compaction answer being recorded may be it (the client swapped the block in
-            # as soon as it had it): wait for those, bounded, then look again.
+            # SPEC Y7: the list opens with a provider's compaction nothing stored knows; an
+            # answer being recorded may hold it (the client swapped the block in, or dropped
+            # what came before the item, as soon as it had it): wait for those, bounded,
+            # then look again.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.gather(
-                    *(e.wait() for e in list(self._compactions_due.values()))), self.reply_wait)
+                await asyncio.wait_for(asyncio.gather(*(e.wait() for e in due)),
+                                       self.reply_wait)
         if refuse is not None:
             refuse()
         info = await self.store.create_session(title=title, metadata=metadata)
