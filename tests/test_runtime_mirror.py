@@ -4,12 +4,20 @@ on the reply (E1), auto compaction after a reply (A1)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from contextfold.core.budget import ModelCapacity
 from contextfold.core.content_chain import ChainMemo, chain_hashes
 from contextfold.core.export import to_openai
-from contextfold.core.messages import Message, ReasoningPart, TextPart, Usage
+from contextfold.core.messages import (
+    Message,
+    ProviderCompactionPart,
+    ReasoningPart,
+    TextPart,
+    Usage,
+)
 from contextfold.core.validity import openai_problems
 from contextfold.runtime import RequestTooLargeError
 from contextfold.runtime.mirror import Mirror
@@ -202,6 +210,41 @@ async def test_auto_compaction_defers_to_a_provider_the_client_asks_to_compact_y
     forced = await mirror.sync(big, capacity=cap)
     assert [c.status for c in forced.compactions] == ["compacted"]
     assert forced.estimate.tokens <= forced.budget.safe_input_limit
+
+
+def _block(content: str = "summary of a, b, c") -> Message:
+    return Message(role="assistant", parts=(ProviderCompactionPart(provider="anthropic", data={
+        "type": "compaction", "content": content, "signature": "sig_" + content[:8]}),))
+
+
+async def test_a_swapped_in_provider_block_continues_its_session_y7_y1(store):
+    # SPEC Y7: the client asks its provider to compact a, b, c and gets a signed block; it
+    # then sends the block in their place. The list shares no message with the stored one,
+    # yet it is the same conversation, continued from the provider's checkpoint.
+    mirror = Mirror(store, background=False)
+    msgs = [user("a"), assistant("b"), user("c"), assistant("d")]
+    asked = await mirror.sync(msgs, capacity=BIG, provider_compaction=True)
+    mirror.expect_reply(asked, compaction=True)
+    # Background compaction: a turn of the session sent while the block is written does
+    # not wait for it.
+    turn = await asyncio.wait_for(mirror.sync([*msgs, user("e")], capacity=BIG), 5)
+    assert turn.session_id == asked.session_id
+    # The swapped list arrives before the compaction's answer is recorded: it waits for
+    # it rather than starting a session of its own.
+    swapped = asyncio.create_task(mirror.sync([_block(), user("e")], capacity=BIG))
+    await asyncio.sleep(0.05)
+    assert not swapped.done()
+    await mirror.record_reply(asked, _block())
+    after = await swapped
+    assert after.session_id == asked.session_id and len(await store.list_sessions()) == 1
+    cp = after.projection.summary
+    assert cp is not None and cp.summarizer == "provider:anthropic" and cp.summary == ""
+    assert [m.parts for m in cp.provider_base] == [_block().parts]
+    assert [n.payload for n in after.projection.messages] == [user("e")]
+    # What the block replaced is still the session's history (nothing is lost).
+    branch = await store.load_full_branch(asked.session_id)
+    assert [n.message.text for n in branch.nodes if n.message is not None] == \
+        ["a", "b", "c", "d", "", "e"]
 
 
 async def test_a_session_bound_mirror_keeps_one_session_y1(store):
