@@ -23,6 +23,7 @@ from contextfold.runtime import RequestTooLargeError
 from contextfold.runtime.mirror import Mirror
 from contextfold.store import open_store
 from contextfold.store.invariants import check_store
+from contextfold.store.verify import verify_tree
 from tests.builders import assistant, tool_call, tool_result, user
 
 pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store fixtures
@@ -245,6 +246,10 @@ async def test_a_swapped_in_provider_block_continues_its_session_y7_y1(store):
     branch = await store.load_full_branch(asked.session_id)
     assert [n.message.text for n in branch.nodes if n.message is not None] == \
         ["a", "b", "c", "d", "", "e"]
+    # `contextfold verify` agrees: the block's chain starts from the client's scope root,
+    # which it cannot recompute, and every other row follows from its node (D1).
+    report = await verify_tree(store, asked.session_id)
+    assert report.ok, report.problems
 
 
 async def test_a_session_bound_mirror_keeps_one_session_y1(store):
