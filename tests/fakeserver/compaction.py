@@ -2,7 +2,8 @@
 
 * Anthropic on demand (beta `compact-2026-09-04`): a request with a top-level `compaction`
   (`{"type": "summarize"}`) is answered with one `compaction` block alone — readable
-  `content`, a `signature` over it — and `stop_reason: "compaction"`; streamed, the block
+  `content`, a `signature` over it — and `stop_reason: "compaction"` (a summary longer than
+  `max_tokens` is cut: no block, `stop_reason: "max_tokens"`); streamed, the block
   comes whole in `content_block_start`, with no delta. Its usage is reported in
   `usage.iterations`, the top-level counts being zero. A later request carrying the block
   must send it back exactly: a changed `content` or `signature` is
@@ -113,6 +114,9 @@ def on_demand_response(state: ServerState, body: Body, total: int) -> Response:
     summary = summary_of(body)
     block = {"type": "compaction", "content": summary, "signature": sign(summary)}
     output = max(1, len(summary) // 4)
+    # A summary cut off by `max_tokens` is no summary: a 200 with no block.
+    cut = isinstance(body.get("max_tokens"), int) and body["max_tokens"] < output
+    content, stop = ([], "max_tokens") if cut else ([block], "compaction")
     usage = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0,
              "cache_creation_input_tokens": 0,
              "iterations": [{"type": "compaction", "input_tokens": total,
@@ -120,7 +124,7 @@ def on_demand_response(state: ServerState, body: Body, total: int) -> Response:
     ident = f"msg_fake{state.new_id():06d}"
     model = body.get("model", "fake-model")
     message = {"id": ident, "type": "message", "role": "assistant", "model": model,
-               "content": [block], "stop_reason": "compaction", "stop_sequence": None,
+               "content": content, "stop_reason": stop, "stop_sequence": None,
                "usage": usage}
     if not body.get("stream"):
         return JSONResponse(message)
@@ -129,9 +133,10 @@ def on_demand_response(state: ServerState, body: Body, total: int) -> Response:
         yield _sse({"type": "message_start", "message": {**message, "content": [],
                                                          "stop_reason": None}})
         yield _sse({"type": "ping"})
-        yield _sse({"type": "content_block_start", "index": 0, "content_block": block})
-        yield _sse({"type": "content_block_stop", "index": 0})
-        yield _sse({"type": "message_delta", "delta": {"stop_reason": "compaction",
+        if content:  # the block arrives whole: no delta
+            yield _sse({"type": "content_block_start", "index": 0, "content_block": block})
+            yield _sse({"type": "content_block_stop", "index": 0})
+        yield _sse({"type": "message_delta", "delta": {"stop_reason": stop,
                                                        "stop_sequence": None},
                     "usage": usage})
         yield _sse({"type": "message_stop"})

@@ -219,6 +219,34 @@ def test_anthropic_background_compaction_swaps_in_for_exactly_the_messages_sent_
                                                "meanwhile 1", QUESTIONS[4], "after the swap"]
 
 
+def test_an_on_demand_compaction_without_a_block_leaves_the_conversation_as_it_was_y7(
+        upstream, db):
+    proxy = _start(db, upstream.base_url)
+    client = anthropic.Anthropic(base_url=proxy.url, api_key=KEY, max_retries=0)
+    history: list[Any] = []
+    try:
+        for n, question in enumerate(QUESTIONS[:2]):
+            upstream.enqueue(Reply(text=f"answer {n}"), kind="chat")
+            history.append({"role": "user", "content": question})
+            history.append({"role": "assistant",
+                            "content": _turn(client, history, False).content})
+        cut = client.beta.messages.create(model="claude-opus-4-6", max_tokens=5,
+                                          system=SYSTEM, betas=[BETA], messages=history,
+                                          compaction={"type": "summarize"})
+        assert cut.stop_reason == "max_tokens" and cut.content == []
+        upstream.enqueue(Reply(text="answer 2"), kind="chat")
+        history.append({"role": "user", "content": QUESTIONS[2]})
+        _turn(client, history, False)
+    finally:
+        proxy.stop()
+    # No empty turn was stored for it: the branch is the conversation the client holds.
+    (_info, branch, size), = asyncio.run(_stored(db))
+    texts = [n.message.text for n in branch.nodes if n.message is not None]
+    assert texts == [QUESTIONS[0], "answer 0", QUESTIONS[1], "answer 1", QUESTIONS[2],
+                     "answer 2"]
+    assert size == len(branch.nodes)  # nothing beside it in the tree either
+
+
 def _oa_items(output: list[Any]) -> list[dict[str, Any]]:
     return [o.model_dump(exclude_none=True) for o in output]
 
