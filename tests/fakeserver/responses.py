@@ -195,7 +195,9 @@ def responses_response(state: ServerState, reply: Reply, body: Body, answer: Ans
                          content_index=0, text=text, logprobs=[])
                 yield ev("response.content_part.done", item_id=item["id"],
                          output_index=index, content_index=0, part={**part, "text": text})
-            elif item["type"] == "compaction":
+            elif item["type"] == "compaction":  # SPEC Y7: the SDK's compacting event first
+                yield ev("response.compaction.compacting", item_id=item["id"],
+                         output_index=index)
                 yield ev("response.output_item.added", output_index=index, item=item)
             else:
                 yield ev("response.output_item.added", output_index=index,

@@ -274,6 +274,9 @@ def test_openai_in_call_compaction_item_is_stored_and_dropping_before_it_continu
                     kinds = [e.type for e in events]
                     response = events.get_final_response()
                 assert "response.output_item.done" in kinds
+                # The compacting event, relayed as it came (the SDK's own event type).
+                assert ("response.compaction.compacting" in kinds) == isinstance(
+                    response.output[0], ResponseCompactionItem)
             else:
                 response = oa.responses.create(**kwargs)
             output = _oa_items(response.output)
