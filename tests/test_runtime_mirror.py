@@ -252,6 +252,21 @@ async def test_a_swapped_in_provider_block_continues_its_session_y7_y1(store):
     assert report.ok, report.problems
 
 
+async def test_a_session_going_on_from_a_provider_compaction_defers_without_asking_y7_a1(
+        store):
+    # The session's history holds a provider's compaction (a proxy restarted, or a client
+    # that asked in a request this process never saw): its auto compaction is left to the
+    # provider too, with no request saying so.
+    mirror = Mirror(store, background=True)
+    cap = ModelCapacity(model="test-model", context_window=16_000, max_output=1_000)
+    msgs = [_block(), *long_history(5)[:-1]]
+    synced = await mirror.sync(msgs, capacity=cap)
+    assert synced.projection.summary is not None  # taken up: the branch goes on from it
+    await mirror.record_reply(synced, assistant("done " + "y" * 900, usage=usage(14_500)))
+    await mirror.wait_idle(synced.session_id)
+    assert list(mirror.auto_outcomes) == []
+
+
 async def test_a_session_bound_mirror_keeps_one_session_y1(store):
     mirror = Mirror(store, background=False)
     info = await store.create_session(title="langchain thread")

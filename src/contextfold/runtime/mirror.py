@@ -461,8 +461,7 @@ class Mirror:
             branch = await self._branch(synced.session_id)
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
         state = self._state(synced.session_id)
-        if state.sizer is not None and not state.provider_compacts:
-            # SPEC Y7: a session whose client asks its provider to compact is left to it.
+        if state.sizer is not None and not _left_to_provider(state):
             task = asyncio.create_task(self._auto_check(synced.session_id, state.sizer,
                                                         reply_hash, node.id, state.branch))
             state.auto = task
@@ -726,6 +725,22 @@ class Mirror:
                 # The held branch has no checkpoint yet: read it again (a deferred message
                 # would otherwise be sized without it).
                 self._drop_branch(session_id)
+
+
+def _left_to_provider(state: _Session) -> bool:
+    """SPEC Y7: is the session's automatic compaction left to its provider? Yes once its
+    client asked the provider to compact (this process saw it), or when its branch already
+    goes on from a provider's compaction (also after a restart)."""
+    if state.provider_compacts:
+        return True
+    branch = state.branch
+    if branch is None:
+        return False
+    if provider_compaction_index(branch) is not None:
+        return True
+    latest = branch.latest_checkpoint
+    cp = latest.checkpoint if latest is not None else None
+    return cp is not None and bool(cp.provider_base)
 
 
 def _tool_names(tools: Tools) -> list[str]:
