@@ -32,6 +32,7 @@ from contextfold.core.messages import ProviderCompactionPart
 from contextfold.core.projection import project
 from contextfold.core.tree import Branch
 from contextfold.proxy import ProxyConfig
+from contextfold.proxy.provider_compaction import asks_provider_compaction, compacts_now
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
 from contextfold.wire import openai_responses
@@ -365,3 +366,20 @@ def test_a_provider_block_is_never_shown_to_another_provider_y7(upstream, db):
     rendered = render_provider_base(base[0])
     assert rendered is not None
     _same_fields(rendered["content"][0], block)
+
+
+@pytest.mark.parametrize(("protocol", "body", "asks", "now"), [
+    ("anthropic", {"compaction": {"type": "summarize"}}, True, True),
+    ("anthropic", {"context_management": {"edits": [{"type": "compact_20260112"}]}}, True,
+     False),
+    ("anthropic", {"context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}},
+     False, False),  # context editing clears, it does not compact
+    ("responses", {"context_management": [{"type": "compaction", "compact_threshold": 9}]},
+     True, False),
+    ("responses", {"compaction": {"type": "summarize"}}, False, False),
+    ("openai", {"context_management": [{"type": "compaction"}]}, False, False),
+    ("anthropic", {"messages": []}, False, False),
+])
+def test_which_requests_ask_the_provider_to_compact_y7(protocol, body, asks, now):
+    assert asks_provider_compaction(protocol, body) is asks
+    assert compacts_now(protocol, body) is now
