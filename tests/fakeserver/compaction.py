@@ -76,7 +76,7 @@ def request_problem(body: Body, headers: Mapping[str, str]) -> Body | None:
             return anthropic_error("invalid_request_error",
                                    f"{where}.compaction.{extra[0]}: Extra inputs are not "
                                    "permitted")
-        if not isinstance(block.get("content"), str) or \
+        if not isinstance(block.get("content"), str) or block.get("tool_changes") != [] or \
                 not hmac.compare_digest(str(block.get("signature")), sign(block["content"])):
             return anthropic_error("invalid_request_error", f"{where}: "
                                    "compaction_signature_invalid: send the block exactly as "
@@ -112,7 +112,10 @@ def _sse(data: Body) -> bytes:
 def on_demand_response(state: ServerState, body: Body, total: int) -> Response:
     """The answer to an on-demand compaction request: the signed block alone."""
     summary = summary_of(body)
-    block = {"type": "compaction", "content": summary, "signature": sign(summary)}
+    # `tool_changes: []`: the range changed no tool (a field beside the two that must come
+    # back unchanged too).
+    block = {"type": "compaction", "content": summary, "signature": sign(summary),
+             "tool_changes": []}
     output = max(1, len(summary) // 4)
     # A summary cut off by `max_tokens` is no summary: a 200 with no block.
     cut = isinstance(body.get("max_tokens"), int) and body["max_tokens"] < output

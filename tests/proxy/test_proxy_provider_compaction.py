@@ -120,9 +120,12 @@ def test_anthropic_on_demand_compaction_is_passed_through_echoed_and_continues_y
         assert isinstance(block, BetaCompactionBlock) and len(summary.content) == 1
         assert block.signature and block.content and QUESTIONS[0] in block.content
         returned = block.model_dump(exclude_none=True)
+        assert returned.keys() == {"type", "content", "signature", "tool_changes"}
         asked = upstream.requests[-1].body
         # Passed through: the parameter as sent, the messages as the client had them.
-        assert asked["compaction"] == {"type": "summarize"}
+        # (the fake refuses it without the `compact-2026-09-04` header: that went on too).
+        assert asked["compaction"] == {"type": "summarize"} and "context_management" not in asked
+        assert asked["system"] == SYSTEM and asked["max_tokens"] == 4096
         assert [m["role"] for m in asked["messages"]] == [m["role"] for m in history]
         # The swap: the block in place of every message it summarises, then go on.
         history = [{"role": "assistant", "content": summary.content}]
