@@ -4,17 +4,26 @@ on the reply (E1), auto compaction after a reply (A1)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from contextfold.core.budget import ModelCapacity
 from contextfold.core.content_chain import ChainMemo, chain_hashes
 from contextfold.core.export import to_openai
-from contextfold.core.messages import Message, ReasoningPart, TextPart, Usage
+from contextfold.core.messages import (
+    Message,
+    ProviderCompactionPart,
+    ReasoningPart,
+    TextPart,
+    Usage,
+)
 from contextfold.core.validity import openai_problems
 from contextfold.runtime import RequestTooLargeError
 from contextfold.runtime.mirror import Mirror
 from contextfold.store import open_store
 from contextfold.store.invariants import check_store
+from contextfold.store.verify import verify_tree
 from tests.builders import assistant, tool_call, tool_result, user
 
 pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store fixtures
@@ -174,6 +183,88 @@ async def test_auto_compaction_after_a_reply_a1(store):
     nxt = await mirror.sync([*msgs, assistant("done " + "y" * 900), user("go on")],
                             capacity=cap)
     assert nxt.projection.checkpoint is not None and nxt.appended == 1 and not nxt.compactions
+
+
+async def test_auto_compaction_defers_to_a_provider_the_client_asks_to_compact_y7_a1(store):
+    # The same turn as above, over the auto threshold but within the safe limit: when the
+    # client asked its provider to compact, contextfold's own automatic compaction waits
+    # for the provider's (SPEC Y7) ...
+    mirror = Mirror(store, background=True)
+    cap = ModelCapacity(model="test-model", context_window=16_000, max_output=1_000)
+    msgs = long_history(5)[:-1]
+    synced = await mirror.sync(msgs, capacity=cap, provider_compaction=True)
+    await mirror.record_reply(synced, assistant("done " + "y" * 900, usage=usage(14_500)))
+    await mirror.wait_idle(synced.session_id)
+    assert list(mirror.auto_outcomes) == []
+    # ... also on a later request of the session that does not repeat the parameter
+    # (Anthropic's on-demand compaction is a request of its own) ...
+    nxt = await mirror.sync([*msgs, assistant("done " + "y" * 900), user("go on")],
+                            capacity=cap)
+    assert nxt.projection.checkpoint is None and not nxt.compactions
+    await mirror.record_reply(nxt, assistant("more " + "z" * 900, usage=usage(15_000)))
+    await mirror.wait_idle(nxt.session_id)
+    assert list(mirror.auto_outcomes) == []
+    # ... while what the window forces is still compacted (P1): a request over the safe
+    # limit is never sent as it is.
+    big = [*msgs, assistant("done " + "y" * 900), user("go on"), assistant("more " + "z" * 900),
+           user("please continue with the next file. " * 120)]
+    forced = await mirror.sync(big, capacity=cap)
+    assert [c.status for c in forced.compactions] == ["compacted"]
+    assert forced.estimate.tokens <= forced.budget.safe_input_limit
+
+
+def _block(content: str = "summary of a, b, c") -> Message:
+    return Message(role="assistant", parts=(ProviderCompactionPart(provider="anthropic", data={
+        "type": "compaction", "content": content, "signature": "sig_" + content[:8]}),))
+
+
+async def test_a_swapped_in_provider_block_continues_its_session_y7_y1(store):
+    # SPEC Y7: the client asks its provider to compact a, b, c and gets a signed block; it
+    # then sends the block in their place. The list shares no message with the stored one,
+    # yet it is the same conversation, continued from the provider's checkpoint.
+    mirror = Mirror(store, background=False)
+    msgs = [user("a"), assistant("b"), user("c"), assistant("d")]
+    asked = await mirror.sync(msgs, capacity=BIG, provider_compaction=True)
+    mirror.expect_reply(asked, compaction=True)
+    # Background compaction: a turn of the session sent while the block is written does
+    # not wait for it.
+    turn = await asyncio.wait_for(mirror.sync([*msgs, user("e")], capacity=BIG), 5)
+    assert turn.session_id == asked.session_id
+    # The swapped list arrives before the compaction's answer is recorded: it waits for
+    # it rather than starting a session of its own.
+    swapped = asyncio.create_task(mirror.sync([_block(), user("e")], capacity=BIG))
+    await asyncio.sleep(0.05)
+    assert not swapped.done()
+    await mirror.record_reply(asked, _block())
+    after = await swapped
+    assert after.session_id == asked.session_id and len(await store.list_sessions()) == 1
+    cp = after.projection.summary
+    assert cp is not None and cp.summarizer == "provider:anthropic" and cp.summary == ""
+    assert [m.parts for m in cp.provider_base] == [_block().parts]
+    assert [n.payload for n in after.projection.messages] == [user("e")]
+    # What the block replaced is still the session's history (nothing is lost).
+    branch = await store.load_full_branch(asked.session_id)
+    assert [n.message.text for n in branch.nodes if n.message is not None] == \
+        ["a", "b", "c", "d", "", "e"]
+    # `contextfold verify` agrees: the block's chain starts from the client's scope root,
+    # which it cannot recompute, and every other row follows from its node (D1).
+    report = await verify_tree(store, asked.session_id)
+    assert report.ok, report.problems
+
+
+async def test_a_session_going_on_from_a_provider_compaction_defers_without_asking_y7_a1(
+        store):
+    # The session's history holds a provider's compaction (a proxy restarted, or a client
+    # that asked in a request this process never saw): its auto compaction is left to the
+    # provider too, with no request saying so.
+    mirror = Mirror(store, background=True)
+    cap = ModelCapacity(model="test-model", context_window=16_000, max_output=1_000)
+    msgs = [_block(), *long_history(5)[:-1]]
+    synced = await mirror.sync(msgs, capacity=cap)
+    assert synced.projection.summary is not None  # taken up: the branch goes on from it
+    await mirror.record_reply(synced, assistant("done " + "y" * 900, usage=usage(14_500)))
+    await mirror.wait_idle(synced.session_id)
+    assert list(mirror.auto_outcomes) == []
 
 
 async def test_a_session_bound_mirror_keeps_one_session_y1(store):

@@ -26,7 +26,7 @@ from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.serve import ProxyThread
 from contextfold.runtime.errors import RequestTooLargeError
 from contextfold.store import open_store
-from contextfold.wire import anthropic_messages, openai_chat
+from contextfold.wire import anthropic_messages, openai_chat, openai_responses
 from tests.builders import branch_of, chain, tool_call, tool_result, user
 from tests.fakeserver import FakeServer, Reply, fake_server
 
@@ -303,6 +303,42 @@ def test_a_streamed_call_without_arguments_matches_the_clients_resend_y1():  # Y
             {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": ""}}]},
     ]}).messages[1]
     assert chain_hashes("s", [recorded]) == chain_hashes("s", [resent])
+
+
+def test_a_reply_with_a_compaction_item_matches_the_items_resent_y7_y1():
+    """OpenAI's in-call compaction: the reply recorded (one message) and the client's items
+    sent back, with or without what came before the item, hash alike (SPEC Y7, Y1)."""
+    item = {"id": "cmp_1", "type": "compaction", "encrypted_content": "gAAAA-opaque"}
+    output = [item, {"id": "msg_1", "type": "message", "role": "assistant",
+                     "content": [{"type": "output_text", "text": "done", "annotations": []}]},
+              {"id": "fc_1", "type": "function_call", "call_id": "call_1", "name": "ls",
+               "arguments": "{}"}]
+    recorded = openai_responses.read_reply({"output": output, "model": "m"}, "m").message
+    earlier = [{"role": "user", "content": "list the files"}]
+    kept = [g.message for g in openai_responses.read_input([*earlier, *output])]
+    dropped = [g.message for g in openai_responses.read_input(output)]
+    assert len(kept) == 2 and len(dropped) == 1
+    assert chain_hashes("s", kept)[-1] == chain_hashes("s", dropped)[-1] == \
+        chain_hashes("s", [user("list the files"), recorded])[-1]
+
+
+def test_an_on_demand_compaction_answer_reads_its_usage_from_its_iterations_y7():
+    """Zero at the top, the summarising call in `usage.iterations` (Anthropic on-demand
+    compaction): that call is the reply's usage; an ordinary answer's is left as it is."""
+    block = {"type": "compaction", "content": "summary", "signature": "sig"}
+    answer = {"type": "message", "role": "assistant", "model": "m", "content": [block],
+              "stop_reason": "compaction", "usage": {
+                  "input_tokens": 0, "output_tokens": 0,
+                  "iterations": [{"type": "compaction", "input_tokens": 1200,
+                                  "output_tokens": 90}]}}
+    reply = anthropic_messages.read_reply(answer, "m")
+    assert reply.raw_stop_reason == "compaction"
+    assert reply.message.usage == Usage(input=1200, output=90, model="m")
+    assert reply.message.parts[0].data == block
+    two = {**answer["usage"], "input_tokens": 300, "output_tokens": 20, "iterations": [
+        {"type": "compaction", "input_tokens": 1200, "output_tokens": 90},
+        {"type": "message", "input_tokens": 300, "output_tokens": 20}]}
+    assert anthropic_messages.usage_of(two, "m") == Usage(input=300, output=20, model="m")
 
 
 def test_render_message_is_what_the_export_writes_for_that_message():  # T3 Y4

@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import bodies, responses
-from .script import ServerConfig
+from . import bodies, compaction, responses
+from .script import Reply, ServerConfig
 from .state import Protocol, RecordedRequest, ServerState, compose_answer, wait
 from .summaries import is_summary_request
 from .tokens import prompt_tokens
@@ -64,7 +64,9 @@ async def _handle(request: Request, protocol: Protocol,
                             key_headers={k: v for k, v in request.headers.items()
                                          if k in ("authorization", "x-api-key")})
     state.record(entry)
-    reply = state.next_reply(summary, protocol, body)
+    # SPEC Y7: an on-demand compaction is answered from the request, not the script.
+    on_demand = compaction.is_on_demand(protocol, body)
+    reply = Reply() if on_demand else state.next_reply(summary, protocol, body)
 
     def finish(response: Response, outcome: str) -> Response:
         entry.status = response.status_code
@@ -87,6 +89,10 @@ async def _handle(request: Request, protocol: Protocol,
             bodies.openai_status_body(reply.status) if protocol != "anthropic"
             else bodies.anthropic_status_body(reply.status))
         return finish(_json_error(reply.status, error, reply.retry_after), "scripted")
+    if config.validate and protocol == "anthropic":
+        problem = compaction.request_problem(body, request.headers)
+        if problem is not None:
+            return finish(JSONResponse(problem, status_code=400), "invalid")
     if config.validate:
         problem = (bodies.openai_request_problem(body) if protocol == "openai"
                    else responses.request_problem(body) if protocol == "responses"
@@ -96,6 +102,8 @@ async def _handle(request: Request, protocol: Protocol,
     overflow = _overflow(config, protocol, view, total)
     if overflow is not None:
         return finish(JSONResponse(overflow[1], status_code=overflow[0]), "overflow")
+    if on_demand:
+        return finish(compaction.on_demand_response(state, body, total), "compaction")
     cached = reply.cached_tokens
     if cached is None:
         cached = state.cached_prefix(view, running) if config.prompt_cache else 0

@@ -21,6 +21,7 @@ from typing import Any
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from .compaction import in_call_threshold, responses_summary
 from .script import Reply
 from .state import Answer, ServerState, wait
 
@@ -115,10 +116,12 @@ def compaction_item(state: ServerState, summary: str) -> Body:
             "encrypted_content": "gAAAAAEncOpenAI::" + summary.encode().hex()[:64]}
 
 
-def _output(state: ServerState, answer: Answer, reply: Reply) -> list[Body]:
+def _output(state: ServerState, answer: Answer, reply: Reply,
+            compacted: str | None = None) -> list[Body]:
     out: list[Body] = []
-    if reply.compaction is not None:
-        out.append(compaction_item(state, reply.compaction))
+    summary = reply.compaction if reply.compaction is not None else compacted
+    if summary is not None:
+        out.append(compaction_item(state, summary))
     if answer.text:
         out.append({"id": f"msg_fake{state.new_id():06d}", "type": "message",
                     "status": "completed", "role": "assistant",
@@ -139,7 +142,12 @@ def responses_response(state: ServerState, reply: Reply, body: Body, answer: Ans
                        total: int, cached: int, cache_write: int) -> Response:
     ident = f"resp_fake{state.new_id():06d}"
     model = body.get("model", "fake-model")
-    output = _output(state, answer, reply)
+    # SPEC Y7: in-call compaction (`context_management`) once the prompt reaches its
+    # threshold: the encrypted item opens the output.
+    threshold = in_call_threshold(body)
+    compacted = responses_summary(chat_view(body)) \
+        if threshold is not None and total >= threshold else None
+    output = _output(state, answer, reply, compacted)
     status = "incomplete" if answer.stop == "length" else "completed"
     done: Body = {
         "id": ident, "object": "response", "created_at": int(time.time()), "status": status,
@@ -187,7 +195,9 @@ def responses_response(state: ServerState, reply: Reply, body: Body, answer: Ans
                          content_index=0, text=text, logprobs=[])
                 yield ev("response.content_part.done", item_id=item["id"],
                          output_index=index, content_index=0, part={**part, "text": text})
-            elif item["type"] == "compaction":
+            elif item["type"] == "compaction":  # SPEC Y7: the SDK's compacting event first
+                yield ev("response.compaction.compacting", item_id=item["id"],
+                         output_index=index)
                 yield ev("response.output_item.added", output_index=index, item=item)
             else:
                 yield ev("response.output_item.added", output_index=index,

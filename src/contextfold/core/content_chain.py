@@ -10,6 +10,13 @@ it sends a message back: usage, model, status and reasoning (most clients drop i
 replay it), surrounding whitespace of text (Anthropic refuses trailing whitespace in a final
 assistant turn, so clients strip it), empty text parts and the tool name on a result (OpenAI
 tool messages carry none). Tool-call arguments are compared as parsed JSON.
+
+A message that opens with a provider's own compaction (SPEC Y7: Anthropic's `compaction`
+block, OpenAI's `compaction` item) stands for the whole conversation before it: the provider
+tells the client to drop those messages and send the block or item first. Its hash therefore
+starts from the scope's root, as if it opened the conversation (`chain_link`), so a list that
+begins with it (the client swapped it in) and a list that still holds what it compacted name
+the same stored node, and the session goes on from the provider's checkpoint.
 """
 
 from __future__ import annotations
@@ -20,7 +27,14 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from .messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from .messages import (
+    Message,
+    ProviderCompactionPart,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from .runs import leading_run
 
 CHAIN_VERSION = "contextfold-mirror-v1"
@@ -57,12 +71,26 @@ def next_hash(previous: str, msg: Message) -> str:
         f"{previous}\0{message_key(msg)}".encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def opens_with_provider_compaction(msg: Message) -> bool:
+    """Does `msg` begin with a provider's own compaction (SPEC Y7)? Such a message stands for
+    everything before it: its chain starts anew (`chain_link`)."""
+    return bool(msg.parts) and isinstance(msg.parts[0], ProviderCompactionPart)
+
+
+def chain_link(scope: str, previous: str, msg: Message) -> str:
+    """The chain hash of `msg` after the hash `previous` in `scope`: `next_hash`, except that
+    a message opening with a provider's compaction follows the scope's root (SPEC Y7)."""
+    if opens_with_provider_compaction(msg):
+        previous = scope_root(scope)
+    return next_hash(previous, msg)
+
+
 def chain_hashes(scope: str, messages: Sequence[Message]) -> list[str]:
     """One hash per message: over the previous hash and the message's normalised content."""
     out: list[str] = []
     previous = scope_root(scope)
     for msg in messages:
-        previous = next_hash(previous, msg)
+        previous = chain_link(scope, previous, msg)
         out.append(previous)
     return out
 
@@ -101,7 +129,7 @@ class ChainMemo:
                     best, known, out = key, n, old_hashes[:n]
         previous = out[-1]
         for msg in msgs[known:]:
-            previous = next_hash(previous, msg)
+            previous = chain_link(scope, previous, msg)
             out.append(previous)
         self.hashed += 1 + len(msgs) - known
         if self.size > 0:

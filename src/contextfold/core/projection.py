@@ -169,14 +169,16 @@ def _provider_compaction_index(branch: Branch) -> int | None:
 def provider_base(branch: Branch, index: int) -> tuple[Message, ...]:
     """What the provider of the compaction at `index` needs first (SPEC Y7): Anthropic
     accepts its block only as the conversation's first block, so its message from that
-    block on; OpenAI's compacted window keeps the items before its compaction item, so the
-    projected messages up to and including it."""
+    block on; so too OpenAI's in-call compaction (`context_management`: the item opens a
+    response, the model's output follows it), before which OpenAI's guide drops every item.
+    A compaction item alone (the window `/responses/compact` returned) keeps the items that
+    window kept before it: the projected messages up to and including it."""
     msg = branch.nodes[index].message
     assert msg is not None
     at = next(i for i, p in enumerate(msg.parts) if isinstance(p, ProviderCompactionPart))
     part = msg.parts[at]
     assert isinstance(part, ProviderCompactionPart)
-    if part.provider == "anthropic":
+    if part.provider == "anthropic" or len(msg.parts) > at + 1:
         return (msg.model_copy(update={"parts": msg.parts[at:], "usage": None}),)
     # The provider compacted everything the client held before its item: an earlier
     # checkpoint's summary (or provider base) is superseded by it.

@@ -36,6 +36,11 @@ from . import wire
 from .errors import refusal
 from .identity import conversation_scope, owner_of, salt_for, session_meta, session_title
 from .learning import learn
+from .provider_compaction import (
+    asks_provider_compaction,
+    compacts_now,
+    holds_provider_compaction,
+)
 from .stats import SessionStats, encode
 
 if TYPE_CHECKING:
@@ -180,19 +185,21 @@ async def exchange(request: Request, adapter: Adapter, *, retried: bool = False)
             # the window it sized for: `project` and `compact` size this session alike
             SIZED_FOR_KEY: {"model": parsed.model, "context_window": capacity.context_window}}
     try:
-        synced = await proxy.mirror.sync(parsed.messages, capacity=capacity, scope=scope,
-                                         system=parsed.system, tools=parsed.tools,
-                                         metadata=meta,
-                                         title=session_title(request.headers, parsed.system,
-                                                                   parsed.messages))
+        synced = await proxy.mirror.sync(
+            parsed.messages, capacity=capacity, scope=scope, system=parsed.system,
+            tools=parsed.tools, metadata=meta,
+            title=session_title(request.headers, parsed.system, parsed.messages),
+            provider_compaction=asks_provider_compaction(adapter.name, body))
     except ContextfoldError as exc:  # Y3 for a request too large; by kind for the rest
         status, error = refusal(adapter.name, exc)
         log_request(None, parsed.model, len(raw), None, f"refused ({exc.kind})", status,
                     started)
         return JSONResponse(error, status_code=status)
     forwarded, known = adapter.build(parsed, body, synced)
+    # SPEC Y7: an on-demand compaction's answer is no turn the conversation waits for.
+    now = compacts_now(adapter.name, body)
     reply, note = await send_upstream(proxy, request, synced, forwarded, parsed.model,
-                                      len(raw), known)
+                                      len(raw), known, compaction=now)
     with unless_answered(proxy, synced):
         return await _answer(proxy, request, adapter, parsed, synced, owner, reply, note,
                              len(raw), capacity.context_window, started, retried)
@@ -207,7 +214,10 @@ async def _answer(proxy: Proxy, request: Request, adapter: Adapter, parsed: Any,
     model = parsed.model
 
     async def record(message: Message | None, response: Any) -> None:
-        await after(proxy, synced, message, stats)
+        # SPEC Y7: a compaction request's answer is kept only when it holds the block (a
+        # summary that did not come leaves the conversation as it was).
+        await after(proxy, synced, message, stats,
+                    keep=not note["compacts_now"] or holds_provider_compaction(message))
         if message is not None and response is not None:
             try:
                 await adapter.recorded(proxy, synced, owner, response)
@@ -268,17 +278,18 @@ async def _answer(proxy: Proxy, request: Request, adapter: Adapter, parsed: Any,
 
 async def send_upstream(proxy: Proxy, request: Request, synced: Synced,
                         forwarded: dict[str, Any], model: str, client_bytes: int,
-                        known: Sequence[bytes | None] | None = None
-                        ) -> tuple[Any, dict[str, Any]]:
+                        known: Sequence[bytes | None] | None = None, *,
+                        compaction: bool = False) -> tuple[Any, dict[str, Any]]:
     """Send a fitted body upstream: encode it (reusing the bytes the parse made, `known`),
-    count its prefix reuse (Y4), tell the mirror a reply is due, and open the upstream's
-    streamed answer. Returns it with the log note of the request."""
+    count its prefix reuse (Y4), tell the mirror a reply is due (`compaction`: a provider's
+    compaction asked for on demand, SPEC Y7), and open the upstream's streamed answer.
+    Returns it with the log note of the request."""
     stats = await proxy.stats(synced)
     data, pieces = encode(forwarded, known)
     reuse = stats.observe(pieces, synced.estimate.tokens)
     proxy.held.resize(("stats", synced.session_id), stats.size())
-    compaction = ",".join(c.status for c in synced.compactions) or "-"
-    proxy.mirror.expect_reply(synced)
+    compacted = ",".join(c.status for c in synced.compactions) or "-"
+    proxy.mirror.expect_reply(synced, compaction=compaction)
     upstream = proxy.client.build_request("POST", proxy.url(request), content=data,
                                           headers={**proxy.headers(request),
                                                    "content-type": "application/json"})
@@ -288,16 +299,18 @@ async def send_upstream(proxy: Proxy, request: Request, synced: Synced,
         proxy.mirror.no_reply(synced)
         raise
     note = dict(session=synced.session_id, model=model, client_bytes=client_bytes,
-                forwarded=synced.estimate.tokens, compaction=compaction, reuse=reuse)
+                forwarded=synced.estimate.tokens, compaction=compacted, reuse=reuse,
+                compacts_now=compaction)
     return reply, note
 
 
 async def after(proxy: Proxy, synced: Synced, message: Message | None,
-                stats: SessionStats) -> None:
-    """Record the reply (E1; starts the auto check, A1) and the session's proxy figures."""
+                stats: SessionStats, *, keep: bool = True) -> None:
+    """Record the reply (E1; starts the auto check, A1) and the session's proxy figures;
+    `keep=False`: bill it but store nothing (an answer that is no turn)."""
     try:
         stats.bill(message)  # SPEC Q4: the upstream's reported usage, priced
-        if message is not None:
+        if message is not None and keep:
             await proxy.mirror.record_reply(synced, message)
         else:
             proxy.mirror.no_reply(synced)

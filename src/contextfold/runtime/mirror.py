@@ -37,7 +37,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
-from ..core.content_chain import ChainMemo, next_hash
+from ..core.content_chain import ChainMemo, chain_link, opens_with_provider_compaction
 from ..core.estimator import Estimate
 from ..core.fit import Blocked
 from ..core.masking import MaskedNode
@@ -150,10 +150,12 @@ class Synced:
         out: list[ProjectedItem] = []
         if self.projection.summary is not None:
             out += [ProjectedItem(None, m, False) for m in self.projection.summary.provider_base]
+        joinable = -1  # the prefix message, which the recall block may join
         text = self.prefix_text
         if text is not None:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
+            joinable = len(out) - 1
         projection = self.projection
         recalled, clips, index_of = projection.recalled, projection.clips, self.source_index
         before = recalled.before_id if recalled is not None else None
@@ -162,9 +164,10 @@ class Synced:
                 assert recalled is not None
                 # SPEC L5: its own user-side message right before the latest request; right
                 # after the prefix it joins the prefix's message (two user messages in a
-                # row are not a valid Messages request).
+                # row are not a valid Messages request), never a provider's compaction
+                # (SPEC Y7: that message goes back to its provider as it came).
                 block = TextPart(text=recalled.text)
-                if out and out[-1].index is None:
+                if out and len(out) - 1 == joinable:
                     joined = out[-1].message
                     out[-1] = ProjectedItem(None, joined.model_copy(
                         update={"parts": (*joined.parts, block)}), False)
@@ -205,7 +208,8 @@ class _Session:
     process's `Held` cache, evicted when idle and read again from the store when the
     conversation returns): its lock, sizer, the branch it was last synced to with the chain
     hash of its leaf, the metadata last written, and what is pending on it (the expected
-    reply, a deferred message's write, the background auto check)."""
+    reply, a deferred message's write, the background auto check). `provider_compacts`:
+    its client asked the provider to compact (SPEC Y7), so the auto check defers to it."""
 
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     sizer: Sizer | None = None
@@ -217,6 +221,7 @@ class _Session:
     expected: asyncio.Event | None = None
     write: asyncio.Task[None] | None = None
     auto: asyncio.Task[CompactionOutcome | None] | None = None
+    provider_compacts: bool = False
 
     @property
     def busy(self) -> bool:
@@ -266,6 +271,9 @@ class Mirror:
         # What the latest background checks did (the latest 100: a bounded record).
         self.auto_outcomes: deque[CompactionOutcome] = deque(maxlen=100)
         self._auto_recall = AutoRecall(store)
+        # The provider compactions on their way (SPEC Y7: `expect_reply(compaction=True)`),
+        # by the `Synced` they answer; an entry lives until its reply is recorded or given up.
+        self._compactions_due: dict[int, asyncio.Event] = {}
 
     # ------------------------------------------------------------------ the API
 
@@ -273,8 +281,13 @@ class Mirror:
                    scope: str = "default", session_id: str | None = None,
                    system: str | None = None, tools: Tools | None = None,
                    metadata: Mapping[str, Any] | None = None,
-                   title: str | None = None) -> Synced:
+                   title: str | None = None, provider_compaction: bool = False) -> Synced:
         """Store what is new in `messages` and return what to send (SPEC Y1, Y2, P1-P3).
+
+        `provider_compaction`: the request asks its provider to compact (SPEC Y7: Anthropic's
+        `compaction` or a `compact_*` edit, OpenAI's `context_management`); from then on
+        this process leaves the session's automatic compaction (A1) to the provider and
+        compacts only what the window forces (P1-P5).
 
         Raises `RequestTooLargeError` (nothing stored beyond the history, nothing to send)
         when even the compacted request cannot fit `capacity` (SPEC Y3).
@@ -288,9 +301,12 @@ class Mirror:
         if session_id is None:
             session_id, created = await self._find_or_create(
                 hashes, metadata, title,
-                refuse=lambda: self._refuse_alone(msgs, capacity, system, tools))
+                refuse=lambda: self._refuse_alone(msgs, capacity, system, tools),
+                anchored=opens_with_provider_compaction(msgs[0]))
         elif metadata:
             await self._set_metadata(session_id, metadata)
+        if provider_compaction:
+            self._state(session_id).provider_compacts = True
         await self._reply_recorded(session_id)
         async with self._lock(session_id):
             await self._settle_auto(session_id)
@@ -361,10 +377,18 @@ class Mirror:
                       recall_tools=client_recall_tools(_tool_names(tools or ())),
                       chain_scope=chain_scope)
 
-    def expect_reply(self, synced: Synced) -> None:
+    def expect_reply(self, synced: Synced, *, compaction: bool = False) -> None:
         """Say a reply to `synced` is on its way: the next `sync` of the session waits (up
         to `reply_wait` seconds) for `record_reply` or `no_reply`, so a client that resends
-        the reply before it is recorded cannot store it without its usage (E1)."""
+        the reply before it is recorded cannot store it without its usage (E1).
+
+        `compaction`: the reply is a provider's compaction asked for on demand (SPEC Y7).
+        The conversation may go on while it is written (background compaction), so the
+        session's next `sync` does not wait for it; only a list that opens with a
+        provider's compaction no stored chain knows yet waits (it may carry this reply)."""
+        if compaction:
+            self._compactions_due[id(synced)] = asyncio.Event()
+            return
         self._state(synced.session_id).expected = asyncio.Event()
 
     def no_reply(self, synced: Synced) -> None:
@@ -376,12 +400,25 @@ class Mirror:
             state.write = asyncio.get_running_loop().create_task(self._store_deferred(synced))
         self._release(synced)
 
+    def _replies_due(self) -> list[asyncio.Event]:
+        """Every answer of this process still to be recorded (compactions included)."""
+        due = list(self._compactions_due.values())
+        for key in list(self.held):
+            state = self.held.get(key) if isinstance(key, tuple) and key[0] == "mirror" \
+                else None
+            if state is not None and state.expected is not None:
+                due.append(state.expected)
+        return due
+
     def awaiting_reply(self) -> list[str]:
         """The sessions whose next `sync` waits for a reply to be recorded."""
         return [key[1] for key in self.held if isinstance(key, tuple) and key[0] == "mirror"
                 and self.held.get(key).expected is not None]
 
     def _release(self, synced: Synced) -> None:
+        due = self._compactions_due.pop(id(synced), None)
+        if due is not None:
+            due.set()
         state = self.held.get(("mirror", synced.session_id))
         event = state.expected if state is not None else None
         if event is not None:
@@ -409,7 +446,7 @@ class Mirror:
     async def record_reply(self, synced: Synced, reply: Message) -> Node:
         """Store the model's reply (with its usage, SPEC E1) after the messages of `synced`;
         then the auto check (A1): compact between turns if over the threshold."""
-        reply_hash = next_hash(synced.hashes[-1], reply)
+        reply_hash = chain_link(synced.chain_scope, synced.hashes[-1], reply)
         try:
             # A deferred user message is stored here, before the reply, in its transaction.
             write = await self._extend(synced, [*synced.hashes, reply_hash],
@@ -424,7 +461,7 @@ class Mirror:
             branch = await self._branch(synced.session_id)
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
         state = self._state(synced.session_id)
-        if state.sizer is not None:
+        if state.sizer is not None and not _left_to_provider(state):
             task = asyncio.create_task(self._auto_check(synced.session_id, state.sizer,
                                                         reply_hash, node.id, state.branch))
             state.auto = task
@@ -579,21 +616,33 @@ class Mirror:
 
     async def _find_or_create(self, hashes: Sequence[str], metadata: Mapping[str, Any] | None,
                               title: str | None,
-                              refuse: Callable[[], None] | None = None) -> tuple[str, bool]:
+                              refuse: Callable[[], None] | None = None,
+                              anchored: bool = False) -> tuple[str, bool]:
         for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
             sid = self._ends.get(h)
             if sid is not None:
                 if metadata:
                     await self._set_metadata(sid, metadata)
                 return sid, False
-        hits = await self.store.mirror_lookup(hashes)
-        for h in reversed(hashes):  # the longest stored prefix names the tree
-            if h in hits:
-                sid = await self.store.mirror_session_of_tree(hits[h].tree_id)
-                if sid is not None:
-                    if metadata:
-                        await self._set_metadata(sid, metadata)
-                    return sid, False
+        for attempt in range(2):
+            hits = await self.store.mirror_lookup(hashes)
+            for h in reversed(hashes):  # the longest stored prefix names the tree
+                if h in hits:
+                    sid = await self.store.mirror_session_of_tree(hits[h].tree_id)
+                    if sid is not None:
+                        if metadata:
+                            await self._set_metadata(sid, metadata)
+                        return sid, False
+            due = self._replies_due() if anchored and not attempt else []
+            if not due:
+                break
+            # SPEC Y7: the list opens with a provider's compaction nothing stored knows; an
+            # answer being recorded may hold it (the client swapped the block in, or dropped
+            # what came before the item, as soon as it had it): wait for those, bounded,
+            # then look again.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.gather(*(e.wait() for e in due)),
+                                       self.reply_wait)
         if refuse is not None:
             refuse()
         info = await self.store.create_session(title=title, metadata=metadata)
@@ -676,6 +725,22 @@ class Mirror:
                 # The held branch has no checkpoint yet: read it again (a deferred message
                 # would otherwise be sized without it).
                 self._drop_branch(session_id)
+
+
+def _left_to_provider(state: _Session) -> bool:
+    """SPEC Y7: is the session's automatic compaction left to its provider? Yes once its
+    client asked the provider to compact (this process saw it), or when its branch already
+    goes on from a provider's compaction (also after a restart)."""
+    if state.provider_compacts:
+        return True
+    branch = state.branch
+    if branch is None:
+        return False
+    if provider_compaction_index(branch) is not None:
+        return True
+    latest = branch.latest_checkpoint
+    cp = latest.checkpoint if latest is not None else None
+    return cp is not None and bool(cp.provider_base)
 
 
 def _tool_names(tools: Tools) -> list[str]:

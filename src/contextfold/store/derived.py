@@ -9,7 +9,9 @@ SPEC L1, L4) are written in the transaction that writes their nodes and never ch
   message itself and its chain hash follows from the previous message's row and its own
   content (`core.content_chain.next_hash`, the one definition of the chain); a
   checkpoint's row carries the hash of the message it follows (a conversation's first
-  hash depends on the client's scope, which is not stored: it cannot be recomputed);
+  hash depends on the client's scope, which is not stored: it cannot be recomputed, nor
+  can the hash of a message opening with a provider's compaction, which starts its chain
+  anew from that root, SPEC Y7);
 * every node has one recall row at its own depth, continuing its parent's line or starting
   its own where the parent's line was taken, with the turn counted from its parent's; a
   message's full-text entry holds the words of the document rebuilt from its payload
@@ -31,7 +33,10 @@ from typing import Any
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from contextfold.core.content_chain import next_hash  # the chain's one definition
+from contextfold.core.content_chain import (  # the chain's one definition
+    next_hash,
+    opens_with_provider_compaction,
+)
 from contextfold.core.messages import Node
 from contextfold.core.tree import InvalidRecord
 
@@ -75,6 +80,8 @@ def mirror_problems(records: Mapping[str, Record], rows: Mapping[str, Mapping[st
             if row["message_id"] != nid:
                 problems.append(f"{where}: names message {row['message_id']}, not itself")
             prev = by_node.get(before) if before is not None else None
+            if opens_with_provider_compaction(node.message):
+                prev = None  # its chain starts from the client's scope root (Y7)
             if prev is not None and isinstance(records.get(before or ""), Node) and \
                     next_hash(prev["prefix_hash"], node.message) != row["prefix_hash"]:
                 problems.append(f"{where}: its chain hash does not follow from the previous "

@@ -63,8 +63,16 @@ CONTEXT_LENGTH_STATUS = 400
 
 def usage_of(raw: Any, model: str | None) -> Usage | None:
     """`core.Usage` from a Messages API usage object (None when it reports nothing or a field
-    is not a token count)."""
-    return usage_from(plain(raw), USAGE_FIELDS, model)
+    is not a token count). An on-demand compaction's answer (SPEC Y7) reports zero at the
+    top, its one summarising call in `usage.iterations`: that call is the usage (what it
+    read and wrote, billed like any request); several iterations are never added up (E3)."""
+    data = plain(raw)
+    usage = usage_from(data, USAGE_FIELDS, model)
+    iterations = data.get("iterations") if isinstance(data, dict) else None
+    if (usage is None or usage.occupied == 0) and isinstance(iterations, list) and \
+            len(iterations) == 1:
+        return usage_from(iterations[0], USAGE_FIELDS, model) or usage
+    return usage
 
 
 def stop_reason_of(stop: str | None) -> StopReason:
@@ -338,6 +346,8 @@ class StreamAssembler:
         # on newer API versions, the prompt side again: a later non-zero value wins.
         if not isinstance(usage, dict):
             return
+        if isinstance(usage.get("iterations"), list):  # SPEC Y7: an on-demand compaction
+            self._usage["iterations"] = usage["iterations"]
         for name in USAGE_FIELDS.values():
             value = usage.get(name)
             if value is not None and (value != 0 or name not in self._usage):

@@ -6,8 +6,10 @@ A request holds `instructions` and an `input` list of items: messages (`{"role":
 opaque `encrypted_content`), and item types contextfold has no part for (hosted tools,
 `compaction`, anything newer). Items are not messages one to one: what one model response
 produced (reasoning, text, calls) is one assistant `Message`, so a call and the text before it
-stay one reply (K1). A `compaction` item (OpenAI's own compaction, SPEC Y7) is a message of
-its own holding the item as it came (`ProviderCompactionPart`). `read_input` says which
+stay one reply (K1). A `compaction` item (OpenAI's own compaction, SPEC Y7) is held as it
+came (`ProviderCompactionPart`) and opens a response: the model's output that follows it in
+one response (in-call compaction, `context_management`) joins it, so the reply recorded and
+the items the client sends back are the same message. `read_input` says which
 items each message came from, so a face can forward every kept message as the exact items
 the client sent (SPEC Y2, Y4, Y6).
 
@@ -174,9 +176,11 @@ def read_input(items: Sequence[Any], *, call_names: dict[str, str] | None = None
             out.append(Grouped(Message(role="tool", parts=(ToolResultPart(
                 call_id=call_id, name=names.get(call_id), output=text),)), (i,)))
         elif kind == "compaction":
-            flush()  # SPEC Y7: the provider's own compaction, opaque, one message of its own
-            out.append(Grouped(Message(role="assistant", parts=(ProviderCompactionPart(
-                provider="openai", data=item),)), (i,)))
+            # SPEC Y7: the provider's own compaction, opaque; it opens a response (what the
+            # model answered after an in-call compaction joins it, as it does in the reply).
+            flush()
+            reply.append(ProviderCompactionPart(provider="openai", data=item))
+            reply_items.append(i)
         elif isinstance(kind, str) and kind:
             flush()  # hosted tools and anything newer: one opaque message each
             out.append(Grouped(Message(role="assistant", parts=(TextPart(
