@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +54,7 @@ from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, take_up_provider_compaction
-from .fitting import SessionFit, fit_request, healthy, too_large
+from .fitting import RECHECK_SECONDS, SessionFit, fit_request, healthy, too_large
 from .held import Held, text_bytes
 from .sizing import Sizer
 from .summarizers import guarded
@@ -217,6 +218,8 @@ class _Session:
     expected: asyncio.Event | None = None
     write: asyncio.Task[None] | None = None
     auto: asyncio.Task[CompactionOutcome | None] | None = None
+    # When the branch was last read from the store, its rows' hashes checked (SPEC D2).
+    checked_at: float = field(default_factory=time.monotonic)
 
     @property
     def busy(self) -> bool:
@@ -294,6 +297,7 @@ class Mirror:
         await self._reply_recorded(session_id)
         async with self._lock(session_id):
             await self._settle_auto(session_id)
+            await self._recheck(session_id)
             sizer = self._sizer(session_id, capacity, system, tools)
             # A new user message is the draft of SPEC P1: compaction runs before it is stored,
             # so it is never summarised and always goes out as sent (Y2).
@@ -602,7 +606,28 @@ class Mirror:
         return info.id, True
 
     async def _branch(self, session_id: str) -> Branch:
-        return healthy(await self.store.load_branch(session_id), session_id)
+        branch = healthy(await self.store.load_branch(session_id), session_id)
+        self._state(session_id).checked_at = time.monotonic()
+        return branch
+
+    recheck_seconds = RECHECK_SECONDS
+
+    async def _recheck(self, session_id: str) -> None:
+        """SPEC D2 in a long-running process: a branch held longer than `recheck_seconds`
+        is read again before it is used, and the store checks each row it reads against its
+        hash, so a row edited in place by hand (or by another program) makes the session
+        read-only here as in a fresh process: `ReadOnlySessionError` naming the session and
+        the node, before anything is written. One O(tail) read per active session per
+        period, none per request."""
+        state = self._state(session_id)
+        held = state.branch
+        if held is None or time.monotonic() - state.checked_at < self.recheck_seconds:
+            return
+        fresh = await self._branch(session_id)  # raises on damage; the held one stays
+        if fresh.leaf_id == held.leaf_id and state.leaf_hash is not None:
+            self._hold_branch(session_id, fresh, state.leaf_hash)
+        else:  # moved by another process meanwhile: read again where it is needed
+            self._drop_branch(session_id)
 
     async def _take_up(self, session_id: str, sizer: Sizer, branch: Branch) -> Branch:
         """SPEC Y7: a provider's own compaction on the branch becomes the checkpoint the
