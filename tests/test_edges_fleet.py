@@ -143,7 +143,7 @@ def test_a_refused_request_leaves_no_empty_session(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- rows edited in place
 
 
-async def _edit_in_place(db: str, backend: str, session_id: str) -> tuple[str, int]:
+async def _edit_in_place(db: str, kind: str, session_id: str) -> tuple[str, int]:
     """Rewrite the first message of the session's branch by hand (the append-only guard
     dropped, the hash left as it was): the id of the edited node, and the tree's node count."""
     from sqlalchemy import func, select, text, update
@@ -155,7 +155,7 @@ async def _edit_in_place(db: str, backend: str, session_id: str) -> tuple[str, i
         info = await store.get_session(session_id)
         victim = (await store.load_branch(session_id)).nodes[0]
         async with write_connection(store.engine) as conn:
-            await conn.execute(text("DROP TRIGGER IF EXISTS nodes_no_update" if backend ==
+            await conn.execute(text("DROP TRIGGER IF EXISTS nodes_no_update" if kind ==
                                     "sqlite" else
                                     "ALTER TABLE nodes DISABLE TRIGGER nodes_append_only"))
             payload = (await conn.execute(select(nodes.c.payload).where(
