@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -252,20 +252,19 @@ class Mirror:
         # 26). Only for a face that always calls `record_reply` or `no_reply` after `sync`.
         self.defer = defer
         self._summarize = guarded(summarizer, timeout=summarizer_timeout)
-        # In-process memos (the store stays the truth): each session's `_Session`, and
-        # recently stored chain ends -> session, so a steady conversation costs one
-        # lookup-and-append transaction per call.
+        # In-process memos, all in `held` (SPEC Y14: one cache bounded by bytes, least
+        # recently used out; the store stays the truth): each session's `_Session`
+        # ("mirror", session); recently stored chain ends -> session ("end", hash), so a
+        # steady conversation costs one lookup-and-append transaction per call;
         self.held = held if held is not None else Held()
-        self._ends: OrderedDict[str, str] = OrderedDict()
-        # The hashes of each conversation's last list: a resent list with a few messages
-        # added hashes those only (a 5,100-message list took 1.9 s to hash in full).
-        self._chains = ChainMemo()
-        # What each conversation last stored: (session, hashes, node ids), so a resent list
-        # is looked up in the store from its last known message only (`mirror_extend(known=)`).
-        # Keyed by chain scope and session: clients that share a scope (the same key and
-        # agent) would otherwise evict one another's lists, and each request would look
-        # its whole list up again (issue 26: 4 clients cost ~2x the CPU per request of 1).
-        self._stored: OrderedDict[tuple[str, str], _Stored] = OrderedDict()
+        # the hashes of each conversation's last list ("chain", ...): a resent list with a
+        # few messages added hashes those only (a 5,100-message list took 1.9 s in full);
+        self._chains = ChainMemo(self.held)
+        # and what each conversation last stored ("stored", chain scope, session): its
+        # hashes and node ids, so a resent list is looked up in the store from its last
+        # known message only (`mirror_extend(known=)`). Keyed by chain scope and session:
+        # clients that share a scope (the same key and agent) would otherwise evict one
+        # another's lists (issue 26: 4 clients cost ~2x the CPU per request of 1).
         # What the latest background checks did (the latest 100: a bounded record).
         self.auto_outcomes: deque[CompactionOutcome] = deque(maxlen=100)
         self._auto_recall = AutoRecall(store)
@@ -306,7 +305,8 @@ class Mirror:
             fits = msgs[-1].role == "user" and self._fits_after_cached(
                 session_id, sizer, hashes, msgs)
             hold = msgs[-1].role == "user" and not fits
-            known = _known(self._stored.get((chain_scope, session_id)), session_id, hashes)
+            known = _known(self.held.get(("stored", chain_scope, session_id)), session_id,
+                           hashes)
             cached = self._state(session_id).branch
             if fits and self.defer and cached is not None and \
                     len(known) == len(msgs) - 1 and cached.leaf_id == known[-1] and \
@@ -542,16 +542,10 @@ class Mirror:
         return estimate.tokens <= sizer.budget.safe_input_limit
 
     def _remember_stored(self, key: tuple[str, str], stored: _Stored) -> None:
-        self._stored[key] = stored
-        self._stored.move_to_end(key)
-        while len(self._stored) > 64:  # the lists of the most recently active conversations
-            self._stored.popitem(last=False)
+        self.held.put(("stored", *key), stored, 130 * len(stored[1]) + 90 * len(stored[2]))
 
     def _remember(self, chain_end: str, session_id: str) -> None:
-        self._ends[chain_end] = session_id
-        self._ends.move_to_end(chain_end)
-        while len(self._ends) > 10_000:
-            self._ends.popitem(last=False)
+        self.held.put(("end", chain_end), session_id, len(chain_end) + len(session_id) + 98)
 
     async def _set_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
         wanted = dict(metadata)
@@ -585,7 +579,7 @@ class Mirror:
                               title: str | None,
                               refuse: Callable[[], None] | None = None) -> tuple[str, bool]:
         for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
-            sid = self._ends.get(h)
+            sid = self.held.get(("end", h))
             if sid is not None:
                 if metadata:
                     await self._set_metadata(sid, metadata)
