@@ -2,9 +2,10 @@
 
 A proxy or a mirror serves conversations for months; each one it has seen leaves memos
 behind (the branch it last synced, its sizer, its chain hashes and parsed body, the proxy's
-figures, the items a response id stands for). `Held` is the one place they live: a map bounded by the approximate bytes of
-its values, least recently used out. An evicted value is only a memo: the store stays the
-truth, and the conversation's next request reads it again.
+figures, the items a response id stands for). `Held` is the one place they live: a map
+bounded by the approximate bytes of its values, least recently used out. An evicted value
+is only a memo: the store stays the truth, and the conversation's next request reads it
+again.
 
 A value still in use (its session's lock held, a reply or a compaction pending) says so
 (a true `busy` attribute) and is passed over by eviction until it is done, so two
