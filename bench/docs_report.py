@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .proxy_report import proxy_section, proxy_soak_section
+from .proxy_report import proxy_fleet_soak_section, proxy_section, proxy_soak_section
 from .recall_report import recall_section
 from .results_file import kilo as _k
 from .results_file import load
@@ -538,6 +538,7 @@ def benchmarks_md() -> str:
     lines += replay_cost_section(load("replay_cost"))
     lines += proxy_section(load("proxy"))
     lines += proxy_soak_section(load("proxy_soak"))
+    lines += proxy_fleet_soak_section(load("proxy_fleet_soak"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),

@@ -96,8 +96,10 @@ async def run(tokens: int, requests: int, db: str, profile: cProfile.Profile | N
                         {"role": "user", "content": f"[prof] and then {i}?"}]
         if profile is not None:
             profile.disable()
-        checkpoints = sum(1 for n in await proxy.store.load_tree(
-            next(iter(proxy.stats))) if n.checkpoint is not None)
+        # The one session the run made (`proxy.stats` became a method in issue 38).
+        (session,) = await proxy.store.list_sessions()
+        checkpoints = sum(1 for n in await proxy.store.load_tree(session.id)
+                          if n.checkpoint is not None)
     steady = cpu[1:]
     heads = [sql.split()[0].upper() for sql in per_request]
     kinds = {k: heads.count(k) for k in sorted(set(heads))}

@@ -348,3 +348,67 @@ def proxy_soak_section(data: dict[str, Any] | None) -> list[str]:
               "than the first: compare it with the proxy table above only after a run on a "
               "quiet machine.", ""]
     return lines
+
+
+def proxy_fleet_soak_section(data: dict[str, Any] | None) -> list[str]:
+    """Several proxy processes on one PostgreSQL database for a long run (`bench/proxy_soak.py
+    --fleet`, issue 38): each process's resident memory and the latency over time, first
+    tenth against last."""
+    lines = ["## A proxy fleet on one database over time (issue 38: SPEC Y13, Y14)", ""]
+    if not data:
+        return [*lines, "_not measured yet: run `python -m bench.proxy_soak --fleet 3 "
+                "--conversations N`_", ""]
+    run = data["run"]
+    lines += [
+        f"`bench/proxy_soak.py --fleet {run['processes']}`: {run['processes']} `contextfold "
+        f"proxy` processes on one PostgreSQL database, in front of the instant scripted "
+        f"upstream of the proxy bench; {run['conversations']:,} short conversations "
+        f"({run['requests']:,} requests), {data['clients']} at a time, each its own client "
+        f"key and system prompt and {data['turns_per_conversation']} requests (the whole list "
+        f"resent plus one message), each request sent to the next process as a round-robin "
+        f"load balancer does, so every conversation is served by several processes. Every "
+        f"process ran with `--memory-cache {data['memory_cache_mib']}` (MiB). Its resident "
+        f"set was read every 100 conversations; the first and last tenth of the samples are "
+        f"compared (a ratio above 1 is growth), and the second half's least-squares slope is "
+        f"what a finished conversation keeps (goal: at most 4 KB). Wall time "
+        f"{run['seconds']:,.0f} s on {data.get('cores', 2)} cores shared with other work "
+        f"(sized for about 15 minutes, stretched by the machine's load; the issue's 100,000 "
+        f"conversations would "
+        f"take some {100_000 * run['seconds'] / run['conversations'] / 3600:.0f} hours at "
+        f"this rate). Errors or tracebacks in the processes' logs: "
+        f"{run['log_errors']}.",
+        "",
+        "| process | RSS at start | RSS first tenth | RSS last tenth | last / first (2nd "
+        "half's last / first tenth) | kept per conversation (2nd half) |",
+        "|---|---:|---:|---:|---:|---:|"]
+    half = [s for s in run["samples"][1:] if s["conversations"] > run["conversations"] // 2]
+    k = max(1, len(half) // 10)
+    for i, p in enumerate(run["per_process"]):
+        # After the warm-up: the second half's first tenth against its last.
+        settled = [s["rss_bytes"][i] for s in half]
+        ratio = (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
+        lines.append(f"| proxy {i} | {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
+                     f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} "
+                     f"({ratio:.3f} after the warm-up) | "
+                     f"{p['retained_bytes_per_conversation']:,} B |")
+    lines += [
+        "",
+        "| latency (per request, as the clients saw it) | first tenth | last tenth | last / "
+        "first |",
+        "|---|---:|---:|---:|",
+        f"| p50 | {run['p50_ms_first_decile']} ms | {run['p50_ms_last_decile']} ms | "
+        f"{run['p50_ratio_last_first']:.2f} |",
+        f"| p95 | {run['p95_ms_first_decile']} ms | {run['p95_ms_last_decile']} ms | "
+        f"{run['p95_ratio_last_first']:.2f} |",
+        "",
+        f"Goal (at most {run['goal_bytes']:,} B kept per conversation by every process): "
+        f"{_met(run['meets_goal'])} (worst {run['retained_bytes_per_conversation_worst']:,} B). "
+        f"The p50 latency's slope over the run: "
+        f"{run['p50_slope_ms_per_1000_conversations']} ms per 1,000 conversations. The "
+        "first tenth of the run includes the warm-up, when each process's cache "
+        f"(`--memory-cache {data['memory_cache_mib']}`) is still filling: memory grows there "
+        "and then stays flat, which the second half's ratio and slope show. The machine's "
+        "load from other work (test runs of other jobs, a 1-minute load average of 9 to 14) "
+        "varied during the run, which moves latency both ways.",
+        ""]
+    return lines

@@ -14,11 +14,21 @@ finished conversation, flat. Request latency is kept per sample window beside it
                                                   # PostgreSQL -> bench/results/proxy_soak.json
     python -m bench.proxy_soak --quick            # 300 on SQLite, nothing written
     python -m bench.proxy_soak --conversations N  # another count
+
+A fleet (issue 38): `--fleet P` starts P proxy processes on one PostgreSQL database and sends
+each request of a conversation to the next process in turn, as a round-robin load balancer
+does (every conversation is served by several processes). The resident set of every process
+is sampled; memory and latency are compared between the first and the last tenth of the run
+(and the memory slope per conversation of the second half), so a leak or a slowdown over
+time shows as a ratio above 1:
+
+    python -m bench.proxy_soak --fleet 3 --conversations N  # -> bench/results/proxy_fleet_soak.json
 """
 
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import sys
@@ -35,6 +45,7 @@ from bench.store_bench import drop_pg, pg_url
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "proxy_soak.json"
+FLEET_RESULTS = ROOT / "bench" / "results" / "proxy_fleet_soak.json"
 TURNS = 4
 SAMPLE = 100  # conversations between two readings of the proxy's memory
 CLIENTS = 4  # conversations served at once (each its own thread)
@@ -54,9 +65,11 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-def conversation(client: httpx2.Client, url: str, n: int) -> list[float]:
+def conversation(client: httpx2.Client, url: str | list[str], n: int) -> list[float]:
     """One short conversation of `TURNS` requests (its own key and system prompt); the
-    latency of each request in seconds."""
+    latency of each request in seconds. `url`: one proxy, or a fleet's (each request to the
+    next one, starting from the conversation's own)."""
+    urls = [url] if isinstance(url, str) else url
     headers = {"authorization": f"Bearer sk-soak-{n:06d}", "content-type": "application/json"}
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": f"You are assistant {n}. Project soak-{n}: answer briefly "
@@ -65,7 +78,8 @@ def conversation(client: httpx2.Client, url: str, n: int) -> list[float]:
     took = []
     for turn in range(TURNS):
         started = time.perf_counter()
-        r = client.post(url + "/v1/chat/completions", headers=headers, content=json.dumps(
+        r = client.post(urls[(n + turn) % len(urls)] + "/v1/chat/completions",
+                        headers=headers, content=json.dumps(
             {"model": "bench-model", "max_tokens": 64, "messages": messages}).encode())
         took.append(time.perf_counter() - started)
         if r.status_code != 200:
@@ -138,7 +152,123 @@ def soak(db: str, conversations: int, tmp: Path, name: str) -> dict[str, Any]:
             "samples": samples}
 
 
+def decile_means(values: list[float]) -> tuple[float, float]:
+    """The mean of the first and of the last tenth of `values` (at least one each)."""
+    k = max(1, len(values) // 10)
+    return statistics.fmean(values[:k]), statistics.fmean(values[-k:])
+
+
+def fleet_soak(url: str, conversations: int, tmp: Path, processes: int) -> dict[str, Any]:
+    """Serve `conversations` through `processes` proxy processes on one database, each
+    request of a conversation to the next process; the samples and figures."""
+    up_port = free_port()
+    upstream = ServerProcess("upstream", [sys.executable, "-m", "bench.proxy_bench",
+                                          "--serve-upstream", str(up_port)], up_port,
+                             log=tmp / "upstream.log", cwd=ROOT)
+    proxies = []
+    for i in range(processes):
+        port = free_port()
+        proxies.append(ServerProcess(
+            f"proxy-{i}", [sys.executable, "-m", "contextfold", "proxy", "--upstream",
+                           upstream.url, "--db", url, "--port", str(port), "--model-window",
+                           WINDOW, "--memory-cache", str(MEMORY_CACHE)], port,
+            log=tmp / f"proxy-{i}.log", cwd=ROOT, env={"CONTEXTFOLD_PROXY_SALT": "soak"}))
+    samples: list[dict[str, Any]] = []
+    errors = 0
+    try:
+        upstream.ready()
+        for proxy in proxies:
+            proxy.ready()
+        urls = [proxy.url for proxy in proxies]
+        clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
+        started = time.monotonic()
+        samples.append({"conversations": 0, "seconds": 0.0,
+                        "rss_bytes": [rss_bytes(p.proc.pid) for p in proxies]})
+        with ThreadPoolExecutor(CLIENTS) as pool:
+            for start in range(0, conversations, SAMPLE):
+                ids = range(start, min(conversations, start + SAMPLE))
+                lat = [t for took in pool.map(
+                    lambda n: conversation(clients[n % CLIENTS], urls, n), ids)
+                       for t in took]
+                lat.sort()
+                samples.append({
+                    "conversations": ids[-1] + 1,
+                    "rss_bytes": [rss_bytes(p.proc.pid) for p in proxies],
+                    "seconds": round(time.monotonic() - started, 1),
+                    "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
+                    "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)})
+                print(f"  fleet: {samples[-1]}", flush=True)
+        for c in clients:
+            c.close()
+    finally:
+        for proxy in proxies:
+            proxy.stop()
+        upstream.stop()
+    for proxy in proxies:  # an ERROR line or a traceback in any process's log is a failure
+        text = (tmp / f"{proxy.name}.log").read_text(errors="replace")
+        errors += text.count("Traceback") + text.count(" ERROR ")
+    half = [s for s in samples if s["conversations"] >= conversations // 2]
+    windows = samples[1:]
+    per_process = []
+    for i in range(processes):
+        rss = [s["rss_bytes"][i] for s in windows]
+        first, last = decile_means(rss)
+        per_process.append({
+            "rss_start_mb": round(samples[0]["rss_bytes"][i] / 2**20, 1),
+            "rss_end_mb": round(samples[-1]["rss_bytes"][i] / 2**20, 1),
+            "rss_first_decile_mb": round(first / 2**20, 1),
+            "rss_last_decile_mb": round(last / 2**20, 1),
+            "rss_ratio_last_first": round(last / first, 3),
+            "retained_bytes_per_conversation": round(slope(
+                [(s["conversations"], s["rss_bytes"][i]) for s in half]))})
+    p50 = [s["p50_ms"] for s in windows]
+    p95 = [s["p95_ms"] for s in windows]
+    p50_first, p50_last = decile_means(p50)
+    p95_first, p95_last = decile_means(p95)
+    worst = max(p["retained_bytes_per_conversation"] for p in per_process)
+    return {"conversations": conversations, "requests": conversations * TURNS,
+            "processes": processes, "seconds": samples[-1]["seconds"],
+            "log_errors": errors, "per_process": per_process,
+            "retained_bytes_per_conversation_worst": worst, "goal_bytes": GOAL_BYTES,
+            "meets_goal": worst <= GOAL_BYTES,
+            "p50_ms": round(statistics.median(p50), 1),
+            "p95_ms": round(statistics.median(p95), 1),
+            "p50_ms_first_decile": round(p50_first, 1),
+            "p50_ms_last_decile": round(p50_last, 1),
+            "p50_ratio_last_first": round(p50_last / p50_first, 3),
+            "p95_ms_first_decile": round(p95_first, 1),
+            "p95_ms_last_decile": round(p95_last, 1),
+            "p95_ratio_last_first": round(p95_last / p95_first, 3),
+            "p50_slope_ms_per_1000_conversations": round(1000 * slope(
+                [(s["conversations"], s["p50_ms"]) for s in windows]), 2),
+            "samples": samples}
+
+
+def fleet_main(processes: int, count: int) -> int:
+    url, schema = pg_url()
+    out: dict[str, Any] = {"turns_per_conversation": TURNS, "clients": CLIENTS,
+                           "memory_cache_mib": MEMORY_CACHE, "window": WINDOW,
+                           "machine": platform.machine(), "cores": os.cpu_count(),
+                           "python": platform.python_version()}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            out["run"] = fleet_soak(url, count, Path(tmp), processes)
+    finally:
+        drop_pg(schema)
+    run = out["run"]
+    print(f"fleet of {processes} on PostgreSQL: {count} conversations in {run['seconds']} s; "
+          f"worst slope {run['retained_bytes_per_conversation_worst']} B/conversation; "
+          f"RSS last/first decile {[p['rss_ratio_last_first'] for p in run['per_process']]}; "
+          f"p50 {run['p50_ms_first_decile']} -> {run['p50_ms_last_decile']} ms; "
+          f"log errors {run['log_errors']}")
+    FLEET_RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
 def main() -> int:
+    if "--conversations" in sys.argv[1:] and "--fleet" in sys.argv[1:]:
+        return fleet_main(int(sys.argv[sys.argv.index("--fleet") + 1]),
+                          int(sys.argv[sys.argv.index("--conversations") + 1]))
     quick = "--quick" in sys.argv[1:]
     count = 300 if quick else 3000
     if "--conversations" in sys.argv[1:]:

@@ -138,3 +138,112 @@ def test_a_refused_request_leaves_no_empty_session(tmp_path: Path) -> None:
             return len(await store.list_sessions())
 
     assert asyncio.run(count()) == 0
+
+
+# --------------------------------------------------------------------------- rows edited in place
+
+
+async def _edit_in_place(db: str, kind: str, session_id: str) -> tuple[str, int]:
+    """Rewrite the first message of the session's branch by hand (the append-only guard
+    dropped, the hash left as it was): the id of the edited node, and the tree's node count."""
+    from sqlalchemy import func, select, text, update
+
+    from contextfold.store.engine import write_connection
+    from contextfold.store.schema import nodes
+
+    async with await open_store(db) as store:
+        info = await store.get_session(session_id)
+        victim = (await store.load_branch(session_id)).nodes[0]
+        async with write_connection(store.engine) as conn:
+            await conn.execute(text("DROP TRIGGER IF EXISTS nodes_no_update" if kind ==
+                                    "sqlite" else
+                                    "ALTER TABLE nodes DISABLE TRIGGER nodes_append_only"))
+            payload = (await conn.execute(select(nodes.c.payload).where(
+                nodes.c.tree_id == info.tree_id, nodes.c.id == victim.id))).scalar_one()
+            await conn.execute(update(nodes).where(
+                nodes.c.tree_id == info.tree_id, nodes.c.id == victim.id).values(
+                payload=payload.replace("first question", "forged question")))
+            count = (await conn.execute(select(func.count()).select_from(nodes).where(
+                nodes.c.tree_id == info.tree_id))).scalar_one()
+        return victim.id, count
+
+
+async def _nodes_of(db: str, session_id: str) -> int:
+    from sqlalchemy import func, select
+
+    from contextfold.store.engine import read_connection
+    from contextfold.store.schema import nodes
+
+    async with await open_store(db) as store:
+        info = await store.get_session(session_id)
+        async with read_connection(store.engine) as conn:
+            return (await conn.execute(select(func.count()).select_from(nodes).where(
+                nodes.c.tree_id == info.tree_id))).scalar_one()
+
+
+def test_d2_a_running_proxy_notices_a_row_edited_in_place(db_url: str, backend: str,  # noqa: F811
+                                                          monkeypatch, caplog) -> None:
+    """issue 38: a proxy that holds a conversation's branch reads it again after a while
+    (`RECHECK_SECONDS`; 0 here) and the store checks each row against its hash: the next
+    request is answered with an error naming the session and the edited node, and nothing
+    more is stored — as a fresh process would do. SQLite and PostgreSQL."""
+    from contextfold.runtime.mirror import Mirror
+
+    monkeypatch.setattr(Mirror, "recheck_seconds", 0.0)
+    upstream = RecordingUpstream().start()
+    proxy = ProxyThread(ProxyConfig(upstream=upstream.url, windows={"*": 16_000},
+                                    db=db_url)).start()
+    messages = [{"role": "user", "content": "first question"}]
+    try:
+        def send() -> httpx.Response:
+            return httpx.post(proxy.url + "/v1/chat/completions", timeout=30,
+                              json={"model": "m", "max_tokens": 64, "messages": messages},
+                              headers={"authorization": "Bearer sk-edge"})
+
+        for turn in range(2):
+            r = send()
+            assert r.status_code == 200, r.text
+            messages += [r.json()["choices"][0]["message"],
+                         {"role": "user", "content": f"and then {turn}?"}]
+        (sid,) = [s.id for s in asyncio.run(_sessions(db_url))]
+        edited, stored = asyncio.run(_edit_in_place(db_url, backend, sid))
+        forwarded = len(upstream.seen)
+        for _ in range(2):  # refused every time, the same way
+            r = send()
+            assert r.status_code == 409, r.text
+            error = r.json()["error"]["message"]
+            assert sid in error and edited in error and "modified after it was written" \
+                in error
+            assert not any(bit in r.text for bit in RAW_PYTHON), r.text
+    finally:
+        proxy.stop()
+        upstream.stop()
+    assert len(upstream.seen) == forwarded  # nothing of it forwarded
+    assert asyncio.run(_nodes_of(db_url, sid)) == stored  # nothing stored, nothing lost
+    assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
+
+
+async def _sessions(db: str) -> list:
+    async with await open_store(db) as store:
+        return await store.list_sessions()
+
+
+async def test_d2_a_running_service_notices_a_row_edited_in_place(
+        service_factory, db_url: str, backend: str, monkeypatch) -> None:  # noqa: F811
+    """issue 38: `serve` holding a session reads its branch again after a while (0 here):
+    a row edited in place by hand makes the session read-only there as in a fresh process
+    (a 409 naming the damage; nothing written). SQLite and PostgreSQL."""
+    from contextfold.server.sessions import SessionManager
+    from tests.server_fixtures import create, say
+
+    async with service_factory() as svc, svc.client() as c:
+        sid = await create(c)
+        await say(c, sid, "first question")
+        await say(c, sid, "second question")
+        monkeypatch.setattr(SessionManager, "recheck_seconds", 0.0)
+        edited, stored = await _edit_in_place(db_url, backend, sid)
+        r = await c.post(f"/v1/sessions/{sid}/messages", json={"text": "third"})
+        assert r.status_code == 409, r.text
+        assert edited in r.text and not any(bit in r.text for bit in RAW_PYTHON)
+        assert (await c.get(f"/v1/sessions/{sid}")).json()["read_only"] is True
+    assert await _nodes_of(db_url, sid) == stored

@@ -1,6 +1,6 @@
 """SPEC Y14: what a long-running process holds per conversation is bounded by bytes.
 
-`Held` (runtime/held.py) is the one cache: least recently used out, a value in use never
+`Held` (core/held.py) is the one cache: least recently used out, a value in use never
 evicted, an evicted value told. Then the proxy over it with a tiny bound: many
 conversations, each its own key and system prompt; the cache stays within its bound, and a
 conversation that comes back after its memos were evicted continues its own session with
@@ -11,6 +11,7 @@ its figures, read again from the store. No timing and no process memory is measu
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from contextfold.core.content_chain import ChainMemo, chain_hashes
 from contextfold.proxy import ProxyConfig
+from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.app import create_app
+from contextfold.proxy.prefix_cache import PrefixCache
 from contextfold.runtime.held import Held, text_bytes
 from contextfold.store import open_store
 
@@ -113,6 +117,9 @@ def test_y14_the_proxy_holds_a_bounded_cache_and_reads_evicted_conversations_aga
                     await proxy.mirror.wait_idle()
                     most = max(most, proxy.held.bytes)
                 evicted = proxy.held.evicted
+                # Every per-conversation memo of the process is in the one cache.
+                assert {k[0] for k in proxy.held} >= {"mirror", "stats", "prefix", "chain",
+                                                      "stored", "end"}
                 # The first conversation comes back: its memos are long gone.
                 sid = (await proxy.store.list_sessions())[0].id  # oldest first
                 assert ("mirror", sid) not in proxy.held and ("stats", sid) not in proxy.held
@@ -135,3 +142,35 @@ def test_y14_the_proxy_holds_a_bounded_cache_and_reads_evicted_conversations_aga
     assert found["sessions"] == 40  # the returning conversation continued its own session
     assert found["messages"] == 2 + 2 + 2  # its messages, each stored once
     assert found["stats"]["requests"] == 3  # its figures read back, not restarted
+
+
+def _chat(n: int, words: int) -> bytes:
+    return json.dumps({"model": "m", "messages": [
+        {"role": "system", "content": f"assistant {n}"},
+        {"role": "user", "content": f"[{n}] " + "word " * words},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "go on"}]}).encode()
+
+
+def test_y14_the_chain_memo_and_the_prefix_cache_are_bounded_by_bytes() -> None:
+    """issue 38: the parsed bodies and the chain hashes of each conversation live in the
+    process's cache, bounded by bytes (they were 64 lists each, whatever their size)."""
+    bound = 40_000
+    held = Held(bound)
+    memo, cache = ChainMemo(held), PrefixCache(held)
+    for n in range(300):
+        key = f"client-{n}"
+        parsed = proxy_wire.parse("openai", cache.loads(_chat(n, 100), ("openai", key)),
+                                  cache=cache, key=key)
+        assert memo.hashes(key, parsed.messages) == chain_hashes(key, parsed.messages)
+        assert held.bytes <= bound + 8_192  # give or take the one value being put
+    assert {k[0] for k in held} == {"prefix", "chain"} and held.evicted > 0
+    # Bytes, not counts: a few conversations of long messages fill what many short ones do.
+    short, long = Held(10**8), Held(10**8)
+    for n in range(4):
+        for h, words in ((short, 10), (long, 5_000)):
+            key = f"c{n}"
+            got = proxy_wire.parse("openai", PrefixCache(h).loads(_chat(n, words),
+                                                                  ("openai", key)))
+            ChainMemo(h).hashes(key, got.messages)
+    assert long.bytes > 20 * short.bytes

@@ -11,6 +11,7 @@ import pytest
 from contextfold.core.budget import ModelCapacity
 from contextfold.core.content_chain import ChainMemo, chain_hashes
 from contextfold.core.export import to_openai
+from contextfold.core.held import Held
 from contextfold.core.messages import (
     Message,
     ProviderCompactionPart,
@@ -330,14 +331,14 @@ def test_the_chain_memo_hashes_like_chain_hashes_and_only_what_is_new_y1():
                                                             TextPart(text="done"))), user("next")]
     for scope, case in [("s", edited), ("s", resent), ("s", grown[:7]), ("t", grown)]:
         assert memo.hashes(scope, case) == chain_hashes(scope, case)
-    assert ChainMemo(size=0).hashes("s", grown) == chain_hashes("s", grown)
+    assert ChainMemo(Held(0)).hashes("s", grown) == chain_hashes("s", grown)
 
 
 async def test_the_chain_memo_does_not_change_the_mapping_y1(store):
     # The same client behaviour through a mirror with the memo and one without: every call
     # maps onto the tree alike (the sessions differ by scope only). SQLite and PostgreSQL.
     mirrors = {"memo": Mirror(store, background=False), "plain": Mirror(store, background=False)}
-    mirrors["plain"]._chains = ChainMemo(size=0)
+    mirrors["plain"]._chains = ChainMemo(Held(0))
     runs = {}
     for name, mirror in mirrors.items():
         steps, ids = [], {}

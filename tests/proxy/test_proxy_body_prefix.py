@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextfold.core.content_chain import chain_hashes
+from contextfold.core.held import Held
 from contextfold.guard.body import JsonTooDeepError, loads_bounded
 from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.body_prefix import resume, shared_elements, split
@@ -93,7 +94,7 @@ def _outcome(load: Any, raw: bytes) -> tuple[str, str]:
 @given(_steps())
 def test_prefix_decode_equals_full_decode(steps: list[bytes]) -> None:
     # Y10, Y8: the same value or the same refusal as loads_bounded; the same messages read
-    cache = PrefixCache(size=3)
+    cache = PrefixCache(Held(12_000))  # small: bodies evicted as they go
     for raw in steps:
         full = _outcome(loads_bounded, raw)
         assert _outcome(lambda r: cache.loads(r, ("anthropic", "k")), raw) == full

@@ -165,3 +165,59 @@ def _serving(app: Starlette) -> Iterator[str]:
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def _holds_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_holds_surrogate(k) or _holds_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds_surrogate(v) for v in value)
+    return False
+
+
+CUT = "You are a coding agent \ud83d.\nWorking directory: /home/dev/proj\udc00x"
+SYSTEM_BODIES = {  # each protocol's place for the system prompt, one with a cut emoji
+    "chat": ("/v1/chat/completions", lambda: {
+        "model": "gpt-4o-mini", "max_tokens": 64,
+        "messages": [{"role": "system", "content": CUT}, {"role": "user", "content": "hi"}]}),
+    "messages": ("/v1/messages", lambda: {
+        "model": "gpt-4o-mini", "max_tokens": 64, "system": CUT,
+        "messages": [{"role": "user", "content": "hi"}]}),
+    "messages-blocks": ("/v1/messages", lambda: {
+        "model": "gpt-4o-mini", "max_tokens": 64, "system": [{"type": "text", "text": CUT}],
+        "messages": [{"role": "user", "content": "hi"}]}),
+    "responses": ("/v1/responses", lambda: {
+        "model": "gpt-4o-mini", "max_output_tokens": 64, "instructions": CUT, "input": "hi"}),
+    "responses-developer": ("/v1/responses", lambda: {
+        "model": "gpt-4o-mini", "max_output_tokens": 64,
+        "input": [{"role": "developer", "content": CUT}, {"role": "user", "content": "hi"}]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SYSTEM_BODIES))
+def test_a_lone_surrogate_in_the_system_prompt_is_replaced_as_in_messages(
+        upstream, tmp_path: Path, case: str) -> None:
+    """issue 38: a system prompt holding half an emoji is read as a message is (U+FFFD, docs/
+    store.md): answered, forwarded without the lone half, the session's metadata (its
+    working directory) clean, on every protocol."""
+    path, body = SYSTEM_BODIES[case]
+    db = f"sqlite:///{tmp_path / 's.db'}"
+    proxy = ProxyThread(ProxyConfig(upstream=upstream.base_url, windows={"*": 16_000},
+                                    db=db)).start()
+    try:
+        upstream.enqueue(Reply(text="done"), kind="chat")
+        # json.dumps escapes the lone half as `\ud83d`, as a JavaScript client writes it.
+        r = httpx.post(proxy.url + path, content=json.dumps(body()).encode(),
+                       headers={**HEADERS, "content-type": "application/json"}, timeout=30)
+    finally:
+        proxy.stop()
+    assert r.status_code == 200, r.text
+    sent = upstream.requests[-1].body
+    assert not _holds_surrogate(sent)
+    assert "You are a coding agent \ufffd." in json.dumps(sent, ensure_ascii=False)
+    assert "messages" not in sent if path == "/v1/responses" else "input" not in sent
+    (meta,) = asyncio.run(_metadata(db))
+    assert not _holds_surrogate(meta)
+    assert meta["proxy"]["cwd"] == "/home/dev/proj\ufffdx"

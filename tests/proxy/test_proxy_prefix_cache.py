@@ -20,6 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from contextfold.core.content_chain import chain_hashes, message_key
+from contextfold.core.held import Held
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.app import create_app
@@ -66,7 +67,7 @@ async def _run(steps: list[Any], db: str, *, cached: bool, path: str = "/v1/chat
             await proxy.client.aclose()
             proxy.client = httpx2.AsyncClient(transport=httpx2.ASGITransport(app=_upstream(seen)))
             if not cached:
-                proxy.prefixes = PrefixCache(size=0)
+                proxy.prefixes = PrefixCache(Held(0))
             before = proxy.prefixes.parsed
             async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app),
                                           base_url="http://127.0.0.1") as client:
@@ -211,7 +212,7 @@ def _loads(cache: PrefixCache, body: Any, key: Any = "s", protocol: str = "opena
 @given(_lists())
 def test_cached_parse_equals_cold_parse_over_random_edits(lists) -> None:
     # Y10, Y1: every list reads as the cold parse reads it (same messages, same chain hashes)
-    cache = PrefixCache(size=4)
+    cache = PrefixCache(Held(20_000))  # small: lists evicted as they go
     for messages in lists:
         body = {"model": "m", "messages": messages}
         try:

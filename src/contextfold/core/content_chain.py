@@ -23,10 +23,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
+from .held import Held, text_bytes
 from .messages import (
     Message,
     ProviderCompactionPart,
@@ -95,6 +95,11 @@ def chain_hashes(scope: str, messages: Sequence[Message]) -> list[str]:
     return out
 
 
+# Bytes a remembered message costs the memo beyond the message itself: its hash (a 64-char
+# str), its slot in the tuple and the hash list, its running size.
+_PER_MESSAGE = 200
+
+
 class ChainMemo:
     """`chain_hashes` for clients that resend their whole list with a few messages added.
 
@@ -103,15 +108,17 @@ class ChainMemo:
     hashes; a list that shares a prefix with one of them reuses those hashes and hashes only
     what follows. The prefix is found by comparing the messages themselves (frozen values:
     equal messages have equal keys, and the same object compares at once), which costs a
-    fraction of hashing them. `size`: how many lists are remembered (least recently used
-    first out; 0 remembers none).
+    fraction of hashing them.
+
+    The lists live in `held`, the process's per-conversation cache bounded by bytes (SPEC
+    Y14; its own when not given), each key's lists one value sized by the messages they
+    hold (each new message measured once): least recently used out. `Held(0)` remembers
+    nothing.
     """
 
-    def __init__(self, size: int = 64, per_key: int = 8) -> None:
-        self.size = size
+    def __init__(self, held: Held | None = None, per_key: int = 8) -> None:
+        self.held = held if held is not None else Held()
         self.per_key = per_key
-        self._lists: OrderedDict[tuple[str, str, int],
-                                 tuple[tuple[Message, ...], list[str]]] = OrderedDict()
         self._next = 0
         self.hashed = 0  # messages hashed so far (the rest came from the memo)
 
@@ -122,32 +129,49 @@ class ChainMemo:
             return []
         first = next_hash(scope_root(scope), msgs[0])
         out, known, best = [first], 1, None
-        for key, (old, old_hashes) in self._lists.items():
-            if key[0] == scope and key[1] == first:
-                n = 1 + leading_run(msgs[1:], old[1:])  # the same object, or equal
-                if n > known or best is None:
-                    best, known, out = key, n, old_hashes[:n]
+        lists: dict[int, _Remembered] | None = self.held.get(("chain", scope, first))
+        for n, old in (lists or {}).items():
+            run = 1 + leading_run(msgs[1:], old.messages[1:])  # the same object, or equal
+            if run > known or best is None:
+                best, known, out = n, run, old.hashes[:run]
         previous = out[-1]
         for msg in msgs[known:]:
             previous = chain_link(scope, previous, msg)
             out.append(previous)
         self.hashed += 1 + len(msgs) - known
-        if self.size > 0:
-            self._keep(scope, first, best, known, msgs, out)
+        self._keep(("chain", scope, first), lists or {}, best, known, msgs, out)
         return list(out)
 
-    def _keep(self, scope: str, first: str, best: tuple[str, str, int] | None, known: int,
-              msgs: tuple[Message, ...], hashes: list[str]) -> None:
+    def _keep(self, key: tuple[str, str, str], lists: dict[int, _Remembered],
+              best: int | None, known: int, msgs: tuple[Message, ...],
+              hashes: list[str]) -> None:
         # The list continues the one it matched (all of it): it takes that one's place.
         # Else it is a conversation of its own, or an edit or retry of one: kept beside it,
         # so conversations that open alike do not evict each other's lists (issue 26).
-        if best is None or known < len(self._lists[best][0]):
-            best = (scope, first, self._next)
+        old = lists.get(best) if best is not None else None
+        sizes = old.sizes[:known + 1] if old is not None else [0]
+        for msg in msgs[len(sizes) - 1:]:
+            sizes.append(sizes[-1] + text_bytes(msg, 7))
+        if old is not None and known == len(old.messages):
+            del lists[best]  # type: ignore[arg-type]
+            slot = best
+        else:
+            slot = self._next
             self._next += 1
-        self._lists[best] = (msgs, hashes)
-        self._lists.move_to_end(best)
-        same = [k for k in self._lists if k[0] == scope and k[1] == first]
-        for k in same[:-self.per_key]:
-            del self._lists[k]
-        while len(self._lists) > self.size:
-            self._lists.popitem(last=False)
+        lists[slot] = _Remembered(msgs, hashes, sizes)  # the most recent last
+        for n in list(lists)[:-self.per_key]:
+            del lists[n]
+        self.held.put(key, lists, sum(r.size for r in lists.values()))
+
+
+class _Remembered(NamedTuple):
+    """One remembered list: its messages, their hashes, and the running sizes of the
+    messages (`sizes[i]`: the bytes of the first i)."""
+
+    messages: tuple[Message, ...]
+    hashes: list[str]
+    sizes: list[int]
+
+    @property
+    def size(self) -> int:
+        return self.sizes[-1] + _PER_MESSAGE * len(self.messages)

@@ -69,13 +69,15 @@ class Proxy:
         self.raw_store = raw_store if raw_store is not None else store
         self.client = client
         # SPEC Y14: everything held per conversation, bounded by bytes, least recently
-        # used out (the mirror's sessions, the figures, the response log).
+        # used out (the mirror's sessions, chain hashes, stored ids and chain ends, the
+        # parsed bodies, the figures, the response log).
         self.held = Held(config.memory_bytes)
         # `defer`: a steady turn's user message is stored with its reply (or alone when
         # none comes), one write transaction per request (issue 26).
         self.mirror = Mirror(store, summarizer=config.summarizer, settings=config.settings,
                              defer=True, held=self.held)
-        self.prefixes = PrefixCache()  # each conversation's last list, parsed (issue 26)
+        # each conversation's last list, parsed (issue 26)
+        self.prefixes = PrefixCache(self.held)
         self.responses = ResponseLog(self.held)  # what response ids stand for (SPEC Y12)
         self.tasks: set[asyncio.Task[None]] = set()
 

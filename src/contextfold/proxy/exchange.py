@@ -29,6 +29,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..core.messages import Message
 from ..core.resolver import SIZED_FOR_KEY
+from ..core.surrogates import replace_surrogates, surrogate_note
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.mirror import Synced
@@ -146,6 +147,17 @@ class _ChatReader(Reader):
         return self.inner.reply(), None
 
 
+def _clean_system(parsed: Any) -> None:
+    """The system text as messages are read: a lone surrogate becomes U+FFFD (docs/store.md,
+    "Hostile input"), so what is sized, stored in the session's metadata (its working
+    directory, its agent) and forwarded (`prefix_cache.dumps`) is the same text, whatever
+    the protocol put the system prompt in."""
+    if isinstance(parsed.system, str):
+        parsed.system, count = replace_surrogates(parsed.system)
+        if count:
+            log.warning("system prompt: %s", surrogate_note(count))
+
+
 @contextmanager
 def unless_answered(proxy: Proxy, synced: Synced) -> Iterator[None]:
     """Around making the client's answer from the upstream's reply: if it breaks before the
@@ -180,6 +192,7 @@ async def exchange(request: Request, adapter: Adapter, *, retried: bool = False)
     except (ContextfoldError, ValueError) as exc:  # answered by kind (proxy/errors.py)
         status, error = refusal(adapter.name, exc)
         return JSONResponse(error, status_code=status)
+    _clean_system(parsed)
     agent = request.headers.get("user-agent", "unknown")
     meta = {"proxy": session_meta(agent, parsed, adapter.name, request.headers),
             # the window it sized for: `project` and `compact` size this session alike

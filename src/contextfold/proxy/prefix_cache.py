@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.held import Held
 from ..core.messages import Message, ToolCallPart
 from ..core.surrogates import without_surrogates
 from ..guard.body import MAX_JSON_DEPTH, loads_bounded, text_depth
@@ -102,38 +102,47 @@ def _names_of(messages: Sequence[Message]) -> dict[str, str]:
     return names
 
 
-class PrefixCache:
-    """The last body of up to `size` conversations (least recently used out, and no more
-    than `max_bytes` of raw bodies held); `per_key` of them under one key (several
-    conversations sharing a scope)."""
+# What one entry holds, in bytes of its raw body: the body itself, the values decoded from
+# it, the messages read from them and their canonical bytes (each about the body's size).
+_PER_BODY_BYTE = 4
 
-    def __init__(self, size: int = 64, per_key: int = 8, max_bytes: int = 256 << 20) -> None:
-        self.size = size
+
+def _entry_bytes(entries: dict[int, _Entry]) -> int:
+    return sum(_PER_BODY_BYTE * len(e.split.raw) for e in entries.values())
+
+
+class PrefixCache:
+    """The last body of each conversation, with what was read from it, in `held`: the
+    process's per-conversation cache bounded by bytes (SPEC Y14; its own when not given),
+    least recently used out. The conversations of one key (several sharing a scope) are
+    one value there, up to `per_key` of them. `Held(0)` keeps nothing (every body decoded
+    and read in full: the same values)."""
+
+    def __init__(self, held: Held | None = None, per_key: int = 8) -> None:
+        self.held = held if held is not None else Held()
         self.per_key = per_key
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[Any, int], _Entry] = OrderedDict()
         self._next = 0
-        self._bytes = 0
         self.parsed = 0  # messages parsed so far (the rest were reused)
         self.decoded = 0  # `messages` elements decoded so far (the rest were reused)
+
+    def _entries(self, key: Any) -> dict[int, _Entry] | None:
+        return self.held.get(("prefix", key))
 
     def loads(self, raw: bytes, key: Any) -> Any:
         """`loads_bounded(raw)` (the same value, the same errors), decoding only the bytes
         after those `raw` shares with the last body of one of `key`'s conversations."""
-        if self.size <= 0:
-            return loads_bounded(raw)
-        best_key, shared = None, 0
-        for k, entry in self._entries.items():
-            if k[0] == key:
-                n = shared_elements(entry.split, raw)
-                if n > shared:
-                    best_key, shared = k, n
+        entries = self._entries(key) or {}
+        best, shared = None, 0
+        for n, entry in entries.items():
+            got_shared = shared_elements(entry.split, raw)
+            if got_shared > shared:
+                best, shared = n, got_shared
         got = None
-        if best_key is not None:
+        if best is not None:
             with contextlib.suppress(Unsplit):
-                got = resume(self._entries[best_key].split, raw, shared)
+                got = resume(entries[best].split, raw, shared)
         if got is None:
-            best_key, shared = None, 0
+            best, shared = None, 0
             try:  # the same scanner as json.loads, noting where each message ends
                 got = split(raw)
             except Unsplit:
@@ -141,15 +150,16 @@ class PrefixCache:
             if text_depth(raw, stop_after=MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
                 return loads_bounded(raw)  # refused as it refuses
         self.decoded += len(got.ends) - shared
-        self._keep(key, best_key, got, shared)
+        self._keep(key, entries, best, got, shared)
         return got.body
 
     def read(self, key: Any, wire: list[Any], offset: int, reader: Reader) -> Parsed:
         """`[reader(m, call_names=names) for m in wire[offset:]]` (one shared `names`), reusing the
         messages read from the leading elements `wire` shares with the conversation's last
         body (when `wire` came from `loads` of the same `key`)."""
-        entry = next((e for k, e in self._entries.items()
-                      if k[0] == key and e.split.body.get("messages") is wire), None)
+        entries = self._entries(key) or {}
+        entry = next((e for e in entries.values() if e.split.body.get("messages") is wire),
+                     None)
         known, previous = 0, entry.parse if entry is not None else None
         if entry is not None and previous is not None and previous.offset == offset and \
                 previous.reader is reader:
@@ -171,33 +181,25 @@ class PrefixCache:
             entry.inherited = len(wire)
         return Parsed(list(messages), list(canon), known)
 
-    def _keep(self, key: Any, entry_key: tuple[Any, int] | None, got: Split,
+    def _keep(self, key: Any, entries: dict[int, _Entry], best: int | None, got: Split,
               shared: int) -> None:
-        source = self._entries[entry_key] if entry_key is not None else None
+        source = entries.get(best) if best is not None else None
         if source is None or shared < len(source.split.ends):
             # A new entry: a new conversation, or a body that leaves the entry's list before
             # its end (another conversation that opens the same way, the same system prompt;
             # or an edit or retry of this one), which starts from what the two share. The
             # old one stays, so conversations of one scope do not overwrite each other's
             # list (issue 26: with 2 clients, every request parsed its whole history again).
-            entry_key = (key, self._next)
+            slot = self._next
             self._next += 1
-            self._entries[entry_key] = _Entry(got, 0) if source is None else \
+            entries[slot] = _Entry(got, 0) if source is None else \
                 _Entry(got, min(shared, source.inherited), source.parse)
         else:
-            entry = self._entries[entry_key]
-            self._bytes -= len(entry.split.raw)
             # What the entry's parse read is shared by both bodies: a body decoded twice
             # before it is read (a retry, two requests at once) keeps the smaller count.
+            entry = entries.pop(best)  # type: ignore[arg-type]
             entry.split, entry.inherited = got, min(shared, entry.inherited)
-        self._bytes += len(got.raw)
-        self._entries.move_to_end(entry_key)
-        same = [k for k in self._entries if k[0] == key]
-        for k in same[:-self.per_key]:
-            self._drop(k)
-        while self._entries and (len(self._entries) > self.size or
-                                 self._bytes > self.max_bytes):
-            self._drop(next(iter(self._entries)))
-
-    def _drop(self, key: tuple[Any, int]) -> None:
-        self._bytes -= len(self._entries.pop(key).split.raw)
+            entries[best] = entry  # type: ignore[index]  # the most recent last
+        for n in list(entries)[:-self.per_key]:
+            del entries[n]
+        self.held.put(("prefix", key), entries, _entry_bytes(entries))

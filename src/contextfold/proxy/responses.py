@@ -11,9 +11,9 @@ arrives, is recorded with its usage (E1) after the client has it.
 
 `previous_response_id`: the client sends only the new items after a response it names. The
 proxy resolves the id to the whole input and output of that response (`ResponseLog`: in
-memory, else from the store: the session whose metadata names the id, its branch up to the
-reply), forwards the whole conversation statelessly (so it can be fitted) and drops the id,
-which the upstream need not hold.
+memory, else from the store: one look-up of the id under its owner, migration 0008, then the
+session's branch up to the reply), forwards the whole conversation statelessly (so it can be
+fitted) and drops the id, which the upstream need not hold.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ from .exchange import Adapter, Reader, Refused
 from .wire import sse_events
 
 Item = dict[str, Any]
-STORED_IDS = 32  # response ids kept per session in the store's metadata
 
 
 class WireError(ContextfoldError, ValueError):
@@ -137,9 +136,9 @@ def encode(body: dict[str, Any]) -> tuple[bytes, list[str]]:
 class ResponseLog:
     """What each response id stands for: the session, and the whole item list (input and
     output) a request naming it as `previous_response_id` continues. Held in the process's
-    bounded cache (`held`, SPEC Y14: least recently used out); the store keeps each
-    session's latest ids with the reply's node, so after a restart or an eviction the items
-    are rendered from the stored branch.
+    bounded cache (`held`, SPEC Y14: least recently used out); the store keeps every id
+    with its owner and reply node (`response_ids`, migration 0008), so after a restart, an
+    eviction or on another process the items are rendered from the stored branch.
 
     SPEC Y12: an id is honoured only for the owner that created it (`identity.owner_of`:
     the tenant and the client key's fingerprint), in memory and in the store alike; anyone
@@ -159,33 +158,26 @@ class ResponseLog:
         held = self.held.get(("response", owner, response_id))
         if held is not None:
             return held[1]
-        for info in await store.list_sessions(check_damage=False):
-            ids = ((info.metadata or {}).get("proxy_responses") or {})
-            entry = ids.get(response_id) if isinstance(ids, dict) else None
-            # An entry without its owner (written before Y12) proves no scope: not honoured.
-            if not isinstance(entry, dict) or entry.get("owner") != owner or \
-                    not isinstance(entry.get("node"), str):
-                continue
-            node_id = entry["node"]
-            branch = await store.load_full_branch(info.id)
-            nodes = getattr(branch, "nodes", None) or getattr(branch, "readable", ())
-            out: list[Item] = []
-            for node in nodes:
-                if node.message is not None and node.message.role != "system":
-                    out.extend(wire.render_message(node.message))
-                if node.id == node_id:
-                    return out
-        return None
+        # One primary-key look-up under the owner (migration 0008): another owner's id is
+        # not found there, as an id never seen.
+        found = await store.find_response(owner, response_id)
+        if found is None:
+            return None
+        session_id, node_id = found
+        branch = await store.load_full_branch(session_id)
+        nodes = getattr(branch, "nodes", None) or getattr(branch, "readable", ())
+        out: list[Item] = []
+        for node in nodes:
+            if node.message is not None and node.message.role != "system":
+                out.extend(wire.render_message(node.message))
+            if node.id == node_id:
+                return out
+        return None  # the session has left that reply's branch since
 
 
 async def _record_id(proxy: Any, synced: Synced, owner: str, response_id: str,
                      node_id: str) -> None:
-    info = await proxy.store.get_session(synced.session_id)
-    ids = dict((info.metadata or {}).get("proxy_responses") or {})
-    ids[response_id] = {"node": node_id, "owner": owner}
-    while len(ids) > STORED_IDS:
-        ids.pop(next(iter(ids)))
-    await proxy.store.update_session_metadata(synced.session_id, {"proxy_responses": ids})
+    await proxy.store.record_response(synced.session_id, owner, response_id, node_id)
 
 
 # --------------------------------------------------------------------------- the adapter

@@ -22,13 +22,18 @@ def encode(body: dict[str, Any], known: Sequence[bytes | None] | None = None
 
     `known`: for each message, the bytes already made of it (the client's own wire messages
     the parse encoded, `wire.build`) or None, so a kept message is not serialised again."""
-    wire = body.get("messages") or []
+    # The list is the body's `messages` (chat, Messages) or the Responses API's `input`
+    # items: a body never gets a field its protocol does not have.
+    key = "input" if "messages" not in body and isinstance(body.get("input"), list) \
+        else "messages"
+    wire = body.get(key) or []
     messages = [dumps(m) for m in wire] if known is None else \
         [b if b is not None else dumps(m) for m, b in zip(wire, known, strict=True)]
-    rest = dumps({k: v for k, v in body.items() if k != "messages"})
-    data = rest[:-1] + (b"," if len(rest) > 2 else b"") + b'"messages":[' + \
+    rest = dumps({k: v for k, v in body.items() if k != key})
+    data = rest[:-1] + (b"," if len(rest) > 2 else b"") + f'"{key}":['.encode() + \
         b",".join(messages) + b"]}"
-    head = dumps([body.get("system"), body.get("tools")])
+    head = dumps([body.get("system" if key == "messages" else "instructions"),
+                  body.get("tools")])
     return data, [head, *messages]
 
 

@@ -143,6 +143,13 @@ def wait_bound(summarize: Any) -> float | None:
     return None if timeout is None else float(timeout) + LEASE_TTL
 
 
+# How long a long-running process trusts a branch it holds before it reads it again from
+# the store, where every row read is checked against its hash (SPEC D1, D2): a row edited in
+# place by hand is noticed within this time, at one O(tail) read per active session per
+# period, not per request (issue 38).
+RECHECK_SECONDS = 30.0
+
+
 def healthy(branch: Branch | DamagedBranch, session_id: str) -> Branch:
     """`branch`, or `ReadOnlySessionError` naming its damage (SPEC D2)."""
     if isinstance(branch, DamagedBranch):

@@ -30,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict, deque
+import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -53,7 +54,7 @@ from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, take_up_provider_compaction
-from .fitting import SessionFit, fit_request, healthy, too_large
+from .fitting import RECHECK_SECONDS, SessionFit, fit_request, healthy, too_large
 from .held import Held, text_bytes
 from .sizing import Sizer
 from .summarizers import guarded
@@ -222,6 +223,8 @@ class _Session:
     write: asyncio.Task[None] | None = None
     auto: asyncio.Task[CompactionOutcome | None] | None = None
     provider_compacts: bool = False
+    # When the branch was last read from the store, its rows' hashes checked (SPEC D2).
+    checked_at: float = field(default_factory=time.monotonic)
 
     @property
     def busy(self) -> bool:
@@ -254,20 +257,19 @@ class Mirror:
         # 26). Only for a face that always calls `record_reply` or `no_reply` after `sync`.
         self.defer = defer
         self._summarize = guarded(summarizer, timeout=summarizer_timeout)
-        # In-process memos (the store stays the truth): each session's `_Session`, and
-        # recently stored chain ends -> session, so a steady conversation costs one
-        # lookup-and-append transaction per call.
+        # In-process memos, all in `held` (SPEC Y14: one cache bounded by bytes, least
+        # recently used out; the store stays the truth): each session's `_Session`
+        # ("mirror", session); recently stored chain ends -> session ("end", hash), so a
+        # steady conversation costs one lookup-and-append transaction per call;
         self.held = held if held is not None else Held()
-        self._ends: OrderedDict[str, str] = OrderedDict()
-        # The hashes of each conversation's last list: a resent list with a few messages
-        # added hashes those only (a 5,100-message list took 1.9 s to hash in full).
-        self._chains = ChainMemo()
-        # What each conversation last stored: (session, hashes, node ids), so a resent list
-        # is looked up in the store from its last known message only (`mirror_extend(known=)`).
-        # Keyed by chain scope and session: clients that share a scope (the same key and
-        # agent) would otherwise evict one another's lists, and each request would look
-        # its whole list up again (issue 26: 4 clients cost ~2x the CPU per request of 1).
-        self._stored: OrderedDict[tuple[str, str], _Stored] = OrderedDict()
+        # the hashes of each conversation's last list ("chain", ...): a resent list with a
+        # few messages added hashes those only (a 5,100-message list took 1.9 s in full);
+        self._chains = ChainMemo(self.held)
+        # and what each conversation last stored ("stored", chain scope, session): its
+        # hashes and node ids, so a resent list is looked up in the store from its last
+        # known message only (`mirror_extend(known=)`). Keyed by chain scope and session:
+        # clients that share a scope (the same key and agent) would otherwise evict one
+        # another's lists (issue 26: 4 clients cost ~2x the CPU per request of 1).
         # What the latest background checks did (the latest 100: a bounded record).
         self.auto_outcomes: deque[CompactionOutcome] = deque(maxlen=100)
         self._auto_recall = AutoRecall(store)
@@ -310,6 +312,7 @@ class Mirror:
         await self._reply_recorded(session_id)
         async with self._lock(session_id):
             await self._settle_auto(session_id)
+            await self._recheck(session_id)
             sizer = self._sizer(session_id, capacity, system, tools)
             # A new user message is the draft of SPEC P1: compaction runs before it is stored,
             # so it is never summarised and always goes out as sent (Y2).
@@ -318,7 +321,8 @@ class Mirror:
             fits = msgs[-1].role == "user" and self._fits_after_cached(
                 session_id, sizer, hashes, msgs)
             hold = msgs[-1].role == "user" and not fits
-            known = _known(self._stored.get((chain_scope, session_id)), session_id, hashes)
+            known = _known(self.held.get(("stored", chain_scope, session_id)), session_id,
+                           hashes)
             cached = self._state(session_id).branch
             if fits and self.defer and cached is not None and \
                     len(known) == len(msgs) - 1 and cached.leaf_id == known[-1] and \
@@ -575,16 +579,10 @@ class Mirror:
         return estimate.tokens <= sizer.budget.safe_input_limit
 
     def _remember_stored(self, key: tuple[str, str], stored: _Stored) -> None:
-        self._stored[key] = stored
-        self._stored.move_to_end(key)
-        while len(self._stored) > 64:  # the lists of the most recently active conversations
-            self._stored.popitem(last=False)
+        self.held.put(("stored", *key), stored, 130 * len(stored[1]) + 90 * len(stored[2]))
 
     def _remember(self, chain_end: str, session_id: str) -> None:
-        self._ends[chain_end] = session_id
-        self._ends.move_to_end(chain_end)
-        while len(self._ends) > 10_000:
-            self._ends.popitem(last=False)
+        self.held.put(("end", chain_end), session_id, len(chain_end) + len(session_id) + 98)
 
     async def _set_metadata(self, session_id: str, metadata: Mapping[str, Any]) -> None:
         wanted = dict(metadata)
@@ -619,7 +617,7 @@ class Mirror:
                               refuse: Callable[[], None] | None = None,
                               anchored: bool = False) -> tuple[str, bool]:
         for h in reversed(hashes):  # a chain end stored by this process: no lookup needed
-            sid = self._ends.get(h)
+            sid = self.held.get(("end", h))
             if sid is not None:
                 if metadata:
                     await self._set_metadata(sid, metadata)
@@ -651,7 +649,28 @@ class Mirror:
         return info.id, True
 
     async def _branch(self, session_id: str) -> Branch:
-        return healthy(await self.store.load_branch(session_id), session_id)
+        branch = healthy(await self.store.load_branch(session_id), session_id)
+        self._state(session_id).checked_at = time.monotonic()
+        return branch
+
+    recheck_seconds = RECHECK_SECONDS
+
+    async def _recheck(self, session_id: str) -> None:
+        """SPEC D2 in a long-running process: a branch held longer than `recheck_seconds`
+        is read again before it is used, and the store checks each row it reads against its
+        hash, so a row edited in place by hand (or by another program) makes the session
+        read-only here as in a fresh process: `ReadOnlySessionError` naming the session and
+        the node, before anything is written. One O(tail) read per active session per
+        period, none per request."""
+        state = self._state(session_id)
+        held = state.branch
+        if held is None or time.monotonic() - state.checked_at < self.recheck_seconds:
+            return
+        fresh = await self._branch(session_id)  # raises on damage; the held one stays
+        if fresh.leaf_id == held.leaf_id and state.leaf_hash is not None:
+            self._hold_branch(session_id, fresh, state.leaf_hash)
+        else:  # moved by another process meanwhile: read again where it is needed
+            self._drop_branch(session_id)
 
     async def _take_up(self, session_id: str, sizer: Sizer, branch: Branch) -> Branch:
         """SPEC Y7: a provider's own compaction on the branch becomes the checkpoint the

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -22,6 +23,7 @@ from ..core.messages import text_message
 from ..core.resolver import recorded_model
 from ..core.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
+from ..runtime.fitting import RECHECK_SECONDS
 from ..store.liveness import holder_is_dead
 from ..store.protocol import SessionStore
 from .config import ServiceConfig
@@ -73,6 +75,8 @@ class Live:
         # The compaction lease holder read with the session row by the latest refresh, for
         # the request that refreshed to use once instead of reading it again (issue 26).
         self.lease: str | object | None = UNREAD
+        # When the branch held here was last read from the store (its rows' hashes checked).
+        self.checked_at = time.monotonic()
 
     def take_lease(self) -> str | object | None:
         """The holder the latest refresh read (UNREAD if none since the last take)."""
@@ -191,10 +195,17 @@ class SessionManager:
             live.settings, live.opened = settings, opened
         branch = live.conv.branch
         if isinstance(branch, Branch) and (branch.leaf_id, branch.revision) == \
-                (info.leaf_id, info.branch_revision):
+                (info.leaf_id, info.branch_revision) and \
+                time.monotonic() - live.checked_at < self.recheck_seconds:
             return  # what this worker holds is what is stored
+        # Moved, or held a while: read again, each row checked against its hash, so a row
+        # edited in place makes the session read-only here as in a fresh process (SPEC D2;
+        # one O(tail) read per session per `recheck_seconds`, none per request).
         await live.conv.reload()
+        live.checked_at = time.monotonic()
         self._reopen(live)
+
+    recheck_seconds = RECHECK_SECONDS
 
     async def _open_conv(self, store: SessionStore, session_id: str, opened: Opened,
                          settings: Settings) -> Conversation:

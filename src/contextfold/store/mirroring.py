@@ -23,7 +23,7 @@ from .base import StoreBase
 from .engine import read_connection
 from .errors import InvalidOperationError
 from .inputs import as_message
-from .schema import mirror_index, sessions
+from .schema import mirror_index, response_ids, sessions
 from .values import MirrorHit, MirrorWrite
 
 _CHUNK = 400  # parameters per IN (...) query: far below SQLite's limit
@@ -144,6 +144,40 @@ class MirrorOps(StoreBase):
                     depth=meta["depth"], message_id=message_id))
 
         await self._write(op)
+
+    async def record_response(self, session_id: str, owner: str, response_id: str,
+                              node_id: str) -> None:
+        """Keep a Responses API response id answered for `owner` (SPEC Y12: the tenant and
+        the client key's fingerprint) with the reply node it continues from (idempotent:
+        an id kept once keeps its first node)."""
+
+        async def op(conn: AsyncConnection) -> None:
+            row = await self._session_row(conn, session_id)
+            if await queries.node_meta(conn, row["tree_id"], node_id) is None:
+                raise InvalidOperationError(f"node {node_id!r} is not in session "
+                                            f"{session_id!r}'s tree")
+            taken = (await conn.execute(select(response_ids.c.node_id).where(
+                response_ids.c.owner == owner, response_ids.c.response_id == response_id))
+            ).first()
+            if taken is None:
+                await conn.execute(insert(response_ids).values(
+                    owner=owner, response_id=response_id, tree_id=row["tree_id"],
+                    session_id=session_id, node_id=node_id, created_at=utc_now()))
+
+        await self._write(op)
+
+    async def find_response(self, owner: str, response_id: str) -> tuple[str, str] | None:
+        """(session id, reply node id) of a response id kept for `owner`: one primary-key
+        look-up (migration 0008). None for an id never kept, or kept for another owner or
+        in another tenant's session (SPEC Y12, W1: as if it did not exist)."""
+        async with read_connection(self.engine) as conn:
+            stmt = self._scoped(
+                select(response_ids.c.session_id, response_ids.c.node_id)
+                .join(sessions, sessions.c.id == response_ids.c.session_id)
+                .where(response_ids.c.owner == owner,
+                       response_ids.c.response_id == response_id))
+            found = (await conn.execute(stmt)).first()
+            return None if found is None else (found[0], found[1])
 
     async def mirror_extend(self, session_id: str, hashes: Sequence[str],
                             messages: Sequence[Message], *,

@@ -195,6 +195,13 @@ class SessionStore(SessionReader, CompactionStore, Protocol):
                                 message_id: str) -> None:
         """Index a node written outside `mirror_extend` (a checkpoint after `message_id`)."""
 
+    async def record_response(self, session_id: str, owner: str, response_id: str,
+                              node_id: str) -> None:
+        """Keep a Responses API response id answered for `owner` with its reply node."""
+
+    async def find_response(self, owner: str, response_id: str) -> tuple[str, str] | None:
+        """(session id, reply node id) of a response id kept for `owner` (SPEC Y12)."""
+
     async def mirror_extend(self, session_id: str, hashes: Sequence[str],
                             messages: Sequence[Message], *, hold_last: bool = False,
                             known: Sequence[str] = (),

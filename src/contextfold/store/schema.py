@@ -167,6 +167,22 @@ mirror_index = Table(
     Index("ix_mirror_index_hash_tree", "prefix_hash", "tree_id"),
 )
 
+# Migration 0008 (SPEC Y6, Y12): a Responses API response id the proxy answered, under the
+# owner it answered it for (tenant and client key fingerprint, never the key), and the stored
+# reply node a `previous_response_id` continues from: one primary-key look-up, scoped.
+# Append-only (triggers).
+response_ids = Table(
+    "response_ids",
+    metadata,
+    Column("owner", String, nullable=False),
+    Column("response_id", String, nullable=False),
+    Column("tree_id", String, nullable=False),
+    Column("session_id", String, nullable=False),
+    Column("node_id", String, nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+    PrimaryKeyConstraint("owner", "response_id", name="pk_response_ids"),
+)
+
 # Migration 0005 (SPEC W1, W2): tenants and their bearer tokens. Only the SHA-256 digest of a
 # token is stored: a copy of the database does not let anyone call the service.
 tenants = Table(

@@ -42,27 +42,29 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Row = dict[str, Any]
 
-# The schema the snapshot reads: migration 0007's objects, by name (a test checks them
+# The schema the snapshot reads: migration 0008's objects, by name (a test checks them
 # against a freshly migrated file, so a new migration must come here too).
-SCHEMA_REVISION = "0007"
+SCHEMA_REVISION = "0008"
 SCHEMA_NAMES = frozenset({
     *(("table", name) for name in (
         "alembic_version", "api_tokens", "compaction_leases", "leaf_moves", "mirror_index",
         "nodes", "recall_fts", "recall_fts_config", "recall_fts_data", "recall_fts_docsize",
-        "recall_fts_idx", "recall_nodes", "sessions", "tenants", "trees")),
+        "recall_fts_idx", "recall_nodes", "response_ids", "sessions", "tenants", "trees")),
     *(("index", name) for name in (
         "ix_api_tokens_tenant", "ix_mirror_index_hash_tree", "ix_nodes_id", "ix_sessions_tenant",
         "ix_sessions_tree_id", "sqlite_autoindex_alembic_version_1",
         "sqlite_autoindex_api_tokens_1", "sqlite_autoindex_api_tokens_2",
         "sqlite_autoindex_compaction_leases_1", "sqlite_autoindex_leaf_moves_1",
         "sqlite_autoindex_mirror_index_1", "sqlite_autoindex_nodes_1",
-        "sqlite_autoindex_recall_nodes_1", "sqlite_autoindex_sessions_1",
+        "sqlite_autoindex_recall_nodes_1", "sqlite_autoindex_response_ids_1",
+        "sqlite_autoindex_sessions_1",
         "sqlite_autoindex_tenants_1", "sqlite_autoindex_trees_1", "ux_recall_nodes_line")),
     *(("trigger", name) for name in (
         "leaf_moves_no_delete", "leaf_moves_no_replace", "leaf_moves_no_update",
         "mirror_index_no_delete", "mirror_index_no_replace", "mirror_index_no_update",
         "nodes_no_delete", "nodes_no_replace", "nodes_no_update", "recall_nodes_no_delete",
-        "recall_nodes_no_replace", "recall_nodes_no_update")),
+        "recall_nodes_no_replace", "recall_nodes_no_update", "response_ids_no_delete",
+        "response_ids_no_replace", "response_ids_no_update")),
 })
 
 _NODE_COLUMNS = ("tree_id, id, parent_id, kind, role, created_at, payload, content_hash, "

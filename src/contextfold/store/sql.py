@@ -201,6 +201,12 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                 # included (hash-only walk, once per leaf and store instance), so that every
                 # write agrees with `get_session(...).read_only` (SPEC D2).
                 self._remember_sound(row["tree_id"], row["leaf_id"])
+            elif isinstance(branch, DamagedBranch) and row["leaf_id"] is not None:
+                # A row changed since this instance found the branch sound (edited in place
+                # by hand): forget that, so its writes and `get_session(...).read_only` see
+                # the damage as a fresh process does (SPEC D2).
+                self._sound.pop((row["tree_id"], row["leaf_id"]), None)
+                self._memo.rows.pop(session_id)
             return branch
 
     async def load_full_branch(self, session_id: str) -> Branch | DamagedBranch:

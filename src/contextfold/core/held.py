@@ -1,0 +1,117 @@
+"""What a long-running process holds per conversation, bounded by bytes (SPEC Y14).
+
+A proxy or a mirror serves conversations for months; each one it has seen leaves memos
+behind (the branch it last synced, its sizer, its chain hashes and parsed body, the proxy's
+figures, the items a response id stands for). `Held` is the one place they live: a map
+bounded by the approximate bytes of its values, least recently used out. An evicted value
+is only a memo: the store stays the truth, and the conversation's next request reads it
+again.
+
+A value still in use (its session's lock held, a reply or a compaction pending) says so
+(a true `busy` attribute) and is passed over by eviction until it is done, so two
+requests of one session never get two different locks. Sizes are estimates
+(`text_bytes`): what matters is that they grow with what a value really holds, so the
+bound holds within a small factor.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Iterator
+from typing import Any
+
+DEFAULT_BYTES = 256 << 20  # a process's per-conversation memos (`--memory-cache`)
+_OVERHEAD = 240  # bytes of an entry's own bookkeeping (key tuple, node, object headers)
+
+
+class Held:
+    """A map of per-conversation values bounded by `max_bytes` (their estimated sizes),
+    least recently used out. A value whose `busy` attribute is true is not evicted now; a
+    value with an `evicted()` method is told when it is (to save what it would lose)."""
+
+    def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be 0 or more, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self.bytes = 0
+        self.evicted = 0  # values evicted so far
+
+    def get(self, key: Hashable) -> Any:
+        """The value under `key` (None when absent), now the most recently used."""
+        held = self._items.get(key)
+        if held is None:
+            return None
+        self._items.move_to_end(key)
+        return held[0]
+
+    def put(self, key: Hashable, value: Any, size: int) -> None:
+        """Hold `value` under `key` at an estimated `size` bytes; evict to the bound."""
+        old = self._items.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        size = max(0, int(size)) + _OVERHEAD
+        self._items[key] = (value, size)
+        self.bytes += size
+        self._evict()
+
+    def resize(self, key: Hashable, size: int) -> None:
+        """The value under `key` grew or shrank in place: its new estimated size."""
+        held = self._items.get(key)
+        if held is not None:
+            self.put(key, held[0], size)
+
+    def pop(self, key: Hashable) -> Any:
+        """Remove `key`'s value and return it (None when absent); not an eviction."""
+        held = self._items.pop(key, None)
+        if held is None:
+            return None
+        self.bytes -= held[1]
+        return held[0]
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Hashable]:
+        """The keys held now (a snapshot: the map may change while they are read)."""
+        return iter(list(self._items))
+
+    def _evict(self) -> None:
+        if self.bytes <= self.max_bytes:
+            return
+        for key in list(self._items):  # oldest first
+            if self.bytes <= self.max_bytes:
+                return
+            value, size = self._items[key]
+            if getattr(value, "busy", False):
+                continue
+            del self._items[key]
+            self.bytes -= size
+            self.evicted += 1
+            told = getattr(value, "evicted", None)
+            if callable(told):
+                told()
+
+
+def text_bytes(value: Any, limit: int = 4) -> int:
+    """A cheap estimate of the bytes `value` holds: its strings and byte strings counted,
+    containers and model objects walked `limit` levels deep (a count, not a measure: it
+    grows with the text a message, a branch or a body really holds)."""
+    if isinstance(value, str | bytes | bytearray):
+        return 49 + len(value)
+    if limit <= 0 or value is None or isinstance(value, int | float | bool):
+        return 16
+    if isinstance(value, dict):
+        return 64 + sum(text_bytes(k, 1) + text_bytes(v, limit - 1) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return 56 + sum(text_bytes(v, limit - 1) for v in value)
+    fields = getattr(value, "__dict__", None)
+    if isinstance(fields, dict):
+        return 64 + sum(text_bytes(v, limit - 1) for v in fields.values())
+    return 16
+
+
+__all__ = ["DEFAULT_BYTES", "Held", "text_bytes"]
