@@ -24,7 +24,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .masking import MASKING_SUMMARIZER, MaskedNode
@@ -209,8 +209,16 @@ class _FullHistory:
         self._blocks: dict[str, list[Block]] = {}
         self._costs: list[Cost] = []
 
+    def fork(self) -> _FullHistory:
+        """The same cache state, to go on another way (the caches are immutable values)."""
+        other = _FullHistory()
+        other._caches = dict(self._caches)
+        other._blocks = {k: list(v) for k, v in self._blocks.items()}
+        other._costs = list(self._costs)
+        return other
+
     def add(self, price: ModelPrice | None, name: str, usage: Usage, folded: int,
-            now: float) -> None:
+            now: float) -> Cost:
         prompt = usage.prompt + folded
         rules = price.rules if price is not None else cache_rules(None, name)
         cache = self._caches.get(name) or PromptCache(rules)
@@ -224,10 +232,121 @@ class _FullHistory:
             blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
         charged, self._caches[name] = cache.charge(blocks, usage.output, now)
         self._blocks[name] = blocks
-        self._costs.append(request_cost(price.prices if price else None, charged, rules))
+        cost = request_cost(price.prices if price else None, charged, rules)
+        self._costs.append(cost)
+        return cost
 
     def cost(self) -> Cost:
         return total(self._costs)
+
+
+# ------------------------------------------------------------------ each checkpoint's saving
+
+
+@dataclass(frozen=True)
+class PricedRequest:
+    """One request as a saving reads it: its model's price (None: unpriced), the model's
+    name, its usage (the prompt's size and the reply's) and when it was sent (seconds)."""
+
+    price: ModelPrice | None
+    name: str
+    usage: Usage
+    at: float
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One checkpoint as a saving reads it: the request it took effect before (its index in
+    the requests), the tokens it took out of every later request, and its summarising
+    requests' cost."""
+
+    before_request: int
+    tokens: int
+    summary: Cost = field(default_factory=Cost)
+
+
+@dataclass(frozen=True)
+class Saving:
+    """What one compaction saved over the requests after it, up to the next checkpoint or
+    now (`requests` of them): `usd` by the one definition of `SessionCost.saved_usd`
+    restricted to those requests (None: a model without a price, or no request yet), and
+    the input `tokens` those requests did not carry. A loss is negative, never 0."""
+
+    usd: float | None
+    tokens: int
+    requests: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usd": _round(self.usd), "tokens": self.tokens, "requests": self.requests}
+
+
+def realised_savings(requests: Sequence[PricedRequest], folds: Sequence[Fold]
+                     ) -> list[Saving]:
+    """Each fold's realised saving (SPEC Q2, Q4): the requests after it up to the next fold
+    (or the last request) as if this checkpoint had not taken its tokens out (carrying
+    the context it folded), minus the same requests as sent and its summarising calls,
+    both through the one modelled prompt cache of `session_cost` starting from the same
+    state. The same definition as `SessionCost.saved_usd`, over one checkpoint's requests
+    and its own fold; the first request after it pays its cache rewrite. O(requests)."""
+    order = sorted(range(len(folds)), key=lambda i: folds[i].before_request)
+    starts = {folds[i].before_request for i in order}
+    sent = _FullHistory()
+    states: dict[int, _FullHistory] = {}
+    costs: list[Cost] = []
+    for index, r in enumerate(requests):
+        if index in starts:
+            states[index] = sent.fork()
+        costs.append(sent.add(r.price, r.name, r.usage, 0, r.at))
+    out: list[Saving | None] = [None] * len(folds)
+    for rank, i in enumerate(order):
+        fold = folds[i]
+        start = fold.before_request
+        end = folds[order[rank + 1]].before_request if rank + 1 < len(order) \
+            else len(requests)
+        end = max(start, min(end, len(requests)))
+        span = requests[start:end]
+        if not span:
+            out[i] = Saving(None, 0, 0)
+            continue
+        carried = states.get(start, _FullHistory())
+        kept = total(carried.add(r.price, r.name, r.usage, fold.tokens, r.at) for r in span)
+        as_sent = total(costs[start:end])
+        usd = None if kept.usd is None or as_sent.usd is None or fold.summary.usd is None \
+            else kept.usd - as_sent.usd - fold.summary.usd
+        out[i] = Saving(usd, fold.tokens * len(span), len(span))
+    return [s if s is not None else Saving(None, 0, 0) for s in out]
+
+
+def checkpoint_savings(nodes: Iterable[Node], book: PriceBook, *, model: str | None = None
+                       ) -> dict[str, Saving]:
+    """`realised_savings` of each checkpoint on one branch, root first (by checkpoint id),
+    from the replies' reported usage as `session_cost` reads it (`model`: the session's
+    model, for replies whose usage names none). A masking step (SPEC V2) folds nothing
+    into a summary but takes tokens out all the same: it is a checkpoint like the others."""
+    prices = _Prices(book)
+    requests: list[PricedRequest] = []
+    folds: list[Fold] = []
+    ids: list[str] = []
+    for node in nodes:
+        payload = node.payload
+        if isinstance(payload, Checkpoint):
+            after = payload.tokens_after_estimate
+            used = payload.details.get("summarizer_usage")
+            summary = Cost()
+            if isinstance(used, dict):
+                usage = Usage.model_validate(used)
+                summary = prices.cost(summarizer_model(payload, usage), usage)
+            folds.append(Fold(len(requests), 0 if after is None else
+                              max(0, payload.tokens_before - after), summary))
+            ids.append(node.id)
+            continue
+        if not isinstance(payload, Message) or payload.role != "assistant" or \
+                payload.usage is None:
+            continue
+        name = payload.usage.model or payload.model or model
+        requests.append(PricedRequest(prices(name), name or "", payload.usage,
+                                      node.created_at.timestamp()))
+    return dict(zip(ids, realised_savings(requests, folds), strict=True))
 
 
 # ------------------------------------------------------------------ requests not yet billed
