@@ -242,6 +242,11 @@ def render_compaction(payload: dict[str, Any]) -> None:
             f"{count(payload['summarized_messages'], 'message')}; {payload['kept_messages']} "
             f"kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']})")
+        from ..core.explain import CompactionExplanation
+
+        explained = CompactionExplanation.from_json(payload.get("explanation") or {})
+        if explained is not None:  # issue 40: the trigger and the saving it is expected to make
+            say(("why", "bold"), ": ", explained.line())
         if payload.get("why_none_kept"):
             say(("nothing stayed raw", "yellow"), ": ", payload["why_none_kept"])
         if payload.get("note"):

@@ -23,7 +23,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +54,8 @@ class SessionCost:
     compactions: int
     # The requests as sent, through the same modelled cache as `full_history` (for `saved`).
     as_sent: Cost
+    # Each checkpoint's realised saving (`realised_savings`), by checkpoint node id.
+    savings: Mapping[str, Saving] = field(default_factory=dict)
 
     @property
     def usd(self) -> float | None:
@@ -92,6 +94,8 @@ class SessionCost:
             "requests": self.requests.to_json(),
             "summarizer": self.summarizer.to_json(),
             "full_history": self.full_history.to_json(),
+            # Issue 40: each checkpoint's realised saving (its explanation's last figure).
+            "checkpoints": {cid: s.to_json() for cid, s in self.savings.items()},
         }
 
 
@@ -173,18 +177,26 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
     full = _FullHistory()
     sent = _FullHistory()  # the same model over the prompts as sent: `saved` compares these
     compactions = 0
+    priced: list[PricedRequest] = []  # for each checkpoint's realised saving
+    folds: list[Fold] = []
+    ids: list[str] = []
     for node in nodes:
         payload = node.payload
         if isinstance(payload, Checkpoint):
             if payload.summarizer != MASKING_SUMMARIZER:
                 compactions += 1
             after = payload.tokens_after_estimate
-            if after is not None:
-                folded += max(0, payload.tokens_before - after)
+            took = 0 if after is None else max(0, payload.tokens_before - after)
+            folded += took
             used = payload.details.get("summarizer_usage")
+            summary = Cost()
             if isinstance(used, dict):
                 usage = Usage.model_validate(used)
-                summarising.append(prices.cost(summarizer_model(payload, usage), usage))
+                summary = prices.cost(summarizer_model(payload, usage), usage)
+                summarising.append(summary)
+            # A masking step (SPEC V2) summarises nothing but takes tokens out all the same.
+            folds.append(Fold(len(priced), took, summary))
+            ids.append(node.id)
             continue
         if not isinstance(payload, Message) or payload.role != "assistant" or \
                 payload.usage is None:
@@ -194,11 +206,14 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
         if name:
             models.add(name)
         requests.append(prices.cost(name, usage))
+        priced.append(PricedRequest(prices(name), name or "", usage,
+                                    node.created_at.timestamp()))
         full.add(prices(name), name or "", usage, folded, node.created_at.timestamp())
         sent.add(prices(name), name or "", usage, 0, node.created_at.timestamp())
     return SessionCost(model=models.pop() if len(models) == 1 else None,
                        requests=total(requests), summarizer=total(summarising),
-                       full_history=full.cost(), compactions=compactions, as_sent=sent.cost())
+                       full_history=full.cost(), compactions=compactions, as_sent=sent.cost(),
+                       savings=dict(zip(ids, realised_savings(priced, folds), strict=True)))
 
 
 class _FullHistory:
@@ -280,6 +295,55 @@ class Saving:
         return {"usd": _round(self.usd), "tokens": self.tokens, "requests": self.requests}
 
 
+class SavingMeter:
+    """Realised savings (`realised_savings`) one request at a time, for a face that sees a
+    session live (the proxy's stats): `fold` when a checkpoint takes effect, `request` for
+    each request sent after it. It holds the modelled cache as sent and, for the latest
+    fold only, the cache as if that fold had not happened: a fold's saving is final when
+    the next one starts."""
+
+    def __init__(self) -> None:
+        self._sent = _FullHistory()
+        self._closed: list[Saving] = []
+        self._open: tuple[Fold, _FullHistory] | None = None
+        self._kept = self._as_sent = Cost()
+        self._count = 0
+
+    def fold(self, fold: Fold) -> None:
+        """A checkpoint takes effect before the next request."""
+        self._close()
+        self._open = (fold, self._sent.fork())
+        self._kept, self._as_sent, self._count = Cost(), Cost(), 0
+
+    def request(self, r: PricedRequest) -> None:
+        """One request sent (its reported or modelled usage)."""
+        cost = self._sent.add(r.price, r.name, r.usage, 0, r.at)
+        if self._open is not None:
+            fold, carried = self._open
+            self._kept = self._kept + carried.add(r.price, r.name, r.usage, fold.tokens, r.at)
+            self._as_sent = self._as_sent + cost
+            self._count += 1
+
+    def savings(self) -> list[Saving]:
+        """Each fold's saving so far, in the order they were folded."""
+        return self._closed + ([self._current()] if self._open is not None else [])
+
+    def _current(self) -> Saving:
+        assert self._open is not None
+        fold = self._open[0]
+        if not self._count:
+            return Saving(None, 0, 0)
+        kept, sent, summary = self._kept.usd, self._as_sent.usd, fold.summary.usd
+        usd = None if kept is None or sent is None or summary is None else \
+            kept - sent - summary
+        return Saving(usd, fold.tokens * self._count, self._count)
+
+    def _close(self) -> None:
+        if self._open is not None:
+            self._closed.append(self._current())
+        self._open = None
+
+
 def realised_savings(requests: Sequence[PricedRequest], folds: Sequence[Fold]
                      ) -> list[Saving]:
     """Each fold's realised saving (SPEC Q2, Q4): the requests after it up to the next fold
@@ -287,66 +351,24 @@ def realised_savings(requests: Sequence[PricedRequest], folds: Sequence[Fold]
     the context it folded), minus the same requests as sent and its summarising calls,
     both through the one modelled prompt cache of `session_cost` starting from the same
     state. The same definition as `SessionCost.saved_usd`, over one checkpoint's requests
-    and its own fold; the first request after it pays its cache rewrite. O(requests)."""
+    and its own fold; the first request after it pays its cache rewrite. A fold no request
+    followed saved nothing yet (`usd` None, 0 requests). O(requests + folds)."""
     order = sorted(range(len(folds)), key=lambda i: folds[i].before_request)
-    starts = {folds[i].before_request for i in order}
-    sent = _FullHistory()
-    states: dict[int, _FullHistory] = {}
-    costs: list[Cost] = []
+    meter = SavingMeter()
+    pending = iter(order)
+    nxt = next(pending, None)
     for index, r in enumerate(requests):
-        if index in starts:
-            states[index] = sent.fork()
-        costs.append(sent.add(r.price, r.name, r.usage, 0, r.at))
-    out: list[Saving | None] = [None] * len(folds)
-    for rank, i in enumerate(order):
-        fold = folds[i]
-        start = fold.before_request
-        end = folds[order[rank + 1]].before_request if rank + 1 < len(order) \
-            else len(requests)
-        end = max(start, min(end, len(requests)))
-        span = requests[start:end]
-        if not span:
-            out[i] = Saving(None, 0, 0)
-            continue
-        carried = states.get(start, _FullHistory())
-        kept = total(carried.add(r.price, r.name, r.usage, fold.tokens, r.at) for r in span)
-        as_sent = total(costs[start:end])
-        usd = None if kept.usd is None or as_sent.usd is None or fold.summary.usd is None \
-            else kept.usd - as_sent.usd - fold.summary.usd
-        out[i] = Saving(usd, fold.tokens * len(span), len(span))
-    return [s if s is not None else Saving(None, 0, 0) for s in out]
-
-
-def checkpoint_savings(nodes: Iterable[Node], book: PriceBook, *, model: str | None = None
-                       ) -> dict[str, Saving]:
-    """`realised_savings` of each checkpoint on one branch, root first (by checkpoint id),
-    from the replies' reported usage as `session_cost` reads it (`model`: the session's
-    model, for replies whose usage names none). A masking step (SPEC V2) folds nothing
-    into a summary but takes tokens out all the same: it is a checkpoint like the others."""
-    prices = _Prices(book)
-    requests: list[PricedRequest] = []
-    folds: list[Fold] = []
-    ids: list[str] = []
-    for node in nodes:
-        payload = node.payload
-        if isinstance(payload, Checkpoint):
-            after = payload.tokens_after_estimate
-            used = payload.details.get("summarizer_usage")
-            summary = Cost()
-            if isinstance(used, dict):
-                usage = Usage.model_validate(used)
-                summary = prices.cost(summarizer_model(payload, usage), usage)
-            folds.append(Fold(len(requests), 0 if after is None else
-                              max(0, payload.tokens_before - after), summary))
-            ids.append(node.id)
-            continue
-        if not isinstance(payload, Message) or payload.role != "assistant" or \
-                payload.usage is None:
-            continue
-        name = payload.usage.model or payload.model or model
-        requests.append(PricedRequest(prices(name), name or "", payload.usage,
-                                      node.created_at.timestamp()))
-    return dict(zip(ids, realised_savings(requests, folds), strict=True))
+        while nxt is not None and folds[nxt].before_request <= index:
+            meter.fold(folds[nxt])
+            nxt = next(pending, None)
+        meter.request(r)
+    while nxt is not None:
+        meter.fold(folds[nxt])
+        nxt = next(pending, None)
+    out: list[Saving] = [Saving(None, 0, 0)] * len(folds)
+    for i, saving in zip(order, meter.savings(), strict=True):
+        out[i] = saving
+    return out
 
 
 # ------------------------------------------------------------------ requests not yet billed

@@ -105,8 +105,8 @@ class CompactionExplanation:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CompactionExplanation | None:
-        """The explanation a checkpoint stored (`stored`); None for anything else (an older
-        checkpoint has none)."""
+        """The explanation `to_json` wrote (or a checkpoint stored, `stored`: no realised
+        saving); None for anything else (an older checkpoint has none)."""
         trigger = data.get("trigger")
         before, after = data.get("tokens_before"), data.get("tokens_after")
         if trigger not in TRIGGERS or not isinstance(before, int) or \
@@ -122,8 +122,14 @@ class CompactionExplanation:
             value = data.get(key)
             return value if isinstance(value, int) else None
 
+        realised = data.get("realised")
+        saving = None
+        if isinstance(realised, Mapping) and isinstance(realised.get("requests"), int):
+            usd = realised.get("usd")
+            saving = Saving(float(usd) if isinstance(usd, (int, float)) else None,
+                            int(realised.get("tokens") or 0), realised["requests"])
         return cls(trigger, before, after, unit, number("expected_saving"), number("carry"),
-                   number("compact"), count("horizon"), count("break_even"))
+                   number("compact"), count("horizon"), count("break_even"), saving)
 
     def line(self) -> str:
         """One line for people: `cost: 43,746 → 22,412 tokens, expected +$0.21 over 61
