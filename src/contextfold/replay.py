@@ -34,7 +34,7 @@ from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accu
 from .core.explain import CompactionExplanation
 from .core.export import to_anthropic, to_openai
 from .core.fit import OverheadTooLargeError, budget_after_overhead
-from .core.messages import Message, Node, Usage
+from .core.messages import Message, Node
 from .core.plan import NoOp, Trigger
 from .core.prices import Block
 from .core.projection import Projection, project
@@ -398,8 +398,7 @@ def realised(compactions: Sequence[CompactionRecord],
     over the modelled requests after it: each request's prompt as sent, at `model`'s prices
     (the offline summaries cost nothing)."""
     price = user_prices().lookup(model)
-    requests = [PricedRequest(price, model, Usage(input=sum(b.tokens for b in blocks),
-                                                  output=output), at)
+    requests = [PricedRequest(price, model, sum(b.tokens for b in blocks), output, at)
                 for blocks, output, at in billed]
     folds = [Fold(c.before_request, max(0, c.tokens_before - c.tokens_after))
              for c in compactions]

@@ -206,10 +206,12 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
         if name:
             models.add(name)
         requests.append(prices.cost(name, usage))
-        priced.append(PricedRequest(prices(name), name or "", usage,
+        priced.append(PricedRequest(prices(name), name or "", usage.prompt, usage.output,
                                     node.created_at.timestamp()))
-        full.add(prices(name), name or "", usage, folded, node.created_at.timestamp())
-        sent.add(prices(name), name or "", usage, 0, node.created_at.timestamp())
+        full.add(prices(name), name or "", usage.prompt, usage.output, folded,
+                 node.created_at.timestamp())
+        sent.add(prices(name), name or "", usage.prompt, usage.output, 0,
+                 node.created_at.timestamp())
     return SessionCost(model=models.pop() if len(models) == 1 else None,
                        requests=total(requests), summarizer=total(summarising),
                        full_history=full.cost(), compactions=compactions, as_sent=sent.cost(),
@@ -232,9 +234,9 @@ class _FullHistory:
         other._costs = list(self._costs)
         return other
 
-    def add(self, price: ModelPrice | None, name: str, usage: Usage, folded: int,
+    def add(self, price: ModelPrice | None, name: str, prompt: int, output: int, folded: int,
             now: float) -> Cost:
-        prompt = usage.prompt + folded
+        prompt += folded
         rules = price.rules if price is not None else cache_rules(None, name)
         cache = self._caches.get(name) or PromptCache(rules)
         blocks = [Block(b.key, b.tokens) for b in self._blocks.get(name, [])]
@@ -245,7 +247,7 @@ class _FullHistory:
             blocks.append(Block(f"{name}#{len(self._costs)}", prompt - grown))
         if blocks:
             blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
-        charged, self._caches[name] = cache.charge(blocks, usage.output, now)
+        charged, self._caches[name] = cache.charge(blocks, output, now)
         self._blocks[name] = blocks
         cost = request_cost(price.prices if price else None, charged, rules)
         self._costs.append(cost)
@@ -261,11 +263,13 @@ class _FullHistory:
 @dataclass(frozen=True)
 class PricedRequest:
     """One request as a saving reads it: its model's price (None: unpriced), the model's
-    name, its usage (the prompt's size and the reply's) and when it was sent (seconds)."""
+    name, its prompt's and its reply's tokens (reported, or modelled for a replay) and when
+    it was sent (seconds)."""
 
     price: ModelPrice | None
     name: str
-    usage: Usage
+    prompt: int
+    output: int
     at: float
 
 
@@ -317,10 +321,11 @@ class SavingMeter:
 
     def request(self, r: PricedRequest) -> None:
         """One request sent (its reported or modelled usage)."""
-        cost = self._sent.add(r.price, r.name, r.usage, 0, r.at)
+        cost = self._sent.add(r.price, r.name, r.prompt, r.output, 0, r.at)
         if self._open is not None:
             fold, carried = self._open
-            self._kept = self._kept + carried.add(r.price, r.name, r.usage, fold.tokens, r.at)
+            self._kept = self._kept + carried.add(r.price, r.name, r.prompt, r.output,
+                                                  fold.tokens, r.at)
             self._as_sent = self._as_sent + cost
             self._count += 1
 

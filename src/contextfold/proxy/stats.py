@@ -89,7 +89,8 @@ class SessionStats:
             self.cost = self.cost + usage_cost(reply.usage, reply.model)
             name = reply.usage.model or reply.model or ""
             self._meter.request(PricedRequest(user_prices().lookup(name) if name else None,
-                                              name, reply.usage, time.time()))
+                                              name, reply.usage.prompt, reply.usage.output,
+                                              time.time()))
             self.changes += 1
 
     def _took_effect(self, checkpoint: Node | None) -> None:
