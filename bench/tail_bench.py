@@ -15,9 +15,13 @@ Per session and tail:
   (`tests/fixtures/user_words/natural_rules.json`), all appended to the session's first
   typed user message: after each compaction that has folded that message, the share of
   the rules' probes in the next request (checkpoint, recall block and raw tail);
-* **last exchange kept** - before each user turn after the first compaction, whether the
-  previous user message's text and the model's last reply (their first 200 characters)
-  are in the next request, raw or in the checkpoint: what a smaller tail could lose first.
+* **last exchange kept** - in the first request after each compaction (where the raw
+  tail is at its smallest), whether the previous turn's user message and the model's last
+  reply in it (their first 200 characters) are in the request, raw or in the checkpoint:
+  what a smaller tail could lose first;
+* **recent tool output kept** - in the same requests, the share of the previous turn's
+  last `RECENT_RESULTS` tool results (their first 200 characters): the working material
+  a smaller raw tail gives up to the summary.
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ SESSIONS = {
     "cc-ae4a": "claude-code/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl",
 }
 SNIPPET = 200  # characters of a message searched for in the next request
+RECENT_RESULTS = 3  # tool results probed before each user turn
 
 
 def load(name: str) -> RecordedSession:
@@ -98,30 +103,49 @@ def continuity_row(session: RecordedSession, tail: int, rules: Sequence[dict[str
     messages[first] = (rule_id, with_rule(rule_message, "\n\n".join(r["text"] for r in rules)))
     rule_checks = rule_hits = 0
     exchange_checks = exchange_hits = 0
+    tool_checks = tool_hits = 0
     last_user = last_reply = ""
-    seen = 0  # compactions already probed for the rules
+    recent: list[str] = []  # the latest tool results' openings
+    # What the previous turn left, as it stood when the current turn began.
+    before_turn: tuple[str, str, list[str]] = ("", "", [])
+    seen = 0  # compactions already probed
     for node_id, message in messages:
         message = message.model_copy(update={"usage": None}) if message.usage else message
-        if typed(message) and managed.compactions:
+        if message.role == "assistant":
+            managed.before_request()  # the request that produces it, compacting if due
+        if message.role == "assistant" and len(managed.compactions) > seen:
+            # The first request after a compaction: what its raw tail gave up shows here.
+            seen = len(managed.compactions)
             projection, _ = managed.before_request()
             text = request_text(projection)
-            if len(managed.compactions) > seen and rule_id in managed.summarized_ids:
-                seen = len(managed.compactions)
+            if rule_id in managed.summarized_ids:
                 rule_checks += len(rules)
                 rule_hits += sum(r["probe"] in text for r in rules)
-            if last_user and last_reply:
+            user_text, reply_text, results = before_turn
+            if user_text and reply_text:
                 exchange_checks += 1
-                exchange_hits += last_user[:SNIPPET] in text and last_reply[:SNIPPET] in text
+                exchange_hits += user_text[:SNIPPET] in text and reply_text[:SNIPPET] in text
+            for opening in results:
+                tool_checks += 1
+                tool_hits += opening in text
+        if typed(message):
+            before_turn = (last_user, last_reply, list(recent))
         managed.step(node_id, message)
         if typed(message):
             last_user = message.text.strip()
         elif message.role == "assistant" and message.text.strip():
             last_reply = message.text.strip()
+        for result in message.tool_results:
+            if (result.output or "").strip():
+                recent = [*recent, result.output.strip()[:SNIPPET]][-RECENT_RESULTS:]
     return {"rule_checks": rule_checks,
             "rules_in_request": round(rule_hits / rule_checks, 4) if rule_checks else None,
             "exchange_checks": exchange_checks,
             "last_exchange_in_request": round(exchange_hits / exchange_checks, 4)
-            if exchange_checks else None}
+            if exchange_checks else None,
+            "tool_checks": tool_checks,
+            "recent_tool_output_in_request": round(tool_hits / tool_checks, 4)
+            if tool_checks else None}
 
 
 def main(argv: Sequence[str] = ()) -> dict[str, Any]:
@@ -141,7 +165,8 @@ def main(argv: Sequence[str] = ()) -> dict[str, Any]:
             print(f"{name:9} tail {tail // 1000:>2}k  ${row['usd']:.2f}  "
                   f"{row['compactions']:>2} compactions  realised min {row['realised_min_usd']}"
                   f"  rules {row['rules_in_request']}  last exchange "
-                  f"{row['last_exchange_in_request']}", flush=True)
+                  f"{row['last_exchange_in_request']}  tools "
+                  f"{row['recent_tool_output_in_request']}", flush=True)
     result = {"benchmark": "tail", "window": WINDOW, "tails": list(TAILS),
               "trigger": "cost", "summarizer": "offline", "rules": len(rules),
               "rows": rows, "seconds": round(time.perf_counter() - started, 1)}

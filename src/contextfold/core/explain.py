@@ -69,8 +69,10 @@ class CompactionExplanation:
         cost trigger's `forecast` of it (None: none made)."""
         if forecast is None:
             return cls(trigger, tokens_before, tokens_after)
-        return cls(trigger, tokens_before, tokens_after, forecast.unit, forecast.saving,
-                   forecast.carry, forecast.compact, forecast.horizon, forecast.break_even)
+        # Rounded as stored (to the millionth), so a stored explanation reads back equal.
+        return cls(trigger, tokens_before, tokens_after, forecast.unit,
+                   _round(forecast.saving), _round(forecast.carry), _round(forecast.compact),
+                   forecast.horizon, forecast.break_even)
 
     def with_realised(self, saving: Saving | None) -> CompactionExplanation:
         return replace(self, realised=saving)
@@ -136,20 +138,20 @@ class CompactionExplanation:
         requests (break-even at request 9), realised −$0.02 over 40 requests`."""
         text = f"{self.trigger}: {self.tokens_before:,} → {self.tokens_after:,} tokens"
         if self.expected_saving is not None:
-            text += f", expected {self._amount(self.expected_saving)}"
+            text += f", expected {self.amount(self.expected_saving)}"
             if self.horizon is not None:
                 text += f" over {self.horizon:,} requests"
             text += (f" (break-even at request {self.break_even:,})"
                      if self.break_even is not None else " (never breaks even)")
         realised = self.realised_saving
         if realised is not None and self.realised is not None:
-            text += f", realised {self._amount(realised)} over " \
+            text += f", realised {self.amount(realised)} over " \
                     f"{self.realised.requests:,} requests"
         elif self.realised is not None:
             text += ", realised: no request since"
         return text
 
-    def _amount(self, value: float) -> str:
+    def amount(self, value: float) -> str:
         """A signed saving: a loss shows with its minus sign, never as 0."""
         sign = "+" if value >= 0 else "−"
         if self.unit == "tokens":
