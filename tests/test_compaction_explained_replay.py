@@ -44,5 +44,5 @@ def test_q2_real_replays_every_compaction_explained_and_none_at_a_loss(name: str
         realised = e.realised_saving
         assert realised is None or realised >= 0, (c.before_request, e.line())
     gaps = [b.before_request - a.before_request
-            for a, b in zip(report.compactions, report.compactions[1:])]
+            for a, b in zip(report.compactions, report.compactions[1:], strict=False)]
     assert all(gap >= 10 for gap in gaps), gaps
