@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.cost_trigger import Forecast, compaction_forecast, session_rhythm
+from ..core.cost_trigger import compaction_forecast, session_rhythm
 from ..core.costs import names_a_model, summary_cost
 from ..core.estimator import MessageCosts, estimate_request
 from ..core.explain import (
@@ -386,10 +386,10 @@ def _explained(written: _Written, trigger: Trigger, branch: Branch, capacity: Mo
     """The checkpoint with its explanation (issue 40, `core.explain`) in its details: the
     trigger, the request before and after, and the cost trigger's forecast of this
     compaction at the session's rhythm (`core.cost_trigger.compaction_forecast`); and
-    whether committing it pays. Only a cost-triggered compaction can fail to (SPEC Q2: never
-    at a predicted loss; the hard bounds always commit): the decision forecast its size
-    before the summary was written, and the summarising call is spent by now, so what
-    decides is the written checkpoint's forecast without the call."""
+    whether to commit it. Only a cost-triggered compaction with a free summary can be held
+    back (SPEC Q2: never at a predicted loss; the hard bounds always commit): the decision
+    forecast its size before the summary was written, and the written one may forecast a
+    loss; a model's summary is committed, its call being spent."""
     plan = written.plan
     projection = project(branch)
     fixed = estimate_request(fixed_part(projection), capacity, system=system,
@@ -402,19 +402,18 @@ def _explained(written: _Written, trigger: Trigger, branch: Branch, capacity: Mo
                                                                     plan.budget))
     price = user_prices().lookup(capacity.model)
 
-    def forecast(summary_free: bool) -> Forecast:
-        return compaction_forecast(plan.tokens_before, written.tokens_after, plan.budget,
+    # The offline summary (and a masking step) asks no model: its call costs nothing.
+    free = not names_a_model(written.summary.summarizer)
+    expected = compaction_forecast(plan.tokens_before, written.tokens_after, plan.budget,
                                    fixed=fixed, folded=plan.newly_old_tokens,
                                    kept=plan.kept_tokens, growth=rhythm.per_request,
                                    price=price, summary_reads_cache=summary_reads_cache,
-                                   summary_free=summary_free)
-
-    # The offline summary (and a masking step) asks no model: its call costs nothing.
-    free = not names_a_model(written.summary.summarizer)
-    expected = forecast(free)
+                                   summary_free=free)
     explanation = CompactionExplanation.of(kind, plan.tokens_before, written.tokens_after,
                                            expected)
-    pays = kind != "cost" or (expected if free else forecast(True)).saving > 0
+    # A model's summary is paid for by now, and refusing it would ask for another on the
+    # next turn: only a free one (the offline summary, a masking step) is held back.
+    pays = kind != "cost" or not free or expected.saving > 0
     checkpoint = written.checkpoint.model_copy(update={"details": {
         **written.checkpoint.details, DETAILS_KEY: explanation.stored()}})
     return replace(written, checkpoint=checkpoint), pays
