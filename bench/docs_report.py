@@ -402,8 +402,9 @@ def explained_section(data: dict[str, Any] | None, before: dict[str, Any] | None
              "figure is the forecast's (a warm cache, the session's rhythm so far); the "
              "realised one also counts the cache misses of a real rhythm.", ""]
     if before is not None:
-        lines += ["Before (the code of `before_commit`, same sessions and window): "
-                  "compactions at requests (tokens before), and the replay's cost.", "",
+        lines += [f"Before (the code of commit {before.get('before_commit', '?')}, same "
+                  "sessions and window): compactions at requests (tokens before), and the "
+                  "replay's cost.", "",
                   "| session | before: compactions | before: contextfold | after: compactions "
                   "| after: contextfold |", "| --- | --- | ---: | ---: | ---: |"]
         after = {r["session"]: r for r in data["rows"] if r["trigger"] == "cost"}

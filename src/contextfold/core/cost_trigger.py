@@ -21,8 +21,8 @@ the next one would come: the threshold (which forces it), or, sooner, the reques
 the context has grown back from its new size to the size it has now, since this same rule
 would then compact again. A forecast up to the threshold alone counted hundreds of
 requests of saving that the trigger's own next compaction takes away: on the real Pi
-session at 200k it compacted 20 times at 31-37k tokens, each compaction saving ~4k tokens
-for ~10 requests against a ~27k-token cache rewrite (issue 40, docs/benchmarks.md).
+session at 200k it compacted 13 times, 11 of them at 31-39k tokens, some folding ~5k
+tokens for ~14 requests against a ~27k-token cache rewrite (issue 40, docs/benchmarks.md).
 A cache already cold (idle longer than its TTL) has nothing left to lose: carrying pays a
 full rewrite of the large context on the next request, compacting a rewrite of the small
 one, so a cold cache makes compacting cheaper by their difference.

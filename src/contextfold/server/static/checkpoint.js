@@ -69,7 +69,7 @@ export function openCheckpoint(node, tree, cost = null) {
     el("section", {"aria-label": "Why it ran"},
       el("h3", {}, "Why it ran, and what it saved"),
       el("dl", {class: "counts explanation"},
-        explanationRows(details.explanation, cost?.checkpoints?.[node.id], row, details.trigger))),
+        ...explanationRows(details.explanation, cost?.checkpoints?.[node.id], row, details.trigger))),
     el("section", {"aria-label": "Folded messages"},
       el("h3", {}, `What it folded: ${count(folded.length, "message")}`),
       folded.length ? el("ol", {class: "folded"}, folded.map((n) => el("li", {},
