@@ -80,11 +80,12 @@ def test_import_compact_project_show(cli):  # M1 M2 M3 T1 T3 C6
     assert kinds.count("checkpoint") == 2  # the imported one and ours; nothing was rewritten
     assert len(shown["nodes"]) == imported["nodes"] + 1
     assert shown["leaf_id"] == done["checkpoint_id"]
-    stored = next(n for n in shown["nodes"] if n["id"] == done["checkpoint_id"])
-    assert stored["payload"]["details"]["explanation"]["trigger"] == "manual"  # persisted
 
     listed = cli("sessions")
     assert [s["session_id"] for s in listed["sessions"]] == [sid]
+    # Issue 40: the session's bill has each checkpoint's realised saving; none followed ours.
+    assert listed["sessions"][0]["cost"]["checkpoints"][done["checkpoint_id"]] == {
+        "usd": None, "tokens": 0, "requests": 0}
 
 
 def test_replay_real_session_is_clean(cli, tmp_path):  # P1 P2 P3 A1 A4
