@@ -164,3 +164,15 @@ def test_q2_explanation_round_trips_and_reads() -> None:
     assert trigger_kind("auto", over_threshold=True) == "threshold"
     assert trigger_kind("auto", over_threshold=False) == "cost"
     assert trigger_kind("preflight", over_threshold=False) == "overflow"
+
+
+def test_q2_a_checkpoint_that_made_requests_larger_realised_a_loss() -> None:
+    """A manual compaction may grow the request (its checkpoint outweighs what it folded):
+    its realised saving is negative in tokens and dollars, never shown as 0."""
+    before = priced(3, 5_000, grow=300)  # the last one: 5,600 tokens
+    after = priced(4, 6_900, start=90, grow=300)  # 5,900 + 1,000 the checkpoint added
+    (saving,) = realised_savings(before + after, [Fold(3, -1_000)])
+    assert saving.tokens == -4_000 and saving.usd is not None and saving.usd < 0
+    explained = CompactionExplanation("manual", 5_900, 6_900, "tokens").with_realised(saving)
+    assert explained.realised_saving == -4_000
+    assert "realised −4,000 tokens" in explained.line()

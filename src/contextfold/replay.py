@@ -400,7 +400,7 @@ def realised(compactions: Sequence[CompactionRecord],
     price = user_prices().lookup(model)
     requests = [PricedRequest(price, model, sum(b.tokens for b in blocks), output, at)
                 for blocks, output, at in billed]
-    folds = [Fold(c.before_request, max(0, c.tokens_before - c.tokens_after))
+    folds = [Fold(c.before_request, c.tokens_before - c.tokens_after)
              for c in compactions]
     return [replace(c, explanation=c.explanation.with_realised(saving))
             if c.explanation is not None else c

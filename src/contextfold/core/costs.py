@@ -186,8 +186,10 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
             if payload.summarizer != MASKING_SUMMARIZER:
                 compactions += 1
             after = payload.tokens_after_estimate
-            took = 0 if after is None else max(0, payload.tokens_before - after)
-            folded += took
+            # Signed for the checkpoint's own saving (one that made requests larger lost);
+            # the full history adds back only what was taken out.
+            took = 0 if after is None else payload.tokens_before - after
+            folded += max(0, took)
             used = payload.details.get("summarizer_usage")
             summary = Cost()
             if isinstance(used, dict):
@@ -236,7 +238,7 @@ class _FullHistory:
 
     def add(self, price: ModelPrice | None, name: str, prompt: int, output: int, folded: int,
             now: float) -> Cost:
-        prompt += folded
+        prompt = max(0, prompt + folded)
         rules = price.rules if price is not None else cache_rules(None, name)
         cache = self._caches.get(name) or PromptCache(rules)
         blocks = [Block(b.key, b.tokens) for b in self._blocks.get(name, [])]
@@ -276,8 +278,8 @@ class PricedRequest:
 @dataclass(frozen=True)
 class Fold:
     """One checkpoint as a saving reads it: the request it took effect before (its index in
-    the requests), the tokens it took out of every later request, and its summarising
-    requests' cost."""
+    the requests), the tokens it took out of every later request (negative when it made
+    them larger: a manual compaction may), and its summarising requests' cost."""
 
     before_request: int
     tokens: int

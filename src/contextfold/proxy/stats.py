@@ -108,7 +108,7 @@ class SessionStats:
         used = payload.details.get("summarizer_usage")
         summary = summary_cost(payload.summarizer, Usage.model_validate(used),
                                user_prices()) if isinstance(used, dict) else Cost()
-        self._meter.fold(Fold(0, 0 if after is None else max(0, payload.tokens_before - after),
+        self._meter.fold(Fold(0, 0 if after is None else payload.tokens_before - after,
                               summary))
         self.compactions.append((checkpoint.id, stored_explanation(payload.details)))
         if len(self.compactions) > KEPT_COMPACTIONS:  # SPEC Y14: what it holds is bounded
