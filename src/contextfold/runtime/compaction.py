@@ -343,8 +343,8 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
         if not pays:
             return CompactionOutcome(
                 status="noop", code="would_not_pay", trigger=trigger,
-                reason="the cost trigger's forecast of the checkpoint as written is a loss "
-                       "(SPEC Q2); nothing was committed")
+                reason="the checkpoint as written would cost more than carrying the context "
+                       "(the cost trigger's forecast); nothing was committed")
         say("committing the checkpoint")
         plan = written.plan
         result = await store.commit_checkpoint(plan, written.checkpoint, session_id=session_id)
