@@ -84,9 +84,10 @@ def test_q2_the_cost_trigger_never_compacts_at_a_predicted_loss(
     if context <= threshold and d.compact:
         assert d.forecast is not None and d.forecast.saving > 0
     f = forecast(given_inputs, price.prices, price.rules)
-    if f.saving > 1e-12:
+    eps = 1e-9 * max(1.0, abs(f.carry))  # the closed forms' rounding
+    if f.saving > eps:
         assert f.break_even is not None and f.break_even <= f.horizon
-    if f.break_even is not None and f.break_even < f.horizon and f.saving < -1e-9:
+    if f.break_even is not None and f.break_even < f.horizon and f.saving < -eps:
         pytest.fail("a compaction that broke even before its horizon ended at a loss")
 
 

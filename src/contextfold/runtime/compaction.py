@@ -285,6 +285,7 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
                                         pending=pending, costs=costs)
             estimate = replace(measured, tokens=max(measured.tokens, estimate_tokens))
         smallest = smallest_summary_tokens()
+        reads_cache = bool(getattr(summarize, "session_prefix", False))  # SPEC Q3
 
         def planned(for_budget: Budget) -> Plan | NoOp:
             return plan_compaction(branch, for_budget, trigger, capacity=capacity,
@@ -328,8 +329,9 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
         if summary_text is not None:
             written = replace(written, checkpoint=written.checkpoint.model_copy(
                 update={"details": {**written.checkpoint.details, "edited_by_user": True}}))
-        if preview:
-            return _previewed(written, trigger)
+        if preview:  # SPEC M7, explained as the commit would be (issue 40)
+            return _previewed(_explained(written, trigger, branch, capacity, system, tools,
+                                         pending, costs, reads_cache)[0], trigger)
         if trigger == "preflight":
             written = _fit_tighter(written, planned, measured, smallest)
         if trigger == "auto" and written.tokens_after >= written.plan.tokens_before:
@@ -339,7 +341,7 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
                        f"({written.plan.tokens_before:,} → {written.tokens_after:,} tokens); "
                        "nothing was committed")
         written, pays = _explained(written, trigger, branch, capacity, system, tools, pending,
-                                   costs, bool(getattr(summarize, "session_prefix", False)))
+                                   costs, reads_cache)
         if not pays:
             return CompactionOutcome(
                 status="noop", code="would_not_pay", trigger=trigger,
@@ -438,7 +440,8 @@ def _previewed(written: _Written, trigger: Trigger) -> CompactionOutcome:
         checkpoint_text=checkpoint_text(cp),
         base=str(PreviewBase(plan.session_leaf_id, plan.branch_revision)),
         folded_tokens=plan.newly_old_tokens, tail_budget=plan.tail_budget,
-        folded_ids=tuple(n.id for n in plan.newly_old))
+        folded_ids=tuple(n.id for n in plan.newly_old),
+        explanation=stored_explanation(cp.details))
 
 
 def _fit_tighter(written: _Written, planned: Callable[[Budget], Plan | NoOp],
