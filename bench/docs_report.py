@@ -376,6 +376,129 @@ def replay_cost_section(data: dict[str, Any] | None) -> list[str]:
     return lines
 
 
+def _usd(value: float | None) -> str:
+    """A signed saving: a loss keeps its minus sign."""
+    if value is None:
+        return "–"
+    return f"{'+' if value >= 0 else '−'}${abs(value):,.2f}"
+
+
+def explained_section(data: dict[str, Any] | None, before: dict[str, Any] | None
+                      ) -> list[str]:
+    """Issue 40: every compaction of the cost trigger on the real sessions, explained; and
+    the same replays before the fix (`replay_cost_before.json`)."""
+    head = ["## Every compaction explained: the real sessions at 200k (issue 40)", ""]
+    if data is None or not any(r.get("compaction_log") for r in data["rows"]):
+        return [*head, "Not run yet: `python -m bench.replay_cost`.", ""]
+    lines = [*head,
+             "The cost trigger's compactions in the replays above (`bench/replay_cost.py`, "
+             "default settings, trigger `cost`), as `contextfold replay` shows them: the "
+             "trigger, the request before → after, the saving expected over the requests "
+             "the compaction owns (until the context grows back to its size, or the "
+             "threshold) with its break-even request, and the realised saving: the requests "
+             "after it up to the next compaction (or the end) as if it had not happened, "
+             "against the same requests as sent, through the same modelled cache "
+             "(`core.costs.realised_savings`, the definition of `saved`). The expected "
+             "figure is the forecast's (a warm cache, the session's rhythm so far); the "
+             "realised one also counts the cache misses of a real rhythm.", ""]
+    if before is not None:
+        lines += [f"Before (the code of commit {before.get('before_commit', '?')}, same "
+                  "sessions and window): compactions at requests (tokens before), and the "
+                  "replay's cost.", "",
+                  "| session | before: compactions | before: contextfold | after: compactions "
+                  "| after: contextfold |", "| --- | --- | ---: | ---: | ---: |"]
+        after = {r["session"]: r for r in data["rows"] if r["trigger"] == "cost"}
+        for r in before["rows"]:
+            if r["trigger"] != "cost" or r["session"] not in after:
+                continue
+            now = after[r["session"]]
+            at = ", ".join(f"{c['before_request']} ({c['tokens_before'] / 1000:.0f}k"
+                           f"{', ' + c['trigger'] if c['trigger'] != 'auto' else ''})"
+                           for c in r.get("compaction_log", []))
+            lines.append(f"| {r['label']} `{Path(r['session']).name[:12]}` | "
+                         f"{r['compactions']}: {at} | ${r['cost']['contextfold']['usd']:.2f} | "
+                         f"{now['compactions']} | ${now['cost']['contextfold']['usd']:.2f} |")
+        lines += ["", f"Before: {before.get('before_note', '')}", ""]
+    lines += ["| session | request | trigger | before → after | expected | break-even | "
+              "realised (requests) |", "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    losses = 0
+    for r in data["rows"]:
+        if r["trigger"] != "cost":
+            continue
+        for c in r.get("compaction_log", []):
+            realised = c.get("realised") or {}
+            got = realised.get("usd") if realised.get("requests") else None
+            losses += got is not None and got < 0
+            lines.append(
+                f"| {r['label']} `{Path(r['session']).name[:12]}` | {c['before_request']} | "
+                f"{c['trigger']} | {c['tokens_before']:,} → {c['tokens_after']:,} | "
+                f"{_usd(c.get('expected_saving'))} over {c.get('horizon') or 0} | "
+                f"{c.get('break_even') or 'never'} | "
+                + (f"{_usd(got)} ({realised['requests']})" if got is not None
+                   else "no request since") + " |")
+    lines += ["", "Goal (issue 40): each realised saving ≥ 0 where the model is priced: "
+              + ("**met**" if not losses else f"**missed** ({losses} at a loss)")
+              + " (`tests/test_compaction_explained_replay.py`).", ""]
+    return lines
+
+
+def tail_section(data: dict[str, Any] | None) -> list[str]:
+    """Issue 40: the raw tail's size, cost against continuity on the real sessions."""
+    head = ["## The raw tail's size (`bench/tail_bench.py` → `bench/results/tail.json`)", ""]
+    if data is None:
+        return [*head, "Not run yet: `python -m bench.tail_bench`.", ""]
+    lines = [*head,
+             f"The real sessions replayed at a {data['window']:,}-token window with the "
+             f"default trigger and the offline summariser, once per tail budget. *Cost*: "
+             "contextfold's requests through the modelled prompt cache; *min realised*: the "
+             "smallest realised saving of a compaction; continuity, in the first request "
+             f"after each compaction (where the raw tail is smallest): *rules* (all "
+             f"{data['rules']} hand-written rules of issue 37 in the first user message, once "
+             "folded), *last exchange* (the previous turn's user message and last reply, "
+             "first 200 characters), *tool output* (the previous turn's last 3 tool results, "
+             "first 200 characters), raw or in the checkpoint.", "",
+             "| session | tail | cost | compactions | min realised | rules | last exchange | "
+             "tool output |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+
+    def share(v: float | None, n: int) -> str:
+        return "–" if v is None else f"{v:.0%} of {n}"
+
+    for r in data["rows"]:
+        lines.append(f"| {r['session']} | {r['tail'] // 1000}k | ${r['usd']:.2f} | "
+                     f"{r['compactions']} | {_usd(r['realised_min_usd'])} | "
+                     f"{share(r['rules_in_request'], r['rule_checks'])} | "
+                     f"{share(r['last_exchange_in_request'], r['exchange_checks'])} | "
+                     f"{share(r['recent_tool_output_in_request'], r['tool_checks'])} |")
+    by_tail: dict[int, list[dict[str, Any]]] = {}
+    for r in data["rows"]:
+        by_tail.setdefault(r["tail"], []).append(r)
+
+    def lossless(rows: list[dict[str, Any]]) -> bool:
+        best = {t: max(x["last_exchange_in_request"] or 0 for x in data["rows"]
+                       if x["session"] == r["session"]) for r in rows for t in (r["session"],)}
+        tools = {r["session"]: max(x["recent_tool_output_in_request"] or 0
+                                   for x in data["rows"] if x["session"] == r["session"])
+                 for r in rows}
+        return all((r["rules_in_request"] or 0) >= 1 and
+                   (r["last_exchange_in_request"] or 0) >= best[r["session"]] and
+                   (r["recent_tool_output_in_request"] or 0) >= tools[r["session"]]
+                   for r in rows)
+
+    chosen = min((t for t, rows in by_tail.items() if lossless(rows)), default=None)
+    if chosen is not None:
+        widest = max(by_tail)
+        saved = [1 - a["usd"] / b["usd"] for a, b in
+                 zip(by_tail[chosen], by_tail[widest], strict=True)]
+        lines += ["", f"Decision: the default tail is the smallest that loses nothing any "
+                  f"larger tail keeps in these probes: **{chosen // 1000}k** "
+                  f"(`CompactionSettings.tail_tokens`), {min(saved):.0%}–{max(saved):.0%} "
+                  f"cheaper than {widest // 1000}k on these sessions. Smaller tails are "
+                  "cheaper still but lost the previous exchange or recent tool output in "
+                  "some first requests after a compaction. The user's rules survive at every "
+                  "size: the checkpoint keeps the user's words (issue 37).", ""]
+    return lines
+
+
 def masking_section(masking: dict[str, Any] | None) -> list[str]:
     """Observation masking vs summarise-only (issue 11, SPEC V1-V2)."""
     head = ["## Observation masking (`bench/masking_bench.py` → `bench/results/masking.json`)",
@@ -536,6 +659,8 @@ def benchmarks_md() -> str:
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
     lines += replay_cost_section(load("replay_cost"))
+    lines += explained_section(load("replay_cost"), load("replay_cost_before"))
+    lines += tail_section(load("tail"))
     lines += proxy_section(load("proxy"))
     lines += proxy_soak_section(load("proxy_soak"))
     lines += proxy_fleet_soak_section(load("proxy_fleet_soak"))

@@ -5,7 +5,8 @@
 window, once per trigger (`size`, `cost`), and writes `bench/results/replay_cost.json`:
 what the agent's requests were billed as recorded, the same requests through the modelled
 prompt cache (`core.prices`), and contextfold's requests through the same cache, with the
-compactions each trigger committed. The summaries are the offline ones (no model call), so
+compactions each trigger committed, each explained (issue 40). The summaries are the offline
+ones (no model call), so
 contextfold's figure has no summariser cost; a model summariser adds its calls (the peers
 bench prices those, docs/peers.md).
 """
@@ -48,6 +49,10 @@ def one(path: Path, trigger: str) -> dict[str, Any]:
     return {"trigger": trigger, "model": resolved.name, "messages": len(session.messages),
             "recorded_models": dict(used.most_common()),
             "compactions": report["compactions"], "cost": report["cost"],
+            # Issue 40: each compaction explained (trigger, before -> after, expected saving,
+            # break-even request, realised saving over the requests after it).
+            "compaction_log": [{"before_request": c["before_request"], **c["explanation"]}
+                               for c in report["compaction_log"] if c.get("explanation")],
             "seconds": round(time.perf_counter() - started, 2)}
 
 

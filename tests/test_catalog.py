@@ -233,7 +233,7 @@ def test_budgets_for_an_8k_model(catalog):  # B1-B3
 def test_budgets_for_a_200k_model(catalog):  # B1-B3
     b = _check_budget(catalog.lookup("claude-sonnet-4-5"))
     assert b.reserve == 16_384 and b.safe_input_limit == 183_616
-    assert b.tail_budget == 20_000 and b.summary_budget == 13_107
+    assert b.tail_budget == 12_000 and b.summary_budget == 13_107
 
 
 def test_an_exact_id_is_found_without_parsing_the_packaged_rows_and_alike():

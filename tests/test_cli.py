@@ -56,6 +56,15 @@ def test_import_compact_project_show(cli):  # M1 M2 M3 T1 T3 C6
     assert done["status"] == "compacted"
     assert done["summarized_messages"] > 0
     assert done["tokens_after"] < done["tokens_before"]
+    # Issue 40 (Q2): the compaction explained: the user asked, before → after as measured,
+    # the saving it is expected to make and its break-even request (the model is priced).
+    why = done["explanation"]
+    assert why["trigger"] == "manual" and why["unit"] == "usd"
+    assert (why["tokens_before"], why["tokens_after"]) == (done["tokens_before"],
+                                                           done["tokens_after"])
+    assert why["expected_saving"] == pytest.approx(why["carry"] - why["compact"], abs=1e-5)
+    assert why["break_even"] is None or why["break_even"] >= 1
+    assert why["realised"] is None  # no request has followed it yet
 
     again = cli("compact", sid)  # M3: the checkpoint is the leaf: a successful no-op
     assert again["status"] == "noop" and again["reason"]
@@ -74,6 +83,9 @@ def test_import_compact_project_show(cli):  # M1 M2 M3 T1 T3 C6
 
     listed = cli("sessions")
     assert [s["session_id"] for s in listed["sessions"]] == [sid]
+    # Issue 40: the session's bill has each checkpoint's realised saving; none followed ours.
+    assert listed["sessions"][0]["cost"]["checkpoints"][done["checkpoint_id"]] == {
+        "usd": None, "tokens": 0, "requests": 0}
 
 
 def test_replay_real_session_is_clean(cli, tmp_path):  # P1 P2 P3 A1 A4
@@ -85,6 +97,14 @@ def test_replay_real_session_is_clean(cli, tmp_path):  # P1 P2 P3 A1 A4
     assert report["max_projected_tokens"] <= report["safe_input_limit"]
     assert report["compactions"] >= 1 and report["requests"] > 100
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Issue 40: every compaction explained (the column of `replay`): a model nobody priced
+    # is forecast in tokens, and each realised saving counts the requests after it.
+    log = report["compaction_log"]
+    assert all(c["explanation"]["trigger"] in {"threshold", "cost", "overflow"} for c in log)
+    assert all(c["explanation"]["unit"] == "tokens" for c in log)
+    after = [c["before_request"] for c in log[1:]] + [report["requests"]]
+    for c, end in zip(log, after, strict=True):
+        assert c["explanation"]["realised"]["requests"] == end - c["before_request"]
 
 
 def test_demo_runs_offline_and_stores_the_session(cli):  # A1 P2 T4

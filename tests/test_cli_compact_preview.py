@@ -31,6 +31,9 @@ def test_preview_then_commit_an_edit(cli, tmp_path):  # noqa: F811 (M7)
     assert preview["status"] == "preview" and preview["summary"] and preview["base"]
     assert preview["summarized_messages"] > 0
     assert _checkpoints(cli, sid) == 0  # nothing was committed
+    # Issue 40: a preview is explained as its commit would be (Q2).
+    assert preview["explanation"]["trigger"] == "manual"
+    assert preview["explanation"]["tokens_after"] == preview["tokens_after"]
 
     edited = tmp_path / "edited.md"
     edited.write_text(EDITED, encoding="utf-8")

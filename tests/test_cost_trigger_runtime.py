@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from contextfold.core.budget import CompactionSettings
+from contextfold.core.explain import stored_explanation
 from contextfold.runtime import Conversation
 from tests.test_runtime_support import capacity, chat_model, fill, runtime_fixtures
 
@@ -39,6 +40,14 @@ async def test_q2_cost_trigger_compacts_below_the_threshold(fake, store, priced)
     # each was worth it: the request after it is smaller than before
     assert all(c.checkpoint.tokens_after_estimate < c.checkpoint.tokens_before
                for c in checkpoints)
+    # Issue 40: each stored with its explanation: the cost trigger's, at an expected saving
+    # > 0, the request before and after as measured.
+    for c in checkpoints:
+        why = stored_explanation(c.checkpoint.details)
+        assert why is not None and why.trigger == "cost" and why.unit == "usd"
+        assert why.expected_saving is not None and why.expected_saving > 0
+        assert (why.tokens_before, why.tokens_after) == (c.checkpoint.tokens_before,
+                                                         c.checkpoint.tokens_after_estimate)
     await conv.close()
 
 

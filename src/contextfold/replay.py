@@ -22,8 +22,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._sync import WouldWait, run_now
 from .core.budget import Budget, ModelCapacity
-from .core.costs import modelled_cost, projection_blocks, session_cost
+from .core.costs import (
+    Fold,
+    PricedRequest,
+    modelled_cost,
+    projection_blocks,
+    realised_savings,
+    session_cost,
+)
 from .core.estimator import Estimate, MessageCosts, estimate_request, usage_accuracy
+from .core.explain import CompactionExplanation
 from .core.export import to_anthropic, to_openai
 from .core.fit import OverheadTooLargeError, budget_after_overhead
 from .core.messages import Message, Node
@@ -75,6 +83,8 @@ class CompactionRecord:
     tail_budget: int = 0  # the tail budget the boundary was chosen for
     split_turn: bool = False  # K6: the boundary is a tool round inside the current turn
     clipped_results: int = 0  # K6: kept messages whose tool results are clipped
+    # Issue 40: why it ran, what it was expected to save and (after the replay) what it did.
+    explanation: CompactionExplanation | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +95,7 @@ class CompactionRecord:
             "folded_tokens": self.folded_tokens,
             "tail_budget": self.tail_budget, "split_turn": self.split_turn,
             "clipped_results": self.clipped_results,
+            "explanation": None if self.explanation is None else self.explanation.to_json(),
         }
 
 
@@ -115,7 +126,8 @@ class ManagedSession:
         self.session_id = info.id
         # SPEC Q2/Q3: a summariser reading the session's prefix makes compacting cheaper.
         self.sizer = Sizer(capacity, budget, system, (),
-                           summary_reads_cache=bool(getattr(summarizer, "session_prefix", False)))
+                           summary_reads_cache=bool(getattr(summarizer, "session_prefix", False)),
+                           summary_free=summarizer is None)  # the offline summary
         self.fit = SessionFit(self.store, self.session_id, self.sizer,
                               guarded(summarizer, timeout=None),
                               _now(self.store.load_branch(self.session_id)))
@@ -233,7 +245,8 @@ class ManagedSession:
                 summarized_messages=o.summarized_messages, kept_messages=o.kept_messages,
                 summarizer=o.summarizer or "", kept_tokens=o.kept_tokens,
                 folded_tokens=o.folded_tokens, tail_budget=o.tail_budget,
-                split_turn=o.split_turn, clipped_results=o.clipped_results))
+                split_turn=o.split_turn, clipped_results=o.clipped_results,
+                explanation=o.explanation))
         self.compactions += records
         return records
 
@@ -358,13 +371,17 @@ def replay_messages(
                                     estimated_tokens=record.estimated_tokens + overhead,
                                     projection=None))
     if session.fit.branch.nodes:
-        session.compact("auto")
+        # A1/Q2 after the last turn, as after every other: the automatic check decides (a
+        # compaction no trigger asked for would show as a loss nobody can explain).
+        _now(session.fit.auto())
+        session._record()
+    compactions = realised(session.compactions, billed, capacity.model)
     return ReplayReport(
         model=capacity.model,
         safe_input_limit=budget.safe_input_limit,
         context_window=budget.context_window,
         requests=requests,
-        compactions=session.compactions,
+        compactions=compactions,
         dropped_messages=session.dropped_messages(),
         blocked_drafts=session.blocked_drafts,
         chain=session.chain,
@@ -372,6 +389,22 @@ def replay_messages(
         started_from_checkpoint=start is not None,
         cost=replay_cost(messages, billed, capacity.model, times or {}),
     )
+
+
+def realised(compactions: Sequence[CompactionRecord],
+             billed: Sequence[tuple[list[Block], int, float]], model: str
+             ) -> list[CompactionRecord]:
+    """Each compaction with its realised saving (issue 40, `core.costs.realised_savings`)
+    over the modelled requests after it: each request's prompt as sent, at `model`'s prices
+    (the offline summaries cost nothing)."""
+    price = user_prices().lookup(model)
+    requests = [PricedRequest(price, model, sum(b.tokens for b in blocks), output, at)
+                for blocks, output, at in billed]
+    folds = [Fold(c.before_request, c.tokens_before - c.tokens_after)
+             for c in compactions]
+    return [replace(c, explanation=c.explanation.with_realised(saving))
+            if c.explanation is not None else c
+            for c, saving in zip(compactions, realised_savings(requests, folds), strict=True)]
 
 
 def replay_cost(messages: Sequence[tuple[str, Message]],

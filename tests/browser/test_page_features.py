@@ -279,6 +279,10 @@ def test_replay_errors_defaults_and_compaction_marks(page: Any, stack: Stack) ->
     expect(page.locator("#checkpoint-dialog")).to_be_visible()
     expect(page.locator("#replay-compaction")).to_contain_text("tokens before")
     expect(page.locator("#replay-summary")).not_to_be_empty()  # the checkpoint it wrote
+    # Issue 40: the compaction explained, its realised saving over the requests after it.
+    why = page.locator("#checkpoint-dialog").get_by_role("region", name="Why it ran")
+    expect(why).to_contain_text("expected saving")
+    expect(why).to_contain_text(re.compile(r"realised saving[+−]"))
     page.keyboard.press("Escape")
 
 

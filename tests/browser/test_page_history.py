@@ -94,6 +94,14 @@ def test_checkpoint_detail_and_projection(page: Any, stack: Stack) -> None:
     folded = dialog.locator("ol.folded > li")
     assert folded.count() >= 2
     expect(folded.first).to_contain_text("related-work")  # the first user message was folded
+    # Issue 40 (Q2): why it ran and what it saved, as the checkpoint stored it; the realised
+    # saving comes from the session's cost (no request has followed the compaction yet).
+    why = dialog.get_by_role("region", name="Why it ran")
+    expect(why).to_contain_text("manual (asked by the user)")
+    stored = checkpoint["details"]["explanation"]
+    expect(why).to_contain_text(f"{stored['tokens_before']:,} → {stored['tokens_after']:,} tokens")
+    expect(why).to_contain_text("expected saving")
+    expect(why).to_contain_text("no request since")
     page.keyboard.press("Escape")
     expect(dialog).to_be_hidden()
 

@@ -233,6 +233,7 @@ def render_compaction(payload: dict[str, Any]) -> None:
             f"{payload['kept_messages']} kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']}); nothing was "
             "committed")
+        _why(payload)
         console.print(plain(payload.get("summary") or ""), soft_wrap=True)
         say(("to commit an edit", "bold"), ": save the summary above to a file, edit it, then "
             f"contextfold compact SESSION --summary-file FILE --base {payload['base']}")
@@ -242,10 +243,20 @@ def render_compaction(payload: dict[str, Any]) -> None:
             f"{count(payload['summarized_messages'], 'message')}; {payload['kept_messages']} "
             f"kept raw; ~{payload['tokens_before']:,} → "
             f"~{payload['tokens_after']:,} tokens ({payload['summarizer']})")
+        _why(payload)
         if payload.get("why_none_kept"):
             say(("nothing stayed raw", "yellow"), ": ", payload["why_none_kept"])
         if payload.get("note"):
             say(("note", "yellow"), ": ", payload["note"])
+
+
+def _why(payload: dict[str, Any]) -> None:
+    """Issue 40: the compaction's explanation, in the core's one wording."""
+    from ..core.explain import CompactionExplanation
+
+    explained = CompactionExplanation.from_json(payload.get("explanation") or {})
+    if explained is not None:
+        say(("why", "bold"), ": ", explained.line())
 
 
 def render_projection(payload: dict[str, Any]) -> None:

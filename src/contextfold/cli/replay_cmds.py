@@ -155,6 +155,7 @@ def _render_replay(payload: dict[str, Any]) -> None:
     if payload.get("compaction_log"):
         console.print(_compactions_table(payload["compaction_log"],
                                          payload.get("overhead_tokens") or 0))
+        console.print(explanations_table(payload["compaction_log"]))
     if payload.get("estimate"):
         e = payload["estimate"]
         say(f"estimator check against the recorded usage, over {e['intervals']} intervals "
@@ -187,6 +188,34 @@ def _compactions_table(log: list[dict[str, Any]], overhead: int = 0) -> Table:
                       f"{c['tokens_before']:,} → {c['tokens_after']:,}",
                       str(c["summarized_messages"]), str(c["kept_messages"]),
                       f"{c['kept_tokens']:,}/{c['tail_budget']:,}{share}", split)
+    return table
+
+
+def explanations_table(log: list[dict[str, Any]]) -> Table:
+    """Issue 40: one row per compaction, why it ran and what it saved: the trigger, the
+    request before → after, the expected saving, the break-even request and the realised
+    saving over the requests after it (a loss keeps its minus sign). The figures are the
+    core's (`core.explain`); this only lays them out."""
+    from ..core.explain import CompactionExplanation
+
+    table = one_line_table("compactions: why, and what they saved")
+    for col, justify in (("req", "right"), ("trigger", "left"), ("before → after", "right"),
+                         ("expected", "right"), ("break-even", "right"),
+                         ("realised", "right")):
+        table.add_column(col, justify=justify, no_wrap=True, overflow="ellipsis")  # type: ignore[arg-type]
+    for c in log:
+        e = CompactionExplanation.from_json(c.get("explanation") or {})
+        if e is None:
+            table.add_row(str(c["before_request"]), c["trigger"], "", "", "", "")
+            continue
+        realised = e.realised_saving
+        table.add_row(
+            str(c["before_request"]), e.trigger, f"{e.tokens_before:,} → {e.tokens_after:,}",
+            "" if e.expected_saving is None else e.amount(e.expected_saving),
+            "" if e.expected_saving is None else
+            ("never" if e.break_even is None else f"req {e.break_even:,}"),
+            "none yet" if realised is None or e.realised is None else
+            f"{e.amount(realised)} /{e.realised.requests:,}")
     return table
 
 

@@ -41,7 +41,13 @@ class CompactionSettings(Value):
 
     max_reserve: PositiveInt = 16_384  # full output reserve for large windows (Pi's default)
     reserve_fraction: Fraction = 0.25  # small windows reserve at most this share
-    tail_tokens: PositiveInt = 20_000  # Pi's keepRecentTokens for large models
+    # The raw tail for large models: 12k, not Pi's 20k (keepRecentTokens). Measured on the
+    # real Pi and Claude Code sessions at 200k (bench/tail_bench.py, docs/benchmarks.md):
+    # 12k is the smallest tail that lost nothing in the continuity probes (the user's rules,
+    # the previous exchange, the latest tool results in the first request after each
+    # compaction; 4k and 8k lost the previous exchange after 1 in 7-9 compactions on the Pi
+    # session), and it costs 3-14% less than 20k (the checkpoint keeps the user's words).
+    tail_tokens: PositiveInt = 12_000
     tail_fraction: Fraction = 0.25  # ... and at most this share of the window
     summary_share_of_reserve: Fraction = 0.8  # Pi: maxTokens = 0.8 * reserveTokens
     auto_threshold_fraction: Fraction = 0.85  # auto compaction above this share of safe limit

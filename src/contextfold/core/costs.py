@@ -23,8 +23,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .masking import MASKING_SUMMARIZER, MaskedNode
@@ -54,6 +54,8 @@ class SessionCost:
     compactions: int
     # The requests as sent, through the same modelled cache as `full_history` (for `saved`).
     as_sent: Cost
+    # Each checkpoint's realised saving (`realised_savings`), by checkpoint node id.
+    savings: Mapping[str, Saving] = field(default_factory=dict)
 
     @property
     def usd(self) -> float | None:
@@ -92,6 +94,8 @@ class SessionCost:
             "requests": self.requests.to_json(),
             "summarizer": self.summarizer.to_json(),
             "full_history": self.full_history.to_json(),
+            # Issue 40: each checkpoint's realised saving (its explanation's last figure).
+            "checkpoints": {cid: s.to_json() for cid, s in self.savings.items()},
         }
 
 
@@ -173,18 +177,28 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
     full = _FullHistory()
     sent = _FullHistory()  # the same model over the prompts as sent: `saved` compares these
     compactions = 0
+    priced: list[PricedRequest] = []  # for each checkpoint's realised saving
+    folds: list[Fold] = []
+    ids: list[str] = []
     for node in nodes:
         payload = node.payload
         if isinstance(payload, Checkpoint):
             if payload.summarizer != MASKING_SUMMARIZER:
                 compactions += 1
             after = payload.tokens_after_estimate
-            if after is not None:
-                folded += max(0, payload.tokens_before - after)
+            # Signed for the checkpoint's own saving (one that made requests larger lost);
+            # the full history adds back only what was taken out.
+            took = 0 if after is None else payload.tokens_before - after
+            folded += max(0, took)
             used = payload.details.get("summarizer_usage")
+            summary = Cost()
             if isinstance(used, dict):
                 usage = Usage.model_validate(used)
-                summarising.append(prices.cost(summarizer_model(payload, usage), usage))
+                summary = prices.cost(summarizer_model(payload, usage), usage)
+                summarising.append(summary)
+            # A masking step (SPEC V2) summarises nothing but takes tokens out all the same.
+            folds.append(Fold(len(priced), took, summary))
+            ids.append(node.id)
             continue
         if not isinstance(payload, Message) or payload.role != "assistant" or \
                 payload.usage is None:
@@ -194,11 +208,16 @@ def session_cost(nodes: Iterable[Node], book: PriceBook, *, model: str | None = 
         if name:
             models.add(name)
         requests.append(prices.cost(name, usage))
-        full.add(prices(name), name or "", usage, folded, node.created_at.timestamp())
-        sent.add(prices(name), name or "", usage, 0, node.created_at.timestamp())
+        priced.append(PricedRequest(prices(name), name or "", usage.prompt, usage.output,
+                                    node.created_at.timestamp()))
+        full.add(prices(name), name or "", usage.prompt, usage.output, folded,
+                 node.created_at.timestamp())
+        sent.add(prices(name), name or "", usage.prompt, usage.output, 0,
+                 node.created_at.timestamp())
     return SessionCost(model=models.pop() if len(models) == 1 else None,
                        requests=total(requests), summarizer=total(summarising),
-                       full_history=full.cost(), compactions=compactions, as_sent=sent.cost())
+                       full_history=full.cost(), compactions=compactions, as_sent=sent.cost(),
+                       savings=dict(zip(ids, realised_savings(priced, folds), strict=True)))
 
 
 class _FullHistory:
@@ -209,9 +228,17 @@ class _FullHistory:
         self._blocks: dict[str, list[Block]] = {}
         self._costs: list[Cost] = []
 
-    def add(self, price: ModelPrice | None, name: str, usage: Usage, folded: int,
-            now: float) -> None:
-        prompt = usage.prompt + folded
+    def fork(self) -> _FullHistory:
+        """The same cache state, to go on another way (the caches are immutable values)."""
+        other = _FullHistory()
+        other._caches = dict(self._caches)
+        other._blocks = {k: list(v) for k, v in self._blocks.items()}
+        other._costs = list(self._costs)
+        return other
+
+    def add(self, price: ModelPrice | None, name: str, prompt: int, output: int, folded: int,
+            now: float) -> Cost:
+        prompt = max(0, prompt + folded)
         rules = price.rules if price is not None else cache_rules(None, name)
         cache = self._caches.get(name) or PromptCache(rules)
         blocks = [Block(b.key, b.tokens) for b in self._blocks.get(name, [])]
@@ -222,12 +249,133 @@ class _FullHistory:
             blocks.append(Block(f"{name}#{len(self._costs)}", prompt - grown))
         if blocks:
             blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
-        charged, self._caches[name] = cache.charge(blocks, usage.output, now)
+        charged, self._caches[name] = cache.charge(blocks, output, now)
         self._blocks[name] = blocks
-        self._costs.append(request_cost(price.prices if price else None, charged, rules))
+        cost = request_cost(price.prices if price else None, charged, rules)
+        self._costs.append(cost)
+        return cost
 
     def cost(self) -> Cost:
         return total(self._costs)
+
+
+# ------------------------------------------------------------------ each checkpoint's saving
+
+
+@dataclass(frozen=True)
+class PricedRequest:
+    """One request as a saving reads it: its model's price (None: unpriced), the model's
+    name, its prompt's and its reply's tokens (reported, or modelled for a replay) and when
+    it was sent (seconds)."""
+
+    price: ModelPrice | None
+    name: str
+    prompt: int
+    output: int
+    at: float
+
+
+@dataclass(frozen=True)
+class Fold:
+    """One checkpoint as a saving reads it: the request it took effect before (its index in
+    the requests), the tokens it took out of every later request (negative when it made
+    them larger: a manual compaction may), and its summarising requests' cost."""
+
+    before_request: int
+    tokens: int
+    summary: Cost = field(default_factory=Cost)
+
+
+@dataclass(frozen=True)
+class Saving:
+    """What one compaction saved over the requests after it, up to the next checkpoint or
+    now (`requests` of them): `usd` by the one definition of `SessionCost.saved_usd`
+    restricted to those requests (None: a model without a price, or no request yet), and
+    the input `tokens` those requests did not carry. A loss is negative, never 0."""
+
+    usd: float | None
+    tokens: int
+    requests: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"usd": _round(self.usd), "tokens": self.tokens, "requests": self.requests}
+
+
+class SavingMeter:
+    """Realised savings (`realised_savings`) one request at a time, for a face that sees a
+    session live (the proxy's stats): `fold` when a checkpoint takes effect, `request` for
+    each request sent after it. It holds the modelled cache as sent and, for the latest
+    fold only, the cache as if that fold had not happened: a fold's saving is final when
+    the next one starts."""
+
+    def __init__(self) -> None:
+        self._sent = _FullHistory()
+        self._closed: list[Saving] = []
+        self._open: tuple[Fold, _FullHistory] | None = None
+        self._kept = self._as_sent = Cost()
+        self._count = 0
+
+    def fold(self, fold: Fold) -> None:
+        """A checkpoint takes effect before the next request."""
+        self._close()
+        self._open = (fold, self._sent.fork())
+        self._kept, self._as_sent, self._count = Cost(), Cost(), 0
+
+    def request(self, r: PricedRequest) -> None:
+        """One request sent (its reported or modelled usage)."""
+        cost = self._sent.add(r.price, r.name, r.prompt, r.output, 0, r.at)
+        if self._open is not None:
+            fold, carried = self._open
+            self._kept = self._kept + carried.add(r.price, r.name, r.prompt, r.output,
+                                                  fold.tokens, r.at)
+            self._as_sent = self._as_sent + cost
+            self._count += 1
+
+    def savings(self) -> list[Saving]:
+        """Each fold's saving so far, in the order they were folded."""
+        return self._closed + ([self._current()] if self._open is not None else [])
+
+    def _current(self) -> Saving:
+        assert self._open is not None
+        fold = self._open[0]
+        if not self._count:
+            return Saving(None, 0, 0)
+        kept, sent, summary = self._kept.usd, self._as_sent.usd, fold.summary.usd
+        usd = None if kept is None or sent is None or summary is None else \
+            kept - sent - summary
+        return Saving(usd, fold.tokens * self._count, self._count)
+
+    def _close(self) -> None:
+        if self._open is not None:
+            self._closed.append(self._current())
+        self._open = None
+
+
+def realised_savings(requests: Sequence[PricedRequest], folds: Sequence[Fold]
+                     ) -> list[Saving]:
+    """Each fold's realised saving (SPEC Q2, Q4): the requests after it up to the next fold
+    (or the last request) as if this checkpoint had not taken its tokens out (carrying
+    the context it folded), minus the same requests as sent and its summarising calls,
+    both through the one modelled prompt cache of `session_cost` starting from the same
+    state. The same definition as `SessionCost.saved_usd`, over one checkpoint's requests
+    and its own fold; the first request after it pays its cache rewrite. A fold no request
+    followed saved nothing yet (`usd` None, 0 requests). O(requests + folds)."""
+    order = sorted(range(len(folds)), key=lambda i: folds[i].before_request)
+    meter = SavingMeter()
+    pending = iter(order)
+    nxt = next(pending, None)
+    for index, r in enumerate(requests):
+        while nxt is not None and folds[nxt].before_request <= index:
+            meter.fold(folds[nxt])
+            nxt = next(pending, None)
+        meter.request(r)
+    while nxt is not None:
+        meter.fold(folds[nxt])
+        nxt = next(pending, None)
+    out: list[Saving] = [Saving(None, 0, 0)] * len(folds)
+    for i, saving in zip(order, meter.savings(), strict=True):
+        out[i] = saving
+    return out
 
 
 # ------------------------------------------------------------------ requests not yet billed

@@ -299,7 +299,7 @@ async def send_upstream(proxy: Proxy, request: Request, synced: Synced,
     Returns it with the log note of the request."""
     stats = await proxy.stats(synced)
     data, pieces = encode(forwarded, known)
-    reuse = stats.observe(pieces, synced.estimate.tokens)
+    reuse = stats.observe(pieces, synced.estimate.tokens, synced.projection.checkpoint)
     proxy.held.resize(("stats", synced.session_id), stats.size())
     compacted = ",".join(c.status for c in synced.compactions) or "-"
     proxy.mirror.expect_reply(synced, compaction=compaction)

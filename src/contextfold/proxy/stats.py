@@ -1,16 +1,21 @@
 """Per-session proxy figures: how much of each forwarded request repeats the previous
-request's prefix byte for byte (SPEC Y4), and what the replies cost as the upstream reported
-their usage (SPEC Q4)."""
+request's prefix byte for byte (SPEC Y4), what the replies cost as the upstream reported
+their usage (SPEC Q4), and each compaction's explanation with its realised saving so far
+(issue 40: `core.explain`, `core.costs.SavingMeter`, from the replies' reported usage)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..billing import usage_cost
-from ..core.messages import Message
+from ..core.costs import Fold, PricedRequest, Saving, SavingMeter, summary_cost
+from ..core.explain import CompactionExplanation, stored_explanation
+from ..core.messages import Message, Node, Usage
 from ..core.prices import Cost
+from ..core.resolver import user_prices
 from ..core.runs import leading_run
 from .prefix_cache import dumps
 
@@ -37,6 +42,9 @@ def encode(body: dict[str, Any], known: Sequence[bytes | None] | None = None
     return data, [head, *messages]
 
 
+KEPT_COMPACTIONS = 20  # the compactions the stats show (and hold), the latest
+
+
 @dataclass
 class SessionStats:
     """Requests seen, forwarded tokens and the share of them that repeated the previous
@@ -52,10 +60,20 @@ class SessionStats:
     # without holding its bytes (SPEC Y14).
     _previous: list[tuple[int, int]] = field(default_factory=list, repr=False)
     changes: int = field(default=0, repr=False)  # observations and bills so far
+    # Issue 40: the compactions seen take effect (checkpoint id, explanation), the latest
+    # `KEPT_COMPACTIONS`, and the savings they realised (the meter's, or as stored).
+    compactions: list[tuple[str, CompactionExplanation | None]] = field(default_factory=list)
+    _stored: list[Saving] = field(default_factory=list, repr=False)
+    _meter: SavingMeter = field(default_factory=SavingMeter, repr=False)
+    _checkpoint_id: str | None = field(default=None, repr=False)
+    _dropped: int = field(default=0, repr=False)  # savings of compactions no longer held
 
-    def observe(self, pieces: list[bytes], tokens: int) -> float | None:
-        """Record one forwarded request (its `encode` pieces); the share of it repeating the
-        previous one (None for the first request)."""
+    def observe(self, pieces: list[bytes], tokens: int, checkpoint: Node | None = None
+                ) -> float | None:
+        """Record one forwarded request (its `encode` pieces, and the checkpoint its
+        projection starts from); the share of it repeating the previous one (None for the
+        first request)."""
+        self._took_effect(checkpoint)
         share = None
         marks = [(len(p), hash(p)) for p in pieces]
         if self._previous:
@@ -74,7 +92,43 @@ class SessionStats:
         cost is never guessed where it was not reported)."""
         if reply is not None and reply.usage is not None:
             self.cost = self.cost + usage_cost(reply.usage, reply.model)
+            name = reply.usage.model or reply.model or ""
+            self._meter.request(PricedRequest(user_prices().lookup(name) if name else None,
+                                              name, reply.usage.prompt, reply.usage.output,
+                                              time.time()))
             self.changes += 1
+
+    def _took_effect(self, checkpoint: Node | None) -> None:
+        """A request whose projection starts from a checkpoint not seen before: that
+        compaction (preflight, automatic or the provider's) takes effect now."""
+        payload = checkpoint.checkpoint if checkpoint is not None else None
+        if checkpoint is None or payload is None or checkpoint.id == self._checkpoint_id:
+            return
+        first = self._checkpoint_id is None and self.requests == 0
+        self._checkpoint_id = checkpoint.id
+        self.changes += 1
+        if first:  # a session met mid-way (another process compacted it): no cache to compare
+            return
+        after = payload.tokens_after_estimate
+        used = payload.details.get("summarizer_usage")
+        summary = summary_cost(payload.summarizer, Usage.model_validate(used),
+                               user_prices()) if isinstance(used, dict) else Cost()
+        self._meter.fold(Fold(0, 0 if after is None else payload.tokens_before - after,
+                              summary))
+        self.compactions.append((checkpoint.id, stored_explanation(payload.details)))
+        if len(self.compactions) > KEPT_COMPACTIONS:  # SPEC Y14: what it holds is bounded
+            del self.compactions[0]
+            self._dropped += 1
+
+    def compaction_json(self) -> list[dict[str, Any]]:
+        """The latest compactions explained, their realised savings so far."""
+        savings = (self._stored + self._meter.savings())[self._dropped:]
+        out = []
+        for (cid, explained), saving in zip(self.compactions, savings, strict=False):
+            shown = explained.with_realised(saving).to_json() if explained is not None \
+                else {"realised": saving.to_json()}
+            out.append({"checkpoint_id": cid, **shown})
+        return out
 
     @property
     def reuse(self) -> float | None:
@@ -94,7 +148,15 @@ class SessionStats:
             return value if isinstance(value, int) and value >= 0 else 0
 
         usd = cost.get("usd", 0.0)
-        return cls(requests=count(data, "requests"),
+        kept = [c for c in data.get("compactions") or [] if isinstance(c, dict)
+                and isinstance(c.get("checkpoint_id"), str)]
+        explained = [(c["checkpoint_id"], CompactionExplanation.from_json(c)) for c in kept]
+        realised = [(e.realised if e is not None else None) or Saving(None, 0, 0)
+                    for _, e in explained]
+        last = data.get("checkpoint_id")
+        return cls(compactions=explained, _stored=realised,
+                   _checkpoint_id=last if isinstance(last, str) else None,
+                   requests=count(data, "requests"),
                    forwarded_tokens=count(data, "forwarded_tokens"),
                    repeated_tokens=count(data, "repeated_prefix_tokens"),
                    cost=Cost(input_tokens=count(cost, "input_tokens"),
@@ -106,10 +168,12 @@ class SessionStats:
 
     def size(self) -> int:
         """Bytes it holds, about (SPEC Y14)."""
-        return 400 + 72 * len(self._previous)
+        return 400 + 72 * len(self._previous) + 300 * len(self.compactions)
 
     def to_json(self) -> dict[str, Any]:
         return {"requests": self.requests, "forwarded_tokens": self.forwarded_tokens,
                 "repeated_prefix_tokens": self.repeated_tokens,
                 "prefix_reuse": None if self.reuse is None else round(self.reuse, 4),
-                "cost": {"currency": "USD", **self.cost.to_json()}}
+                "cost": {"currency": "USD", **self.cost.to_json()},
+                "checkpoint_id": self._checkpoint_id,
+                "compactions": self.compaction_json()}

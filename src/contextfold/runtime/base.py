@@ -28,7 +28,7 @@ from .events import ConversationState, Event, EventBus, EventKind, EventStream
 from .recall import DEFAULT_EXPAND_TOKENS, RECALL_TOOL_NAMES, RECALL_TOOLS, Recall
 from .runner import CompactionRunner, Finished
 from .sizing import Gauge, Sizer
-from .summarizers import FallbackNote, guarded
+from .summarizers import FallbackNote, GuardedSummarizer, guarded
 from .turns import RunTools, open_tool_calls
 
 OverflowPolicy = Literal["surface", "compact_and_retry_once"]
@@ -258,10 +258,13 @@ class ConversationBase:
         self._model = model
         self._capacity = capacity
         # SPEC Q2/Q3: a summariser reading the session's prefix makes compacting cheaper.
-        summarizer = getattr(getattr(self, "_summarize", None), "summarizer", None)
+        guard = getattr(self, "_summarize", None)
+        summarizer = getattr(guard, "summarizer", None)
         reads = bool(getattr(summarizer, "session_prefix", False))
+        # Q2: the offline summary asks no model, so the cost trigger prices its call at 0.
+        free = isinstance(guard, GuardedSummarizer) and summarizer is None
         self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
-                            self._tools, summary_reads_cache=reads)
+                            self._tools, summary_reads_cache=reads, summary_free=free)
         if self._recall is not None:
             # One expansion may take a tenth of the safe limit: enough to read a few
             # messages, never enough to force a compaction by itself.

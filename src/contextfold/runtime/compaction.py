@@ -31,9 +31,16 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from ..core.budget import Budget, ModelCapacity
-from ..core.costs import summary_cost
+from ..core.cost_trigger import compaction_forecast, session_rhythm
+from ..core.costs import names_a_model, summary_cost
 from ..core.estimator import MessageCosts, estimate_request
-from ..core.fit import tighter_budget
+from ..core.explain import (
+    DETAILS_KEY,
+    CompactionExplanation,
+    stored_explanation,
+    trigger_kind,
+)
+from ..core.fit import over_auto_threshold, tighter_budget
 from ..core.mask_planner import MASKING_SUMMARIZER
 from ..core.messages import Checkpoint, Message, Usage
 from ..core.plan import NoOp, Plan, Trigger
@@ -44,7 +51,7 @@ from ..core.planner import (
     projection_after,
 )
 from ..core.prices import Cost
-from ..core.projection import checkpoint_text, project
+from ..core.projection import checkpoint_text, fixed_part, project
 from ..core.resolver import ResolvedModel, user_prices
 from ..core.tree import Branch, DamagedBranch
 from ..errors import ContextfoldError
@@ -141,6 +148,8 @@ class CompactionOutcome:
     clipped_results: int = 0  # K6: kept messages whose tool results are clipped
     folded_ids: tuple[str, ...] = ()  # the messages it folded into the summary (K5)
     summarizer_usage: Usage | None = None  # SPEC Q4: what its summarising requests used
+    # Issue 40: why it ran and what it is expected to save (`core.explain`); in the JSON.
+    explanation: CompactionExplanation | None = None
 
     def cost(self) -> Cost:
         """What this compaction's summarising requests cost (SPEC Q4, `core.costs`' rule)."""
@@ -148,13 +157,14 @@ class CompactionOutcome:
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        data["explanation"] = None if self.explanation is None else self.explanation.to_json()
         for internal in ("code", "trigger", "folded_tokens", "tail_budget", "split_turn",
                          "clipped_results", "folded_ids", "summarizer_usage"):
             data.pop(internal)
         if self.status == "compacted":
             data["cost"] = {"currency": "USD", "summarizer": self.cost().to_json()}
         for optional in ("fallback_reason", "note", "check", "summary", "checkpoint_text",
-                         "base"):
+                         "base", "explanation"):
             if data[optional] is None:
                 data.pop(optional)
         if not data["edited"]:
@@ -275,6 +285,7 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
                                         pending=pending, costs=costs)
             estimate = replace(measured, tokens=max(measured.tokens, estimate_tokens))
         smallest = smallest_summary_tokens()
+        reads_cache = bool(getattr(summarize, "session_prefix", False))  # SPEC Q3
 
         def planned(for_budget: Budget) -> Plan | NoOp:
             return plan_compaction(branch, for_budget, trigger, capacity=capacity,
@@ -318,8 +329,9 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
         if summary_text is not None:
             written = replace(written, checkpoint=written.checkpoint.model_copy(
                 update={"details": {**written.checkpoint.details, "edited_by_user": True}}))
-        if preview:
-            return _previewed(written, trigger)
+        if preview:  # SPEC M7, explained as the commit would be (issue 40)
+            return _previewed(_explained(written, trigger, branch, capacity, system, tools,
+                                         pending, costs, reads_cache)[0], trigger)
         if trigger == "preflight":
             written = _fit_tighter(written, planned, measured, smallest)
         if trigger == "auto" and written.tokens_after >= written.plan.tokens_before:
@@ -328,6 +340,13 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
                 reason=f"the checkpoint would not make the request smaller "
                        f"({written.plan.tokens_before:,} → {written.tokens_after:,} tokens); "
                        "nothing was committed")
+        written, pays = _explained(written, trigger, branch, capacity, system, tools, pending,
+                                   costs, reads_cache)
+        if not pays:
+            return CompactionOutcome(
+                status="noop", code="would_not_pay", trigger=trigger,
+                reason="the checkpoint as written would cost more than carrying the context "
+                       "(the cost trigger's forecast); nothing was committed")
         say("committing the checkpoint")
         plan = written.plan
         result = await store.commit_checkpoint(plan, written.checkpoint, session_id=session_id)
@@ -359,7 +378,47 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
         clipped_results=len(plan.tail_clips),
         folded_ids=tuple(n.id for n in plan.newly_old),
         summarizer_usage=written.summary.usage,
+        explanation=stored_explanation(written.checkpoint.details),
     )
+
+
+def _explained(written: _Written, trigger: Trigger, branch: Branch, capacity: ModelCapacity,
+               system: str | None, tools: Sequence[Any] | None, pending: Sequence[Message],
+               costs: MessageCosts, summary_reads_cache: bool) -> tuple[_Written, bool]:
+    """The checkpoint with its explanation (issue 40, `core.explain`) in its details: the
+    trigger, the request before and after, and the cost trigger's forecast of this
+    compaction at the session's rhythm (`core.cost_trigger.compaction_forecast`); and
+    whether to commit it. Only a cost-triggered compaction with a free summary can be held
+    back (SPEC Q2: never at a predicted loss; the hard bounds always commit): the decision
+    forecast its size before the summary was written, and the written one may forecast a
+    loss; a model's summary is committed, its call being spent."""
+    plan = written.plan
+    projection = project(branch)
+    fixed = estimate_request(fixed_part(projection), capacity, system=system,
+                             tools=list(tools) if tools else None, pending=pending,
+                             costs=costs).tokens
+    messages = projection.messages
+    rhythm = session_rhythm([n.message.role if n.message is not None else ""
+                             for n in messages], [costs(n) for n in messages])
+    kind = trigger_kind(trigger, over_threshold=over_auto_threshold(plan.tokens_before,
+                                                                    plan.budget))
+    price = user_prices().lookup(capacity.model)
+
+    # The offline summary (and a masking step) asks no model: its call costs nothing.
+    free = not names_a_model(written.summary.summarizer)
+    expected = compaction_forecast(plan.tokens_before, written.tokens_after, plan.budget,
+                                   fixed=fixed, folded=plan.newly_old_tokens,
+                                   kept=plan.kept_tokens, growth=rhythm.per_request,
+                                   price=price, summary_reads_cache=summary_reads_cache,
+                                   summary_free=free)
+    explanation = CompactionExplanation.of(kind, plan.tokens_before, written.tokens_after,
+                                           expected)
+    # A model's summary is paid for by now, and refusing it would ask for another on the
+    # next turn: only a free one (the offline summary, a masking step) is held back.
+    pays = kind != "cost" or not free or expected.saving > 0
+    checkpoint = written.checkpoint.model_copy(update={"details": {
+        **written.checkpoint.details, DETAILS_KEY: explanation.stored()}})
+    return replace(written, checkpoint=checkpoint), pays
 
 
 def check_edit(text: str) -> None:
@@ -381,7 +440,8 @@ def _previewed(written: _Written, trigger: Trigger) -> CompactionOutcome:
         checkpoint_text=checkpoint_text(cp),
         base=str(PreviewBase(plan.session_leaf_id, plan.branch_revision)),
         folded_tokens=plan.newly_old_tokens, tail_budget=plan.tail_budget,
-        folded_ids=tuple(n.id for n in plan.newly_old))
+        folded_ids=tuple(n.id for n in plan.newly_old),
+        explanation=stored_explanation(cp.details))
 
 
 def _fit_tighter(written: _Written, planned: Callable[[Budget], Plan | NoOp],
@@ -421,6 +481,10 @@ async def take_up_provider_compaction(store: CompactionStore, session_id: str, b
     if adopted is None:
         return None
     plan, checkpoint = adopted
+    explanation = CompactionExplanation.of(
+        "provider", plan.tokens_before, checkpoint.tokens_after_estimate or 0, None)
+    checkpoint = checkpoint.model_copy(update={"details": {
+        **checkpoint.details, DETAILS_KEY: explanation.stored()}})
     async with store.compaction_lease(session_id):
         result = await store.commit_checkpoint(plan, checkpoint, session_id=session_id)
     if result.status != "committed":
@@ -429,4 +493,4 @@ async def take_up_provider_compaction(store: CompactionStore, session_id: str, b
     return CompactionOutcome(
         status="compacted", checkpoint_id=result.checkpoint.id if result.checkpoint else None,
         first_kept_id=plan.first_kept_id, kept_messages=len(plan.kept),
-        summarizer=checkpoint.summarizer, trigger="auto")
+        summarizer=checkpoint.summarizer, trigger="auto", explanation=explanation)

@@ -92,6 +92,8 @@ class Sizer:
     # SPEC Q3: the summariser is the session's own model and reads the session's prefix from
     # the prompt cache, so a compaction's call costs reads, not uncached input (Q2 prices it).
     summary_reads_cache: bool = False
+    # Q2: the summariser asks no model (the offline summary), so a compaction's call is free.
+    summary_free: bool = False
     costs: MessageCosts = field(init=False, repr=False, compare=False)
     tool_json: list[dict[str, Any]] | None = field(init=False, repr=False, compare=False)
     _rhythm_memo: list[Any] = field(init=False, repr=False, compare=False)
@@ -161,7 +163,8 @@ class Sizer:
             else None
         return compact_after_turn(tokens, self.budget, fixed=self.floor(projection),
                                   growth=growth, price=price, summary=previous,
-                                  summary_reads_cache=self.summary_reads_cache).compact
+                                  summary_reads_cache=self.summary_reads_cache,
+                                  summary_free=self.summary_free).compact
 
     def _rhythm(self, nodes: tuple[Node, ...]) -> Rhythm:
         """`session_rhythm` of `nodes`, counted from the new nodes only when they extend

@@ -148,7 +148,10 @@ def _with_checkpoints(report: Any, series: dict[str, Any]) -> dict[str, Any]:
         node = written.get(record.checkpoint_id)
         mark.update(trigger=record.trigger, summarized_messages=record.summarized_messages,
                     kept_messages=record.kept_messages,
-                    checkpoint=node_json(node) if node is not None else None)
+                    checkpoint=node_json(node) if node is not None else None,
+                    # Issue 40: why it ran and what it saved (`core.explain`), as replay has it
+                    explanation=record.explanation.to_json()
+                    if record.explanation is not None else None)
     return series
 
 

@@ -109,7 +109,7 @@ function updateControls() {
 // ------------------------------------------------------------------ rendering
 
 const handlers = {
-  onCheckpoint: (node) => openCheckpoint(node, state.tree),
+  onCheckpoint: (node) => openCheckpoint(node, state.tree, state.session?.cost || null),
   onFork: (node) => fork(node),
   onPin: (node) => changePins(() => api.pin(state.sessionId, {node_id: node.id}), "Pinned: every request now carries this message."),
   onUnpin: (pinId) => changePins(() => api.unpin(state.sessionId, pinId), "Unpinned (the pin stays in the durable history)."),

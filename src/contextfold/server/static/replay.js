@@ -1,6 +1,6 @@
 // Import a session file, or replay one at a chosen window and chart each request's size.
 import {api, ApiError} from "./api.js";
-import {openDetail} from "./checkpoint.js";
+import {explanationRows, openDetail} from "./checkpoint.js";
 import {byId, count, el, formatTokens, replaceChildren} from "./dom.js";
 import {ledgerTable} from "./projection.js";
 
@@ -210,6 +210,10 @@ function openCompaction(c, k) {
         row("tail budget", formatTokens(c.tail_budget)),
         row("trigger", c.trigger),
         row("summariser", p.summarizer))),
+    el("section", {"aria-label": "Why it ran"},
+      el("h3", {}, "Why it ran, and what it saved"),
+      el("dl", {class: "counts explanation"},
+        ...explanationRows(c.explanation, c.explanation?.realised, row, c.trigger))),
     c.checkpoint ? el("section", {"aria-label": "Ledger"},
       el("h3", {}, `Ledger: ${count(entries.length, "identifier")}`), ledgerTable(entries)) : null,
     c.checkpoint ? el("section", {"aria-label": "Summary"},
