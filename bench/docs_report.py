@@ -663,7 +663,7 @@ def benchmarks_md() -> str:
     lines += tail_section(load("tail"))
     lines += proxy_section(load("proxy"))
     lines += proxy_soak_section(load("proxy_soak"))
-    lines += proxy_fleet_soak_section(load("proxy_fleet_soak"))
+    lines += proxy_fleet_soak_section(load("proxy_fleet_soak"), load("proxy_fleet_soak_long"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),

@@ -23,10 +23,14 @@ is sampled; memory and latency are compared between the first and the last tenth
 time shows as a ratio above 1:
 
     python -m bench.proxy_soak --fleet 3 --conversations N  # -> bench/results/proxy_fleet_soak.json
+    python -m bench.proxy_soak --fleet 3 --conversations N --turns 24 --window bench-model=4096
+        # long conversations that compact while other processes serve them
+        # -> bench/results/proxy_fleet_soak_long.json
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import platform
@@ -46,6 +50,7 @@ from bench.store_bench import drop_pg, pg_url
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "proxy_soak.json"
 FLEET_RESULTS = ROOT / "bench" / "results" / "proxy_fleet_soak.json"
+FLEET_LONG_RESULTS = ROOT / "bench" / "results" / "proxy_fleet_soak_long.json"
 TURNS = 4
 SAMPLE = 100  # conversations between two readings of the proxy's memory
 CLIENTS = 4  # conversations served at once (each its own thread)
@@ -65,8 +70,9 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-def conversation(client: httpx2.Client, url: str | list[str], n: int) -> list[float]:
-    """One short conversation of `TURNS` requests (its own key and system prompt); the
+def conversation(client: httpx2.Client, url: str | list[str], n: int,
+                 turns: int = TURNS) -> list[float]:
+    """One conversation of `turns` requests (its own key and system prompt); the
     latency of each request in seconds. `url`: one proxy, or a fleet's (each request to the
     next one, starting from the conversation's own)."""
     urls = [url] if isinstance(url, str) else url
@@ -76,14 +82,14 @@ def conversation(client: httpx2.Client, url: str | list[str], n: int) -> list[fl
                                       "and cite the file you read." + " Rule." * 40},
         {"role": "user", "content": f"[{n}] What does module m{n} do? " + "Context. " * 60}]
     took = []
-    for turn in range(TURNS):
+    for turn in range(turns):
         started = time.perf_counter()
         r = client.post(urls[(n + turn) % len(urls)] + "/v1/chat/completions",
                         headers=headers, content=json.dumps(
             {"model": "bench-model", "max_tokens": 64, "messages": messages}).encode())
         took.append(time.perf_counter() - started)
         if r.status_code != 200:
-            raise RuntimeError(f"conversation {n}, turn {turn}: {r.status_code} {r.text[:300]}")
+            raise RuntimeError(f"conversation {n}, turn {turn}: {r.status_code} {r.text[:600]}")
         messages += [{"role": "assistant", "content": r.json()["choices"][0]["message"]
                       ["content"]},
                      {"role": "user", "content": f"[{n}] and then {turn}? " + "More. " * 30}]
@@ -158,9 +164,11 @@ def decile_means(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values[:k]), statistics.fmean(values[-k:])
 
 
-def fleet_soak(url: str, conversations: int, tmp: Path, processes: int) -> dict[str, Any]:
-    """Serve `conversations` through `processes` proxy processes on one database, each
-    request of a conversation to the next process; the samples and figures."""
+def fleet_soak(url: str, conversations: int, tmp: Path, processes: int, *, turns: int = TURNS,
+               window: str = WINDOW, sample: int = SAMPLE) -> dict[str, Any]:
+    """Serve `conversations` of `turns` requests through `processes` proxy processes on one
+    database, each request of a conversation to the next process; the samples and figures
+    (memory read every `sample` conversations)."""
     up_port = free_port()
     upstream = ServerProcess("upstream", [sys.executable, "-m", "bench.proxy_bench",
                                           "--serve-upstream", str(up_port)], up_port,
@@ -171,7 +179,7 @@ def fleet_soak(url: str, conversations: int, tmp: Path, processes: int) -> dict[
         proxies.append(ServerProcess(
             f"proxy-{i}", [sys.executable, "-m", "contextfold", "proxy", "--upstream",
                            upstream.url, "--db", url, "--port", str(port), "--model-window",
-                           WINDOW, "--memory-cache", str(MEMORY_CACHE)], port,
+                           window, "--memory-cache", str(MEMORY_CACHE)], port,
             log=tmp / f"proxy-{i}.log", cwd=ROOT, env={"CONTEXTFOLD_PROXY_SALT": "soak"}))
     samples: list[dict[str, Any]] = []
     errors = 0
@@ -185,10 +193,10 @@ def fleet_soak(url: str, conversations: int, tmp: Path, processes: int) -> dict[
         samples.append({"conversations": 0, "seconds": 0.0,
                         "rss_bytes": [rss_bytes(p.proc.pid) for p in proxies]})
         with ThreadPoolExecutor(CLIENTS) as pool:
-            for start in range(0, conversations, SAMPLE):
-                ids = range(start, min(conversations, start + SAMPLE))
+            for start in range(0, conversations, sample):
+                ids = range(start, min(conversations, start + sample))
                 lat = [t for took in pool.map(
-                    lambda n: conversation(clients[n % CLIENTS], urls, n), ids)
+                    lambda n: conversation(clients[n % CLIENTS], urls, n, turns), ids)
                        for t in took]
                 lat.sort()
                 samples.append({
@@ -226,8 +234,9 @@ def fleet_soak(url: str, conversations: int, tmp: Path, processes: int) -> dict[
     p50_first, p50_last = decile_means(p50)
     p95_first, p95_last = decile_means(p95)
     worst = max(p["retained_bytes_per_conversation"] for p in per_process)
-    return {"conversations": conversations, "requests": conversations * TURNS,
-            "processes": processes, "seconds": samples[-1]["seconds"],
+    return {"conversations": conversations, "requests": conversations * turns,
+            "turns_per_conversation": turns, "window": window, "processes": processes,
+            "seconds": samples[-1]["seconds"],
             "log_errors": errors, "per_process": per_process,
             "retained_bytes_per_conversation_worst": worst, "goal_bytes": GOAL_BYTES,
             "meets_goal": worst <= GOAL_BYTES,
@@ -244,15 +253,35 @@ def fleet_soak(url: str, conversations: int, tmp: Path, processes: int) -> dict[
             "samples": samples}
 
 
-def fleet_main(processes: int, count: int) -> int:
+async def stored(url: str) -> dict[str, int]:
+    """What the run left in the database: sessions (one per conversation, whichever process
+    served its requests) and checkpoints."""
+    from sqlalchemy import text
+
+    from contextfold.store import open_store
+
+    async with await open_store(url) as store, store.engine.connect() as conn:
+        return {"sessions": (await conn.execute(text("SELECT count(*) FROM sessions"))
+                             ).scalar_one(),
+                "checkpoints": (await conn.execute(text(
+                    "SELECT count(*) FROM nodes WHERE kind = 'checkpoint'"))).scalar_one()}
+
+
+def fleet_main(processes: int, count: int, turns: int = TURNS, window: str = WINDOW) -> int:
+    """The fleet soak; with more `turns` than the short conversations' (and a window that
+    makes them compact), the long conversations' run beside it."""
+    long = turns != TURNS
     url, schema = pg_url()
-    out: dict[str, Any] = {"turns_per_conversation": TURNS, "clients": CLIENTS,
-                           "memory_cache_mib": MEMORY_CACHE, "window": WINDOW,
+    out: dict[str, Any] = {"turns_per_conversation": turns, "clients": CLIENTS,
+                           "memory_cache_mib": MEMORY_CACHE, "window": window,
                            "machine": platform.machine(), "cores": os.cpu_count(),
                            "python": platform.python_version()}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            out["run"] = fleet_soak(url, count, Path(tmp), processes)
+            out["run"] = fleet_soak(url, count, Path(tmp), processes, turns=turns,
+                                    window=window, sample=max(1, count // 20) if long
+                                    else SAMPLE)
+            out["run"]["stored"] = asyncio.run(stored(url))
     finally:
         drop_pg(schema)
     run = out["run"]
@@ -261,14 +290,18 @@ def fleet_main(processes: int, count: int) -> int:
           f"RSS last/first decile {[p['rss_ratio_last_first'] for p in run['per_process']]}; "
           f"p50 {run['p50_ms_first_decile']} -> {run['p50_ms_last_decile']} ms; "
           f"log errors {run['log_errors']}")
-    FLEET_RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    (FLEET_LONG_RESULTS if long else FLEET_RESULTS).write_text(json.dumps(out, indent=2) + "\n",
+                                                              encoding="utf-8")
     return 0
 
 
 def main() -> int:
-    if "--conversations" in sys.argv[1:] and "--fleet" in sys.argv[1:]:
-        return fleet_main(int(sys.argv[sys.argv.index("--fleet") + 1]),
-                          int(sys.argv[sys.argv.index("--conversations") + 1]))
+    args = sys.argv[1:]
+    if "--conversations" in args and "--fleet" in args:
+        return fleet_main(int(args[args.index("--fleet") + 1]),
+                          int(args[args.index("--conversations") + 1]),
+                          int(args[args.index("--turns") + 1]) if "--turns" in args else TURNS,
+                          args[args.index("--window") + 1] if "--window" in args else WINDOW)
     quick = "--quick" in sys.argv[1:]
     count = 300 if quick else 3000
     if "--conversations" in sys.argv[1:]:

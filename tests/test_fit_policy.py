@@ -223,3 +223,23 @@ def test_the_driver_runs_under_asyncio_too():  # P1
     draft = text_message("user", "and now?")
     outcomes = asyncio.run(fit_request(fit, (draft,), draft=draft))
     assert outcomes and outcomes[0].status == "compacted"
+
+
+def test_y13_a_request_that_fits_on_a_branch_compacted_meanwhile_is_sent():  # P1 P3
+    """issue 38 (the long fleet soak): a request is sized on the branch its process read;
+    another process commits a checkpoint before it compacts; its own compaction then finds
+    nothing to do — the stored branch fits. The request is sent on that branch, never
+    refused "even after compaction"."""
+    capacity = CAPACITIES[0]
+    fit = _session(capacity, _chain([(700, [])] * 12, []), "", ())
+    draft = text_message("user", _words(40, 99))
+    assert isinstance(fit.sizer.decide(fit.projection(), (draft,)), Compact)
+    # Another process (its own view of the same store) compacts first.
+    other = SessionFit(fit.store, fit.session_id, fit.sizer, guarded(None),
+                       run_now(fit.store.load_branch(fit.session_id)))
+    assert run_now(other.compact("preflight", (draft,))).status == "compacted"
+    outcomes = run_now(fit_request(fit, (draft,), draft=draft))  # not DraftTooLargeError
+    assert [o.status for o in outcomes] == ["noop"]
+    assert fit.branch.latest_checkpoint_index is not None  # sized on the stored branch
+    assert fit.sizer.estimate(fit.projection(), (draft,)).tokens <= \
+        fit.sizer.budget.safe_input_limit

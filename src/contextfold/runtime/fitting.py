@@ -79,6 +79,10 @@ async def fit_request(target: FitTarget, pending: Sequence[Message] = (), *,
         outcome = await target.compact_to_fit(pending)
         outcomes.append(outcome)
         if outcome.status == "noop":
+            # Nothing to compact on the branch as stored: it may fit already (SPEC Y13:
+            # another process's checkpoint, committed since this one read the branch).
+            if isinstance(target.sizer.decide(target.projection(), pending), Fits):
+                return outcomes
             break
     tokens = target.sizer.estimate(target.projection(), pending).tokens
     tried = min((o.tokens_after for o in outcomes if o.tokens_after is not None),
@@ -210,8 +214,10 @@ class SessionFit:
         self.outcomes.append(outcome)
         if self.on_compacted is not None:
             await self.on_compacted(outcome, planned_on)
-        if outcome.status != "noop":
-            await self.reload()
+        # Read again, a noop too: "it fits" can be the store's branch fitting where the one
+        # planned on did not (another process compacted it meanwhile, SPEC Y13; issue 38's
+        # long fleet soak was refused "even after compaction" there).
+        await self.reload()
         return outcome
 
     async def compact_to_fit(self, pending: Sequence[Message]) -> CompactionOutcome:
