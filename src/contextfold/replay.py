@@ -121,6 +121,7 @@ class ManagedSession:
                               _now(self.store.load_branch(self.session_id)))
         # SPEC L5 as the product applies it: the memory store searches like the SQL one.
         self.auto_recall = AutoRecall(self.store)
+        self.fit.recall_full = self.auto_recall.full  # SPEC Q5: full blocks, a reason
         self.compactions: list[CompactionRecord] = []
         self.summarized_ids: set[str] = set()
         self.requests_sent = 0
@@ -203,7 +204,7 @@ class ManagedSession:
                 recorded_tokens=None,
                 problems=request_problems(projection, self.system),
                 over_limit=tokens > self.budget.safe_input_limit,
-                recall_tokens=projection.recalled.tokens if projection.recalled else 0,
+                recall_tokens=projection.recall_tokens,
                 projection=projection,
             )
             self.requests_sent += 1

@@ -60,8 +60,8 @@ def estimated_parts(projection: Projection, costs: MessageCosts, *, system: str 
         parts["checkpoint"] = costs(projection.checkpoint)
     if projection.pins:
         parts["pins"] = costs.text_tokens(pins_text(projection.pins))
-    if projection.recalled is not None:
-        parts["recall"] = costs.text_tokens(projection.recalled.text)
+    if projection.recalled:
+        parts["recall"] = sum(costs.text_tokens(b.text) for b in projection.recalled)
     for node in projection.messages:
         msg = node.message
         if msg is None:

@@ -248,10 +248,11 @@ def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
     if projection.pins and pins_tokens:
         blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.pins),
                             pins_tokens))
-    recalled = projection.recalled
+    recall_at = projection.recall_at
     for node in projection.messages:
-        if recalled is not None and node.id == recalled.before_id:
-            # SPEC L5: the recall block is sent right before the latest user message.
+        recalled = recall_at.get(node.id)
+        if recalled is not None:
+            # SPEC L5, Q5: each turn's block right before its user message.
             blocks.append(Block("recall:" + ",".join(recalled.node_ids), recalled.tokens))
         # A masked copy shares its node's id but not its bytes (SPEC V1).
         key = ("masked:" if isinstance(node, MaskedNode) else "") + node.id

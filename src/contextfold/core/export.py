@@ -69,10 +69,11 @@ def _build_groups(projection: Projection) -> list[_Group]:
         groups.side("user").texts.append(text)
     if projection.pins:
         groups.side("user").texts.append(pins_text(projection.pins))  # SPEC N1: after summary
-    recalled = projection.recalled
+    recall_at = projection.recall_at
     for node in projection.messages:
-        if recalled is not None and node.id == recalled.before_id:
-            # SPEC L5: right before the latest user message (one user message with it).
+        recalled = recall_at.get(node.id)
+        if recalled is not None:
+            # SPEC L5, Q5: right before its turn's user message (one user message with it).
             groups.side("user").texts.append(recalled.text)
         _add_message(projection.message_of(node), groups.side)
     return groups

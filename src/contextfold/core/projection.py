@@ -42,14 +42,29 @@ MASK_ONLY_HEADER = (
 
 @dataclass(frozen=True)
 class RecallBlock:
-    """SPEC L5: excerpts of folded messages for one request (`core.auto_recall` chooses
+    """SPEC L5: excerpts of folded messages for one user turn (`core.auto_recall` chooses
     them): the text, the nodes it quotes, its size, and the projected message it goes
-    right before (the latest user message, whose words found them)."""
+    right before (that turn's user message, whose words found them). SPEC Q5: once sent,
+    it stays there, byte for byte, in every later request until the next checkpoint."""
 
     text: str
     node_ids: tuple[str, ...]
     tokens: int
     before_id: str
+
+
+def anchored(messages: tuple[Node, ...], blocks: tuple[RecallBlock, ...]) -> list[int]:
+    """The index in `messages` each of `blocks` goes right before (`len(messages)`: its
+    message is not there). Scanned from the end, where a session's blocks are, and only
+    until all are found: a request must not walk a long history for them."""
+    wanted = {b.before_id for b in blocks}
+    found: dict[str, int] = {}
+    for i in range(len(messages) - 1, -1, -1):
+        if len(found) == len(wanted):
+            break
+        if messages[i].id in wanted:
+            found[messages[i].id] = i
+    return [found.get(b.before_id, len(messages)) for b in blocks]
 
 
 @dataclass(frozen=True)
@@ -69,9 +84,20 @@ class Projection:
     # SPEC K6: node id -> characters kept per tool result, for a kept round too big for the
     # tail budget. Exports and estimates apply it; the durable node stays whole.
     clips: Mapping[str, int] = field(default_factory=dict)
-    # SPEC L5: the recall block of this request (None: none; never stored, derived per
-    # request by `runtime.auto_recall`).
-    recalled: RecallBlock | None = None
+    # SPEC L5, Q5: the recall blocks of the turns since the checkpoint, in branch order,
+    # each right before its turn's user message (`runtime.auto_recall` adds them; a turn's
+    # block stays until the next checkpoint, so the projection only grows at its end).
+    recalled: tuple[RecallBlock, ...] = ()
+
+    @property
+    def recall_at(self) -> Mapping[str, RecallBlock]:
+        """The recall blocks by the id of the message each goes right before."""
+        return {b.before_id: b for b in self.recalled}
+
+    @property
+    def recall_tokens(self) -> int:
+        """The tokens of all the recall blocks (as `RecallBlock.tokens` counted them)."""
+        return sum(b.tokens for b in self.recalled)
 
     def message_of(self, node: Node) -> Message:
         """The message of `node` as this projection sends it (clipped if so decided)."""
@@ -93,8 +119,8 @@ def prefix_text(projection: Projection, recall_tools: tuple[str, str] | None = N
                 ) -> str | None:
     """The checkpoint summary and the pins (SPEC N1) as one user message's text,
     byte-identical for the same checkpoint and pins (None: neither). Every face sends this
-    text before the tail; the recall block (SPEC L5) is not part of it: it goes right
-    before the latest user message, so a new block never changes the cached prefix.
+    text before the tail; the recall blocks (SPEC L5) are not part of it: each goes right
+    before its turn's user message, so a new block never changes the cached prefix (Q5).
     `recall_tools`: the client's own names of the recall tools (SPEC L6, `checkpoint_text`)."""
     blocks = []
     text = checkpoint_text(projection.summary, recall_tools) if projection.summary else ""

@@ -86,7 +86,7 @@ async def probe(fact: Fact, projection: Projection, recall: AutoRecall, session_
     `node_id` is the message that stated it, when the user did (is it named?)."""
     asked = await recall.apply(session_id, with_question(projection, fact.question), sizer)
     sent = request_text(asked, sizer.system)
-    block = asked.recalled.text if asked.recalled is not None else ""
+    block = "\n".join(b.text for b in asked.recalled)
     held = checkpoint_text(projection.summary) if projection.summary is not None else ""
     return ProbeResult(fact, in_request=fact.text in sent, in_checkpoint=fact.text in held,
                        in_recall_block=fact.text in block,

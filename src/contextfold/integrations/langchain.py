@@ -240,9 +240,11 @@ class ContextfoldMiddleware(AgentMiddleware):
         """The request with the projection instead of the whole list."""
         shown: list[BaseMessage] = []
         for item in synced.items():
-            if item.recall and synced.projection.recalled is not None:  # SPEC L5
-                shown.append(HumanMessage(content=item.message.text, id=RECALL_ID_PREFIX
-                                          + synced.projection.recalled.before_id))
+            block = next((b for b in synced.projection.recalled
+                          if b.text == item.message.text), None) if item.recall else None
+            if block is not None:  # SPEC L5, Q5: each turn's block, named by its turn
+                shown.append(HumanMessage(content=item.message.text,
+                                          id=RECALL_ID_PREFIX + block.before_id))
             elif item.index is None:
                 checkpoint = synced.projection.checkpoint
                 shown.append(HumanMessage(content=item.message.text, id=SUMMARY_ID_PREFIX + (

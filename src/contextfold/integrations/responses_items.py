@@ -195,9 +195,10 @@ def projection_items(projection: Projection) -> list[Item]:
     text = prefix_text(projection)
     if text is not None:
         out.append({"role": "user", "content": text})
-    recalled = projection.recalled
+    recall_at = projection.recall_at
     for node in projection.messages:
-        if recalled is not None and node.id == recalled.before_id:  # SPEC L5
+        recalled = recall_at.get(node.id)
+        if recalled is not None:  # SPEC L5, Q5
             out.append({"role": "user", "content": recalled.text})
         out += message_items(projection.message_of(node))
     return out

@@ -215,7 +215,10 @@ class ConversationBase:
         """After a completed turn: compact in the background if above the threshold (A1)."""
         if self._branch is None or self._runner.running:
             return
-        if not self._sizer.auto_due(self.projection()):
+        projection = self.projection()
+        checkpoint = projection.checkpoint.id if projection.checkpoint is not None else None
+        if not self._sizer.auto_due(projection, recall_full=self._auto_recall.full(
+                self.session_id, checkpoint)):
             return
         capacity, budget = self._capacity, self.budget
 

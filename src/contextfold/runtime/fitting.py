@@ -167,6 +167,8 @@ class SessionFit:
     branch: Branch
     on_compacted: OnCompacted | None = None
     outcomes: list[CompactionOutcome] = field(default_factory=list)
+    # SPEC Q5: (session, checkpoint id) -> are the recall blocks full (`AutoRecall.full`)?
+    recall_full: Callable[[str, str | None], bool] | None = None
     _projected: tuple[Branch | None, Projection | None] = (None, None)
 
     def projection(self) -> Projection:
@@ -212,6 +214,9 @@ class SessionFit:
 
     async def auto(self) -> CompactionOutcome | None:
         """SPEC A1-A3 after a turn: compact between turns when over the auto threshold."""
-        if not self.sizer.auto_due(self.projection()):
+        projection = self.projection()
+        full = self.recall_full is not None and self.recall_full(
+            self.session_id, projection.checkpoint.id if projection.checkpoint else None)
+        if not self.sizer.auto_due(projection, recall_full=full):
             return None
         return await self.compact("auto")

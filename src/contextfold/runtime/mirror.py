@@ -126,7 +126,7 @@ class Synced:
         to its leaf, and without a checkpoint the projection holds every message node of it;
         the same count with the same first and last node is the same sequence."""
         p = self.projection
-        if p.checkpoint is not None or p.pins or p.clips or p.recalled is not None:
+        if p.checkpoint is not None or p.pins or p.clips or p.recalled:
             return False
         nodes, ids = p.messages, self.node_ids
         return len(nodes) == len(ids) > 0 and nodes[0].id == ids[0] and \
@@ -155,14 +155,14 @@ class Synced:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
         projection = self.projection
-        recalled, clips, index_of = projection.recalled, projection.clips, self.source_index
-        before = recalled.before_id if recalled is not None else None
+        recall_at, clips, index_of = projection.recall_at, projection.clips, self.source_index
         for node in projection.messages:
-            if node.id == before:
-                assert recalled is not None
-                # SPEC L5: its own user-side message right before the latest request; right
-                # after the prefix it joins the prefix's message (two user messages in a
-                # row are not a valid Messages request).
+            recalled = recall_at.get(node.id)
+            if recalled is not None:
+                # SPEC L5: its own user-side message right before its turn's request (Q5:
+                # there in every later request until the next checkpoint); right after
+                # the prefix it joins the prefix's message (two user messages in a row are
+                # not a valid Messages request).
                 block = TextPart(text=recalled.text)
                 if out and out[-1].index is None:
                     joined = out[-1].message
@@ -650,7 +650,7 @@ class Mirror:
                                                        outcome.checkpoint_id, reply_id)
 
             fit = SessionFit(self.store, session_id, sizer, self._summarize, branch,
-                             on_compacted=index)
+                             on_compacted=index, recall_full=self._auto_recall.full)
             outcome = await fit.auto()
             if outcome is not None:
                 self.auto_outcomes.append(outcome)
