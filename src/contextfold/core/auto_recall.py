@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
+from .fit import recall_full
 from .messages import Message, TextPart, ToolCallPart
 from .projection import Projection, RecallBlock, anchored, checkpoint_text
 from .recall_text import SearchQuery, Term, fold, tokens
@@ -41,7 +42,7 @@ from .text_estimate import Count, estimate_text
 
 __all__ = ["Candidate", "RecallBlock", "RecallTurns", "choose_block", "held_blocks",
            "identifier_query", "latest_request", "query_text", "recall_query",
-           "smallest_block", "within"]
+           "smallest_block", "undecided_needs_search", "within"]
 
 RECALL_HEADER = (
     "[contextfold recall] From earlier in this session: excerpts of compacted messages that "
@@ -405,3 +406,19 @@ def within(blocks: tuple[RecallBlock, ...], room: int) -> tuple[RecallBlock, ...
         kept.append(b)
         used += b.tokens
     return tuple(kept)
+
+
+def undecided_needs_search(turns: RecallTurns, user_id: str, query: SearchQuery | None,
+                           used: int, budget: int, room: int,
+                           smallest: int) -> RecallTurns | None:
+    """SPEC Q5: the decision for the new turn of user message `user_id` when it needs no
+    search (None: search, then `choose_block` within `room`). The blocks since the
+    checkpoint use `used` tokens of the recall `budget`: with no room left for the
+    `smallest` block the turn gets none and the blocks are full (`core.fit.recall_full`,
+    a reason to compact); with nothing to search for, or a request too near the safe limit
+    (`room`, `core.fit.recall_room`), it gets none either."""
+    if recall_full(used, budget, smallest):
+        return turns.with_turn(user_id, None, full=True)
+    if query is None or room < smallest:
+        return turns.with_turn(user_id, None)
+    return None

@@ -13,6 +13,7 @@ recall can fetch it whole).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -76,7 +77,10 @@ def request_text(projection: Projection, system: str | None = None) -> str:
 
 def with_question(projection: Projection, question: str) -> Projection:
     """`projection` with `question` as the next user message."""
-    node = Node(id=PROBE_NODE, payload=text_message("user", question))
+    # One id per question: automatic recall decides a turn once per user message id
+    # (SPEC Q5), and every probe is a turn of its own.
+    digest = hashlib.sha256(question.encode()).hexdigest()[:16]
+    node = Node(id=f"{PROBE_NODE}-{digest}", payload=text_message("user", question))
     return replace(projection, messages=(*projection.messages, node))
 
 

@@ -54,9 +54,10 @@ from ..core.auto_recall import (
     latest_request,
     recall_query,
     smallest_block,
+    undecided_needs_search,
     within,
 )
-from ..core.fit import recall_full, recall_room
+from ..core.fit import recall_room
 from ..core.messages import Message
 from ..core.projection import Projection
 from ..core.recall_text import SearchQuery, message_text
@@ -131,17 +132,14 @@ class AutoRecall:
         turn stays undecided and its next request tries again)."""
         budget = sizer.budget.recall_budget
         count = sizer.costs.text_tokens
-        smallest = smallest_block(count)
         used = projection.recall_tokens
-        if recall_full(used, budget, smallest):
-            return turns.with_turn(request[0], None, full=True)
         query = recall_query(request[1], request[2])
-        if query is None:
-            return turns.with_turn(request[0], None)
         room = recall_room(sizer.estimate(projection, pending).tokens,
                            sizer.budget.safe_input_limit, budget - used)
-        if room < smallest:
-            return turns.with_turn(request[0], None)
+        decided = undecided_needs_search(turns, request[0], query, used, budget, room,
+                                         smallest_block(count))
+        if decided is not None or query is None:
+            return decided
         # Searched in parts, each memoised: the request's identifiers, the pending calls'
         # identifiers, and all the request's terms (see `identifier_query`).
         parts = (identifier_query(recall_query(request[1])) if request[1] else None,
