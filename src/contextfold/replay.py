@@ -28,6 +28,7 @@ from .core.export import to_anthropic, to_openai
 from .core.fit import OverheadTooLargeError, budget_after_overhead
 from .core.messages import Message, Node
 from .core.plan import NoOp, Trigger
+from .core.prefix_breaks import count_prefix_breaks
 from .core.prices import Block
 from .core.projection import Projection, project
 from .core.resolver import user_prices
@@ -393,7 +394,9 @@ def replay_cost(messages: Sequence[tuple[str, Message]],
     return {"currency": "USD", "model": model,
             "recorded": {**recorded.requests.to_json(), "model": recorded.model},
             "recorded_modelled": recorded.full_history.to_json(),
-            "contextfold": ours.to_json()}
+            "contextfold": ours.to_json(),
+            # SPEC Q5: requests that did not start with the previous one, and why.
+            "prefix_breaks": count_prefix_breaks(b for b, _o, _t in billed).to_json()}
 
 
 def recorded_start(nodes: Sequence[Node], leaf_id: str) -> Node | None:

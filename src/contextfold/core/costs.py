@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -253,7 +254,10 @@ def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
         recalled = recall_at.get(node.id)
         if recalled is not None:
             # SPEC L5, Q5: each turn's block right before its user message.
-            blocks.append(Block("recall:" + ",".join(recalled.node_ids), recalled.tokens))
+            # Keyed by its text too: equal keys must mean equal bytes (`Block`).
+            digest = hashlib.sha256(recalled.text.encode()).hexdigest()[:12]
+            blocks.append(Block(f"recall:{','.join(recalled.node_ids)}@{digest}",
+                                recalled.tokens))
         # A masked copy shares its node's id but not its bytes (SPEC V1).
         key = ("masked:" if isinstance(node, MaskedNode) else "") + node.id
         blocks.append(Block(key, cost(node)))

@@ -1,0 +1,83 @@
+"""Prefix breaks and the cache-read share over the real sessions (SPEC Q5, issue 40).
+
+`python -m bench.prefix_breaks` replays the real Pi and Claude Code sessions in
+`tests/fixtures` (copies of `/work/shared/data`) through `contextfold.replay` at a 200k
+window, with compaction, automatic recall (L5) and the default trigger, and writes
+`bench/results/prefix_breaks.json`: per session, the requests that did not start with the
+previous request's content (`core.prefix_breaks`), how many a checkpoint explains, and the
+share of contextfold's modelled input tokens read from the prompt cache (`core.prices`,
+Anthropic's cache rules: `cached / (input + cached + cache writes)`).
+
+`--recall-share 0` replays without automatic recall (the figure recall is compared with).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from contextfold.core.resolver import ModelResolver
+from contextfold.formats import import_file
+from contextfold.replay import recorded_session, replay_overhead, replay_recorded
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "results" / "prefix_breaks.json"
+WINDOW = 200_000
+SESSIONS = {
+    "pi-mono/large-session.jsonl": "Pi",
+    "claude-code/258c7280-ae70-4798-800f-63464d01a85d.jsonl": "Claude Code",
+    "claude-code/ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl": "Claude Code",
+}
+
+
+def cache_read_share(cost: dict[str, Any]) -> float:
+    """The share of the modelled input tokens read from the cache."""
+    total = cost["input_tokens"] + cost["cached_tokens"] + cost["cache_write_tokens"]
+    return round(cost["cached_tokens"] / total, 4) if total else 0.0
+
+
+def one(path: Path, trigger: str | None, recall_share: float | None) -> dict[str, Any]:
+    """One replay of `path`: its prefix breaks, cache-read share and cost."""
+    result = import_file(path)
+    session = recorded_session(result.nodes, result.leaf_id)
+    resolved = ModelResolver().resolve(None, recorded=session.model, context_window=WINDOW)
+    budget = resolved.budget
+    if trigger is not None:
+        budget = budget.model_copy(update={"trigger": trigger})
+    if recall_share is not None:
+        safe = budget.safe_input_limit
+        budget = budget.model_copy(update={"recall_budget": int(safe * recall_share)})
+    fixed = replay_overhead(session, resolved.capacity, budget, None, "--overhead", resolved)
+    started = time.perf_counter()
+    report = replay_recorded(session, resolved.capacity, budget, fixed).to_json()
+    ours = report["cost"]["contextfold"]
+    return {"model": resolved.name, "trigger": budget.trigger,
+            "recall_budget": budget.recall_budget, "requests": report["requests"],
+            "compactions": report["compactions"],
+            "recall_requests": report["recall_requests"],
+            "prefix_breaks": report["cost"].get("prefix_breaks"),
+            "cache_read_share": cache_read_share(ours), "usd": ours["usd"],
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trigger", choices=("size", "cost"), default=None)
+    parser.add_argument("--recall-share", type=float, default=None)
+    parser.add_argument("--out", type=Path, default=OUT)
+    args = parser.parse_args()
+    rows = []
+    for rel, label in SESSIONS.items():
+        row = one(ROOT / "tests" / "fixtures" / rel, args.trigger, args.recall_share)
+        rows.append({"session": rel, "label": label, **row})
+        print(json.dumps(rows[-1]), flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"window": WINDOW, "rows": rows}, indent=1) + "\n",
+                        encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
