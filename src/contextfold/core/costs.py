@@ -40,7 +40,7 @@ from .prices import (
     request_cost,
     total,
 )
-from .projection import Projection
+from .projection import PinNote, Projection
 
 
 @dataclass(frozen=True)
@@ -246,11 +246,22 @@ def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
     if projection.checkpoint is not None:
         cp = projection.checkpoint
         blocks.append(Block(f"checkpoint:{cp.id}", cost(cp), breakpoint=True))
-    if projection.pins and pins_tokens:
-        blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.pins),
+    if projection.sent_pins and pins_tokens:
+        blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.sent_pins),
                             pins_tokens))
     recall_at = projection.recall_at
+    notes: dict[str | None, list[PinNote]] = {}
+    for note in projection.pin_notes:
+        notes.setdefault(note.before_id, []).append(note)
+
+    def add_notes(before: str | None) -> None:
+        # SPEC Q5: a pin or unpin since the checkpoint, where it happened.
+        for note in notes.get(before, ()):
+            digest = hashlib.sha256(note.text.encode()).hexdigest()[:12]
+            blocks.append(Block(f"pin-note:{digest}", note.tokens))
+
     for node in projection.messages:
+        add_notes(node.id)
         recalled = recall_at.get(node.id)
         if recalled is not None:
             # SPEC L5, Q5: each turn's block right before its user message.
@@ -261,6 +272,7 @@ def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
         # A masked copy shares its node's id but not its bytes (SPEC V1).
         key = ("masked:" if isinstance(node, MaskedNode) else "") + node.id
         blocks.append(Block(key, cost(node)))
+    add_notes(None)
     if blocks and not blocks[-1].breakpoint:
         blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
     return blocks

@@ -67,15 +67,15 @@ def _build_groups(projection: Projection) -> list[_Group]:
     text = checkpoint_text(projection.summary) if projection.summary is not None else ""
     if text:  # "" for a checkpoint that is only a provider's compaction (SPEC Y7)
         groups.side("user").texts.append(text)
-    if projection.pins:
-        groups.side("user").texts.append(pins_text(projection.pins))  # SPEC N1: after summary
-    recall_at = projection.recall_at
+    if projection.sent_pins:  # SPEC N1: after the summary
+        groups.side("user").texts.append(pins_text(projection.sent_pins))
     for node in projection.messages:
-        recalled = recall_at.get(node.id)
-        if recalled is not None:
-            # SPEC L5, Q5: right before its turn's user message (one user message with it).
-            groups.side("user").texts.append(recalled.text)
+        # SPEC Q5: a pin note where it happened, and its turn's recall block (L5), right
+        # before the message (one user message with a user message).
+        groups.side("user").texts.extend(projection.notes_before(node.id))
         _add_message(projection.message_of(node), groups.side)
+    if projection.pin_notes:
+        groups.side("user").texts.extend(projection.notes_before(None))
     return groups
 
 

@@ -195,12 +195,11 @@ def projection_items(projection: Projection) -> list[Item]:
     text = prefix_text(projection)
     if text is not None:
         out.append({"role": "user", "content": text})
-    recall_at = projection.recall_at
     for node in projection.messages:
-        recalled = recall_at.get(node.id)
-        if recalled is not None:  # SPEC L5, Q5
-            out.append({"role": "user", "content": recalled.text})
+        # SPEC Q5: a pin note where it happened, and its turn's recall block (L5).
+        out += [{"role": "user", "content": text} for text in projection.notes_before(node.id)]
         out += message_items(projection.message_of(node))
+    out += [{"role": "user", "content": text} for text in projection.notes_before(None)]
     return out
 
 

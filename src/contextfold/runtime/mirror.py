@@ -76,7 +76,9 @@ class ProjectedItem(NamedTuple):
     index: int | None
     message: Message
     verbatim: bool
-    recall: bool = False  # the automatic recall block (SPEC L5), right before its request
+    # A note contextfold puts right before a message: its turn's automatic recall block
+    # (SPEC L5) or a pin note, where a pin or unpin since the checkpoint happened (N1, Q5).
+    recall: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Synced:
         to its leaf, and without a checkpoint the projection holds every message node of it;
         the same count with the same first and last node is the same sequence."""
         p = self.projection
-        if p.checkpoint is not None or p.pins or p.clips or p.recalled:
+        if p.checkpoint is not None or p.sent_pins or p.pin_notes or p.clips or p.recalled:
             return False
         nodes, ids = p.messages, self.node_ids
         return len(nodes) == len(ids) > 0 and nodes[0].id == ids[0] and \
@@ -155,22 +157,26 @@ class Synced:
             out.append(ProjectedItem(None, Message(role="user", parts=(TextPart(text=text),)),
                                      False))
         projection = self.projection
-        recall_at, clips, index_of = projection.recall_at, projection.clips, self.source_index
-        for node in projection.messages:
-            recalled = recall_at.get(node.id)
-            if recalled is not None:
-                # SPEC L5: its own user-side message right before its turn's request (Q5:
-                # there in every later request until the next checkpoint); right after
-                # the prefix it joins the prefix's message (two user messages in a row are
-                # not a valid Messages request).
-                block = TextPart(text=recalled.text)
+        clips, index_of = projection.clips, self.source_index
+
+        def add_notes(before: str | None) -> None:
+            # SPEC L5, Q5: a pin note where it happened, and its turn's recall block, each
+            # its own user-side message right before the message (there in every later
+            # request until the next checkpoint); one right after the prefix or another
+            # note joins that message (two user messages in a row are not a valid
+            # Messages request).
+            for text in projection.notes_before(before):
+                block = TextPart(text=text)
                 if out and out[-1].index is None:
-                    joined = out[-1].message
-                    out[-1] = ProjectedItem(None, joined.model_copy(
-                        update={"parts": (*joined.parts, block)}), False)
+                    last = out[-1]
+                    out[-1] = ProjectedItem(None, last.message.model_copy(
+                        update={"parts": (*last.message.parts, block)}), False, last.recall)
                 else:
                     out.append(ProjectedItem(None, Message(role="user", parts=(block,)),
                                              False, recall=True))
+
+        for node in projection.messages:
+            add_notes(node.id)
             index = index_of.get(node.id)
             if node.id in clips:  # SPEC K6: a clipped copy differs from the stored node
                 out.append(ProjectedItem(index, projection.message_of(node), False))
@@ -179,6 +185,10 @@ class Synced:
             # masked (V1) projection copy differs from it.
             out.append(ProjectedItem(index, node.payload,  # type: ignore[arg-type]
                                      index is not None and not isinstance(node, MaskedNode)))
+        # A pin note after the client's latest message (a pin that raced the request) goes
+        # out with the next request, before the message after it: after this request's
+        # content, so no cached prefix breaks (SPEC Q5), and never a second user message
+        # in a row.
         return out
 
 
