@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .prefix_breaks_report import prefix_breaks_section
 from .proxy_report import proxy_section, proxy_soak_section
 from .recall_report import recall_section
 from .results_file import kilo as _k
@@ -536,6 +537,7 @@ def benchmarks_md() -> str:
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
     lines += replay_cost_section(load("replay_cost"))
+    lines += prefix_breaks_section(load("prefix_breaks"))
     lines += proxy_section(load("proxy"))
     lines += proxy_soak_section(load("proxy_soak"))
     lines += llama_section(load("llama_upstream"))

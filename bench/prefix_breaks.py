@@ -8,7 +8,8 @@ previous request's content (`core.prefix_breaks`), how many a checkpoint explain
 share of contextfold's modelled input tokens read from the prompt cache (`core.prices`,
 Anthropic's cache rules: `cached / (input + cached + cache writes)`).
 
-`--recall-share 0` replays without automatic recall (the figure recall is compared with).
+Each session is replayed with the default recall share and with recall off (L5 off), the
+figure recall is compared with; `--before FILE` keeps an earlier commit's rows beside them.
 """
 
 from __future__ import annotations
@@ -66,17 +67,24 @@ def one(path: Path, trigger: str | None, recall_share: float | None) -> dict[str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trigger", choices=("size", "cost"), default=None)
-    parser.add_argument("--recall-share", type=float, default=None)
     parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--before", type=Path, default=None,
+                        help="a results file of this bench at an earlier commit, kept beside "
+                             "the new rows as `before` (with --before-commit)")
+    parser.add_argument("--before-commit", default=None)
     args = parser.parse_args()
     rows = []
     for rel, label in SESSIONS.items():
-        row = one(ROOT / "tests" / "fixtures" / rel, args.trigger, args.recall_share)
-        rows.append({"session": rel, "label": label, **row})
-        print(json.dumps(rows[-1]), flush=True)
+        for share in (None, 0.0):  # the default recall share, then L5 off
+            row = one(ROOT / "tests" / "fixtures" / rel, args.trigger, share)
+            rows.append({"session": rel, "label": label, "recall": share is None, **row})
+            print(json.dumps(rows[-1]), flush=True)
+    out: dict[str, Any] = {"window": WINDOW, "rows": rows}
+    if args.before is not None:
+        before = json.loads(args.before.read_text(encoding="utf-8"))
+        out["before"] = {"commit": args.before_commit, "rows": before["rows"]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"window": WINDOW, "rows": rows}, indent=1) + "\n",
-                        encoding="utf-8")
+    args.out.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
