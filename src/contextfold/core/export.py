@@ -72,10 +72,13 @@ def _build_groups(projection: Projection) -> list[_Group]:
     for node in projection.messages:
         # SPEC Q5: a pin note where it happened, and its turn's recall block (L5), right
         # before the message (one user message with a user message).
-        groups.side("user").texts.extend(projection.notes_before(node.id))
+        notes = projection.notes_before(node.id)
+        if notes:
+            groups.side("user").texts.extend(notes)
         _add_message(projection.message_of(node), groups.side)
-    if projection.pin_notes:
-        groups.side("user").texts.extend(projection.notes_before(None))
+    trailing = projection.notes_before(None)
+    if trailing:
+        groups.side("user").texts.extend(trailing)
     return groups
 
 
