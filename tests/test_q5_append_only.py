@@ -359,3 +359,30 @@ async def test_two_processes_send_the_same_earlier_blocks(db_url):  # noqa: F811
         assert s3.projection.recalled[:len(s2.projection.recalled)] == s2.projection.recalled
         sent3 = [i.message for i in s3.items()]
         assert sent3[:len(sent2)] == sent2
+
+
+def test_the_check_after_a_turn_compacts_when_the_blocks_are_full():  # Q5 with A1
+    """`Sizer.auto_due` takes full recall blocks as a reason to compact, under the
+    automatic threshold, once the history after the checkpoint is longer than the tail."""
+    from contextfold.runtime.sizing import Sizer
+
+    budget = derive_budget(CAP).model_copy(update={"trigger": "size"})
+    sizer = Sizer(CAP, budget, None, ())
+    s = Session(0)
+    s.add(user("Start."))
+    s.add(assistant("Started."))
+    s.checkpoint(mask=False)  # nothing before two user turns: no checkpoint yet
+    s.add(user("Next."))
+    s.add(assistant("Ok."))
+    s.checkpoint(mask=False)
+    words = " ".join(f"word{k}" for k in range(400))
+    for k in range(8):
+        s.add(user(f"Turn {k}: {words}"))
+        s.add(assistant(f"Answer {k}: {words}"))
+    projection = project(s.branch())
+    tokens = sizer.estimate(projection).tokens
+    assert budget.tail_budget < tokens < budget.auto_threshold
+    assert not sizer.auto_due(projection)
+    assert sizer.auto_due(projection, recall_full=True)
+    short = project(Branch(nodes=tuple(s.nodes[:-14])))  # little after the checkpoint
+    assert not sizer.auto_due(short, recall_full=True)
