@@ -88,7 +88,8 @@ async def probe(fact: Fact, projection: Projection, recall: AutoRecall, session_
                 sizer: Sizer, node_id: str | None = None) -> ProbeResult:
     """Ask `fact.question` after `projection`; is the fact in the request it goes out with?
     `node_id` is the message that stated it, when the user did (is it named?)."""
-    asked = await recall.apply(session_id, with_question(projection, fact.question), sizer)
+    asked = await recall.apply(session_id, with_question(projection, fact.question), sizer,
+                               hypothetical=True)
     sent = request_text(asked, sizer.system)
     block = "\n".join(b.text for b in asked.recalled)
     held = checkpoint_text(projection.summary) if projection.summary is not None else ""

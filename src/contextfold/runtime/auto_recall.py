@@ -92,10 +92,13 @@ class AutoRecall:
             turns.checkpoint_id == checkpoint_id and turns.full
 
     async def apply(self, session_id: str, projection: Projection, sizer: Sizer,
-                    pending: Sequence[Message] = ()) -> Projection:
+                    pending: Sequence[Message] = (), *, hypothetical: bool = False
+                    ) -> Projection:
         """`projection` with the recall blocks of its turns since the checkpoint: those
         decided earlier, byte for byte, and the latest turn's when it is new (none when
-        recall is off, nothing is folded, nothing new matches or no room is left)."""
+        recall is off, nothing is folded, nothing new matches or no room is left).
+        `hypothetical`: a request that is never sent (an evaluation's probe question):
+        its turn is decided for it alone, neither kept nor stored."""
         budget = sizer.budget.recall_budget
         if budget <= 0 or projection.checkpoint is None or projection.recalled:
             return projection
@@ -109,7 +112,8 @@ class AutoRecall:
                                          sizer, pending, request, turns)
             if decided is not None:
                 turns = decided
-                await self._keep(session_id, turns)
+                if not hypothetical:
+                    await self._keep(session_id, turns)
                 held = held_blocks(turns, projection)
         if not held:
             return projection
@@ -120,7 +124,7 @@ class AutoRecall:
         if sizer.estimate(out, pending).tokens > limit:
             base = sizer.estimate(projection, pending).tokens
             out = replace(projection, recalled=within(held, max(0, limit - base)))
-            if not turns.full:
+            if not turns.full and not hypothetical:
                 self._memo.put(("turns", session_id), replace(turns, full=True),
                                text_bytes(turns.to_json(), 6))
         return out
