@@ -122,7 +122,7 @@ class ManagedSession:
                               _now(self.store.load_branch(self.session_id)))
         # SPEC L5 as the product applies it: the memory store searches like the SQL one.
         self.auto_recall = AutoRecall(self.store)
-        self.fit.recall_full = self.auto_recall.full  # SPEC Q5: full blocks, a reason
+        self.fit.recall = self.auto_recall  # SPEC Q5: full blocks compact; Q3 prefix
         self.compactions: list[CompactionRecord] = []
         self.summarized_ids: set[str] = set()
         self.requests_sent = 0

@@ -59,7 +59,7 @@ from ..core.auto_recall import (
 )
 from ..core.fit import recall_room
 from ..core.messages import Message
-from ..core.projection import Projection
+from ..core.projection import Projection, RecallBlock
 from ..core.recall_text import SearchQuery, message_text
 from ..store.errors import StoreError
 from ..store.protocol import CompactionStore
@@ -90,6 +90,15 @@ class AutoRecall:
         turns = self._memo.get(("turns", session_id))
         return turns is not None and checkpoint_id is not None and \
             turns.checkpoint_id == checkpoint_id and turns.full
+
+    def held(self, session_id: str, projection: Projection) -> tuple[RecallBlock, ...]:
+        """The recall blocks this process last sent with `projection`'s turns (SPEC Q5),
+        for a compaction whose summariser starts with the session's prefix (Q3)."""
+        turns = self._memo.get(("turns", session_id))
+        if turns is None or projection.checkpoint is None or \
+                turns.checkpoint_id != projection.checkpoint.id:
+            return ()
+        return held_blocks(turns, projection)
 
     async def apply(self, session_id: str, projection: Projection, sizer: Sizer,
                     pending: Sequence[Message] = (), *, hypothetical: bool = False

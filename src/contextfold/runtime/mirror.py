@@ -631,7 +631,7 @@ class Mirror:
             await self._index_checkpoint(session_id, outcome, planned_on)
 
         return SessionFit(self.store, session_id, sizer, self._summarize, branch,
-                          on_compacted=index)
+                          on_compacted=index, recall=self._auto_recall)
 
     async def _index_checkpoint(self, session_id: str, outcome: CompactionOutcome,
                                 branch: Branch) -> None:
@@ -660,7 +660,7 @@ class Mirror:
                                                        outcome.checkpoint_id, reply_id)
 
             fit = SessionFit(self.store, session_id, sizer, self._summarize, branch,
-                             on_compacted=index, recall_full=self._auto_recall.full)
+                             on_compacted=index, recall=self._auto_recall)
             outcome = await fit.auto()
             if outcome is not None:
                 self.auto_outcomes.append(outcome)
