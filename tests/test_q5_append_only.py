@@ -386,3 +386,34 @@ def test_the_check_after_a_turn_compacts_when_the_blocks_are_full():  # Q5 with 
     assert sizer.auto_due(projection, recall_full=True)
     short = project(Branch(nodes=tuple(s.nodes[:-14])))  # little after the checkpoint
     assert not sizer.auto_due(short, recall_full=True)
+
+
+def test_a_summariser_reading_the_prefix_gets_the_blocks_the_session_sent():  # Q3 Q5
+    """The plan's session prefix (what a summariser that is the session's model starts
+    with) holds the recall blocks of its turns, so its request starts with the session's
+    last request; a block whose message the plan's projection does not hold is left out."""
+    from contextfold.core.plan import Plan
+    from contextfold.core.planner import plan_compaction
+    from contextfold.runtime.compaction import with_recalled
+
+    s = Session(0)
+    words = " ".join(f"word{k}" for k in range(300))
+    for k in range(12):
+        s.add(user(f"Turn {k}: {words}"))
+        s.add(assistant(f"Answer {k}: {words}"))
+    plan = plan_compaction(s.branch(), derive_budget(CAP), "manual", capacity=CAP)
+    assert isinstance(plan, Plan) and plan.request is not None
+    latest = s.nodes[-2]
+    kept = RecallBlock(text="[contextfold recall] kept", node_ids=("x",), tokens=9,
+                       before_id=latest.id)
+    gone = RecallBlock(text="[contextfold recall] gone", node_ids=("y",), tokens=9,
+                       before_id="not-on-the-branch")
+    got = with_recalled(plan, (gone, kept))
+    assert isinstance(got, Plan) and got.request is not None
+    assert got.request.projection.recalled == (kept,)
+    # The same request with the block right before its turn's user message.
+    sent = to_openai(got.request.projection).messages
+    at = next(i for i, m in enumerate(sent) if "Turn 11:" in str(m["content"]))
+    assert str(sent[at]["content"]).index("recall] kept") < \
+        str(sent[at]["content"]).index("Turn 11:")
+    assert with_recalled(plan, ()) is plan
