@@ -537,7 +537,7 @@ def benchmarks_md() -> str:
     lines += masking_section(load("masking"))
     lines += peers_section(load("peers"))
     lines += replay_cost_section(load("replay_cost"))
-    lines += prefix_breaks_section(load("prefix_breaks"))
+    lines += prefix_breaks_section(load("prefix_breaks"), load("peers"))
     lines += proxy_section(load("proxy"))
     lines += proxy_soak_section(load("proxy_soak"))
     lines += llama_section(load("llama_upstream"))

@@ -64,6 +64,34 @@ def one(path: Path, trigger: str | None, recall_share: float | None) -> dict[str
             "seconds": round(time.perf_counter() - started, 1)}
 
 
+PEER_ROWS = ("contextfold", "contextfold (L5 off)")
+
+
+def peer_totals(results: dict[str, Any]) -> dict[str, Any]:
+    """The peers bench's totals of contextfold's rows (prefix breaks, compactions, price
+    under each provider's cache rules, the share read from Anthropic's cache)."""
+    from bench.peers.report import totals
+
+    out = {}
+    for name in PEER_ROWS:
+        t = totals(results["systems"][name])
+        out[name] = {"calls": t["calls"], "prefix_breaks": t["prefix_breaks"],
+                     "compactions": t["compactions"],
+                     "usd_anthropic": round(t["usd_anthropic"], 2),
+                     "usd_openai": round(t["usd_openai"], 2),
+                     "cached_anthropic": round(t["cached_anthropic"] /
+                                               (t["input_tokens"] or 1), 4)}
+    return out
+
+
+def keep_peers_before(out: Path, peers: Path, commit: str | None) -> None:
+    """Keep the peers bench's contextfold rows at an earlier commit in the results file."""
+    data = json.loads(out.read_text(encoding="utf-8"))
+    data["peers_before"] = {"commit": commit,
+                            "rows": peer_totals(json.loads(peers.read_text(encoding="utf-8")))}
+    out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trigger", choices=("size", "cost"), default=None)
@@ -72,7 +100,14 @@ def main() -> None:
                         help="a results file of this bench at an earlier commit, kept beside "
                              "the new rows as `before` (with --before-commit)")
     parser.add_argument("--before-commit", default=None)
+    parser.add_argument("--peers-before", type=Path, default=None,
+                        help="the peers bench's results file (bench/results/peers.json) at "
+                             "--before-commit: its contextfold rows are kept in the results "
+                             "file beside the current run's, and nothing is replayed")
     args = parser.parse_args()
+    if args.peers_before is not None:
+        keep_peers_before(args.out, args.peers_before, args.before_commit)
+        return
     rows = []
     for rel, label in SESSIONS.items():
         for share in (None, 0.0):  # the default recall share, then L5 off

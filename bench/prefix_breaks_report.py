@@ -20,7 +20,8 @@ HEADER = ["| session | recall (L5) | requests | compactions | requests with reca
           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
 
 
-def prefix_breaks_section(data: dict[str, Any] | None) -> list[str]:
+def prefix_breaks_section(data: dict[str, Any] | None,
+                          peers: dict[str, Any] | None = None) -> list[str]:
     """Prefix breaks and the cache-read share over the real sessions, now and before."""
     head = ["## Prefix breaks and the cache-read share (`bench/prefix_breaks.py` → "
             "`bench/results/prefix_breaks.json`)", ""]
@@ -45,4 +46,25 @@ def prefix_breaks_section(data: dict[str, Any] | None) -> list[str]:
                       "when the next turn began), the same sessions with recall on:", "",
                   *HEADER, *(_row(r) for r in before["rows"])]
     lines.append("")
-    return lines
+    return lines + peers_lines(data.get("peers_before"), peers)
+
+
+def peers_lines(before: dict[str, Any] | None, peers: dict[str, Any] | None) -> list[str]:
+    """contextfold's rows of the peers bench (docs/peers.md) before SPEC Q5 and now."""
+    if not before or peers is None:
+        return []
+    from bench.prefix_breaks import peer_totals
+
+    now = peer_totals(peers)
+    lines = [f"The peers bench (docs/peers.md, 1,323 requests on the same transcripts; "
+             f"contextfold's quality rows) before SPEC Q5 (commit `{before['commit']}`) and "
+             "now:", "",
+             "| row | prefix breaks | compactions | read from Anthropic's cache | "
+             "price, Anthropic cache rules | price, OpenAI cache rules |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for label, rows in (("before", before["rows"]), ("now", now)):
+        for name, t in rows.items():
+            lines.append(f"| {name}, {label} | {t['prefix_breaks']} | {t['compactions']} | "
+                         f"{t['cached_anthropic']:.1%} | ${t['usd_anthropic']:.2f} | "
+                         f"${t['usd_openai']:.2f} |")
+    return [*lines, ""]
