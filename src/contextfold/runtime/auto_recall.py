@@ -130,6 +130,8 @@ class AutoRecall:
         # but the history grew since. Cut at the end, the earlier requests' prefixes stay.
         limit = sizer.budget.safe_input_limit
         out = replace(projection, recalled=held)
+        # Measured here, the request's estimate is the one the face asks next (the sizer
+        # keeps its last): checking the bound adds no walk of the history to a request.
         if sizer.estimate(out, pending).tokens > limit:
             base = sizer.estimate(projection, pending).tokens
             out = replace(projection, recalled=within(held, max(0, limit - base)))
