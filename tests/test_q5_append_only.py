@@ -25,7 +25,6 @@ from contextfold.core.auto_recall import (
     latest_request,
     recall_query,
     smallest_block,
-    turn_decided,
     undecided_needs_search,
     within,
 )
@@ -133,9 +132,8 @@ class Session:
                           if n.message is not None]
                 words = {t for term in query.terms for t in term.tokens}
                 hits = [c for c in folded if words & c.words]
-                decided = turn_decided(turns, request[0],
-                                       choose_block(hits, with_held, query, room), used,
-                                       self.budget, smallest_block())
+                decided = turns.with_turn(request[0],
+                                          choose_block(hits, with_held, query, room))
             self.turns = turns = decided
             held = held_blocks(turns, projection)
         return replace(projection, recalled=held)
@@ -244,11 +242,6 @@ def test_a_turn_that_finds_the_blocks_full_gets_none_and_is_a_reason_to_compact(
     # A request near the safe limit gets none either, but the budget is not full.
     near = undecided_needs_search(turns, "u3", query, 0, 400, smallest - 1, smallest)
     assert near is not None and near.decided("u3") and not near.full
-    # A block that leaves less than a block like it makes the blocks full now: the check
-    # after this turn compacts, and the next question finds a fresh budget.
-    block = RecallBlock(text="x", node_ids=("n1",), tokens=150, before_id="u5")
-    assert turn_decided(turns, "u5", block, 0, 250, smallest).full  # 100 left
-    assert not turn_decided(turns, "u5", block, 0, 500, smallest).full  # 350 left
     # A turn is decided once: the first decision stays (the one every process sends).
     block = RecallBlock(text="x", node_ids=("n1",), tokens=30, before_id="u4")
     once = turns.with_turn("u4", block).with_turn("u4", None)

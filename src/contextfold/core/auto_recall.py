@@ -42,7 +42,7 @@ from .text_estimate import Count, estimate_text
 
 __all__ = ["Candidate", "RecallBlock", "RecallTurns", "choose_block", "held_blocks",
            "identifier_query", "latest_request", "query_text", "recall_query",
-           "smallest_block", "turn_decided", "undecided_needs_search", "within"]
+           "smallest_block", "undecided_needs_search", "within"]
 
 RECALL_HEADER = (
     "[contextfold recall] From earlier in this session: excerpts of compacted messages that "
@@ -422,15 +422,3 @@ def undecided_needs_search(turns: RecallTurns, user_id: str, query: SearchQuery 
     if query is None or room < smallest:
         return turns.with_turn(user_id, None)
     return None
-
-
-def turn_decided(turns: RecallTurns, user_id: str, block: RecallBlock | None, used: int,
-                 budget: int, smallest: int) -> RecallTurns:
-    """SPEC Q5: `turns` with the new turn of `user_id` decided after its search: `block`
-    (or none), and full when what is left of the `budget` after it (the earlier blocks use
-    `used`) would not hold a block like it. Full now rather than at the next turn: the
-    check after this turn then compacts, so the next turn's question finds a fresh budget
-    instead of none (a question the recall block would answer is the one that loses)."""
-    after = used + (block.tokens if block is not None else 0)
-    like = max(smallest, block.tokens if block is not None else 0)
-    return turns.with_turn(user_id, block, full=recall_full(after, budget, like))

@@ -54,7 +54,6 @@ from ..core.auto_recall import (
     latest_request,
     recall_query,
     smallest_block,
-    turn_decided,
     undecided_needs_search,
     within,
 )
@@ -170,7 +169,7 @@ class AutoRecall:
         for hits in found:
             candidates += [c for c in hits if all(c.node_id != o.node_id for o in candidates)]
         block = choose_block(candidates, projection, query, room, count=count)
-        return turn_decided(turns, request[0], block, used, budget, smallest_block(count))
+        return turns.with_turn(request[0], block)
 
     async def _turns(self, session_id: str, checkpoint_id: str,
                      user_id: str | None) -> RecallTurns:
