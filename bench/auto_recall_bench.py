@@ -35,10 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from contextfold.core.auto_recall import latest_request
 from contextfold.core.budget import ModelCapacity, derive_budget
 from contextfold.core.fit import over_auto_threshold
 from contextfold.core.messages import Message, ToolCallPart, ToolResultPart, text_message
-from contextfold.core.projection import checkpoint_text, project
+from contextfold.core.projection import Projection, checkpoint_text, project
 from contextfold.runtime.auto_recall import AutoRecall
 from contextfold.runtime.compaction import CompactionRequest, compact_session
 from contextfold.runtime.sizing import Sizer
@@ -53,6 +54,12 @@ METHODS = ("Kaplan-Meier", "Cox regression", "mixed-effects", "bootstrap", "Baye
            "random forest", "LASSO", "propensity matching", "Mann-Whitney", "Wilcoxon")
 REASONS = ("censoring is heavy", "the cohorts are small", "the outcome is skewed",
            "reviewers asked for it", "the baseline differs", "the data are nested")
+
+
+def _latest_user(projection: Projection) -> str:
+    """The id of the latest user message (its turn's block goes right before it)."""
+    found = latest_request(projection)
+    return found[0] if found is not None else ""
 
 
 def _key(rng: random.Random) -> str:
@@ -124,17 +131,19 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                     ms = (time.perf_counter() - t0) * 1000
                     timings.setdefault(f"{recall.searches - searches}_searches", []).append(ms)
                     requests += 1
-                    text = shown.recalled.text if shown.recalled is not None else ""
-                    if shown.recalled is not None:
+                    # SPEC Q5: this turn's block (the earlier turns' stay before theirs).
+                    mine = shown.recall_at.get(_latest_user(shown))
+                    text = mine.text if mine is not None else ""
+                    if mine is not None:
                         with_block += 1
-                        tokens.append(shown.recalled.tokens)
+                        tokens.append(mine.tokens)
                     if r == 0:
                         est0 = sizer.estimate(shown).tokens
                         if previous_est is not None and had_block and est0 > previous_est:
                             # The previous turn's block moved away: that turn is re-read.
                             reread.append(est0 - previous_est)  # the new block included
                         previous_est = est0
-                        had_block = shown.recalled is not None
+                        had_block = mine is not None
                     if r == 0 and fact is not None:
                         asked += 1
                         found += fact["key"] in text and fact["method"] in text
@@ -143,7 +152,7 @@ async def run(messages: int, turns: int, rounds: int, seed: int = 7) -> dict[str
                         before += fact["method"] in held and fact["cohort"] in held
                         in_request += (fact["method"] in held and fact["cohort"] in held) or \
                             (fact["key"] in text and fact["method"] in text)
-                    ids = shown.recalled.node_ids if shown.recalled is not None else ()
+                    ids = mine.node_ids if mine is not None else ()
                     if r > 0:
                         within += 1
                         changed += text != previous

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .prefix_breaks_report import prefix_breaks_section
 from .proxy_report import proxy_fleet_soak_section, proxy_section, proxy_soak_section
 from .recall_report import recall_section
 from .results_file import kilo as _k
@@ -661,6 +662,7 @@ def benchmarks_md() -> str:
     lines += replay_cost_section(load("replay_cost"))
     lines += explained_section(load("replay_cost"), load("replay_cost_before"))
     lines += tail_section(load("tail"))
+    lines += prefix_breaks_section(load("prefix_breaks"), load("peers"))
     lines += proxy_section(load("proxy"))
     lines += proxy_soak_section(load("proxy_soak"))
     lines += proxy_fleet_soak_section(load("proxy_fleet_soak"), load("proxy_fleet_soak_long"))

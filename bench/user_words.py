@@ -95,8 +95,7 @@ def request_text(projection: Projection) -> str:
     parts = []
     if projection.summary is not None:
         parts.append(checkpoint_text(projection.summary))
-    if projection.recalled is not None:
-        parts.append(projection.recalled.text)
+    parts += [b.text for b in projection.recalled]
     parts += [message_text(projection.message_of(n)) for n in projection.messages]
     return "\n".join(parts)
 

@@ -196,7 +196,7 @@ def test_the_estimate_and_the_export_carry_the_block_before_the_request():  # L5
     block = RecallBlock(text=RECALL_HEADER + "\n- node n1 (turn 1, user): " + DECISION,
                         node_ids=("n1",), tokens=60, before_id="u")
     with_block = Projection(checkpoint=proj.checkpoint, messages=proj.messages,
-                            recalled=block)
+                            recalled=(block,))
     assert estimate_request(with_block, cap).tokens > plain
     sent = json.dumps(to_openai(with_block).messages)
     assert sent.index("summary") < sent.index("tail message") < sent.index("Kaplan-Meier") \

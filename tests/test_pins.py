@@ -71,10 +71,16 @@ def test_pin_is_projected_after_the_checkpoint_verbatim():  # N1
     assert blocks[1]["text"] == pins_text(projection.pins)
 
 
-def test_pins_are_projected_without_a_checkpoint_too():  # N1
+def test_pins_are_projected_without_a_checkpoint_too():  # N1 Q5
+    """Without a checkpoint the pin goes where it was made (after turn 1, before turn 2):
+    the requests before it keep their cached prefix (SPEC Q5)."""
     projection = project(branch_of(session_with_pin()))
     assert projection.checkpoint is None and len(projection.pins) == 1
-    assert PINS_HEADER in to_openai(projection).messages[0]["content"]
+    sent = [m["content"] for m in to_openai(projection).messages]
+    at = next(i for i, text in enumerate(sent) if PINS_HEADER in text)
+    assert "question 1" in " ".join(map(str, sent[:at]))
+    assert sent[at].index(PINS_HEADER) < sent[at].index("question 2")
+    assert "Never overwrite data/raw.csv" in sent[at]
 
 
 def test_pins_count_in_the_estimate():  # N1 E2
@@ -176,6 +182,12 @@ async def test_conversation_pin_reaches_every_request_and_survives_compaction(fa
     assert [p.pin_id for p in conv.pins()] == [pin.pin_id]
     await conv.unpin(pin.pin_id)
     await conv.send("fourth question")
+    # SPEC Q5: the unpin is said where it happened; the pin leaves the cached prefix with
+    # the next checkpoint, not before (that would re-bill every message after it).
+    sent = str(chat_requests(fake)[-1].messages)
+    assert sent.index("unpinned pin 1") > sent.index("third question")
+    assert (await conv.compact()).status == "compacted"
+    await conv.send("fifth question")
     assert "Never overwrite data/raw.csv" not in str(chat_requests(fake)[-1].messages)
     history = await conv.history()
     events = [n.pin_event.action for n in history.nodes if n.pin_event is not None]

@@ -154,21 +154,24 @@ def test_replay_recalls_a_folded_fact_when_asked(share):  # L5 (replay applies i
     assert session.compactions and "n1" in session.summarized_ids  # the fact was folded
     assert all(r.estimated_tokens <= budget.safe_input_limit for r in records)
     if share:
-        assert asked.recalled is not None and "n1" in asked.recalled.node_ids
-        assert "ZEPHYRINE-42" in asked.recalled.text
-        # The estimate counts the block: the same request without it is that much smaller.
-        without = session.estimate(projection=replace(asked, recalled=None)).tokens
-        assert records[-1].estimated_tokens - without == asked.recalled.tokens > 0
-        assert records[-1].recall_tokens == asked.recalled.tokens
+        # The question's own block goes right before it (SPEC L5; the earlier turns'
+        # blocks stay before theirs, SPEC Q5).
+        block = asked.recalled[-1]
+        assert block.before_id == asked.messages[-1].id and "n1" in block.node_ids
+        assert "ZEPHYRINE-42" in block.text
+        # The estimate counts the blocks: the same request without them is that much smaller.
+        without = session.estimate(projection=replace(asked, recalled=())).tokens
+        assert records[-1].estimated_tokens - without == asked.recall_tokens >= block.tokens > 0
+        assert records[-1].recall_tokens == asked.recall_tokens
         # The exported request carries it, before the question.
         sent = to_openai(asked).messages
         assert "ZEPHYRINE-42" in str(sent[-2:])
         # And its modelled cost (SPEC Q4) counts it, right before the question.
         blocks = projection_blocks(asked, session.costs)
-        assert [(b.key, b.tokens) for b in blocks[-2:-1]] == [
-            ("recall:n1", asked.recalled.tokens)]
+        assert [(b.key.split("@")[0], b.tokens) for b in blocks[-2:-1]] == [
+            ("recall:n1", block.tokens)]
     else:
-        assert asked.recalled is None and all(r.recall_tokens == 0 for r in records)
+        assert not asked.recalled and all(r.recall_tokens == 0 for r in records)
     report = replay_messages(pairs, cap, budget)
     assert report.max_projected_tokens <= budget.safe_input_limit
     assert report.dropped_messages == 0 and report.invalid_tool_sequences == 0

@@ -220,10 +220,10 @@ class Contextfold:
             self.session.append(message, f"m{i}")
         self.pending = []
         projection, _ = self.session.before_request()
-        recalled = getattr(projection, "recalled", None)
-        if recalled is not None:
+        recalled = getattr(projection, "recalled", ())  # SPEC Q5: the blocks since the checkpoint
+        if recalled:
             self.recall_requests += 1
-            self.recall_tokens += recalled.tokens
+            self.recall_tokens += sum(b.tokens for b in recalled)
         return projection
 
     def to_openai(self, request: Projection) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ from .core.export import to_anthropic, to_openai
 from .core.fit import OverheadTooLargeError, budget_after_overhead
 from .core.messages import Message, Node
 from .core.plan import NoOp, Trigger
+from .core.prefix_breaks import count_prefix_breaks
 from .core.prices import Block
 from .core.projection import Projection, project
 from .core.resolver import user_prices
@@ -133,6 +134,7 @@ class ManagedSession:
                               _now(self.store.load_branch(self.session_id)))
         # SPEC L5 as the product applies it: the memory store searches like the SQL one.
         self.auto_recall = AutoRecall(self.store)
+        self.fit.recall = self.auto_recall  # SPEC Q5: full blocks compact; Q3 prefix
         self.compactions: list[CompactionRecord] = []
         self.summarized_ids: set[str] = set()
         self.requests_sent = 0
@@ -215,7 +217,7 @@ class ManagedSession:
                 recorded_tokens=None,
                 problems=request_problems(projection, self.system),
                 over_limit=tokens > self.budget.safe_input_limit,
-                recall_tokens=projection.recalled.tokens if projection.recalled else 0,
+                recall_tokens=projection.recall_tokens,
                 projection=projection,
             )
             self.requests_sent += 1
@@ -425,7 +427,9 @@ def replay_cost(messages: Sequence[tuple[str, Message]],
     return {"currency": "USD", "model": model,
             "recorded": {**recorded.requests.to_json(), "model": recorded.model},
             "recorded_modelled": recorded.full_history.to_json(),
-            "contextfold": ours.to_json()}
+            "contextfold": ours.to_json(),
+            # SPEC Q5: requests that did not start with the previous one, and why.
+            "prefix_breaks": count_prefix_breaks(b for b, _o, _t in billed).to_json()}
 
 
 def recorded_start(nodes: Sequence[Node], leaf_id: str) -> Node | None:

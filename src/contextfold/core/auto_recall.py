@@ -1,13 +1,16 @@
 """Recall that comes by itself (SPEC L5): the pure part.
 
-Before a request, the latest user message (and the tool calls the model is about to read the
-results of, if any) is searched against the folded part of the branch; the best matches go
-into the projection as one labelled block, right before that user message. There it never
+At a turn's first request, its user message (and the tool calls the model is about to read
+the results of, if any) is searched against the folded part of the branch; the best matches
+go into the projection as one labelled block, right before that user message. There it never
 changes the cached prefix (checkpoint, pins and the tail before the latest request, SPEC
-Y4): through a turn's tool loop it stays in place, byte-identical while its hits do not
-change, and a new turn moves it past only the previous turn. This module
-decides everything about that block except the search itself (`runtime.auto_recall` runs it
-against the store):
+Y4), and it stays (SPEC Q5): every later request until the next checkpoint sends it byte for
+byte in the same place, so the blocks of the turns since the checkpoint accumulate, within
+the recall budget (`RecallTurns` records each turn's decision, a block or none). When the
+next turn's block no longer fits, that turn gets none, no earlier block is edited, and the
+full blocks are a reason to compact (`core.fit.recall_compaction_due`); the next checkpoint
+folds them in and the accumulation starts afresh. This module decides everything about the
+blocks except the search itself and where the decisions are kept (`runtime.auto_recall`):
 
 * `recall_query(projection)`: the search, built from the query text: identifiers first,
   then the longest distinct words (CJK as bigrams), at most `MAX_TERMS`, any term matching
@@ -17,24 +20,29 @@ against the store):
   the sentences that hold the query's terms, and fits the block to `budget` tokens.
   Identical hits and projection give a byte-identical block (prompt cache), listed in
   branch order, not rank order, so a re-ranking of the same hits changes nothing.
+* `RecallTurns`: the decisions of the turns since one checkpoint, and `held_blocks`, the
+  blocks of a projection's turns in branch order.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import Any
 
+from .fit import recall_full
 from .messages import Message, TextPart, ToolCallPart
-from .projection import Projection, RecallBlock, checkpoint_text
+from .projection import Projection, RecallBlock, anchored, checkpoint_text
 from .recall_text import SearchQuery, Term, fold, tokens
 from .text_estimate import Count, estimate_text
 
-__all__ = ["Candidate", "RecallBlock", "choose_block", "identifier_query", "latest_request",
-           "query_text", "recall_query"]
+__all__ = ["Candidate", "RecallBlock", "RecallTurns", "choose_block", "held_blocks",
+           "identifier_query", "latest_request", "query_text", "recall_query",
+           "smallest_block", "undecided_needs_search", "within"]
 
 RECALL_HEADER = (
     "[contextfold recall] From earlier in this session: excerpts of compacted messages that "
@@ -244,12 +252,14 @@ def choose_block(candidates: Sequence[Candidate], projection: Projection, query:
     """The block for `candidates` (best first) within `budget` tokens, placed right
     before the latest user message (`latest_request`), or None.
 
-    Never repeats the request: a candidate projected raw (or the checkpoint itself) is
-    dropped, and so is every sentence the checkpoint text already holds."""
+    Never repeats the request: a candidate projected raw (or the checkpoint itself), or
+    quoted by an earlier turn's block the request still holds (SPEC Q5), is dropped, and so
+    is every sentence the checkpoint text already holds."""
     anchor = latest_request(projection)
     if budget <= 0 or not candidates or anchor is None:
         return None
     in_request = {n.id for n in projection.messages}
+    in_request.update(i for b in projection.recalled for i in b.node_ids)
     if projection.checkpoint is not None:
         in_request.add(projection.checkpoint.id)
     known = _flat(checkpoint_text(projection.summary)) if projection.summary else ""
@@ -306,3 +316,109 @@ def _fit(cand: Candidate, query: SearchQuery, known: str, tokens_: int, count: C
             return text
         chars = chars * 3 // 4
     return ""
+
+
+def smallest_block(count: Count = estimate_text) -> int:
+    """The tokens of the smallest block worth sending: the header and one excerpt."""
+    return count(RECALL_HEADER) + MIN_HIT_TOKENS
+
+
+@dataclass(frozen=True)
+class RecallTurns:
+    """SPEC Q5: the recall decisions of the user turns since one checkpoint, in the order
+    they were made. A turn is decided once, at its first request under the checkpoint: its
+    block (None: it got none) is then sent byte for byte by every later request until the
+    next checkpoint, whichever process sends it. `full`: a turn found no room left in the
+    recall budget (or the blocks had to be cut to the safe limit), a reason to compact."""
+
+    checkpoint_id: str
+    turns: tuple[tuple[str, RecallBlock | None], ...] = ()
+    full: bool = False
+
+    def decided(self, user_id: str) -> bool:
+        """Has the turn of user message `user_id` been decided under this checkpoint?"""
+        return any(uid == user_id for uid, _b in self.turns)
+
+    def with_turn(self, user_id: str, block: RecallBlock | None, *,
+                  full: bool = False) -> RecallTurns:
+        """These decisions and one more (a turn already decided keeps its own)."""
+        if self.decided(user_id):
+            return self if not full or self.full else replace(self, full=True)
+        return RecallTurns(self.checkpoint_id, (*self.turns, (user_id, block)),
+                           self.full or full)
+
+    def merged(self, other: RecallTurns) -> RecallTurns:
+        """These decisions with `other`'s for turns not decided here (same checkpoint):
+        the first decision of a turn is the one every process sends."""
+        out = self
+        for uid, block in other.turns:
+            out = out.with_turn(uid, block)
+        return replace(out, full=out.full or other.full)
+
+    def to_json(self) -> dict[str, Any]:
+        """A plain JSON value (what the store keeps, `from_json` reads it back)."""
+        return {"checkpoint": self.checkpoint_id, "full": self.full,
+                "turns": [[uid, None if b is None else
+                           {"text": b.text, "node_ids": list(b.node_ids), "tokens": b.tokens}]
+                          for uid, b in self.turns]}
+
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any] | None) -> RecallTurns | None:
+        """`to_json`'s value read back; None when it is not one (absent, or damaged: a
+        missing record only costs the next turns their blocks, never a request)."""
+        try:
+            if not isinstance(value, Mapping):
+                return None
+            turns: list[tuple[str, RecallBlock | None]] = []
+            for uid, b in value["turns"]:
+                turns.append((str(uid), None if b is None else RecallBlock(
+                    text=str(b["text"]), node_ids=tuple(str(i) for i in b["node_ids"]),
+                    tokens=int(b["tokens"]), before_id=str(uid))))
+            return cls(str(value["checkpoint"]), tuple(turns), bool(value.get("full")))
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    @property
+    def blocks(self) -> tuple[RecallBlock, ...]:
+        return tuple(b for _uid, b in self.turns if b is not None)
+
+
+def held_blocks(turns: RecallTurns, projection: Projection) -> tuple[RecallBlock, ...]:
+    """The decided blocks whose user message `projection` holds, in branch order (a block
+    whose message left the branch, by an edit or a fork, is not sent)."""
+    blocks = turns.blocks
+    if not blocks:
+        return ()
+    at = anchored(projection.messages, blocks)
+    n = len(projection.messages)
+    return tuple(b for i, b in sorted(zip(at, blocks, strict=True), key=lambda x: x[0])
+                 if i < n)
+
+
+def within(blocks: tuple[RecallBlock, ...], room: int) -> tuple[RecallBlock, ...]:
+    """The longest run of `blocks` from the first whose tokens fit in `room`: cut at its
+    end, the cached prefix of the earlier requests stays whole up to the cut."""
+    kept: list[RecallBlock] = []
+    used = 0
+    for b in blocks:
+        if used + b.tokens > room:
+            break
+        kept.append(b)
+        used += b.tokens
+    return tuple(kept)
+
+
+def undecided_needs_search(turns: RecallTurns, user_id: str, query: SearchQuery | None,
+                           used: int, budget: int, room: int,
+                           smallest: int) -> RecallTurns | None:
+    """SPEC Q5: the decision for the new turn of user message `user_id` when it needs no
+    search (None: search, then `choose_block` within `room`). The blocks since the
+    checkpoint use `used` tokens of the recall `budget`: with no room left for the
+    `smallest` block the turn gets none and the blocks are full (`core.fit.recall_full`,
+    a reason to compact); with nothing to search for, or a request too near the safe limit
+    (`room`, `core.fit.recall_room`), it gets none either."""
+    if recall_full(used, budget, smallest):
+        return turns.with_turn(user_id, None, full=True)
+    if query is None or room < smallest:
+        return turns.with_turn(user_id, None)
+    return None

@@ -58,10 +58,12 @@ def estimated_parts(projection: Projection, costs: MessageCosts, *, system: str 
     parts["tools"] = costs.tools_tokens(tools)
     if projection.checkpoint is not None:
         parts["checkpoint"] = costs(projection.checkpoint)
-    if projection.pins:
-        parts["pins"] = costs.text_tokens(pins_text(projection.pins))
-    if projection.recalled is not None:
-        parts["recall"] = costs.text_tokens(projection.recalled.text)
+    if projection.sent_pins:
+        parts["pins"] = costs.text_tokens(pins_text(projection.sent_pins))
+    # SPEC Q5: a pin or unpin since the checkpoint, sent where it happened.
+    parts["pins"] += sum(costs.text_tokens(n.text) for n in projection.pin_notes)
+    if projection.recalled:
+        parts["recall"] = sum(costs.text_tokens(b.text) for b in projection.recalled)
     for node in projection.messages:
         msg = node.message
         if msg is None:

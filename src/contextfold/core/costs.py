@@ -23,6 +23,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,7 +40,7 @@ from .prices import (
     request_cost,
     total,
 )
-from .projection import Projection
+from .projection import PinNote, Projection
 
 
 @dataclass(frozen=True)
@@ -393,17 +394,33 @@ def projection_blocks(projection: Projection, cost: Callable[[Node], int], *,
     if projection.checkpoint is not None:
         cp = projection.checkpoint
         blocks.append(Block(f"checkpoint:{cp.id}", cost(cp), breakpoint=True))
-    if projection.pins and pins_tokens:
-        blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.pins),
+    if projection.sent_pins and pins_tokens:
+        blocks.append(Block("pins:" + ",".join(p.pin_id for p in projection.sent_pins),
                             pins_tokens))
-    recalled = projection.recalled
+    recall_at = projection.recall_at
+    notes: dict[str | None, list[PinNote]] = {}
+    for note in projection.pin_notes:
+        notes.setdefault(note.before_id, []).append(note)
+
+    def add_notes(before: str | None) -> None:
+        # SPEC Q5: a pin or unpin since the checkpoint, where it happened.
+        for note in notes.get(before, ()):
+            digest = hashlib.sha256(note.text.encode()).hexdigest()[:12]
+            blocks.append(Block(f"pin-note:{digest}", note.tokens))
+
     for node in projection.messages:
-        if recalled is not None and node.id == recalled.before_id:
-            # SPEC L5: the recall block is sent right before the latest user message.
-            blocks.append(Block("recall:" + ",".join(recalled.node_ids), recalled.tokens))
+        add_notes(node.id)
+        recalled = recall_at.get(node.id)
+        if recalled is not None:
+            # SPEC L5, Q5: each turn's block right before its user message.
+            # Keyed by its text too: equal keys must mean equal bytes (`Block`).
+            digest = hashlib.sha256(recalled.text.encode()).hexdigest()[:12]
+            blocks.append(Block(f"recall:{','.join(recalled.node_ids)}@{digest}",
+                                recalled.tokens))
         # A masked copy shares its node's id but not its bytes (SPEC V1).
         key = ("masked:" if isinstance(node, MaskedNode) else "") + node.id
         blocks.append(Block(key, cost(node)))
+    add_notes(None)
     if blocks and not blocks[-1].breakpoint:
         blocks[-1] = Block(blocks[-1].key, blocks[-1].tokens, breakpoint=True)
     return blocks

@@ -46,7 +46,7 @@ from .messages import (
     ToolResultPart,
 )
 from .pins import pins_text
-from .projection import Projection, checkpoint_text
+from .projection import Projection, anchored, checkpoint_text
 from .resources import render_resource
 from .text_estimate import FAMILY_FACTORS, estimate_text
 
@@ -325,21 +325,27 @@ def estimate_request(
             break
 
     pend = scaled(sum(costs.measure(m) for m in pending))
-    # SPEC N1: the pins message is part of every request.
-    pins = costs.text_tokens(pins_text(projection.pins)) if projection.pins else 0
-    # SPEC L5: the recall block is chosen per request, so no earlier usage holds it.
-    recalled = costs.text_tokens(projection.recalled.text) if projection.recalled else 0
+    # SPEC N1: the pins message is part of every request (the pins the checkpoint carries:
+    # they change only with a checkpoint, SPEC Q5).
+    sent = projection.sent_pins
+    pins = costs.text_tokens(pins_text(sent)) if sent else 0
+    # SPEC L5, N1 with Q5: the recall blocks, each right before its turn's user message,
+    # and the pin notes since the checkpoint, where each pin or unpin happened.
+    blocks = [(i, costs.text_tokens(b.text))
+              for i, b in zip(anchored(messages, projection.recalled), projection.recalled,
+                              strict=True)]
+    blocks += [(i, costs.text_tokens(n.text))
+               for i, n in zip(anchored(messages, projection.pin_notes), projection.pin_notes,
+                               strict=True)]
+    recalled = sum(t for _i, t in blocks)
     if base_index is not None:
         node = messages[base_index]
         assert node.message is not None and node.message.usage is not None
         baseline = node.message.usage.occupied
         delta = scaled(sum(stored(n) for n in messages[base_index + 1:]))
-        changed = projection.pins_changed_at
-        if changed is not None and base_index < changed:
-            delta += scaled(pins)  # pinned after that request: not in its usage
-        # The baseline held the block of its own request (if any) and this one adds its
-        # own: counted in full, an over-estimate of at most one block, never an under one.
-        delta += scaled(recalled)
+        # A block or pin note sent before the baseline's reply was in its request (SPEC
+        # Q5: it stays byte for byte until the next checkpoint); later ones are new here.
+        delta += scaled(sum(t for i, t in blocks if i > base_index))
         sys_t = scaled(costs.system_tokens(system)) if system_changed else 0
         tools_t = scaled(costs.tools_tokens(tools)) if system_changed else 0
         return Estimate(
@@ -458,3 +464,4 @@ def usage_accuracy(messages: Sequence[Message], capacity: ModelCapacity, *,
         "metric": "prompt growth between replies vs estimate of the replayed reply and the "
                   "messages added",
     }
+

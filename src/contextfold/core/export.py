@@ -67,14 +67,18 @@ def _build_groups(projection: Projection) -> list[_Group]:
     text = checkpoint_text(projection.summary) if projection.summary is not None else ""
     if text:  # "" for a checkpoint that is only a provider's compaction (SPEC Y7)
         groups.side("user").texts.append(text)
-    if projection.pins:
-        groups.side("user").texts.append(pins_text(projection.pins))  # SPEC N1: after summary
-    recalled = projection.recalled
+    if projection.sent_pins:  # SPEC N1: after the summary
+        groups.side("user").texts.append(pins_text(projection.sent_pins))
     for node in projection.messages:
-        if recalled is not None and node.id == recalled.before_id:
-            # SPEC L5: right before the latest user message (one user message with it).
-            groups.side("user").texts.append(recalled.text)
+        # SPEC Q5: a pin note where it happened, and its turn's recall block (L5), right
+        # before the message (one user message with a user message).
+        notes = projection.notes_before(node.id)
+        if notes:
+            groups.side("user").texts.extend(notes)
         _add_message(projection.message_of(node), groups.side)
+    trailing = projection.notes_before(None)
+    if trailing:
+        groups.side("user").texts.extend(trailing)
     return groups
 
 

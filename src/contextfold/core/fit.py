@@ -165,6 +165,22 @@ def recall_room(tokens: int, limit: int, recall_budget: int) -> int:
     return max(0, min(recall_budget, limit - tokens))
 
 
+def recall_full(used: int, recall_budget: int, smallest: int) -> bool:
+    """SPEC Q5: the recall blocks of the turns since the checkpoint (`used` tokens) leave
+    no room in the recall budget for the smallest block (`core.auto_recall.smallest_block`):
+    the next turn gets none until a checkpoint folds them in."""
+    return recall_budget > 0 and recall_budget - used < smallest
+
+
+def recall_compaction_due(full: bool, tokens: int, budget: Budget, fixed: int,
+                          checkpoint: int) -> bool:
+    """SPEC Q5: full recall blocks are a reason to compact at the check after a turn, when
+    the compaction has something to fold: the history after the checkpoint (`tokens` of
+    the request less its `fixed` part and the `checkpoint`) is more than the raw tail
+    keeps. Otherwise the blocks wait for the compaction a size trigger makes."""
+    return full and tokens - fixed - checkpoint > budget.tail_budget
+
+
 def fit_budget(budget: Budget, fixed: int, smallest_summary: int) -> Budget:
     """The budget a preflight compaction plans with when `fixed` tokens (system prompt,
     tools, pins, drafts) sit beside the history in every request (SPEC P2, P5).

@@ -8,7 +8,7 @@ checkpoint's `masked_before_id` are projected as placeholders (SPEC V1, `masking
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,9 +24,9 @@ from .messages import (
     ToolResultPart,
     TurnContext,
 )
-from .pins import active_pins, last_pin_change, pins_text
+from .pins import active_pins, pins_text
 from .resources import clip_middle
-from .text_estimate import text_cost
+from .text_estimate import estimate_text, text_cost
 from .tree import GROWN_FROM, Branch
 
 SUMMARY_HEADER = (
@@ -42,14 +42,46 @@ MASK_ONLY_HEADER = (
 
 @dataclass(frozen=True)
 class RecallBlock:
-    """SPEC L5: excerpts of folded messages for one request (`core.auto_recall` chooses
+    """SPEC L5: excerpts of folded messages for one user turn (`core.auto_recall` chooses
     them): the text, the nodes it quotes, its size, and the projected message it goes
-    right before (the latest user message, whose words found them)."""
+    right before (that turn's user message, whose words found them). SPEC Q5: once sent,
+    it stays there, byte for byte, in every later request until the next checkpoint."""
 
     text: str
     node_ids: tuple[str, ...]
     tokens: int
     before_id: str
+
+
+PIN_NOTE_UNPINNED = "[contextfold pins] The user unpinned pin {n}; it no longer applies."
+
+
+@dataclass(frozen=True)
+class PinNote:
+    """SPEC N1 with Q5: a pin or an unpin since the checkpoint, sent where it happened:
+    right before the message that followed it (`before_id`; None: nothing followed yet,
+    it goes last). The prefix (checkpoint and the pins it carries) stays byte for byte
+    until the next checkpoint, which shows the pins active then."""
+
+    text: str
+    before_id: str | None
+    tokens: int
+
+
+def anchored(messages: tuple[Node, ...],
+             blocks: tuple[RecallBlock, ...] | tuple[PinNote, ...]) -> list[int]:
+    """The index in `messages` each of `blocks` goes right before (`len(messages)`: its
+    message is not there). Scanned from the end, where a session's blocks are, and only
+    until all are found: a request must not walk a long history for them."""
+    wanted = {b.before_id for b in blocks if b.before_id is not None}
+    found: dict[str, int] = {}
+    for i in range(len(messages) - 1, -1, -1):
+        if len(found) == len(wanted):
+            break
+        if messages[i].id in wanted:
+            found[messages[i].id] = i
+    return [len(messages) if b.before_id is None else found.get(b.before_id, len(messages))
+            for b in blocks]
 
 
 @dataclass(frozen=True)
@@ -61,17 +93,44 @@ class Projection:
     # Index into `messages` where the nodes written after the checkpoint begin: only their
     # usage reflects a request that contained the current summary (SPEC E1).
     after_checkpoint: int = 0
-    # Active pins (SPEC N1), projected right after the checkpoint summary.
+    # Active pins (SPEC N1).
     pins: tuple[Pin, ...] = ()
-    # Number of `messages` before the latest pin event after the checkpoint (None: no pin
-    # event since): a usage baseline older than that did not include the current pins.
-    pins_changed_at: int | None = None
+    # SPEC Q5: the pins the prefix shows, right after the checkpoint summary: those the
+    # checkpoint carries (None: `pins`, for a projection built by hand). A pin event since
+    # the checkpoint is a `PinNote` where it happened instead.
+    prefix_pins: tuple[Pin, ...] | None = None
+    pin_notes: tuple[PinNote, ...] = ()
     # SPEC K6: node id -> characters kept per tool result, for a kept round too big for the
     # tail budget. Exports and estimates apply it; the durable node stays whole.
     clips: Mapping[str, int] = field(default_factory=dict)
-    # SPEC L5: the recall block of this request (None: none; never stored, derived per
-    # request by `runtime.auto_recall`).
-    recalled: RecallBlock | None = None
+    # SPEC L5, Q5: the recall blocks of the turns since the checkpoint, in branch order,
+    # each right before its turn's user message (`runtime.auto_recall` adds them; a turn's
+    # block stays until the next checkpoint, so the projection only grows at its end).
+    recalled: tuple[RecallBlock, ...] = ()
+
+    @property
+    def sent_pins(self) -> tuple[Pin, ...]:
+        """The pins the prefix shows (SPEC N1, Q5)."""
+        return self.pins if self.prefix_pins is None else self.prefix_pins
+
+    def notes_before(self, node_id: str | None) -> tuple[str, ...]:
+        """The texts sent right before message `node_id` (None: after the last message):
+        the pin notes there (SPEC Q5), then the recall block of its turn (SPEC L5)."""
+        texts = [n.text for n in self.pin_notes if n.before_id == node_id]
+        block = self.recall_at.get(node_id) if node_id is not None else None
+        if block is not None:
+            texts.append(block.text)
+        return tuple(texts)
+
+    @property
+    def recall_at(self) -> Mapping[str, RecallBlock]:
+        """The recall blocks by the id of the message each goes right before."""
+        return {b.before_id: b for b in self.recalled}
+
+    @property
+    def recall_tokens(self) -> int:
+        """The tokens of all the recall blocks (as `RecallBlock.tokens` counted them)."""
+        return sum(b.tokens for b in self.recalled)
 
     def message_of(self, node: Node) -> Message:
         """The message of `node` as this projection sends it (clipped if so decided)."""
@@ -93,15 +152,15 @@ def prefix_text(projection: Projection, recall_tools: tuple[str, str] | None = N
                 ) -> str | None:
     """The checkpoint summary and the pins (SPEC N1) as one user message's text,
     byte-identical for the same checkpoint and pins (None: neither). Every face sends this
-    text before the tail; the recall block (SPEC L5) is not part of it: it goes right
-    before the latest user message, so a new block never changes the cached prefix.
+    text before the tail; the recall blocks (SPEC L5) are not part of it: each goes right
+    before its turn's user message, so a new block never changes the cached prefix (Q5).
     `recall_tools`: the client's own names of the recall tools (SPEC L6, `checkpoint_text`)."""
     blocks = []
     text = checkpoint_text(projection.summary, recall_tools) if projection.summary else ""
     if text:  # "" for a checkpoint that is only a provider's compaction (SPEC Y7)
         blocks.append(text)
-    if projection.pins:
-        blocks.append(pins_text(projection.pins))
+    if projection.sent_pins:
+        blocks.append(pins_text(projection.sent_pins))
     return "\n\n".join(blocks) if blocks else None
 
 
@@ -210,8 +269,43 @@ def project(branch: Branch) -> Projection:
 
 def _project_grown(before: Projection, branch: Branch, start: int) -> Projection:
     # `Branch.grown` hands on only when the new nodes are all messages: they follow the
-    # checkpoint, the pins and the mask, so they are projected as they are, after the rest.
-    return replace(before, messages=(*before.messages, *branch.nodes[start:]))
+    # checkpoint, the pins and the mask, so they are projected as they are, after the rest
+    # (a pin note that went last now goes right before the first of them).
+    new = branch.nodes[start:]
+    notes = before.pin_notes
+    if new and any(n.before_id is None for n in notes):
+        notes = tuple(replace(n, before_id=new[0].id) if n.before_id is None else n
+                      for n in notes)
+    return replace(before, messages=(*before.messages, *new), pin_notes=notes)
+
+
+def pin_notes(nodes: Sequence[Node], start: Sequence[Pin],
+              count: Callable[[str], int] = estimate_text) -> tuple[PinNote, ...]:
+    """SPEC N1 with Q5: the pin events of `nodes` (after the checkpoint, whose pins are
+    `start`) as notes where they happened, each numbered as the pins message numbers them
+    (the checkpoint's pins first, then each new pin in turn). An event that changes nothing
+    (a pin already active, an unpin of none) has no note."""
+    numbers = {p.pin_id: n for n, p in enumerate(start, 1)}
+    active = set(numbers)
+    notes: list[tuple[str, int]] = []  # text, index in `nodes` of the event
+    for i, node in enumerate(nodes):
+        event = node.pin_event
+        if event is None:
+            continue
+        if event.action == "pin" and event.pin_id not in active:
+            active.add(event.pin_id)
+            numbers[event.pin_id] = len(numbers) + 1
+            notes.append((pins_text([Pin(pin_id=event.pin_id, text=event.text,
+                                         source_id=event.source_id)]).replace(
+                "[pin 1]", f"[pin {numbers[event.pin_id]}]", 1), i))
+        elif event.action == "unpin" and event.pin_id in active:
+            active.discard(event.pin_id)
+            notes.append((PIN_NOTE_UNPINNED.format(n=numbers[event.pin_id]), i))
+    out = []
+    for text, i in notes:
+        after = next((n.id for n in nodes[i + 1:] if isinstance(n.payload, Message)), None)
+        out.append(PinNote(text=text, before_id=after, tokens=count(text)))
+    return tuple(out)
 
 
 def _project(branch: Branch) -> Projection:
@@ -219,27 +313,19 @@ def _project(branch: Branch) -> Projection:
     start = raw_start(branch)
     nodes = branch.nodes
     pins = active_pins(nodes, ci)
-    changed = last_pin_change(nodes, 0 if ci is None else ci + 1)
     if ci is None:
         raw = tuple(n for n in nodes if isinstance(n.payload, Message))
-        return Projection(checkpoint=None, messages=raw, pins=pins,
-                          pins_changed_at=_messages_before(nodes, 0, changed))
+        return Projection(checkpoint=None, messages=raw, pins=pins, prefix_pins=(),
+                          pin_notes=pin_notes(nodes, ()))
     before = tuple(n for n in nodes[start:ci] if isinstance(n.payload, Message))
     after = tuple(n for n in nodes[max(start, ci + 1) :] if isinstance(n.payload, Message))
     cp = nodes[ci].checkpoint
     assert cp is not None
     return Projection(
         checkpoint=nodes[ci], messages=apply_mask(before + after, cp.masked_before_id),
-        after_checkpoint=len(before), pins=pins,
-        pins_changed_at=_messages_before(nodes, start, changed), clips=cp.tail_clips,
+        after_checkpoint=len(before), pins=pins, prefix_pins=cp.pins,
+        pin_notes=pin_notes(nodes[ci + 1:], cp.pins), clips=cp.tail_clips,
     )
-
-
-def _messages_before(nodes: tuple[Node, ...], start: int, index: int | None) -> int | None:
-    """How many projected messages come before position `index` of `nodes`."""
-    if index is None:
-        return None
-    return sum(1 for n in nodes[start:index] if isinstance(n.payload, Message))
 
 
 CLIP_NOTE = "characters of this tool result (the full output is in the session history)"

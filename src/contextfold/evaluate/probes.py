@@ -13,6 +13,7 @@ recall can fetch it whole).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -76,7 +77,10 @@ def request_text(projection: Projection, system: str | None = None) -> str:
 
 def with_question(projection: Projection, question: str) -> Projection:
     """`projection` with `question` as the next user message."""
-    node = Node(id=PROBE_NODE, payload=text_message("user", question))
+    # One id per question: automatic recall decides a turn once per user message id
+    # (SPEC Q5), and every probe is a turn of its own.
+    digest = hashlib.sha256(question.encode()).hexdigest()[:16]
+    node = Node(id=f"{PROBE_NODE}-{digest}", payload=text_message("user", question))
     return replace(projection, messages=(*projection.messages, node))
 
 
@@ -84,9 +88,10 @@ async def probe(fact: Fact, projection: Projection, recall: AutoRecall, session_
                 sizer: Sizer, node_id: str | None = None) -> ProbeResult:
     """Ask `fact.question` after `projection`; is the fact in the request it goes out with?
     `node_id` is the message that stated it, when the user did (is it named?)."""
-    asked = await recall.apply(session_id, with_question(projection, fact.question), sizer)
+    asked = await recall.apply(session_id, with_question(projection, fact.question), sizer,
+                               hypothetical=True)
     sent = request_text(asked, sizer.system)
-    block = asked.recalled.text if asked.recalled is not None else ""
+    block = "\n".join(b.text for b in asked.recalled)
     held = checkpoint_text(projection.summary) if projection.summary is not None else ""
     return ProbeResult(fact, in_request=fact.text in sent, in_checkpoint=fact.text in held,
                        in_recall_block=fact.text in block,

@@ -20,6 +20,7 @@ found by content). See docs/integrations.md for sync use, model switches and rec
 
 from __future__ import annotations
 
+import hashlib
 import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -215,9 +216,13 @@ class ContextfoldMiddleware(AgentMiddleware):
         """The request with the projection instead of the whole list."""
         shown: list[BaseMessage] = []
         for item in synced.items():
-            if item.recall and synced.projection.recalled is not None:  # SPEC L5
-                shown.append(HumanMessage(content=item.message.text, id=RECALL_ID_PREFIX
-                                          + synced.projection.recalled.before_id))
+            if item.recall:  # SPEC L5, Q5: a turn's recall block or a pin note
+                text = item.message.text
+                block = next((b for b in synced.projection.recalled
+                              if text.endswith(b.text)), None)
+                name = block.before_id if block is not None else \
+                    "pin-" + hashlib.sha256(text.encode()).hexdigest()[:12]
+                shown.append(HumanMessage(content=text, id=RECALL_ID_PREFIX + name))
             elif item.index is None:
                 checkpoint = synced.projection.checkpoint
                 shown.append(HumanMessage(content=item.message.text, id=SUMMARY_ID_PREFIX + (

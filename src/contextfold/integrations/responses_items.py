@@ -195,11 +195,11 @@ def projection_items(projection: Projection) -> list[Item]:
     text = prefix_text(projection)
     if text is not None:
         out.append({"role": "user", "content": text})
-    recalled = projection.recalled
     for node in projection.messages:
-        if recalled is not None and node.id == recalled.before_id:  # SPEC L5
-            out.append({"role": "user", "content": recalled.text})
+        # SPEC Q5: a pin note where it happened, and its turn's recall block (L5).
+        out += [{"role": "user", "content": text} for text in projection.notes_before(node.id)]
         out += message_items(projection.message_of(node))
+    out += [{"role": "user", "content": text} for text in projection.notes_before(None)]
     return out
 
 

@@ -197,6 +197,7 @@ class ConversationBase:
         `edit`: `compact_session`'s SPEC M7 arguments (summary_text, base)."""
         self._not_busy("compact")
         capacity, budget = self._capacity, budget or self.budget
+        held = self._auto_recall.held(self.session_id, self.projection())  # SPEC Q3 with Q5
 
         async def work() -> CompactionOutcome:
             return await compact_session(CompactionRequest(
@@ -204,7 +205,7 @@ class ConversationBase:
                 trigger=trigger, summarize=self._summarize, instructions=instructions,
                 pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
                 summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
-                costs=self._sizer.costs, branch=self._branch, **edit))
+                costs=self._sizer.costs, branch=self._branch, recalled=held, **edit))
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()
@@ -215,8 +216,12 @@ class ConversationBase:
         """After a completed turn: compact in the background if above the threshold (A1)."""
         if self._branch is None or self._runner.running:
             return
-        if not self._sizer.auto_due(self.projection()):
+        projection = self.projection()
+        checkpoint = projection.checkpoint.id if projection.checkpoint is not None else None
+        if not self._sizer.auto_due(projection, recall_full=self._auto_recall.full(
+                self.session_id, checkpoint)):
             return
+        held = self._auto_recall.held(self.session_id, projection)  # SPEC Q3 with Q5
         capacity, budget = self._capacity, self.budget
 
         async def work() -> CompactionOutcome:
@@ -224,7 +229,7 @@ class ConversationBase:
                 self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
                 summarize=self._summarize, system=self._system, tools=self._sizer.tool_json,
                 summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
-                branch=self._branch))
+                branch=self._branch, recalled=held))
 
         self._runner.start("auto", work)
 

@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
+from ..core.auto_recall import RecallTurns, held_blocks
 from ..core.budget import Budget, ModelCapacity
 from ..core.cost_trigger import compaction_forecast, session_rhythm
 from ..core.costs import names_a_model, summary_cost
@@ -51,7 +52,7 @@ from ..core.planner import (
     projection_after,
 )
 from ..core.prices import Cost
-from ..core.projection import checkpoint_text, fixed_part, project
+from ..core.projection import RecallBlock, checkpoint_text, fixed_part, project
 from ..core.resolver import ResolvedModel, user_prices
 from ..core.tree import Branch, DamagedBranch
 from ..errors import ContextfoldError
@@ -214,6 +215,9 @@ class CompactionRequest:
                        SPEC M7: return what would be committed without committing; commit
                        this text (the user's) instead of a summariser's; refuse a commit on a
                        branch that moved since the preview (`StalePreviewError`)
+    recalled           SPEC Q3 with Q5: the recall blocks the session's requests carry now
+                       (`AutoRecall.held`), so a summariser reading the session's prefix
+                       sends it as the session sent it, blocks included
     """
 
     store: CompactionStore
@@ -234,12 +238,27 @@ class CompactionRequest:
     preview: bool = False
     summary_text: str | None = None
     base: PreviewBase | None = None
+    recalled: tuple[RecallBlock, ...] = ()
 
     @classmethod
     def for_model(cls, store: CompactionStore, session_id: str, model: ResolvedModel,
                   **options: Any) -> CompactionRequest:
         """A request sized for a model the resolver picked (`core.resolver`)."""
         return cls(store, session_id, model.capacity, model.budget, **options)
+
+
+def with_recalled(plan: Plan | NoOp, recalled: tuple[RecallBlock, ...]) -> Plan | NoOp:
+    """`plan` whose session prefix (`Plan.request`, what a summariser reading the cache
+    starts with, SPEC Q3) holds the recall blocks its projection's turns were sent with
+    (SPEC Q5): without them the summariser's request parts from the session's at the first
+    block, and its input is no longer read from the cache."""
+    if not recalled or not isinstance(plan, Plan) or plan.request is None:
+        return plan
+    projection = plan.request.projection
+    held = held_blocks(RecallTurns("", tuple((b.before_id, b) for b in recalled)),
+                       projection)
+    return replace(plan, request=replace(plan.request,
+                                         projection=replace(projection, recalled=held)))
 
 
 async def compact_session(request: CompactionRequest) -> CompactionOutcome:
@@ -288,10 +307,11 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
         reads_cache = bool(getattr(summarize, "session_prefix", False))  # SPEC Q3
 
         def planned(for_budget: Budget) -> Plan | NoOp:
-            return plan_compaction(branch, for_budget, trigger, capacity=capacity,
+            plan = plan_compaction(branch, for_budget, trigger, capacity=capacity,
                                    instructions=instructions, pending=pending, system=system,
                                    tools=tools, summarizer_budget=summarizer_budget,
                                    estimate=estimate, costs=costs, smallest_summary=smallest)
+            return with_recalled(plan, request.recalled)
 
         def measured(plan: Plan, summary: Summary) -> _Written:
             checkpoint = build_checkpoint(plan, summary.text, summarizer=summary.summarizer,

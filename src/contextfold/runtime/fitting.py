@@ -34,6 +34,7 @@ from ..core.tree import Branch, DamagedBranch
 from ..store import ReadOnlySessionError, SessionBusyError
 from ..store.liveness import holder_is_dead
 from ..store.protocol import CompactionStore
+from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, CompactionRequest, compact_session
 from .errors import DraftTooLargeError, RequestTooLargeError
 from .sizing import Sizer
@@ -178,6 +179,9 @@ class SessionFit:
     branch: Branch
     on_compacted: OnCompacted | None = None
     outcomes: list[CompactionOutcome] = field(default_factory=list)
+    # SPEC Q5: the session's automatic recall: are its blocks full (a reason to compact),
+    # and which blocks its requests carry (a summariser reading the prefix sends them, Q3).
+    recall: AutoRecall | None = None
     _projected: tuple[Branch | None, Projection | None] = (None, None)
 
     def projection(self) -> Projection:
@@ -200,7 +204,9 @@ class SessionFit:
                 self.store, self.session_id, capacity=self.sizer.capacity,
                 budget=self.sizer.budget, trigger=trigger, summarize=self.summarize,
                 instructions=instructions, pending=tuple(pending), system=self.sizer.system,
-                tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on))
+                tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on,
+                recalled=() if self.recall is None else self.recall.held(
+                    self.session_id, self.projection())))
         except SessionBusyError as busy:
             if trigger != "preflight":
                 raise
@@ -225,6 +231,9 @@ class SessionFit:
 
     async def auto(self) -> CompactionOutcome | None:
         """SPEC A1-A3 after a turn: compact between turns when over the auto threshold."""
-        if not self.sizer.auto_due(self.projection()):
+        projection = self.projection()
+        full = self.recall is not None and self.recall.full(
+            self.session_id, projection.checkpoint.id if projection.checkpoint else None)
+        if not self.sizer.auto_due(projection, recall_full=full):
             return None
         return await self.compact("auto")

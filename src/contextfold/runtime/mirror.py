@@ -77,7 +77,9 @@ class ProjectedItem(NamedTuple):
     index: int | None
     message: Message
     verbatim: bool
-    recall: bool = False  # the automatic recall block (SPEC L5), right before its request
+    # A note contextfold puts right before a message: its turn's automatic recall block
+    # (SPEC L5) or a pin note, where a pin or unpin since the checkpoint happened (N1, Q5).
+    recall: bool = False
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class Synced:
         to its leaf, and without a checkpoint the projection holds every message node of it;
         the same count with the same first and last node is the same sequence."""
         p = self.projection
-        if p.checkpoint is not None or p.pins or p.clips or p.recalled is not None:
+        if p.checkpoint is not None or p.sent_pins or p.pin_notes or p.clips or p.recalled:
             return False
         nodes, ids = p.messages, self.node_ids
         return len(nodes) == len(ids) > 0 and nodes[0].id == ids[0] and \
@@ -158,23 +160,27 @@ class Synced:
                                      False))
             joinable = len(out) - 1
         projection = self.projection
-        recalled, clips, index_of = projection.recalled, projection.clips, self.source_index
-        before = recalled.before_id if recalled is not None else None
-        for node in projection.messages:
-            if node.id == before:
-                assert recalled is not None
-                # SPEC L5: its own user-side message right before the latest request; right
-                # after the prefix it joins the prefix's message (two user messages in a
-                # row are not a valid Messages request), never a provider's compaction
-                # (SPEC Y7: that message goes back to its provider as it came).
-                block = TextPart(text=recalled.text)
-                if out and len(out) - 1 == joinable:
-                    joined = out[-1].message
-                    out[-1] = ProjectedItem(None, joined.model_copy(
-                        update={"parts": (*joined.parts, block)}), False)
+        clips, index_of = projection.clips, self.source_index
+
+        def add_notes(before: str | None) -> None:
+            # SPEC L5, Q5: a pin note where it happened, and its turn's recall block, each
+            # its own user-side message right before the message (there in every later
+            # request until the next checkpoint); one right after the prefix or another
+            # note joins that message (two user messages in a row are not a valid
+            # Messages request), never a provider's compaction (SPEC Y7: that message goes
+            # back to its provider as it came).
+            for text in projection.notes_before(before):
+                block = TextPart(text=text)
+                if out and (len(out) - 1 == joinable or out[-1].recall):
+                    last = out[-1]
+                    out[-1] = ProjectedItem(None, last.message.model_copy(
+                        update={"parts": (*last.message.parts, block)}), False, last.recall)
                 else:
                     out.append(ProjectedItem(None, Message(role="user", parts=(block,)),
                                              False, recall=True))
+
+        for node in projection.messages:
+            add_notes(node.id)
             index = index_of.get(node.id)
             if node.id in clips:  # SPEC K6: a clipped copy differs from the stored node
                 out.append(ProjectedItem(index, projection.message_of(node), False))
@@ -183,6 +189,10 @@ class Synced:
             # masked (V1) projection copy differs from it.
             out.append(ProjectedItem(index, node.payload,  # type: ignore[arg-type]
                                      index is not None and not isinstance(node, MaskedNode)))
+        # A pin note after the client's latest message (a pin that raced the request) goes
+        # out with the next request, before the message after it: after this request's
+        # content, so no cached prefix breaks (SPEC Q5), and never a second user message
+        # in a row.
         return out
 
 
@@ -689,7 +699,7 @@ class Mirror:
             await self._index_checkpoint(session_id, outcome, planned_on)
 
         return SessionFit(self.store, session_id, sizer, self._summarize, branch,
-                          on_compacted=index)
+                          on_compacted=index, recall=self._auto_recall)
 
     async def _index_checkpoint(self, session_id: str, outcome: CompactionOutcome,
                                 branch: Branch) -> None:
@@ -718,7 +728,7 @@ class Mirror:
                                                        outcome.checkpoint_id, reply_id)
 
             fit = SessionFit(self.store, session_id, sizer, self._summarize, branch,
-                             on_compacted=index)
+                             on_compacted=index, recall=self._auto_recall)
             outcome = await fit.auto()
             if outcome is not None:
                 self.auto_outcomes.append(outcome)

@@ -16,7 +16,14 @@ from typing import Any
 from ..core.budget import Budget, ModelCapacity
 from ..core.cost_trigger import Rhythm, compact_after_turn, session_rhythm
 from ..core.estimator import Estimate, MessageCosts, estimate_request
-from ..core.fit import Decision, Fits, decide, over_auto_threshold, smallest_checkpoint
+from ..core.fit import (
+    Decision,
+    Fits,
+    decide,
+    over_auto_threshold,
+    recall_compaction_due,
+    smallest_checkpoint,
+)
 from ..core.messages import Message, Node
 from ..core.projection import Projection, fixed_part
 from ..core.recall_tools import recall_tool_json
@@ -146,11 +153,17 @@ class Sizer:
             return Fits(tokens)
         return decide(tokens, limit, self.floor(projection, pending), self.smallest_checkpoint)
 
-    def auto_due(self, projection: Projection) -> bool:
+    def auto_due(self, projection: Projection, *, recall_full: bool = False) -> bool:
         """SPEC A1 (and Q2 with `trigger="cost"`): should the check after a turn compact?
         Above the automatic threshold always; with the cost trigger also earlier, when the
-        model's prices and cache rules make compacting now cheaper than carrying on."""
+        model's prices and cache rules make compacting now cheaper than carrying on; and
+        when the recall blocks since the checkpoint are full (`recall_full`, SPEC Q5) and
+        the compaction has something to fold (`core.fit.recall_compaction_due`)."""
         tokens = self.estimate(projection).tokens
+        if recall_full and recall_compaction_due(
+                True, tokens, self.budget, self.floor(projection),
+                self.costs(projection.checkpoint) if projection.checkpoint is not None else 0):
+            return True
         if self.budget.trigger != "cost":
             return over_auto_threshold(tokens, self.budget)
         # The session's rhythm per request, not per user turn: every round of a tool loop

@@ -95,6 +95,14 @@ class MemoryStore:
     async def get_session(self, session_id: str) -> SessionInfo:
         return self._session(session_id).info
 
+    async def update_session_metadata(self, session_id: str,
+                                      updates: Mapping[str, Any]) -> SessionInfo:
+        """Merge `updates` into the session's metadata (top-level keys replace), as the
+        SQL store does: not history, no revision bump."""
+        session = self._session(session_id)
+        session.info = replace(session.info, metadata={**session.info.metadata, **updates})
+        return session.info
+
     async def list_sessions(self) -> list[SessionInfo]:
         return [s.info for s in self._sessions.values()]
 
