@@ -30,6 +30,7 @@ searchable and branchable (`contextfold show`, the page). See docs/inspect.md.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,8 +139,9 @@ def from_messages(synced: Synced, messages: Sequence[ChatMessage],
     checkpoint = synced.projection.checkpoint
     for item in synced.items():
         if item.index is None:
-            if item.recall and synced.projection.recalled is not None:
-                own = f"recall-{synced.projection.recalled.before_id}"
+            if item.recall:  # a turn's recall block or pin note (SPEC L5, Q5): named by its
+                # bytes, which stay the same in every request until the next checkpoint
+                own = "recall-" + hashlib.sha256(item.message.text.encode()).hexdigest()[:16]
             else:
                 own = checkpoint.id if checkpoint is not None else "pins"
             out.append(ChatMessageUser(id=OWN_ID_PREFIX + own, content=item.message.text,
