@@ -364,11 +364,12 @@ def _settings(systems: dict[str, Any], names: list[str]) -> list[str]:
                      "clean row under both cache rule sets. " if beats else
                      "no tail measured here makes contextfold the cheapest clean row under "
                      "both cache rule sets. ")
-                  + "The default tail stays 20,000 tokens (Pi's keepRecentTokens): the fake "
-                  "summariser cannot measure what a smaller raw tail costs in the answers a "
-                  "model gives, and at every tail contextfold keeps far fewer planted facts "
-                  "than that peer (the last column), so a smaller default would buy the price "
-                  "goal without the continuity goal. `CompactionSettings(tail_tokens=...)` sets "
+                  + "This bench holds every system to the same 20,000-token tail (Pi's "
+                  "keepRecentTokens), so its rows compare like with like. contextfold's own "
+                  "default is 12,000 tokens, chosen on the replays of real sessions "
+                  "(docs/benchmarks.md, the tail table: the smallest tail that lost nothing a "
+                  "larger one kept); the fake summariser here cannot measure what a smaller raw "
+                  "tail costs in a model's answers. `CompactionSettings(tail_tokens=...)` sets "
                   "it per session."]
     return [*lines, ""]
 
