@@ -211,10 +211,29 @@ def test_pins_added_over_mcp_reach_the_next_proxied_request_n1(proxy, upstream, 
             return listed["session_id"]
 
     session_id = asyncio.run(go())
+    # The agent's tool loop goes on. A pin made during it waits for the next message the
+    # person types: right before a tool result it would split the calls from their results
+    # (K1), and the requests already sent are never edited (Q5).
     before = len(upstream.requests)
     seed(proxy.url, upstream, str(project), first="", rounds=1, messages=conversation)
+    looped = [r.body for r in upstream.requests[before:] if not r.is_summary]
+    assert looped and "deploy only on Fridays" not in json.dumps(looped[-1])
+    headers = {"x-api-key": KEY, "anthropic-version": "2023-06-01", "user-agent": CLAUDE_UA}
+    system = f"You are a coding agent.\n<env>\nWorking directory: {project}\n</env>"
+    with httpx.Client(base_url=proxy.url, headers=headers, timeout=60) as client:
+        for reply, then in ((Reply(text="the loop is done"), "Now ship it."),
+                            (Reply(text="shipped"), None)):
+            upstream.enqueue(reply)
+            answer = client.post("/v1/messages", json={
+                "model": "local-model", "max_tokens": 500, "system": system, "tools": TOOLS,
+                "messages": conversation})
+            assert answer.status_code == 200, answer.text
+            conversation.append({"role": "assistant", "content": answer.json()["content"]})
+            if then is not None:
+                conversation.append({"role": "user", "content": then})
     later = [r.body for r in upstream.requests[before:] if not r.is_summary]
     assert "deploy only on Fridays" in json.dumps(later[-1])
+    assert "deploy only on Fridays" not in json.dumps(later[-2])  # it went at the end (Q5)
     sessions = asyncio.run(_sessions(db))
     assert session_id in sessions
 

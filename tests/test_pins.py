@@ -22,7 +22,16 @@ from contextfold.core.planner import build_checkpoint, plan_compaction
 from contextfold.core.projection import project
 from contextfold.core.tree import Branch, build_branch
 from contextfold.core.validity import anthropic_problems, openai_problems
-from tests.builders import assistant, branch_of, chain, extend, turn, user
+from tests.builders import (
+    assistant,
+    branch_of,
+    chain,
+    extend,
+    tool_call,
+    tool_result,
+    turn,
+    user,
+)
 from tests.test_runtime_support import (
     chat_requests,
     open_conversation,
@@ -81,6 +90,37 @@ def test_pins_are_projected_without_a_checkpoint_too():  # N1 Q5
     assert "question 1" in " ".join(map(str, sent[:at]))
     assert sent[at].index(PINS_HEADER) < sent[at].index("question 2")
     assert "Never overwrite data/raw.csv" in sent[at]
+
+
+def test_a_pin_made_in_a_tool_loop_waits_for_the_next_user_message():  # N1 Q5 K1
+    """A pin made between a tool call and its result (an agent's own pin_add, over MCP) is
+    never anchored between them: that split a call from its result, an invalid request (the
+    proxy sent one). It is anchored to the next user message, which comes after everything
+    sent meanwhile (SPEC Q5); until then a request's export carries it last, where every
+    request is valid."""
+    nodes = chain([user("question 0"), tool_call("c1", "read")])
+    nodes.append(pin_node("pin-a", "deploy only on Fridays", nodes[-1].id))
+    nodes = extend(nodes, [tool_result("c1", "file body"), tool_call("c2", "read"),
+                           tool_result("c2", "more")], "a")
+    looping = project(branch_of(nodes))
+    assert looping.pin_notes[0].before_id is None
+    for export, oracle in ((to_openai, openai_problems), (to_anthropic, anthropic_problems)):
+        assert oracle(export(looping).messages) == []
+    nodes = extend(nodes, [assistant("done"), user("ship it")], "b")
+    projection = project(branch_of(nodes))
+    assert projection.pin_notes[0].before_id == nodes[-1].id
+    for export, oracle in ((to_openai, openai_problems), (to_anthropic, anthropic_problems)):
+        messages = export(projection).messages
+        assert oracle(messages) == []
+        text = str(messages)
+        assert text.index("done") < text.index("deploy only on Fridays") < text.index("ship it")
+    # Grown at its leaf (a mirrored session), the projection anchors the waiting note the
+    # same way: not at a tool result, at the next user message.
+    before = branch_of(nodes[:-3])
+    assert project(before).pin_notes[0].before_id is None
+    grown = before.grown(nodes[-3:-1])
+    assert project(grown).pin_notes[0].before_id is None
+    assert project(grown.grown(nodes[-1:])).pin_notes == projection.pin_notes
 
 
 def test_pins_count_in_the_estimate():  # N1 E2

@@ -59,8 +59,9 @@ PIN_NOTE_UNPINNED = "[contextfold pins] The user unpinned pin {n}; it no longer 
 @dataclass(frozen=True)
 class PinNote:
     """SPEC N1 with Q5: a pin or an unpin since the checkpoint, sent where it happened:
-    right before the message that followed it (`before_id`; None: nothing followed yet,
-    it goes last). The prefix (checkpoint and the pins it carries) stays byte for byte
+    right before the first user message that followed it and answers no tool call
+    (`before_id`, `opens_turn`; None: none followed yet, it waits for one). The prefix
+    (checkpoint and the pins it carries) stays byte for byte
     until the next checkpoint, which shows the pins active then."""
 
     text: str
@@ -273,8 +274,9 @@ def _project_grown(before: Projection, branch: Branch, start: int) -> Projection
     # (a pin note that went last now goes right before the first of them).
     new = branch.nodes[start:]
     notes = before.pin_notes
-    if new and any(n.before_id is None for n in notes):
-        notes = tuple(replace(n, before_id=new[0].id) if n.before_id is None else n
+    opener = next((n.id for n in new if opens_turn(n)), None)
+    if opener is not None and any(n.before_id is None for n in notes):
+        notes = tuple(replace(n, before_id=opener) if n.before_id is None else n
                       for n in notes)
     return replace(before, messages=(*before.messages, *new), pin_notes=notes)
 
@@ -303,9 +305,17 @@ def pin_notes(nodes: Sequence[Node], start: Sequence[Pin],
             notes.append((PIN_NOTE_UNPINNED.format(n=numbers[event.pin_id]), i))
     out = []
     for text, i in notes:
-        after = next((n.id for n in nodes[i + 1:] if isinstance(n.payload, Message)), None)
+        after = next((n.id for n in nodes[i + 1:] if opens_turn(n)), None)
         out.append(PinNote(text=text, before_id=after, tokens=count(text)))
     return tuple(out)
+
+
+def opens_turn(node: Node) -> bool:
+    """Whether a note may go right before `node`: a user message that answers no tool call.
+    A pin made during a tool loop waits for the next such message: right before a tool
+    result it would split the calls from their results (an invalid request, SPEC K1)."""
+    msg = node.payload
+    return isinstance(msg, Message) and msg.role == "user" and not msg.tool_results
 
 
 def _project(branch: Branch) -> Projection:
