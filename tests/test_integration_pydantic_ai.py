@@ -56,10 +56,13 @@ async def stored(store, session_id):
     return [n.message for n in branch.nodes if n.message is not None]
 
 
-@pytest.mark.xfail(strict=False, reason=(
+AT_8K_MISSES = pytest.mark.xfail(strict=False, reason=(
     "issue 37 follow-up: at 8k, with the user's words carried by the checkpoint (S8), "
     "2 of 40-60 tool-result checksums of this scripted agent come back unknown"))
-@pytest.mark.parametrize(("window", "turns"), [(8192, 30), (16384, 40), (32768, 60)])
+
+
+@pytest.mark.parametrize(("window", "turns"), [
+    pytest.param(8192, 30, marks=AT_8K_MISSES), (16384, 40), (32768, 60)])
 async def test_long_tool_session_fits_and_stores_everything_once(store, window, turns):
     """Y1, P1-P3, K1, E1: zero invalid requests on 8k-32k; every message stored once; every
     checksum reported; usage on the replies."""
