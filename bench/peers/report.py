@@ -122,6 +122,8 @@ def _updates(results: dict[str, Any]) -> list[str]:
                 "only their quality runs on the transcripts (requests, cost and cache; their "
                 "planted session and check cost are from earlier)" if u.get("what") == "quality"
                 else
+                "only their check cost (the timing runs; every other figure of theirs is from "
+                "earlier)" if u.get("what") == "timing" else
                 "every figure of theirs measured again" if u.get("timing", True) else
                 "every figure of theirs measured again but the check cost (its timing is "
                 "from the run)")
