@@ -192,14 +192,19 @@ def _cheapest(systems: dict[str, Any], row: str,
              if n != REFERENCE and not is_own(n) and is_clean(e)]
     t = totals(systems[row])
     end = continuity_share(systems[row], "end")
+    # Fair continuity too (issue 40): the probes found in the request that asks them, all of
+    # them (asked after the first compaction and the end battery).
+    asked = _probes_found(systems[row])
     out: list[tuple[str, bool | None, str]] = []
     for col in COLUMNS if clean else ():
         best = min(clean, key=lambda n: totals(systems[n])[f"usd_{col}"])
         bt = totals(systems[best])
         best_end = continuity_share(systems[best], "end")
         cheaper = t[f"usd_{col}"] <= bt[f"usd_{col}"]
+        best_asked = _probes_found(systems[best])
         measured = end is not None and best_end is not None
         kept = not measured or end + 1e-9 >= best_end
+        fair = asked is None or best_asked is None or asked + 1e-9 >= best_asked
         why = []
         if not cheaper:
             why.append(f"each request carries {t['input_tokens'] // t['calls']:,} input tokens "
@@ -209,18 +214,34 @@ def _cheapest(systems: dict[str, Any], row: str,
         if not kept:
             why.append("fewer planted facts in front of the model at the end (see the note "
                        "under the continuity table)")
+        if not fair:
+            why.append("fewer probes answered from the request that asks (see the fair "
+                       "continuity section)")
         out.append((f"the cheapest of all clean rows under {COLUMN_LABELS[col]}{label}, at "
                     "continuity no lower than the row it beats",
                     # Not known while its continuity is unmeasured, unless it costs more.
-                    (cheaper and kept and is_clean(systems[row])) if measured or not cheaper
+                    (cheaper and kept and fair and is_clean(systems[row]))
+                    if measured or not cheaper
                     else None,
                     f"${t[f'usd_{col}']:.2f} vs ${bt[f'usd_{col}']:.2f} ({best}, the "
                     "cheapest clean peer); continuity at the end "
                     + (f"{pct(end)} vs {pct(best_end)}" if end is not None
                        and best_end is not None else "not measured")
+                    + (f", probes found in the request that asks {pct(asked)} vs "
+                       f"{pct(best_asked)}" if asked is not None and best_asked is not None
+                       else "")
                     + "; clean = no lost content, no invalid request, none over the limit"
                     + (f"; missed: {'; '.join(why)}" if why else "")))
     return out
+
+
+def _probes_found(entry: dict[str, Any]) -> float | None:
+    """Share of all probes (asked after the first compaction, and the end battery) whose
+    fact was in the request that asked; None if none was asked."""
+    probes = entry.get("continuity", {}).get("probes", {})
+    found = sum(probes.get(b, {}).get("found", 0) for b in ("1", "end"))
+    asked = sum(probes.get(b, {}).get("asked", 0) for b in ("1", "end"))
+    return found / asked if asked else None
 
 
 def cache_targets(systems: dict[str, Any]) -> list[tuple[str, bool | None, str]]:

@@ -123,7 +123,8 @@ def _updates(results: dict[str, Any]) -> list[str]:
                 "planted session and check cost are from earlier)" if u.get("what") == "quality"
                 else
                 "only their check cost (the timing runs; every other figure of theirs is from "
-                "earlier)" if u.get("what") == "timing" else
+                "earlier, and a row not re-timed is compared with contextfold's new times, "
+                "round by round)" if u.get("what") == "timing" else
                 "every figure of theirs measured again" if u.get("timing", True) else
                 "every figure of theirs measured again but the check cost (its timing is "
                 "from the run)")
@@ -368,7 +369,8 @@ def _settings(systems: dict[str, Any], names: list[str]) -> list[str]:
                      "both cache rule sets. ")
                   + "This bench holds every system to the same 20,000-token tail (Pi's "
                   "keepRecentTokens), so its rows compare like with like. contextfold's own "
-                  "default is 12,000 tokens, chosen on the replays of real sessions "
+                  "default is 12,000 tokens (the row `contextfold (tail_tokens=12000)`), "
+                  "chosen on the replays of real sessions "
                   "(docs/benchmarks.md, the tail table: the smallest tail that lost nothing a "
                   "larger one kept); the fake summariser here cannot measure what a smaller raw "
                   "tail costs in a model's answers. `CompactionSettings(tail_tokens=...)` sets "
