@@ -30,6 +30,8 @@ FRAMEWORK_ROWS = {"langchain + contextfold": ".frameworks_langchain"}
 OFFLINE = "offline"
 VARIANT_ROWS: dict[str, dict[str, Any]] = {
     "contextfold (trigger=size)": {"trigger": "size"},
+    # The tail contextfold ships (`core/budget.py`); the `contextfold` row holds the shared 20,000.
+    "contextfold (tail_tokens=12000)": {"tail_tokens": 12_000},
     "contextfold (tail_tokens=8000)": {"tail_tokens": 8_000},
     "contextfold (tail_tokens=4000)": {"tail_tokens": 4_000},
     "contextfold (offline summariser)": {"summarizer": OFFLINE},

@@ -186,6 +186,11 @@ class Contextfold:
         self.recall_requests = 0
         self.recall_tokens = 0
         self.recall_seconds = 0.0  # spent choosing the blocks (search included)
+        # SPEC Q5: the decisions (0-based, one per call in a quality run) whose request has
+        # another checkpoint than the previous one: where a prefix break is expected.
+        self.checkpoint_calls: list[int] = []
+        self._decisions = 0
+        self._checkpoint_id: str | None = None
         self._time_recall()
 
     def _time_recall(self) -> None:
@@ -220,6 +225,11 @@ class Contextfold:
             self.session.append(message, f"m{i}")
         self.pending = []
         projection, _ = self.session.before_request()
+        checkpoint = projection.checkpoint.id if projection.checkpoint is not None else None
+        if checkpoint != self._checkpoint_id:
+            self.checkpoint_calls.append(self._decisions)
+            self._checkpoint_id = checkpoint
+        self._decisions += 1
         recalled = getattr(projection, "recalled", ())  # SPEC Q5: the blocks since the checkpoint
         if recalled:
             self.recall_requests += 1

@@ -54,7 +54,8 @@ SUMMARY_LIMITS: dict[str, tuple[int, str]] = {
                             "(`core/budget.py` summary_share_of_reserve, after Pi)"),
     "langchain + contextfold": (13_107, "contextfold's summary budget (as contextfold)"),
     **{f"contextfold ({v})": (13_107, "contextfold's summary budget (as contextfold)")
-       for v in ("trigger=size", "tail_tokens=8000", "tail_tokens=4000", "L5 off")},
+       for v in ("trigger=size", "tail_tokens=12000", "tail_tokens=8000", "tail_tokens=4000",
+                 "L5 off")},
     **{f"contextfold ({v})": (13_107, "contextfold's summary budget, which its offline "
                                       "summariser writes to (the fake is never called)")
        for v in ("offline summariser", "offline summariser, L5 off")},
@@ -412,6 +413,9 @@ class Recorder:
     request_tokens: list[int] = field(default_factory=list)
     cached_prefix_tokens: int = 0
     prefix_breaks: int = 0
+    # Each break: (0-based call index, messages of the previous request kept, of how many,
+    # whether the first changed one was the previous request's last message, extended).
+    break_calls: list[tuple[int, int, int, bool]] = field(default_factory=list)
     compactions: int = 0
     evicted: set[int] = field(default_factory=set)
     shown: set[int] = field(default_factory=set)
@@ -524,6 +528,10 @@ class Recorder:
             same += 1
         if self._previous and same < len(self._previous):
             self.prefix_breaks += 1  # the previous request is no longer a prefix of this one
+            grew = (same == len(self._previous) - 1 and same < len(request)
+                    and str(request[same].get("content") or "").startswith(
+                        str(self._previous[same].get("content") or "")))
+            self.break_calls.append((self.calls - 1, same, len(self._previous), grew))
         if self._previous:
             self.cached_prefix_tokens += 3 + sum(sizes[:same]) if same else 0
         self._previous = request

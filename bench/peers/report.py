@@ -122,9 +122,17 @@ def _updates(results: dict[str, Any]) -> list[str]:
                 "only their quality runs on the transcripts (requests, cost and cache; their "
                 "planted session and check cost are from earlier)" if u.get("what") == "quality"
                 else
+                "only their check cost (the timing runs; every other figure of theirs is from "
+                "earlier; a row not re-timed gets no ratio to contextfold's new times, as "
+                "times of two runs are never compared)" if u.get("what") == "timing" else
                 "every figure of theirs measured again" if u.get("timing", True) else
                 "every figure of theirs measured again but the check cost (its timing is "
                 "from the run)")
+        if u.get("what") == "timing" and u.get("rounds"):
+            what += (f"; {u['rounds']} timing round(s)"
+                     + (f", load average {u['load_average_at_end'][0]} on the 2 cores at "
+                        "the end (other work shared the machine: absolute times are high)"
+                        if u.get("load_average_at_end") else ""))
         lines += [f"Rows of {', '.join(u['systems'])} re-run at {u['at']} "
                   f"({u['wall_seconds']} s), {what}, and merged into this run's results.", ""]
     return lines
@@ -366,7 +374,8 @@ def _settings(systems: dict[str, Any], names: list[str]) -> list[str]:
                      "both cache rule sets. ")
                   + "This bench holds every system to the same 20,000-token tail (Pi's "
                   "keepRecentTokens), so its rows compare like with like. contextfold's own "
-                  "default is 12,000 tokens, chosen on the replays of real sessions "
+                  "default is 12,000 tokens (the row `contextfold (tail_tokens=12000)`), "
+                  "chosen on the replays of real sessions "
                   "(docs/benchmarks.md, the tail table: the smallest tail that lost nothing a "
                   "larger one kept); the fake summariser here cannot measure what a smaller raw "
                   "tail costs in a model's answers. `CompactionSettings(tail_tokens=...)` sets "
@@ -405,6 +414,12 @@ def _timing(systems: dict[str, Any], names: list[str]) -> list[str]:
             r = ratios[name].get(size)
             row.append(f"x{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})" if r else "-")
         lines.append(f"| {name} | " + " | ".join(row) + " |")
+    untimed = [n for n in names if n not in (CF, REFERENCE) and systems[n].get("timing")
+               and not ratios.get(n)]
+    if untimed:
+        lines += ["", f"Not in this table: {', '.join(untimed)}. They were timed in the run; "
+                  "contextfold was timed again later (the notes at the top), and a time from "
+                  "one run is never divided by a time from another."]
     return [*lines, ""]
 
 

@@ -60,7 +60,8 @@ PEER_SYSTEMS = (
     "anthropic-server-compaction (reimpl.)",
 )
 PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfold",
-                   "contextfold (trigger=size)", "contextfold (tail_tokens=8000)",
+                   "contextfold (trigger=size)", "contextfold (tail_tokens=12000)",
+                   "contextfold (tail_tokens=8000)",
                    "contextfold (tail_tokens=4000)", "contextfold (offline summariser)",
                    "contextfold (L5 off)", "contextfold (offline summariser, L5 off)")
 # The one setting row timed beside contextfold: what automatic recall (SPEC L5) costs per
@@ -152,7 +153,7 @@ def _run_job(python: Path, module: str, job: dict[str, Any], workdir: Path,
 
 def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
           workdir: Path, rounds: int, continuity_only: bool = False,
-          quality_only: bool = False
+          quality_only: bool = False, timing_only: bool = False
           ) -> tuple[list[tuple[str, dict[str, Any]]], list[tuple[str, dict]]]:
     # Deterministic sessions every job would otherwise generate again: written once here.
     from .continuity import planted_session
@@ -166,6 +167,8 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
         dump(synth, research_session(max(sizes), seed=6))
     quality = []
     for n, name in enumerate(systems):
+        if timing_only:
+            break
         # Quality and continuity are separate jobs, so two workers share the long ones.
         if not continuity_only:
             quality.append((name, {"system": name, "out": str(workdir / f"q{n}.json"),
@@ -179,7 +182,7 @@ def _jobs(systems: list[str], workloads: list[dict[str, Any]], sizes: list[int],
     timing = []
     # Round by round, every system once: a ratio between two systems is taken within one
     # round, so load that comes and goes on the shared machine hits both alike.
-    for r in range(rounds if sizes and not continuity_only else 0):
+    for r in range(rounds if sizes and not (continuity_only or quality_only) else 0):
         for n, name in enumerate(systems):
             # The reference never checks; a reimplemented policy's check is not the tool's
             # code (it would read the provider's usage, not count), so neither is timed.
@@ -232,9 +235,10 @@ def machine() -> dict[str, Any]:
 
 def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int,
         rounds: int = TIMING_ROUNDS, continuity_only: bool = False,
-        quality_only: bool = False) -> dict:
-    """Run everything (or only the planted session's continuity runs, or only the quality
-    runs on the transcripts) and return the merged results (also written to RESULTS)."""
+        quality_only: bool = False, timing_only: bool = False) -> dict:
+    """Run everything (or only the planted session's continuity runs, only the quality runs
+    on the transcripts, or only the check-cost timing) and return the merged results (also
+    written to RESULTS)."""
     from .workloads import write_workloads
 
     started = time.perf_counter()
@@ -248,7 +252,7 @@ def run(systems: list[str], sizes: list[int], synth_messages: int, parallel: int
         print("writing workloads ...", flush=True)
         workloads = write_workloads(workdir / "workloads", synth_messages)
         quality, timing = _jobs(systems, workloads, sizes, workdir, rounds, continuity_only,
-                                quality_only)
+                                quality_only, timing_only)
 
         def launch(item: tuple[str, dict[str, Any]], kind: str) -> dict[str, Any]:
             name, job = item
@@ -386,17 +390,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quality-only", action="store_true",
                         help="run only the quality runs on the transcripts (requests, cost, "
                              "cache); implies --update")
+    parser.add_argument("--timing-only", action="store_true",
+                        help="run only the check-cost timing (on a quiet machine, after the "
+                             "other runs); implies --update")
     args = parser.parse_args(argv)
-    if args.continuity_only and args.quality_only:
-        parser.error("--continuity-only and --quality-only exclude each other")
-    args.update = args.update or args.continuity_only or args.quality_only
+    if args.continuity_only + args.quality_only + args.timing_only > 1:
+        parser.error("--continuity-only, --quality-only and --timing-only exclude each other")
+    if args.timing_only and not args.sizes:
+        parser.error("--timing-only needs --sizes")
+    args.update = args.update or args.continuity_only or args.quality_only or args.timing_only
     unknown = set(args.systems) - set(PEER_SYSTEMS + PROJECT_SYSTEMS)
     if unknown:
         parser.error(f"unknown systems: {', '.join(sorted(unknown))}")
     try:
         previous = json.loads(RESULTS.read_text("utf-8")) if args.update else None
         results = run(args.systems, args.sizes, args.synth_messages, args.parallel,
-                      args.rounds, args.continuity_only, args.quality_only)
+                      args.rounds, args.continuity_only, args.quality_only, args.timing_only)
         if previous is not None:
             for name, entry in results["systems"].items():
                 old = previous["systems"].get(name, {})
@@ -410,8 +419,9 @@ def main(argv: list[str] | None = None) -> int:
                 "at": results["generated"], "systems": args.systems,
                 "wall_seconds": results["wall_seconds"],
                 "what": ("continuity" if args.continuity_only else
-                         "quality" if args.quality_only else "all"),
-                "timing": bool(args.sizes) and not args.continuity_only}]
+                         "quality" if args.quality_only else
+                         "timing" if args.timing_only else "all"),
+                "timing": bool(args.sizes) and not (args.continuity_only or args.quality_only)}]
             # The planted session's settings and the summary caps of rows new to the file.
             for key in ("continuity", "summary_limits"):
                 previous["settings"][key] = results["settings"][key]

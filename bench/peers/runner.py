@@ -61,6 +61,14 @@ def run_quality(factory: Factory, workload: dict[str, Any], tokens: Tokenizer,
                   "recall_seconds"):
         if hasattr(system, extra):
             result[f"contextfold_{extra}"] = getattr(system, extra)
+    if hasattr(system, "checkpoint_calls"):
+        # SPEC Q5: each prefix break attributed to a checkpoint (a request whose checkpoint is
+        # not the previous request's) or not; the calls of the others, to find them.
+        at = set(system.checkpoint_calls)
+        result["prefix_breaks_at_checkpoint"] = sum(b[0] in at for b in recorder.break_calls)
+        result["prefix_breaks_elsewhere"] = [
+            {"call": c + 1, "kept": kept, "of": of, "last_extended": grew}
+            for c, kept, of, grew in recorder.break_calls if c not in at]
     result["wall_seconds"] = round(time.perf_counter() - started, 2)
     return result
 
