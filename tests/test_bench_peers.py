@@ -290,7 +290,22 @@ def test_targets_are_computed_from_results_not_asserted():  # K1, B1
     assert len(cheapest) == 2 and all(met[k] is False for k in cheapest)
     results["systems"]["peer"]["quality"]["w"] = _quality(stokens=900)
     met = {name: ok for name, ok, _ in targets(results)}
+    # cheaper, but at a continuity nobody measured: not known (issue 40: fair continuity)
+    assert all(met[k] is None for k in cheapest)
+    from bench.peers.continuity import CATEGORIES
+
+    def kept(share: float, found: int) -> dict:
+        return {"milestones": {"end": {c: share for c in CATEGORIES}},
+                "probes": {"end": {"found": found, "asked": 4}}}
+
+    results["systems"]["contextfold"]["continuity"] = kept(0.5, 3)
+    results["systems"]["peer"]["continuity"] = kept(0.5, 3)
+    met = {name: ok for name, ok, _ in targets(results)}
     assert all(met[k] is True for k in cheapest)
+    results["systems"]["peer"]["continuity"] = kept(0.5, 4)  # the peer answers more probes
+    met = {name: ok for name, ok, _ in targets(results)}
+    assert all(met[k] is False for k in cheapest)
+    results["systems"]["peer"]["continuity"] = kept(0.5, 3)
     results["systems"]["contextfold"]["quality"]["w"] = _quality(invalid=1, peak=3000)
     met = {name: ok for name, ok, _ in targets(results)}
     assert met["0 invalid requests under tool pairing, OpenAI and Anthropic rules"] is False
