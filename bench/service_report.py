@@ -98,21 +98,27 @@ def service_soak_section(data: dict[str, Any] | None) -> list[str]:
         "the end).",
         "",
         "| store | conversations (turns) | wall time | RSS at start | RSS first tenth | RSS "
-        "last tenth | last / first | kept per conversation (2nd half) | goal met | log "
-        "errors |",
+        "last tenth | last / first (2nd half's last / first tenth) | kept per conversation "
+        "(2nd half) | goal met | log errors |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for name, run in runs.items():
         p = run["per_process"][0]
+        # After the warm-up: the second half's first tenth against its last.
+        settled = [s["rss_bytes"][0] for s in run["samples"][1:]
+                   if s["conversations"] > run["conversations"] // 2]
+        k = max(1, len(settled) // 10)
+        ratio = (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
         lines.append(
             f"| {name} | {run['conversations']:,} ({run['turns']:,}) | {run['seconds']:,.0f} s "
             f"| {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
-            f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} | "
+            f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} "
+            f"({ratio:.3f}) | "
             f"{p['retained_bytes_per_conversation']:,} B | "
             f"{'met' if run['meets_goal'] else '**missed**'} | {run['log_errors']} |")
     lines += [
         "",
         "| store | turn p50: first / last tenth (ratio) | turn p95: first / last tenth "
-        "(ratio) | p50 slope per 1,000 conversations | sessions stored |",
+        "(ratio) | p50 slope per 1,000 conversations | sessions / checkpoints stored |",
         "|---|---:|---:|---:|---:|"]
     for name, run in runs.items():
         lines.append(
@@ -120,15 +126,22 @@ def service_soak_section(data: dict[str, Any] | None) -> list[str]:
             f"({run['p50_ratio_last_first']:.2f}) | {run['p95_ms_first_decile']} / "
             f"{run['p95_ms_last_decile']} ms ({run['p95_ratio_last_first']:.2f}) | "
             f"{run['p50_slope_ms_per_1000_conversations']} ms | "
-            f"{run['stored']['sessions']:,} |")
+            f"{run['stored']['sessions']:,} / {run['stored']['checkpoints']:,} |")
     lines += [
         "",
+        "A `serve` worker keeps up to "
+        f"{data['live_sessions_cap']:,} idle conversations open (least recently used go "
+        "first: `server/sessions.py`), a bound by count rather than by bytes like the proxy's "
+        "`--memory-cache`: memory climbs while the first "
+        f"{data['live_sessions_cap']:,} conversations are served, which the whole run's "
+        "first / last tenth shows, and what follows is the second half's slope and ratio. "
         "A turn's latency is the `POST /v1/sessions/{id}/messages` round trip as the client "
         "saw it (the offline model answers at once, so it is the service's own work: store "
-        "the message, size the context, store the reply). The first tenth includes the "
+        "the message, size the context, store the reply; a session whose pasted outputs "
+        "outgrow the default window compacts, hence the checkpoints). The first tenth includes the "
         "warm-up (imports, the first connections, the store's first pages); the issue's "
         "100,000 conversations would take some "
-        f"{100_000 * first['seconds'] / first['conversations'] / 3600:.0f} hours at this rate "
+        f"{100_000 * first['seconds'] / first['conversations'] / 3600:.1f} hours at this rate "
         "on this machine, so this run is the part a bench session allows.",
         ""]
     return lines

@@ -100,7 +100,10 @@ def main(argv: list[str]) -> int:
     count = 100 if quick else CONVERSATIONS
     if "--conversations" in argv:
         count = int(argv[argv.index("--conversations") + 1])
+    from contextfold.server.sessions import _MAX_LIVE
+
     out: dict[str, Any] = {"turns_per_conversation": "3-4", "clients": CLIENTS,
+                           "live_sessions_cap": _MAX_LIVE,
                            "sample_every": SAMPLE, "model": MODEL, "workers": 1,
                            "machine": platform.machine(), "cores": os.cpu_count(),
                            "python": platform.python_version(),
