@@ -13,7 +13,7 @@ at most 4 KB), and the last tenth of the run against the first for memory and fo
 and p95 latency of a turn (a ratio above 1 is growth).
 
     python -m bench.service_soak                    # both stores -> bench/results/service_soak.json
-    python -m bench.service_soak --conversations N  # another count per store (default 6,000)
+    python -m bench.service_soak --conversations N  # another count per store (default 5,000)
     python -m bench.service_soak --quick            # 100 on SQLite, nothing written
 """
 
@@ -39,7 +39,7 @@ from bench.varied_data import varied_message
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "service_soak.json"
-CONVERSATIONS = 6000  # per store: three times the live sessions a worker keeps open (2,000)
+CONVERSATIONS = 5000  # per store: 2.5 times the live sessions a worker keeps open (2,000)
 SAMPLE = 100  # conversations between two readings of the server's memory
 MODEL = "offline/echo"
 
