@@ -67,6 +67,14 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
 
 
 
+def _filling(run: dict[str, Any], cap: int) -> float:
+    """The least-squares bytes per conversation while the worker's live sessions fill up."""
+    from .proxy_soak import slope
+
+    return slope([(x["conversations"], x["rss_bytes"][0]) for x in run["samples"]
+                  if x["conversations"] <= cap])
+
+
 SOAK_HEAD = ("## Service memory over many conversations (issue 38, SPEC Y14: "
              "`bench/service_soak.py` → `bench/results/service_soak.json`)")
 
@@ -134,7 +142,10 @@ def service_soak_section(data: dict[str, Any] | None) -> list[str]:
         "first: `server/sessions.py`), a bound by count rather than by bytes like the proxy's "
         "`--memory-cache`: memory climbs while the first "
         f"{data['live_sessions_cap']:,} conversations are served, which the whole run's "
-        "first / last tenth shows, and what follows is the second half's slope and ratio. "
+        "first / last tenth shows (" + "; ".join(
+            f"{name}: {_filling(run, data['live_sessions_cap']) / 1024:,.0f} KB per "
+            "conversation until then" for name, run in runs.items())
+        + "), and what follows is the second half's slope and ratio. "
         "A turn's latency is the `POST /v1/sessions/{id}/messages` round trip as the client "
         "saw it (the offline model answers at once, so it is the service's own work: store "
         "the message, size the context, store the reply; a session whose pasted outputs "
