@@ -19,7 +19,7 @@ from .recall_report import recall_section
 from .results_file import kilo as _k
 from .results_file import load
 from .scale_report import scale_section
-from .service_report import service_section
+from .service_report import service_section, service_soak_section
 from .service_turn_report import service_turn_section, varied_fit_section
 from .startup_report import startup_section
 
@@ -668,6 +668,7 @@ def benchmarks_md() -> str:
     lines += proxy_fleet_soak_section(load("proxy_fleet_soak"), load("proxy_fleet_soak_long"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
+    lines += service_soak_section(load("service_soak"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),
                                   load("service_load"), load("service_turn_previous"))
     lines += varied_fit_section(load("scale"), load("scale_varied_before"),

@@ -38,6 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -164,6 +165,76 @@ def decile_means(values: list[float]) -> tuple[float, float]:
     return statistics.fmean(values[:k]), statistics.fmean(values[-k:])
 
 
+def sample_run(conversations: int, sample: int, pids: list[int],
+               one: Callable[[int], list[float]], label: str) -> list[dict[str, Any]]:
+    """Run conversations 0 .. `conversations` - 1 (`one(n)`: the latency of each of its
+    requests, in seconds), `CLIENTS` at a time, and read the resident set of every process
+    of `pids` before the first and after every `sample` of them; the samples (memory,
+    elapsed time, p50 and p95 of the window's requests)."""
+    started = time.monotonic()
+    samples: list[dict[str, Any]] = [{"conversations": 0, "seconds": 0.0,
+                                      "rss_bytes": [rss_bytes(p) for p in pids]}]
+    with ThreadPoolExecutor(CLIENTS) as pool:
+        for first in range(0, conversations, sample):
+            ids = range(first, min(conversations, first + sample))
+            lat = sorted(t for took in pool.map(one, ids) for t in took)
+            samples.append({
+                "conversations": ids[-1] + 1, "rss_bytes": [rss_bytes(p) for p in pids],
+                "seconds": round(time.monotonic() - started, 1),
+                "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
+                "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)})
+            print(f"  {label}: {samples[-1]}", flush=True)
+    return samples
+
+
+def log_errors(logs: list[Path]) -> int:
+    """ERROR lines and tracebacks in the servers' logs (each one a failure of the run)."""
+    count = 0
+    for log in logs:
+        text = log.read_text(errors="replace")
+        count += text.count("Traceback") + text.count(" ERROR ")
+    return count
+
+
+def over_time(samples: list[dict[str, Any]], conversations: int) -> dict[str, Any]:
+    """What `sample_run`'s samples say: per process, the resident set at the start, in the
+    first and last tenth of the windows (their ratio) and the second half's least-squares
+    slope (bytes kept per finished conversation); the latency's first and last tenth and
+    its slope over the run."""
+    half = [s for s in samples if s["conversations"] >= conversations // 2]
+    windows = samples[1:]
+    per_process = []
+    for i in range(len(samples[0]["rss_bytes"])):
+        rss = [s["rss_bytes"][i] for s in windows]
+        first, last = decile_means(rss)
+        per_process.append({
+            "rss_start_mb": round(samples[0]["rss_bytes"][i] / 2**20, 1),
+            "rss_end_mb": round(samples[-1]["rss_bytes"][i] / 2**20, 1),
+            "rss_first_decile_mb": round(first / 2**20, 1),
+            "rss_last_decile_mb": round(last / 2**20, 1),
+            "rss_ratio_last_first": round(last / first, 3),
+            "retained_bytes_per_conversation": round(slope(
+                [(s["conversations"], s["rss_bytes"][i]) for s in half]))})
+    p50 = [s["p50_ms"] for s in windows]
+    p95 = [s["p95_ms"] for s in windows]
+    p50_first, p50_last = decile_means(p50)
+    p95_first, p95_last = decile_means(p95)
+    worst = max(p["retained_bytes_per_conversation"] for p in per_process)
+    return {"seconds": samples[-1]["seconds"], "per_process": per_process,
+            "retained_bytes_per_conversation_worst": worst, "goal_bytes": GOAL_BYTES,
+            "meets_goal": worst <= GOAL_BYTES,
+            "p50_ms": round(statistics.median(p50), 1),
+            "p95_ms": round(statistics.median(p95), 1),
+            "p50_ms_first_decile": round(p50_first, 1),
+            "p50_ms_last_decile": round(p50_last, 1),
+            "p50_ratio_last_first": round(p50_last / p50_first, 3),
+            "p95_ms_first_decile": round(p95_first, 1),
+            "p95_ms_last_decile": round(p95_last, 1),
+            "p95_ratio_last_first": round(p95_last / p95_first, 3),
+            "p50_slope_ms_per_1000_conversations": round(1000 * slope(
+                [(s["conversations"], s["p50_ms"]) for s in windows]), 2)}
+
+
 def fleet_soak(url: str, conversations: int, tmp: Path, processes: int, *, turns: int = TURNS,
                window: str = WINDOW, sample: int = SAMPLE) -> dict[str, Any]:
     """Serve `conversations` of `turns` requests through `processes` proxy processes on one
@@ -181,76 +252,25 @@ def fleet_soak(url: str, conversations: int, tmp: Path, processes: int, *, turns
                            upstream.url, "--db", url, "--port", str(port), "--model-window",
                            window, "--memory-cache", str(MEMORY_CACHE)], port,
             log=tmp / f"proxy-{i}.log", cwd=ROOT, env={"CONTEXTFOLD_PROXY_SALT": "soak"}))
-    samples: list[dict[str, Any]] = []
-    errors = 0
     try:
         upstream.ready()
         for proxy in proxies:
             proxy.ready()
         urls = [proxy.url for proxy in proxies]
         clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
-        started = time.monotonic()
-        samples.append({"conversations": 0, "seconds": 0.0,
-                        "rss_bytes": [rss_bytes(p.proc.pid) for p in proxies]})
-        with ThreadPoolExecutor(CLIENTS) as pool:
-            for start in range(0, conversations, sample):
-                ids = range(start, min(conversations, start + sample))
-                lat = [t for took in pool.map(
-                    lambda n: conversation(clients[n % CLIENTS], urls, n, turns), ids)
-                       for t in took]
-                lat.sort()
-                samples.append({
-                    "conversations": ids[-1] + 1,
-                    "rss_bytes": [rss_bytes(p.proc.pid) for p in proxies],
-                    "seconds": round(time.monotonic() - started, 1),
-                    "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
-                    "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)})
-                print(f"  fleet: {samples[-1]}", flush=True)
+        samples = sample_run(conversations, sample, [p.proc.pid for p in proxies],
+                             lambda n: conversation(clients[n % CLIENTS], urls, n, turns),
+                             "fleet")
         for c in clients:
             c.close()
     finally:
         for proxy in proxies:
             proxy.stop()
         upstream.stop()
-    for proxy in proxies:  # an ERROR line or a traceback in any process's log is a failure
-        text = (tmp / f"{proxy.name}.log").read_text(errors="replace")
-        errors += text.count("Traceback") + text.count(" ERROR ")
-    half = [s for s in samples if s["conversations"] >= conversations // 2]
-    windows = samples[1:]
-    per_process = []
-    for i in range(processes):
-        rss = [s["rss_bytes"][i] for s in windows]
-        first, last = decile_means(rss)
-        per_process.append({
-            "rss_start_mb": round(samples[0]["rss_bytes"][i] / 2**20, 1),
-            "rss_end_mb": round(samples[-1]["rss_bytes"][i] / 2**20, 1),
-            "rss_first_decile_mb": round(first / 2**20, 1),
-            "rss_last_decile_mb": round(last / 2**20, 1),
-            "rss_ratio_last_first": round(last / first, 3),
-            "retained_bytes_per_conversation": round(slope(
-                [(s["conversations"], s["rss_bytes"][i]) for s in half]))})
-    p50 = [s["p50_ms"] for s in windows]
-    p95 = [s["p95_ms"] for s in windows]
-    p50_first, p50_last = decile_means(p50)
-    p95_first, p95_last = decile_means(p95)
-    worst = max(p["retained_bytes_per_conversation"] for p in per_process)
     return {"conversations": conversations, "requests": conversations * turns,
             "turns_per_conversation": turns, "window": window, "processes": processes,
-            "seconds": samples[-1]["seconds"],
-            "log_errors": errors, "per_process": per_process,
-            "retained_bytes_per_conversation_worst": worst, "goal_bytes": GOAL_BYTES,
-            "meets_goal": worst <= GOAL_BYTES,
-            "p50_ms": round(statistics.median(p50), 1),
-            "p95_ms": round(statistics.median(p95), 1),
-            "p50_ms_first_decile": round(p50_first, 1),
-            "p50_ms_last_decile": round(p50_last, 1),
-            "p50_ratio_last_first": round(p50_last / p50_first, 3),
-            "p95_ms_first_decile": round(p95_first, 1),
-            "p95_ms_last_decile": round(p95_last, 1),
-            "p95_ratio_last_first": round(p95_last / p95_first, 3),
-            "p50_slope_ms_per_1000_conversations": round(1000 * slope(
-                [(s["conversations"], s["p50_ms"]) for s in windows]), 2),
-            "samples": samples}
+            "log_errors": log_errors([tmp / f"{proxy.name}.log" for proxy in proxies]),
+            **over_time(samples, conversations), "samples": samples}
 
 
 async def stored(url: str) -> dict[str, int]:

@@ -57,8 +57,11 @@ class ServerProcess:
                                      env={**os.environ, **(env or {})}, cwd=cwd)
         self._pids: list[int] = []
 
-    def ready(self, model: str = "bench-model", timeout: float = 180) -> ServerProcess:
-        """Wait for one small chat request to succeed (every worker started, caches warm)."""
+    def ready(self, model: str = "bench-model", timeout: float = 180,
+              health: str | None = None) -> ServerProcess:
+        """Wait for one small chat request to succeed (every worker started, caches warm);
+        with `health` (a path, e.g. `/healthz` of `contextfold serve`, which has no chat
+        endpoint), for a GET of it to answer 200 instead."""
         deadline = time.monotonic() + timeout
         body = {"model": model, "messages": [{"role": "user", "content": "ready?"}],
                 "max_tokens": 8}
@@ -67,8 +70,9 @@ class ServerProcess:
                 raise RuntimeError(f"{self.name} exited ({self.proc.returncode}): "
                                    f"{self.log.read_text()[-3000:]}")
             with contextlib.suppress(httpx2.HTTPError):
-                r = httpx2.post(f"{self.url}/v1/chat/completions", json=body,
-                                headers=self.headers, timeout=30)
+                r = httpx2.get(f"{self.url}{health}", timeout=30) if health else httpx2.post(
+                    f"{self.url}/v1/chat/completions", json=body, headers=self.headers,
+                    timeout=30)
                 if r.status_code == 200:
                     self._pids = _tree(self.proc.pid)
                     return self

@@ -65,3 +65,94 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
         lines += [f"* {p}" for p in audit["problems"] + audit["cross_tenant"]] + [""]
     return lines
 
+
+
+def _filling(run: dict[str, Any], cap: int) -> float:
+    """The least-squares bytes per conversation while the worker's live sessions fill up."""
+    from .proxy_soak import slope
+
+    return slope([(x["conversations"], x["rss_bytes"][0]) for x in run["samples"]
+                  if x["conversations"] <= cap])
+
+
+SOAK_HEAD = ("## Service memory over many conversations (issue 38, SPEC Y14: "
+             "`bench/service_soak.py` → `bench/results/service_soak.json`)")
+
+
+def service_soak_section(data: dict[str, Any] | None) -> list[str]:
+    """One `contextfold serve` process serving thousands of short conversations, on SQLite
+    and on PostgreSQL: its resident memory and a turn's latency over the run, first tenth
+    against last, and the second half's slope per finished conversation (the proxy's
+    counterpart is `proxy_report.proxy_soak_section`)."""
+    lines = [SOAK_HEAD, ""]
+    if not data:
+        return [*lines, "_not measured yet: run `python -m bench.service_soak`_", ""]
+    runs = data["runs"]
+    first = next(iter(runs.values()))
+    lines += [
+        f"`bench/service_soak.py`: one `contextfold serve` process ({data['workers']} worker, "
+        f"real HTTP, the `{data['model']}` model, no `--auth`, no rate limit) on each store "
+        f"serves {first['conversations']:,} short conversations one after another, "
+        f"{data['clients']} at a time: each creates its session, sends "
+        f"{data['turns_per_conversation']} turns of agent-style text that never repeats "
+        "(`bench/varied_data.py`: prose, about 10% Japanese, and half the time a pasted tool "
+        "output of 200–5,000 characters; its own seed per conversation) and is never heard of "
+        f"again. The server's resident set is read every {data['sample_every']} "
+        "conversations (the proxy soak's sampling, `bench/proxy_soak.py`); the first and last "
+        "tenth of the samples are compared (a ratio above 1 is growth), and the second half's "
+        "least-squares slope is what a finished conversation keeps (goal: at most 4 KB). "
+        f"The machine has {data['cores']} shared cores (1-minute load average "
+        f"{data['load_average_at_start'][0]} at the start, {data['load_average_at_end'][0]} at "
+        "the end).",
+        "",
+        "| store | conversations (turns) | wall time | RSS at start | RSS first tenth | RSS "
+        "last tenth | last / first (2nd half's last / first tenth) | kept per conversation "
+        "(2nd half) | goal met | log errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for name, run in runs.items():
+        p = run["per_process"][0]
+        # After the warm-up: the second half's first tenth against its last.
+        settled = [s["rss_bytes"][0] for s in run["samples"][1:]
+                   if s["conversations"] > run["conversations"] // 2]
+        k = max(1, len(settled) // 10)
+        ratio = (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
+        lines.append(
+            f"| {name} | {run['conversations']:,} ({run['turns']:,}) | {run['seconds']:,.0f} s "
+            f"| {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
+            f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} "
+            f"({ratio:.3f}) | "
+            f"{p['retained_bytes_per_conversation']:,} B | "
+            f"{'met' if run['meets_goal'] else '**missed**'} | {run['log_errors']} |")
+    lines += [
+        "",
+        "| store | turn p50: first / last tenth (ratio) | turn p95: first / last tenth "
+        "(ratio) | p50 slope per 1,000 conversations | sessions / checkpoints stored |",
+        "|---|---:|---:|---:|---:|"]
+    for name, run in runs.items():
+        lines.append(
+            f"| {name} | {run['p50_ms_first_decile']} / {run['p50_ms_last_decile']} ms "
+            f"({run['p50_ratio_last_first']:.2f}) | {run['p95_ms_first_decile']} / "
+            f"{run['p95_ms_last_decile']} ms ({run['p95_ratio_last_first']:.2f}) | "
+            f"{run['p50_slope_ms_per_1000_conversations']} ms | "
+            f"{run['stored']['sessions']:,} / {run['stored']['checkpoints']:,} |")
+    lines += [
+        "",
+        "A `serve` worker keeps up to "
+        f"{data['live_sessions_cap']:,} idle conversations open (least recently used go "
+        "first: `server/sessions.py`), a bound by count rather than by bytes like the proxy's "
+        "`--memory-cache`: memory climbs while the first "
+        f"{data['live_sessions_cap']:,} conversations are served, which the whole run's "
+        "first / last tenth shows (" + "; ".join(
+            f"{name}: {_filling(run, data['live_sessions_cap']) / 1024:,.0f} KB per "
+            "conversation until then" for name, run in runs.items())
+        + "), and what follows is the second half's slope and ratio. "
+        "A turn's latency is the `POST /v1/sessions/{id}/messages` round trip as the client "
+        "saw it (the offline model answers at once, so it is the service's own work: store "
+        "the message, size the context, store the reply; a session whose pasted outputs "
+        "outgrow the default window compacts, hence the checkpoints). The first tenth includes the "
+        "warm-up (imports, the first connections, the store's first pages); the issue's "
+        "100,000 conversations would take some "
+        f"{100_000 * first['seconds'] / first['conversations'] / 3600:.1f} hours at this rate "
+        "on this machine, so this run is the part a bench session allows.",
+        ""]
+    return lines

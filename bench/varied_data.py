@@ -82,6 +82,17 @@ def _args(rng: random.Random, tool: str) -> dict[str, str]:
     return {"path": _path(rng)}
 
 
+def varied_message(rng: random.Random) -> str:
+    """One user message of agent-style text that does not repeat: one to four sentences of
+    prose (about 10% Japanese) and, half the time, a pasted tool output of 200-5,000
+    characters (source code or a log). Same generator state, same text."""
+    cjk = rng.random() < 0.1
+    text = _prose(rng, cjk, (1, 4))
+    if rng.random() < 0.5:
+        text += "\n\n" + _result(rng, rng.choice(_TOOLS))
+    return text
+
+
 def write_varied_session(path: Path, messages: int, *, seed: int = 26) -> int:
     """Write a Pi v1 session of about `messages` non-repeating message entries to `path`,
     ending at a finished assistant reply; returns the number written.

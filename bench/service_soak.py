@@ -1,0 +1,137 @@
+"""Memory of one long-running `contextfold serve` (issue 38, SPEC Y14: "the same for
+`serve`"): many short conversations one after another, resident memory sampled as they go.
+
+One `contextfold serve` process (one worker, real HTTP, the offline model `offline/echo`, no
+`--auth`, no rate limit) on SQLite and then one on PostgreSQL. Each conversation creates its
+session, sends 3 or 4 turns (`POST /v1/sessions/{id}/messages`) of agent-style text that
+never repeats (`bench/varied_data.py`: prose and pasted tool output of up to 5,000
+characters, its own seed per conversation) and is never heard of again; `CLIENTS` of them
+at a time. The process's resident set is read every `SAMPLE` conversations by the proxy
+soak's sampling (`bench/proxy_soak.py`: `sample_run`, `over_time`), which also gives the
+figures: the second half's least-squares slope (bytes kept per finished conversation, goal
+at most 4 KB), and the last tenth of the run against the first for memory and for the p50
+and p95 latency of a turn (a ratio above 1 is growth).
+
+    python -m bench.service_soak                    # both stores -> bench/results/service_soak.json
+    python -m bench.service_soak --conversations N  # another count per store (default 5,000)
+    python -m bench.service_soak --quick            # 100 on SQLite, nothing written
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from bench.proxy_soak import CLIENTS, log_errors, over_time, sample_run, stored
+from bench.server_process import ServerProcess, free_port
+from bench.store_bench import drop_pg, pg_url
+from bench.varied_data import varied_message
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results" / "service_soak.json"
+CONVERSATIONS = 5000  # per store: 2.5 times the live sessions a worker keeps open (2,000)
+SAMPLE = 100  # conversations between two readings of the server's memory
+MODEL = "offline/echo"
+
+
+def turns_of(n: int) -> int:
+    """Conversation `n`'s number of turns: 3 or 4."""
+    return 3 + n % 2
+
+
+def conversation(client: httpx2.Client, url: str, n: int) -> list[float]:
+    """Conversation `n`: create its session, send its turns; the latency of each turn in
+    seconds (the session's creation is not a turn)."""
+    rng = random.Random(38_000 + n)  # its own text, the same on every run
+    r = client.post(f"{url}/v1/sessions", json={"title": f"soak {n}: {varied_message(rng)[:80]}",
+                                                 "model": MODEL})
+    if r.status_code != 201:
+        raise RuntimeError(f"conversation {n}: create {r.status_code} {r.text[:600]}")
+    sid = r.json()["session_id"]
+    took = []
+    for turn in range(turns_of(n)):
+        body = json.dumps({"text": f"[{n}.{turn}] {varied_message(rng)}"}).encode()
+        started = time.perf_counter()
+        r = client.post(f"{url}/v1/sessions/{sid}/messages", content=body,
+                        headers={"content-type": "application/json"})
+        took.append(time.perf_counter() - started)
+        if r.status_code != 200:
+            raise RuntimeError(f"conversation {n}, turn {turn}: {r.status_code} {r.text[:600]}")
+    return took
+
+
+def soak(db: str, conversations: int, tmp: Path, name: str) -> dict[str, Any]:
+    """Serve `conversations` through one `contextfold serve` process on `db`; its samples and
+    figures."""
+    port = free_port()
+    server = ServerProcess(name, [sys.executable, "-m", "contextfold", "serve", "--db", db,
+                                  "--port", str(port), "--model", MODEL, "--rate-limit", "0",
+                                  "--log-level", "warning"], port,
+                           log=tmp / f"{name}.log", cwd=ROOT,
+                           env={"CONTEXTFOLD_DB": "", "CONTEXTFOLD_MODEL": ""})
+    try:
+        server.ready(health="/healthz")
+        clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
+        samples = sample_run(conversations, SAMPLE, [server.proc.pid],
+                             lambda n: conversation(clients[n % CLIENTS], server.url, n), name)
+        for c in clients:
+            c.close()
+    finally:
+        server.stop()
+    turns = sum(turns_of(n) for n in range(conversations))
+    return {"conversations": conversations, "turns": turns,
+            "log_errors": log_errors([tmp / f"{name}.log"]),
+            **over_time(samples, conversations), "stored": asyncio.run(stored(db)),
+            "samples": samples}
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    count = 100 if quick else CONVERSATIONS
+    if "--conversations" in argv:
+        count = int(argv[argv.index("--conversations") + 1])
+    from contextfold.server.sessions import _MAX_LIVE
+
+    out: dict[str, Any] = {"turns_per_conversation": "3-4", "clients": CLIENTS,
+                           "live_sessions_cap": _MAX_LIVE,
+                           "sample_every": SAMPLE, "model": MODEL, "workers": 1,
+                           "machine": platform.machine(), "cores": os.cpu_count(),
+                           "python": platform.python_version(),
+                           "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+                           "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        out["runs"]["sqlite"] = soak(f"sqlite:///{Path(tmp) / 'soak.db'}", count, Path(tmp),
+                                     "serve-sqlite")
+        if not quick:
+            url, schema = pg_url()
+            try:
+                out["runs"]["postgresql"] = soak(url, count, Path(tmp), "serve-pg")
+            finally:
+                drop_pg(schema)
+    out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    for name, run in out["runs"].items():
+        p = run["per_process"][0]
+        print(f"{name}: {count} conversations ({run['turns']} turns) in {run['seconds']} s; "
+              f"{p['retained_bytes_per_conversation']} B kept per conversation (goal "
+              f"{run['goal_bytes']}); RSS {p['rss_start_mb']} -> {p['rss_end_mb']} MB, last / "
+              f"first tenth {p['rss_ratio_last_first']}; p50 {run['p50_ms_first_decile']} -> "
+              f"{run['p50_ms_last_decile']} ms, p95 {run['p95_ms_first_decile']} -> "
+              f"{run['p95_ms_last_decile']} ms; log errors {run['log_errors']}; stored "
+              f"{run['stored']}")
+    if not quick:
+        RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
