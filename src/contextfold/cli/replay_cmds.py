@@ -184,7 +184,10 @@ def _compactions_table(log: list[dict[str, Any]], overhead: int = 0) -> Table:
         share = f" {c['kept_tokens'] / c['tail_budget']:.0%}" if c["tail_budget"] else ""
         split = ("yes" + (f", {c['clipped_results']} clip" if c["clipped_results"] else "")
                  if c["split_turn"] else "")
-        table.add_row(str(c["before_request"]), c["trigger"],
+        # One word for one compaction in both tables: the explanation's trigger (cost,
+        # threshold, …) where there is one, not the plan's (auto).
+        trigger = (c.get("explanation") or {}).get("trigger") or c["trigger"]
+        table.add_row(str(c["before_request"]), trigger,
                       f"{c['tokens_before']:,} → {c['tokens_after']:,}",
                       str(c["summarized_messages"]), str(c["kept_messages"]),
                       f"{c['kept_tokens']:,}/{c['tail_budget']:,}{share}", split)
