@@ -93,6 +93,16 @@ def _turn(client: anthropic.Anthropic, history: list[Any], stream: bool, **extra
     return client.beta.messages.create(**kwargs)
 
 
+def _converse(client: anthropic.Anthropic, upstream: Any, history: list[Any],
+              questions: list[str], answer: str, stream: bool = False) -> None:
+    """Ask each of `questions` in turn (the fake answers `answer` with its number `{n}`), the
+    replies appended to `history` as the client keeps it."""
+    for n, question in enumerate(questions):
+        upstream.enqueue(Reply(text=answer.format(n=n)), kind="chat")
+        history.append({"role": "user", "content": question})
+        history.append({"role": "assistant", "content": _turn(client, history, stream).content})
+
+
 QUESTIONS = ["What are the main entities of the data model?",
              "Which fields should Recipe have?",
              "Which fields should Ingredient have?",
@@ -108,11 +118,8 @@ def test_anthropic_on_demand_compaction_is_passed_through_echoed_and_continues_y
     client = anthropic.Anthropic(base_url=proxy.url, api_key=KEY, max_retries=0)
     history: list[Any] = []
     try:
-        for n, question in enumerate(QUESTIONS[:3]):
-            upstream.enqueue(Reply(text=f"answer {n}: Recipe, Ingredient, Step."), kind="chat")
-            history.append({"role": "user", "content": question})
-            reply = _turn(client, history, stream)
-            history.append({"role": "assistant", "content": reply.content})
+        _converse(client, upstream, history, QUESTIONS[:3], "answer {n}: Recipe, Ingredient, Step.",
+                  stream)
         # The compaction request: the conversation as it stands, with `compaction`.
         summary = _turn(client, history, stream, compaction={"type": "summarize"})
         assert summary.stop_reason == "compaction"
@@ -129,11 +136,7 @@ def test_anthropic_on_demand_compaction_is_passed_through_echoed_and_continues_y
         assert [m["role"] for m in asked["messages"]] == [m["role"] for m in history]
         # The swap: the block in place of every message it summarises, then go on.
         history = [{"role": "assistant", "content": summary.content}]
-        for n, question in enumerate(QUESTIONS[3:]):
-            upstream.enqueue(Reply(text=f"afterwards {n}"), kind="chat")
-            history.append({"role": "user", "content": question})
-            reply = _turn(client, history, stream)
-            history.append({"role": "assistant", "content": reply.content})
+        _converse(client, upstream, history, QUESTIONS[3:], "afterwards {n}", stream)
     finally:
         proxy.stop()
     assert not upstream.rejected and not upstream.overflowed  # every signature held
@@ -175,21 +178,13 @@ def test_anthropic_background_compaction_swaps_in_for_exactly_the_messages_sent_
     client = anthropic.Anthropic(base_url=proxy.url, api_key=KEY, max_retries=0)
     history: list[Any] = []
     try:
-        for n, question in enumerate(QUESTIONS[:2]):
-            upstream.enqueue(Reply(text=f"answer {n}"), kind="chat")
-            history.append({"role": "user", "content": question})
-            history.append({"role": "assistant",
-                            "content": _turn(client, history, False).content})
+        _converse(client, upstream, history, QUESTIONS[:2], "answer {n}")
         sent = len(history)
         with ThreadPoolExecutor(max_workers=1) as pool:
             # The compaction runs while the conversation goes on, on its full history.
             pending = pool.submit(_turn, client, list(history), False,
                                   compaction={"type": "summarize"})
-            for n, question in enumerate(QUESTIONS[2:4]):
-                upstream.enqueue(Reply(text=f"meanwhile {n}"), kind="chat")
-                history.append({"role": "user", "content": question})
-                history.append({"role": "assistant",
-                                "content": _turn(client, history, False).content})
+            _converse(client, upstream, history, QUESTIONS[2:4], "meanwhile {n}")
             summary = pending.result(timeout=30)
         assert summary.stop_reason == "compaction"
         returned = summary.content[0].model_dump(exclude_none=True)
@@ -229,11 +224,7 @@ def test_an_on_demand_compaction_without_a_block_leaves_the_conversation_as_it_w
     client = anthropic.Anthropic(base_url=proxy.url, api_key=KEY, max_retries=0)
     history: list[Any] = []
     try:
-        for n, question in enumerate(QUESTIONS[:2]):
-            upstream.enqueue(Reply(text=f"answer {n}"), kind="chat")
-            history.append({"role": "user", "content": question})
-            history.append({"role": "assistant",
-                            "content": _turn(client, history, False).content})
+        _converse(client, upstream, history, QUESTIONS[:2], "answer {n}")
         cut = client.beta.messages.create(model="claude-opus-4-6", max_tokens=5,
                                           system=SYSTEM, betas=[BETA], messages=history,
                                           compaction={"type": "summarize"})
