@@ -315,6 +315,22 @@ def fleet_main(processes: int, count: int, turns: int = TURNS, window: str = WIN
     return 0
 
 
+def on_each_store(run: Any, count: int, name: str, quick: bool) -> dict[str, Any]:
+    """`run(url, count, tmp, label)` on SQLite, then (unless `quick`) on a fresh PostgreSQL
+    schema dropped after it: the runs by store, as both soaks report them."""
+    runs: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs["sqlite"] = run(f"sqlite:///{Path(tmp) / 'soak.db'}", count, Path(tmp),
+                             f"{name}-sqlite")
+        if not quick:
+            url, schema = pg_url()
+            try:
+                runs["postgresql"] = run(url, count, Path(tmp), f"{name}-pg")
+            finally:
+                drop_pg(schema)
+    return runs
+
+
 def main() -> int:
     args = sys.argv[1:]
     if "--conversations" in args and "--fleet" in args:
@@ -330,15 +346,7 @@ def main() -> int:
                            "memory_cache_mib": MEMORY_CACHE,
                            "window": WINDOW, "machine": platform.machine(),
                            "python": platform.python_version(), "runs": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        out["runs"]["sqlite"] = soak(f"sqlite:///{Path(tmp) / 'soak.db'}", count, Path(tmp),
-                                     "contextfold-sqlite")
-        if not quick:
-            url, schema = pg_url()
-            try:
-                out["runs"]["postgresql"] = soak(url, count, Path(tmp), "contextfold-pg")
-            finally:
-                drop_pg(schema)
+    out["runs"] = on_each_store(soak, count, "contextfold", quick)
     for name, run in out["runs"].items():
         print(f"{name}: {run['retained_bytes_per_conversation']} B retained per conversation "
               f"(goal {GOAL_BYTES}); RSS {run['rss_start_mb']} -> {run['rss_end_mb']} MB; "

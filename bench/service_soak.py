@@ -25,16 +25,21 @@ import os
 import platform
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
-from bench.proxy_soak import CLIENTS, log_errors, over_time, sample_run, stored
+from bench.proxy_soak import (
+    CLIENTS,
+    log_errors,
+    on_each_store,
+    over_time,
+    sample_run,
+    stored,
+)
 from bench.server_process import ServerProcess, free_port
-from bench.store_bench import drop_pg, pg_url
 from bench.varied_data import varied_message
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,15 +114,7 @@ def main(argv: list[str]) -> int:
                            "python": platform.python_version(),
                            "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
                            "runs": {}}
-    with tempfile.TemporaryDirectory() as tmp:
-        out["runs"]["sqlite"] = soak(f"sqlite:///{Path(tmp) / 'soak.db'}", count, Path(tmp),
-                                     "serve-sqlite")
-        if not quick:
-            url, schema = pg_url()
-            try:
-                out["runs"]["postgresql"] = soak(url, count, Path(tmp), "serve-pg")
-            finally:
-                drop_pg(schema)
+    out["runs"] = on_each_store(soak, count, "serve", quick)
     out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     for name, run in out["runs"].items():
         p = run["per_process"][0]
