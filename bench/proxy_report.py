@@ -380,19 +380,7 @@ def proxy_fleet_soak_section(data: dict[str, Any] | None,
         f"this rate). Errors or tracebacks in the processes' logs: "
         f"{run['log_errors']}.",
         "",
-        "| process | RSS at start | RSS first tenth | RSS last tenth | last / first (2nd "
-        "half's last / first tenth) | kept per conversation (2nd half) |",
-        "|---|---:|---:|---:|---:|---:|"]
-    half = [s for s in run["samples"][1:] if s["conversations"] > run["conversations"] // 2]
-    k = max(1, len(half) // 10)
-    for i, p in enumerate(run["per_process"]):
-        # After the warm-up: the second half's first tenth against its last.
-        settled = [s["rss_bytes"][i] for s in half]
-        ratio = (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
-        lines.append(f"| proxy {i} | {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
-                     f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} "
-                     f"({ratio:.3f} after the warm-up) | "
-                     f"{p['retained_bytes_per_conversation']:,} B |")
+        *_memory_table(run, "last / first tenth", " after the warm-up")]
     lines += [
         "",
         "| latency (per request, as the clients saw it) | first tenth | last tenth | last / "
@@ -427,20 +415,7 @@ def proxy_fleet_soak_section(data: dict[str, Any] | None,
             f"checkpoints; errors or "
             f"tracebacks in the logs: {lr['log_errors']}; every request answered 200 (the run "
             f"stops at the first that is not). Wall time {lr['seconds']:,.0f} s.",
-            "",
-            "| process | RSS at start | RSS first tenth | RSS last tenth | last / first (2nd "
-            "half's) | kept per conversation (2nd half) |",
-            "|---|---:|---:|---:|---:|---:|"]
-        long_half = [s for s in lr["samples"][1:]
-                     if s["conversations"] > lr["conversations"] // 2]
-        k = max(1, len(long_half) // 10)
-        for i, p in enumerate(lr["per_process"]):
-            settled = [s["rss_bytes"][i] for s in long_half]
-            ratio = (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
-            lines.append(f"| proxy {i} | {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} "
-                         f"MB | {p['rss_last_decile_mb']} MB | "
-                         f"{p['rss_ratio_last_first']:.3f} ({ratio:.3f}) | "
-                         f"{p['retained_bytes_per_conversation']:,} B |")
+            "", *_memory_table(lr, "", "")]
         lines += ["", f"Latency p50 first / last tenth: {lr['p50_ms_first_decile']} / "
                   f"{lr['p50_ms_last_decile']} ms ({lr['p50_ratio_last_first']:.2f}); p95 "
                   f"{lr['p95_ms_first_decile']} / {lr['p95_ms_last_decile']} ms "
@@ -456,4 +431,23 @@ def proxy_fleet_soak_section(data: dict[str, Any] | None,
                   "preflight now reads the branch again then (`runtime/fitting.py`), and "
                   "this run is after that fix.",
                   ""]
+    return lines
+
+
+def _memory_table(run: dict[str, Any], half_note: str, ratio_note: str) -> list[str]:
+    """The per-process memory table of a fleet soak: RSS at start, in the first and last
+    tenth, and the second half's last tenth against its first (after the caches filled)."""
+    lines = [
+        "| process | RSS at start | RSS first tenth | RSS last tenth | last / first (2nd "
+        f"half's{' ' + half_note if half_note else ''}) | kept per conversation (2nd half) |",
+        "|---|---:|---:|---:|---:|---:|"]
+    half = [s for s in run["samples"][1:] if s["conversations"] > run["conversations"] // 2]
+    k = max(1, len(half) // 10)
+    for i, p in enumerate(run["per_process"]):
+        settled = [s["rss_bytes"][i] for s in half]
+        ratio = (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
+        lines.append(f"| proxy {i} | {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
+                     f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} "
+                     f"({ratio:.3f}{ratio_note}) | "
+                     f"{p['retained_bytes_per_conversation']:,} B |")
     return lines
