@@ -174,7 +174,15 @@ async function runTurn(app, operation, text) {
     app.notify(turnError(outcome.error), true);
   }
   await app.refresh();
-  if (!outcome.ok || operation !== "retry") byId("draft").focus();
+  // Back to the message box, unless the user moved the keyboard elsewhere while the reply was
+  // being recorded (the tree's arrows, a pin): the refresh must not take their focus away.
+  if ((!outcome.ok || operation !== "retry") && keyboardIdle()) byId("draft").focus();
+}
+
+/** True while no control outside the composer holds the keyboard. */
+function keyboardIdle() {
+  const active = document.activeElement;
+  return !active || active === document.body || byId("composer").contains(active);
 }
 
 function turnError(error) {
