@@ -46,8 +46,8 @@ from ..runtime.recall import RECALL_TOOLS, Recall
 from ..runtime.sizing import Sizer
 from ..runtime.summarizers import guarded
 from ..store.protocol import SessionStore
+from ..wire.openai_responses import usage_of
 from ..wire.parts import tool_arguments
-from ..wire.usage import usage_cache_inside
 from .responses_items import Item, items_to_messages, message_items, paired, projection_items
 
 __all__ = ["ContextfoldSession"]
@@ -327,15 +327,9 @@ class ContextfoldSession:
         self._usage_seen = (usage, len(entries))
         if len(entries) <= seen:
             return None
-        last = entries[-1]
-        cached = getattr(getattr(last, "input_tokens_details", None), "cached_tokens", None)
-        return usage_cache_inside({"input_tokens": last.input_tokens,
-                                   "output_tokens": last.output_tokens,
-                                   "cached_tokens": cached}, _USAGE, self.capacity.model)
-
-
-# The Agents SDK's request usage: the input includes the cached tokens (E1, each once).
-_USAGE = {"prompt": "input_tokens", "output": "output_tokens", "cache_read": "cached_tokens"}
+        # A request's usage is the Responses API's own object (input_tokens with the cached
+        # ones inside, input_tokens_details.cached_tokens): read by that protocol's reader.
+        return usage_of(entries[-1], self.capacity.model)
 
 
 def _call_names(branch: Branch) -> dict[str, str]:

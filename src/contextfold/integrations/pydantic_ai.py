@@ -65,6 +65,7 @@ from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
 from ..store.protocol import SessionStore
 from ..wire.parts import tool_arguments
+from ..wire.plain import plain
 from ..wire.usage import usage_cache_inside
 
 __all__ = ["ContextfoldHistory", "history_processor", "load_message_history", "to_messages"]
@@ -106,15 +107,14 @@ def _result(part: Any) -> ToolResultPart:
 def _usage(response: ModelResponse) -> Usage | None:
     """The reply's usage (E1); pydantic-ai's input includes the cached tokens, and a usage
     of nothing but zeros is one the model did not report."""
-    u = response.usage
-    if not (u.input_tokens or 0) + (u.output_tokens or 0):
-        return None
-    return usage_cache_inside({"prompt": u.input_tokens, "output": u.output_tokens,
-                               "cache_read": u.cache_read_tokens,
-                               "cache_write": u.cache_write_tokens}, _SAME, response.model_name)
+    usage = usage_cache_inside(plain(response.usage), _USAGE, response.model_name)
+    return usage if usage is not None and usage.input + usage.cache_read + usage.cache_write \
+        + usage.output else None
 
 
-_SAME = {name: name for name in ("prompt", "output", "cache_read", "cache_write")}
+# pydantic-ai's `RequestUsage` (a dataclass, read as its fields): the input includes the cache.
+_USAGE = {"prompt": "input_tokens", "output": "output_tokens", "cache_read": "cache_read_tokens",
+          "cache_write": "cache_write_tokens"}
 
 
 def to_messages(history: Sequence[ModelMessage]) -> tuple[list[Message], list[Source], str | None]:

@@ -3,15 +3,19 @@
 The OpenAI Agents SDK keeps a conversation as Responses input items: messages
 (`{"role": "user", "content": ...}`, assistant `{"type": "message", ...}`), `function_call`
 and `function_call_output` items, `reasoning` items, hosted-tool items. contextfold keeps
-`Message`s. The conversions:
+`Message`s. Reading the items is the proxy's reader, `wire.openai_responses.read_input` (one
+reader of the protocol: a framework's history and a proxied client's are stored alike):
 
 * the items one model response produced (reasoning, text, calls) become one assistant
   message, so a call and the text before it stay one reply (K1 never cuts between them);
   every `function_call_output` is a tool message naming its call (and the call's tool name);
 * identifiers are kept verbatim: `call_id`s, tool names, the arguments (parsed JSON when
   they are JSON, the string otherwise);
+* images and files are references (`FilePart`: name, type, size), never the bytes (R5);
 * reasoning is stored (never summarised, SPEC R2) and not replayed: a reasoning item without
   the provider's own id and encrypted content would be refused;
+* OpenAI's own `compaction` item is the provider's checkpoint (SPEC Y7), stored and replayed
+  as it came;
 * an item type contextfold has no part for (hosted tools: web search, file search, computer
   use, MCP ...) is stored as assistant text naming the item, so nothing is dropped silently.
 
@@ -26,109 +30,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.export import CONTINUATION_PLACEHOLDER
-from ..core.messages import (
-    FilePart,
-    Message,
-    Part,
-    ReasoningPart,
-    TextPart,
-    ToolCallPart,
-    ToolResultPart,
-    Usage,
-)
+from ..core.messages import FilePart, Message, ProviderCompactionPart, TextPart, Usage
 from ..core.projection import Projection
 from ..core.projection import prefix_text as projection_prefix
-from ..wire.parts import tool_arguments
+from ..wire.openai_responses import item_text, read_input
+from ..wire.plain import plain
 
 Item = dict[str, Any]
 
-_TEXT_TYPES = {"input_text", "output_text", "text", "summary_text", "reasoning_text"}
 
-
-def content_text(content: Any) -> str:
-    """The text of a message `content` (a string or a list of content parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    out: list[str] = []
-    for part in content if isinstance(content, list) else [content]:
-        if isinstance(part, str):
-            out.append(part)
-        elif isinstance(part, Mapping):
-            kind = part.get("type")
-            if kind in _TEXT_TYPES:
-                out.append(str(part.get("text") or ""))
-            elif kind == "refusal":
-                out.append(str(part.get("refusal") or ""))
-            elif kind in ("input_image", "input_file", "input_audio"):
-                name = part.get("filename") or part.get("file_id") or kind.removeprefix("input_")
-                out.append(f"[{kind.removeprefix('input_')}: {name}]")
-    return "\n".join(t for t in out if t)
-
-
-def _dump(item: Mapping[str, Any]) -> Item:
-    """A pydantic item (the SDK hands out both dicts and models) as a plain dict."""
-    if isinstance(item, Mapping):
-        return dict(item)
-    dump = getattr(item, "model_dump", None)
-    if dump is None:
-        raise TypeError(f"not a Responses input item: {type(item).__name__}")
-    return dump(exclude_unset=True, mode="json")
-
-
-def items_to_messages(items: Iterable[Mapping[str, Any]], *,
-                      call_names: Mapping[str, str] | None = None,
+def items_to_messages(items: Iterable[Any], *, call_names: Mapping[str, str] | None = None,
                       usage: Usage | None = None) -> list[Message]:
-    """Input items as contextfold messages (see the module docstring).
+    """Input items as contextfold messages, read by the one Responses reader
+    (`wire.openai_responses.read_input`, the proxy's too; see its docstring for each item).
 
     `call_names`: tool names of calls stored earlier (a `function_call_output` carries only
-    the call id). `usage` goes on the last assistant message produced (SPEC E1).
+    the call id). `usage` goes on the last assistant message produced (SPEC E1). Raises
+    ValueError (KeyError, TypeError) for an item that is not one of the protocol's.
     """
-    names = dict(call_names or {})
-    out: list[Message] = []
-    reply: list[Part] = []
-
-    def flush() -> None:
-        if reply:
-            out.append(Message(role="assistant", parts=tuple(reply)))
-            reply.clear()
-
-    for raw in items:
-        item = _dump(raw)
-        kind = item.get("type")
-        role = item.get("role")
-        if kind in (None, "message") and role in ("user", "system", "developer"):
-            flush()
-            out.append(Message(role="user" if role == "user" else "system",
-                               parts=_user_parts(item.get("content"))))
-        elif kind in (None, "message") and role == "assistant":
-            if any(isinstance(p, ToolCallPart) for p in reply):
-                flush()  # text after a call starts the next reply
-            text = content_text(item.get("content"))
-            if text:
-                reply.append(TextPart(text=text))
-        elif kind == "function_call":
-            names[str(item["call_id"])] = str(item["name"])
-            reply.append(ToolCallPart(id=str(item["call_id"]), name=str(item["name"]),
-                                      input=tool_arguments(item.get("arguments"))))
-        elif kind == "reasoning":
-            if any(isinstance(p, ToolCallPart | TextPart) for p in reply):
-                flush()  # reasoning opens a new response
-            text = content_text(item.get("summary")) or content_text(item.get("content"))
-            reply.append(ReasoningPart(text=text, signature=item.get("encrypted_content")))
-        elif kind == "function_call_output":
-            flush()
-            call_id = str(item["call_id"])
-            out.append(Message(role="tool", parts=(ToolResultPart(
-                call_id=call_id, name=names.get(call_id), output=content_text(item.get("output"))
-                or "",),)))
-        else:  # hosted tools and anything newer: kept as text, never dropped
-            flush()
-            body = json.dumps({k: v for k, v in item.items() if k != "id"}, ensure_ascii=False,
-                              default=str)
-            out.append(Message(role="assistant", parts=(TextPart(text=f"[{kind}] {body}"),)))
-    flush()
+    out = [g.message for g in read_input(list(items), call_names=dict(call_names or {}))]
     if usage is not None:
         for i in range(len(out) - 1, -1, -1):
             if out[i].role == "assistant":
@@ -137,31 +57,22 @@ def items_to_messages(items: Iterable[Mapping[str, Any]], *,
     return out
 
 
-def _user_parts(content: Any) -> tuple[Part, ...]:
-    parts: list[Part] = []
-    blocks = content if isinstance(content, list) else [content]
-    texts: list[str] = []
-    for block in blocks:
-        if isinstance(block, Mapping) and block.get("type") in ("input_image", "input_file"):
-            name = str(block.get("filename") or block.get("file_id") or block.get("image_url")
-                       or block["type"])[:200]
-            media = "image/*" if block["type"] == "input_image" else "application/octet-stream"
-            parts.append(FilePart(name=name, media_type=media))
-        else:
-            texts.append(content_text(block))
-    text = "\n".join(t for t in texts if t)
-    return (TextPart(text=text), *parts) if text or not parts else tuple(parts)
-
-
 def message_items(msg: Message) -> list[Item]:
     """One contextfold message as input items (reasoning is not replayed)."""
     if msg.role == "tool":
+        results = msg.tool_results
+        files = [_file_note(p) for p in msg.parts if isinstance(p, FilePart)]
         return [{"type": "function_call_output", "call_id": r.call_id,
-                 "output": (f"[tool error] {r.output}" if r.is_error else r.output)
-                 or "(no output)"} for r in msg.tool_results]
+                 "output": "\n".join(t for t in (
+                     f"[tool error] {r.output}" if r.is_error else r.output,
+                     *(files if n == len(results) - 1 else ())) if t)  # named, R5
+                 or "(no output)"} for n, r in enumerate(results)]
     text = _visible_text(msg)
     if msg.role == "assistant":
-        out: list[Item] = [{"role": "assistant", "content": text}] if text else []
+        # OpenAI's own compaction goes back to it as it came (Y7); another provider's never.
+        out: list[Item] = [dict(p.data) for p in msg.parts
+                           if isinstance(p, ProviderCompactionPart) and p.provider == "openai"]
+        out += [{"role": "assistant", "content": text}] if text else []
         if not msg.is_closed_without_result:  # an aborted reply's calls never got results
             out += [{"type": "function_call", "call_id": c.id, "name": c.name,
                      "arguments": c.input if isinstance(c.input, str)
@@ -176,8 +87,13 @@ def _visible_text(msg: Message) -> str:
         if isinstance(p, TextPart) and p.text:
             texts.append(p.text)
         elif isinstance(p, FilePart):
-            texts.append(f"[attached file: {p.name} ({p.media_type})]")
+            texts.append(_file_note(p))
     return "\n".join(texts)
+
+
+def _file_note(part: FilePart) -> str:
+    """What replaces a file when it is sent again: its name (the bytes are not kept, R5)."""
+    return f"[attached file: {part.name} ({part.media_type})]"
 
 
 def prefix_text(projection: Projection) -> str | None:
@@ -245,7 +161,7 @@ def chat_messages(items: Sequence[Mapping[str, Any]],
     if instructions:
         out.append({"role": "system", "content": instructions})
     for raw in items:
-        item = _dump(raw)
+        item = plain(raw)
         kind = item.get("type")
         if kind == "function_call":
             call = {"id": item["call_id"], "type": "function",
@@ -256,10 +172,10 @@ def chat_messages(items: Sequence[Mapping[str, Any]],
                 out.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
             out.append({"role": "tool", "tool_call_id": item["call_id"],
-                        "content": content_text(item.get("output"))})
+                        "content": item_text(item.get("output"))})
         elif kind == "reasoning":
             continue
         elif item.get("role") is not None:
             role = "system" if item["role"] == "developer" else item["role"]
-            out.append({"role": role, "content": content_text(item.get("content"))})
+            out.append({"role": role, "content": item_text(item.get("content"))})
     return out

@@ -91,24 +91,35 @@ def read_content(content: Any, on_unknown: Unknown = ignore) -> list[Part]:
         elif kind == "refusal" and isinstance(item.get("refusal"), str):
             parts.append(TextPart(text=item["refusal"]))
         elif kind in ("image_url", "input_image"):
+            # chat: {"image_url": {"url": ...}}; Responses: {"image_url": "..."} or a file_id
             image = item.get("image_url")
             url = image.get("url") if isinstance(image, dict) else image
-            parts.append(file_part(None, index=len(parts) + 1, url=url))
+            parts.append(file_part(None, index=len(parts) + 1, url=url,
+                                   name=nonempty(item.get("file_id"))))
         elif kind == "input_audio":
             audio = item.get("input_audio")
             audio = audio if isinstance(audio, dict) else {}
             fmt = audio.get("format") if isinstance(audio.get("format"), str) else "*"
             parts.append(file_part(f"audio/{fmt}", index=len(parts) + 1, kind="audio",
                                    data=audio.get("data")))
-        elif kind == "file":
-            file = item.get("file")
-            file = file if isinstance(file, dict) else {}
-            parts.append(file_part(None, index=len(parts) + 1, kind="application",
-                                   data=file.get("file_data"),
-                                   name=file.get("filename") or file.get("file_id")))
+        elif kind in ("file", "input_file"):
+            # chat nests the fields under "file"; Responses puts them on the part itself
+            file = item.get("file") if kind == "file" else item
+            parts.append(_file_reference(file if isinstance(file, dict) else {},
+                                         len(parts) + 1))
         else:
             on_unknown(f"content part {kind!r}")
     return parts
+
+
+def _file_reference(file: dict[str, Any], index: int) -> Part:
+    """A file part's reference: `file_data` is a data URL (its MIME type and size are read
+    from it) or bare base64; `file_url` a link; the name is the filename, else the file id."""
+    data, url = file.get("file_data"), file.get("file_url")
+    if isinstance(data, str) and data.startswith("data:"):
+        data, url = None, data
+    return file_part(None, index=index, kind="application", data=data, url=url,
+                     name=nonempty(file.get("filename")) or nonempty(file.get("file_id")))
 
 
 def reasoning_of(message: dict[str, Any]) -> str | None:

@@ -13,6 +13,11 @@ the items the client sends back are the same message. `read_input` says which
 items each message came from, so a face can forward every kept message as the exact items
 the client sent (SPEC Y2, Y4, Y6).
 
+A message's images and files (`input_image`, `input_file`) are `FilePart` references (name,
+type, size; never the bytes, SPEC R5), in a user message and beside a tool output's text alike.
+`read_input` is the one reader of Responses items: the proxy (`proxy/responses.py`) and the
+OpenAI Agents integration (`integrations/responses_items.items_to_messages`) both call it.
+
 Reasoning is kept as a `ReasoningPart` whose `signature` is the encrypted content (stored,
 never summarised, R2); an item of an unknown type is kept as assistant text naming it, and a
 face forwards the item itself, unchanged.
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.messages import (
+    FilePart,
     Message,
     ProviderCompactionPart,
     ReasoningPart,
@@ -107,6 +113,14 @@ def _call_part(item: Item) -> ToolCallPart:
     return ToolCallPart(id=call_id, name=name, input=tool_arguments(raw))
 
 
+def _output_files(output: Any) -> list[FilePart]:
+    """The images and files of a tool output given as a list of parts: references beside
+    the result (its text is `item_text`), as in a Messages `tool_result` (SPEC R5)."""
+    if not isinstance(output, list):
+        return []
+    return [p for p in openai_chat.read_content(output) if isinstance(p, FilePart)]
+
+
 def opaque_text(item: Item) -> str:
     """What an item contextfold has no part for is stored as: its type and its JSON, so
     nothing is dropped silently and recall can still find it (the face forwards the item)."""
@@ -171,10 +185,9 @@ def read_input(items: Sequence[Any], *, call_names: dict[str, str] | None = None
             call_id = nonempty(item.get("call_id"))
             if call_id is None:
                 raise ValueError(f"input[{i}]: {kind} without a call_id")
-            output = item.get("output")
-            text = output if isinstance(output, str) else item_text(output)
             out.append(Grouped(Message(role="tool", parts=(ToolResultPart(
-                call_id=call_id, name=names.get(call_id), output=text),)), (i,)))
+                call_id=call_id, name=names.get(call_id), output=item_text(item.get("output"))),
+                *_output_files(item.get("output")))), (i,)))
         elif kind == "compaction":
             # SPEC Y7: the provider's own compaction, opaque; it opens a response (what the
             # model answered after an in-call compaction joins it, as it does in the reply).
