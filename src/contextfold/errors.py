@@ -47,7 +47,6 @@ Every error class, its kind and its module (`+` the Python bases it keeps); a te
     │   │   └── RateLimitError            provider    providers.errors
     │   └── StreamInterruptedError        provider    providers.errors
     ├── UnknownProviderError              bad_input   providers.factory + ValueError
-    ├── WireError                         bad_input   proxy.responses + ValueError
     ├── WireError                         bad_input   proxy.wire + ValueError
     ├── EditedSummaryError                bad_input   runtime.compaction + ValueError
     ├── StalePreviewError                 conflict    runtime.compaction

@@ -65,9 +65,9 @@ def dumps(value: Any) -> bytes:
 
 
 @dataclass
-class Parsed:
+class CachedRead:
     """A list read through the cache: its messages, each wire message's bytes, and how
-    many leading messages came from the cache."""
+    many leading messages came from the cache (a part of the request's `wire.Parsed`)."""
 
     messages: list[Message]
     raw: list[bytes]
@@ -153,7 +153,7 @@ class PrefixCache:
         self._keep(key, entries, best, got, shared)
         return got.body
 
-    def read(self, key: Any, wire: list[Any], offset: int, reader: Reader) -> Parsed:
+    def read(self, key: Any, wire: list[Any], offset: int, reader: Reader) -> CachedRead:
         """`[reader(m, call_names=names) for m in wire[offset:]]` (one shared `names`), reusing the
         messages read from the leading elements `wire` shares with the conversation's last
         body (when `wire` came from `loads` of the same `key`)."""
@@ -179,7 +179,7 @@ class PrefixCache:
         if entry is not None:
             entry.parse = _Parse(offset, reader, messages, canon, dict(names))
             entry.inherited = len(wire)
-        return Parsed(list(messages), list(canon), known)
+        return CachedRead(list(messages), list(canon), known)
 
     def _keep(self, key: Any, entries: dict[int, _Entry], best: int | None, got: Split,
               shared: int) -> None:

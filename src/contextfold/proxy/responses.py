@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.messages import Message
-from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.held import Held, text_bytes
 from ..runtime.mirror import Synced
@@ -32,32 +31,19 @@ from ..wire import openai_responses as wire
 from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
 from .exchange import Adapter, Reader, Refused
-from .wire import sse_events
+from .wire import Parsed, WireError, sse_events
 
 Item = dict[str, Any]
 
 
-class WireError(ContextfoldError, ValueError):
-    """The client's request is not one the Responses API accepts (answered with a 400)."""
-
-    kind = "bad_input"
-
-
 @dataclass
-class Parsed:
-    """A Responses request as the mirror reads it."""
+class ParsedItems(Parsed):
+    """A Responses request as the mirror reads it: the proxy's `Parsed` (`offset`: the
+    leading developer/system items, the prompt, forwarded as sent) with the items its
+    messages were read from, which a kept message is forwarded as."""
 
-    model: str
-    system: str | None
-    tools: list[dict[str, Any]]
-    items: list[Item]  # the whole input (the previous response's items resolved in front)
-    groups: list[wire.Grouped]  # one per message, over `items[offset:]`
-    offset: int  # leading developer/system items: the prompt, forwarded as sent
-    stream: bool
-
-    @property
-    def messages(self) -> list[Message]:
-        return [g.message for g in self.groups]
+    items: list[Item] = field(default_factory=list)  # the whole input (previous resolved)
+    groups: list[wire.Grouped] = field(default_factory=list)  # per message, `items[offset:]`
 
 
 def _items_of(body: dict[str, Any]) -> list[Item]:
@@ -69,7 +55,7 @@ def _items_of(body: dict[str, Any]) -> list[Item]:
     return list(given)
 
 
-def parse(body: Any, previous: Sequence[Item] = ()) -> Parsed:
+def parse(body: Any, previous: Sequence[Item] = ()) -> ParsedItems:
     """The mirror's view of a Responses request; `previous`: the items a
     `previous_response_id` stands for."""
     if not isinstance(body, dict):
@@ -94,12 +80,12 @@ def parse(body: Any, previous: Sequence[Item] = ()) -> Parsed:
         groups = wire.read_input(items[offset:])
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise WireError(f"input: {exc}") from exc
-    return Parsed(model, "\n\n".join(s for s in systems if s) or None,
-                  wire.read_tools(body.get("tools")), items, groups, offset,
-                  bool(body.get("stream")))
+    return ParsedItems("responses", model, "\n\n".join(s for s in systems if s) or None,
+                       wire.read_tools(body.get("tools")), [g.message for g in groups], offset,
+                       bool(body.get("stream")), items=items, groups=groups)
 
 
-def build(parsed: Parsed, body: dict[str, Any], synced: Synced) -> dict[str, Any]:
+def build(parsed: ParsedItems, body: dict[str, Any], synced: Synced) -> dict[str, Any]:
     """The body to forward: the client's own fields, the projected items (each kept message
     as the items the client sent, Y2/Y4), the output limit clamped to the window (B1)."""
     out = {k: v for k, v in body.items() if k != "previous_response_id"}
@@ -278,5 +264,5 @@ class EventReader(Reader):
         return done
 
 
-__all__ = ["EventReader", "Parsed", "ResponseLog", "ResponsesAdapter", "build", "encode",
+__all__ = ["EventReader", "ParsedItems", "ResponseLog", "ResponsesAdapter", "build", "encode",
            "parse"]
