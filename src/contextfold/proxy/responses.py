@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from ..core.messages import Message
 from ..guard.body import loads_bounded
@@ -31,7 +31,7 @@ from ..wire import openai_responses as wire
 from ..wire.parts import system_text
 from ..wire.reply import MalformedReply
 from .exchange import Adapter, Reader, Refused
-from .wire import Parsed, WireError, sse_events
+from .wire import Parsed, StreamReader, WireError
 
 Item = dict[str, Any]
 
@@ -230,17 +230,15 @@ async def _reply_node(proxy: Any, synced: Synced) -> str | None:
 
 
 class EventReader(Reader):
-    """Reads the server-sent events of a streamed response as they pass through."""
+    """Reads the server-sent events of a streamed response as they pass through (the proxy's
+    one stream reader, `wire.StreamReader`), and hands on the whole response object."""
 
     def __init__(self, model: str) -> None:
-        self.model = model
-        self.buffer = b""
-        self.assembler = wire.StreamAssembler()
+        self.stream = StreamReader("responses", model)
+        self.assembler = cast("wire.StreamAssembler", self.stream.assembler)  # "responses"'s
 
     def feed(self, chunk: bytes) -> None:
-        self.buffer, events, _ = sse_events(self.buffer + chunk)
-        for event in events:
-            self.assembler.add(event)
+        self.stream.feed(chunk)
 
     def finished(self) -> bool:
         return self.assembler.finished
@@ -250,7 +248,7 @@ class EventReader(Reader):
         if response is None:
             return None, None
         try:
-            return wire.read_reply(response, self.model).message, response
+            return wire.read_reply(response, self.stream.model).message, response
         except MalformedReply:
             return None, None
 
@@ -258,10 +256,7 @@ class EventReader(Reader):
         """The streamed response as one object (None when no terminal event arrived)."""
         if not self.assembler.finished or self.assembler.terminal == "response.failed":
             return None
-        done = dict(self.assembler.response or {})
-        if not done.get("output") and self.assembler.items:
-            done["output"] = [self.assembler.items[k] for k in sorted(self.assembler.items)]
-        return done
+        return self.assembler.whole()
 
 
 __all__ = ["EventReader", "ParsedItems", "ResponseLog", "ResponsesAdapter", "build", "encode",

@@ -256,14 +256,15 @@ def sse_events(buffer: bytes) -> tuple[bytes, list[dict[str, Any]], bool]:
 @dataclass
 class StreamReader:
     """Reads a server-sent event stream as it passes through, and rebuilds the reply with the
-    protocol's `StreamAssembler`."""
+    protocol's `StreamAssembler` (the one reader of the proxy's streams, all three protocols;
+    the Responses adapter reads the assembled response object too)."""
 
     protocol: Protocol
     model: str
     buffer: bytes = b""
     done: bool = False  # the stream's end arrived (OpenAI's [DONE], Anthropic's message_stop)
-    assembler: openai_chat.StreamAssembler | anthropic_messages.StreamAssembler = field(
-        init=False)
+    assembler: (openai_chat.StreamAssembler | anthropic_messages.StreamAssembler
+                | openai_responses.StreamAssembler) = field(init=False)
 
     def __post_init__(self) -> None:
         self.assembler = _WIRE[self.protocol].StreamAssembler()

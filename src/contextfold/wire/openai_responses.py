@@ -334,11 +334,22 @@ class StreamAssembler:
     def finished(self) -> bool:
         return self.terminal is not None
 
-    def reply(self, fallback_model: str, status: ReplyStatus = "complete") -> Reply:
-        """The reply: the terminal event's response, else the items done so far."""
+    @property
+    def usage_seen(self) -> bool:
+        """Whether the terminal event reported the response's usage."""
+        return isinstance(self.response, dict) and self.response.get("usage") is not None
+
+    def whole(self) -> Item:
+        """The response as one object: the terminal event's, with the items announced done
+        (in output order) as its output when it lists none (or before it arrives)."""
         response = dict(self.response or {})
         if not response.get("output") and self.items:
             response["output"] = [self.items[k] for k in sorted(self.items)]
+        return response
+
+    def reply(self, fallback_model: str, status: ReplyStatus = "complete") -> Reply:
+        """The reply: the terminal event's response, else the items done so far."""
+        response = self.whole()
         response.setdefault("output", [])
         response.setdefault("model", self.model)
         response.setdefault("id", self.response_id)
