@@ -71,6 +71,94 @@ def test_tool_arguments_are_parsed_in_one_module() -> None:
     assert second == []
 
 
+def _modules() -> list[tuple[str, ast.Module]]:
+    return [(path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8")))
+            for path in sorted(PACKAGE.rglob("*.py"))]
+
+
+# A provider's usage fields. Read by key (`u["input_tokens"]`, `.get(...)`, `getattr(u, ...)`)
+# only in `wire/`; the nested and provider-only ones not even as attributes (contextfold's own
+# `Cost` has `input_tokens`, a model's info `output_tokens`: those attributes are ours).
+USAGE_FIELDS = {"prompt_tokens", "completion_tokens", "input_tokens", "output_tokens",
+                "cached_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+                "cache_read_tokens", "cache_write_tokens", "prompt_tokens_details",
+                "input_tokens_details", "input_token_details", "cacheRead", "cacheWrite"}
+PROVIDER_ONLY = {"completion_tokens", "cache_read_input_tokens", "cache_creation_input_tokens",
+                 "cache_read_tokens", "prompt_tokens_details", "input_tokens_details",
+                 "input_token_details"}
+# Reads of these names that are not a provider's report, each with its reason.
+NOT_A_REPORT = {("cli/eval_cmd.py", "input_tokens"), ("cli/eval_cmd.py", "cached_tokens"),
+                ("cli/eval_cmd.py", "output_tokens")}  # the eval report's own `Cost.to_json`
+
+
+def usage_reads(tree: ast.Module) -> list[tuple[str, int]]:
+    """The provider usage fields `tree` reads, with their lines."""
+    found = []
+    for node in ast.walk(tree):
+        key = None
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            key = node.slice.value
+        elif isinstance(node, ast.Call) and node.args:
+            func, args = node.func, node.args
+            if isinstance(func, ast.Attribute) and func.attr == "get" and \
+                    isinstance(args[0], ast.Constant):
+                key = args[0].value
+            elif isinstance(func, ast.Name) and func.id == "getattr" and len(args) > 1 and \
+                    isinstance(args[1], ast.Constant):
+                key = args[1].value
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and \
+                node.attr in PROVIDER_ONLY:
+            key = node.attr
+        if key in USAGE_FIELDS:
+            found.append((str(key), node.lineno))
+    return found
+
+
+def test_the_usage_scan_can_fail() -> None:
+    tree = ast.parse("a = u['prompt_tokens'] + u.get('cached_tokens') + "
+                     "getattr(u, 'input_tokens') + u.input_tokens_details.cached_tokens + "
+                     "cost.input_tokens")
+    assert sorted(k for k, _ in usage_reads(tree)) == [
+        "cached_tokens", "input_tokens", "input_tokens_details", "prompt_tokens"]
+
+
+def test_no_face_reads_a_providers_usage_fields_itself() -> None:
+    """A face hands the provider's usage object to `wire/` (`usage_of` of its protocol, or
+    `wire/usage` with the field names); reading a count itself is a second usage reader with
+    its own rule (three integrations did)."""
+    second = [f"{rel}:{line} {key}" for rel, tree in _modules() if not rel.startswith("wire/")
+              for key, line in usage_reads(tree) if (rel, key) not in NOT_A_REPORT]
+    assert second == []
+
+
+# The content-part types of OpenAI's Responses items: a module that compares a part's type
+# with one of them is reading items, which `wire/openai_responses.read_input` (through
+# `wire/openai_chat.read_content`) does for every face.
+RESPONSES_PARTS = {"input_text", "output_text", "input_image", "input_file",
+                   "summary_text", "reasoning_text", "refusal"}
+
+
+def test_responses_items_are_read_in_wire_only() -> None:
+    second = []
+    for rel, tree in _modules():
+        if rel.startswith("wire/"):
+            continue
+        second += [f"{rel}:{node.lineno}" for node in ast.walk(tree)
+                   if isinstance(node, ast.Compare) and any(
+                       isinstance(c, ast.Constant) and c.value in RESPONSES_PARTS
+                       for c in ast.walk(node))]
+    assert second == []
+
+
+@pytest.mark.parametrize("name", ["Parsed", "WireError", "StreamReader", "CachedRead"])
+def test_one_class_of_each_name_in_the_proxy(name: str) -> None:
+    """The proxy's three protocols share one `Parsed` request (the Responses one extends
+    it with its items), one `WireError`, one stream reader."""
+    where = [rel for rel, tree in _modules() for node in ast.walk(tree)
+             if isinstance(node, ast.ClassDef) and node.name == name]
+    assert len(where) == 1, where
+
+
 def test_a_summarisers_model_is_named_in_one_module() -> None:
     """The `llm:` / `llm-` prefix of a summariser's name is taken off in `core/costs.py`
     only (a compaction's outcome stripped `llm:` and not `llm-`). Writing the name (an
