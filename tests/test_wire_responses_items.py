@@ -148,19 +148,28 @@ CASES: dict[str, tuple[list[dict[str, Any]], list[Message]]] = {
 }
 
 
+
+
+def case(name: str) -> tuple[list[dict[str, Any]], list[Message]]:
+    """A case's items as a request sends them (ending on the user's turn, as a client's do),
+    and the messages they are stored as."""
+    items, expected = CASES[name]
+    return [*items, user("your turn")], [*expected, u("your turn")]
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_reader_reads_each_item_kind_once(name: str) -> None:
-    items, expected = CASES[name]
+    items, expected = case(name)
     assert [g.message for g in read_input(items)] == expected
     assert items_to_messages(items) == expected  # the integration calls the same reader
 
 
 def test_a_tool_outputs_image_is_named_when_the_integration_sends_it_again() -> None:
     """R5: the bytes are gone; the model is told what was there."""
-    _, expected = CASES["function_call and function_call_output"]
+    _, expected = case("function_call and function_call_output")
     [item] = message_items(expected[2])
     assert item["output"] == "def f(): pass\n[attached file: chart.png (image/png)]"
-    [compaction, text] = message_items(CASES["compaction item"][1][1])
+    [compaction, text] = message_items(case("compaction item")[1][1])
     assert compaction == COMPACTION and text["content"] == "Continuing from the summary."
 
 
@@ -176,11 +185,18 @@ def proxied(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any
                                         windows={"local-model": WINDOW}, db=db)).start()
         try:
             oa = openai.OpenAI(base_url=proxy.url + "/v1", api_key=KEY, max_retries=0)
-            for items, _ in CASES.values():
+            for name in CASES:
+                items = case(name)[0]
                 upstream.enqueue(Reply(text="noted"), kind="chat")
-                oa.responses.create(model="local-model", input=items)  # type: ignore[arg-type]
+                response = oa.responses.create(model="local-model", input=items)  # type: ignore[arg-type]
                 if COMPACTION not in items:  # (the projection starts at one, Y7)
                     assert upstream.requests[-1].body["input"] == items  # as sent (Y2)
+                # The client resends it all with the reply and a new turn: the same
+                # conversation, matched by content (Y1), not a second one.
+                upstream.enqueue(Reply(text="noted again"), kind="chat")
+                output = [o.model_dump(exclude_none=True) for o in response.output]
+                oa.responses.create(model="local-model",
+                                    input=[*items, *output, user("and again")])  # type: ignore[list-item]
         finally:
             proxy.stop()
         yield db, upstream
@@ -190,7 +206,7 @@ async def _stored(db: str) -> dict[str, list[Message]]:
     """Each stored session's messages, by the text of its first message."""
     store = await open_store(db)
     try:
-        out = {}
+        out: dict[str, list[Message]] = {}
         for info in await store.list_sessions():
             branch = await store.load_full_branch(info.id)
             messages = [n.message for n in branch.nodes if n.message is not None]
@@ -208,16 +224,18 @@ def _as_read(message: Message) -> Message:
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_proxy_stores_what_the_reader_reads(proxied, name: str) -> None:
     db, _ = proxied
-    expected = CASES[name][1]
-    stored = asyncio.run(_stored(db))[expected[0].text]
+    expected = case(name)[1]
+    sessions = asyncio.run(_stored(db))
+    assert len(sessions) == len(CASES)  # each case one conversation (Y1), resent or not
+    stored = sessions[expected[0].text]
     assert [_as_read(m) for m in stored[:len(expected)]] == expected
-    assert stored[len(expected):] and stored[len(expected)].text == "noted"  # the reply
+    assert [m.text for m in stored[len(expected):]] == ["noted", "and again", "noted again"]
 
 
 @pytest.mark.parametrize("name", list(CASES))
 async def test_the_agents_session_stores_what_the_proxy_stores(proxied, tmp_path: Path,
                                                                name: str) -> None:
-    items, expected = CASES[name]
+    items, expected = case(name)
     store = await open_store(f"sqlite:///{tmp_path / 'agents.db'}")
     try:
         session = await ContextfoldSession.open(
