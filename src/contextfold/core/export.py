@@ -28,6 +28,7 @@ from .messages import FilePart, Message, TextPart, ToolCallPart, ToolResultPart
 from .pins import pins_text
 from .projection import Projection, checkpoint_text
 from .resources import render_resource
+from .tool_calls import tool_arguments
 
 CONTINUATION_PLACEHOLDER = "[contextfold] (conversation continues from earlier context)"
 Side = Literal["user", "assistant", "tools"]
@@ -260,13 +261,5 @@ def _anthropic_messages(groups: list[_Group]) -> list[dict[str, Any]]:
 
 
 def _tool_input(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            parsed = None
-        if isinstance(parsed, dict):
-            return parsed
-    return {"input": value}
+    parsed = tool_arguments(value)
+    return parsed if isinstance(parsed, dict) else {"input": value}

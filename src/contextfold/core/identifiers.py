@@ -36,6 +36,7 @@ from .messages import (
     ZoteroItemPart,
 )
 from .prose_identifiers import ZOTERO_KEY_ALPHABET, prose_identifiers
+from .tool_calls import tool_arguments
 from .tree import message_nodes
 
 # Kinds that a later, more specific sighting of the same value may replace.
@@ -233,12 +234,9 @@ def _walk(value: Any) -> Iterator[tuple[str, Any]]:
 
 def _call_identifiers(call: ToolCallPart) -> list[LedgerEntry]:
     out: list[LedgerEntry | None] = []
-    data = call.input
-    if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except ValueError:
-            return _prose_identifiers(data)
+    data = tool_arguments(call.input)
+    if isinstance(data, str):  # not JSON: a model's own words, read as prose
+        return _prose_identifiers(data)
     for key, value in _walk(data):
         if not isinstance(value, str):
             continue

@@ -2,13 +2,15 @@
 
 The offline summariser and the split-turn context of a checkpoint (SPEC K6) both describe
 tool calls ("bash `npm test`", "edit `src/app.py`") and sort file tools into files read and
-files modified; this module is the one place that knows how.
+files modified; this module is the one place that knows how, and the one rule for reading
+a call's arguments (`tool_arguments`: JSON text parsed, anything else kept).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from .messages import ToolCallPart
 
@@ -28,6 +30,25 @@ KEY_ARGS = (
     "collectionKey", "key", "doi", "collection", "title", "name", "id",
 )
 _SHELL_TAIL = re.compile(r"\s*(?:2>&1|\|\s).*$")
+
+
+def tool_arguments(value: Any) -> Any:
+    """A tool call's input: JSON text parsed when it is valid JSON, kept verbatim when not (a
+    model's broken arguments are not lost); nothing at all (None, "" or only whitespace) is
+    no arguments, {}.
+
+    One rule for every reader, so a call read from a reply, from a stream and from the client
+    that sends it back is the same call (the proxy's content chain compares them, SPEC Y1);
+    the core's own readers (the ledger, the export) read a call's arguments the same way.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return {}
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except (ValueError, RecursionError):
+            return value
+    return value
 
 
 def one_line(text: str, limit: int = ITEM_CHARS) -> str:

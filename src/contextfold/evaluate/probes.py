@@ -14,13 +14,13 @@ recall can fetch it whole).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..core.messages import Node, text_message
 from ..core.projection import Projection, checkpoint_text
+from ..core.tool_calls import tool_arguments
 from ..formats.request import export_session
 from ..runtime.auto_recall import AutoRecall
 from ..runtime.sizing import Sizer
@@ -59,11 +59,7 @@ def strings(value: Any) -> Iterable[str]:
     elif isinstance(value, dict):
         for key, item in value.items():
             if key == "arguments" and isinstance(item, str):
-                try:
-                    yield from strings(json.loads(item))
-                    continue
-                except ValueError:
-                    pass
+                item = tool_arguments(item)
             yield from strings(item)
     elif isinstance(value, list | tuple):
         for item in value:

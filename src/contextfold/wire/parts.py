@@ -7,13 +7,15 @@ importer counts it, the proxy ignores it (it forwards the client's own JSON anyw
 
 from __future__ import annotations
 
-import json
 import mimetypes
 from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
 from ..core.messages import FilePart
+
+# One rule for a call's arguments, the core's; re-exported for the wire readers.
+from ..core.tool_calls import tool_arguments as tool_arguments
 
 Unknown = Callable[[str], None]
 
@@ -33,24 +35,6 @@ def text_of(value: Any) -> str | None:
 def nonempty(value: Any) -> str | None:
     """`value` when it is a non-empty string, else None."""
     return value if isinstance(value, str) and value else None
-
-
-def tool_arguments(value: Any) -> Any:
-    """A tool call's input: JSON text parsed when it is valid JSON, kept verbatim when not (a
-    model's broken arguments are not lost); nothing at all (None, "" or only whitespace) is
-    no arguments, {}.
-
-    One rule for every reader, so a call read from a reply, from a stream and from the client
-    that sends it back is the same call (the proxy's content chain compares them, SPEC Y1).
-    """
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return {}
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except (ValueError, RecursionError):
-            return value
-    return value
 
 
 def base64_size(data: Any) -> int | None:
