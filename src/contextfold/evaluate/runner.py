@@ -32,6 +32,7 @@ from ..core.projection import project
 from ..errors import ContextfoldError
 from ..runtime.auto_recall import AutoRecall
 from ..runtime.compaction import CompactionOutcome, CompactionRequest, compact_session
+from ..runtime.driver import session_sizer
 from ..runtime.sizing import Sizer
 from ..runtime.summarizers import Summarize, offline_summarize
 from ..store import open_store
@@ -100,7 +101,7 @@ async def run_eval(capacity: ModelCapacity, budget: Budget, *,
                         safe_input_limit=budget.safe_input_limit,
                         recall_budget=budget.recall_budget, asked=asked, base_url=base_url)
     started = time.perf_counter()
-    sizer = Sizer(capacity, budget, SYSTEM, ())
+    sizer = session_sizer(capacity, budget=budget, system=SYSTEM)
     first, folded = first_compaction(sizer, seed)
     # The first message, the middle of what the first compaction folds, and the latest
     # message then: each folded by then, or (the latest) by the compactions that follow.

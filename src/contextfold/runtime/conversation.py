@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ..core.budget import ModelCapacity, derive_budget
+from ..core.budget import ModelCapacity
 from ..core.fit import Blocked
 from ..core.messages import Message, Node, ToolCallPart, ToolResultPart
 from ..core.projection import Projection, project
@@ -37,6 +37,7 @@ from .compaction import (
     check_edit,
     compact_session,
 )
+from .driver import budget_for
 from .errors import (
     BusyError,
     CompactionFailedError,
@@ -352,7 +353,7 @@ class Conversation(PinOperations):
                           limit=exc.limit_tokens)
             if self.overflow_policy == "surface":
                 raise
-            corrected = derive_budget(self._overflow_capacity(exc), self.settings)
+            corrected = budget_for(self._overflow_capacity(exc), self.settings)
             finished = await self._compact("preflight", budget=corrected,
                                            estimate_tokens=corrected.safe_input_limit + 1)
             if finished.outcome is not None:

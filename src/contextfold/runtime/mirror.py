@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
+from ..core.budget import Budget, CompactionSettings, ModelCapacity
 from ..core.content_chain import ChainMemo, chain_link, opens_with_provider_compaction
 from ..core.estimator import Estimate
 from ..core.fit import Blocked
@@ -49,11 +49,11 @@ from ..core.runs import leading_run
 from ..core.tree import Branch
 from ..ids import new_id
 from ..providers.base import ToolSpec
-from ..store import SessionBusyError
 from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, take_up_provider_compaction
+from .driver import BackgroundAuto, session_sizer
 from .fitting import RECHECK_SECONDS, SessionFit, fit_request, healthy, too_large
 from .held import Held, text_bytes
 from .sizing import Sizer
@@ -231,7 +231,7 @@ class _Session:
     metadata: dict[str, Any] | None = None
     expected: asyncio.Event | None = None
     write: asyncio.Task[None] | None = None
-    auto: asyncio.Task[CompactionOutcome | None] | None = None
+    auto: BackgroundAuto = field(default_factory=lambda: BackgroundAuto(log))
     provider_compacts: bool = False
     # When the branch was last read from the store, its rows' hashes checked (SPEC D2).
     checked_at: float = field(default_factory=time.monotonic)
@@ -241,7 +241,7 @@ class _Session:
         """In use: evicting it now would give its next request another lock."""
         return self.lock.locked() or self.expected is not None or \
             (self.write is not None and not self.write.done()) or \
-            (self.auto is not None and not self.auto.done())
+            self.auto.running
 
     def size(self) -> int:
         return 600 + self.sizer_bytes + self.branch_bytes + \
@@ -476,9 +476,22 @@ class Mirror:
             return next(n for n in reversed(branch.nodes) if n.id == write.node_ids[-1])
         state = self._state(synced.session_id)
         if state.sizer is not None and not _left_to_provider(state):
-            task = asyncio.create_task(self._auto_check(synced.session_id, state.sizer,
-                                                        reply_hash, node.id, state.branch))
-            state.auto = task
+            sid, sizer, branch = synced.session_id, state.sizer, state.branch
+
+            async def fit() -> SessionFit:
+                async def index(outcome: CompactionOutcome, _planned_on: Branch) -> None:
+                    # The checkpoint is found by the reply's hash (a retry keeps it).
+                    if outcome.status == "compacted" and outcome.checkpoint_id is not None:
+                        await self.store.mirror_index_node(sid, reply_hash,
+                                                           outcome.checkpoint_id, node.id)
+
+                return SessionFit(self.store, sid, sizer, self._summarize,
+                                  branch if branch is not None else await self._branch(sid),
+                                  on_compacted=index, recall=self._auto_recall)
+
+            # The latest reply's check is the one the next request settles.
+            task = state.auto.start(sid, fit, replace=True,
+                                    on_outcome=self.auto_outcomes.append)
             if not self.background:
                 await task
         return node
@@ -557,15 +570,12 @@ class Mirror:
 
     def _sizer(self, session_id: str, capacity: ModelCapacity, system: str | None,
                tools: Tools | None) -> Sizer:
-        tools_t = tuple(tools or ())
         state = self._state(session_id)
-        old = state.sizer
-        if old is not None and old.capacity == capacity and old.system == system and \
-                old.tools == tools_t:
-            return old
-        sizer = Sizer(capacity, derive_budget(capacity, self.settings), system, tools_t)
-        state.sizer, state.sizer_bytes = sizer, text_bytes(system) + text_bytes(tools_t, 6)
-        self.held.resize(("mirror", session_id), state.size())
+        sizer = session_sizer(capacity, settings=self.settings, system=system, tools=tools,
+                              held=state.sizer)
+        if sizer is not state.sizer:
+            state.sizer, state.sizer_bytes = sizer, text_bytes(system) + text_bytes(sizer.tools, 6)
+            self.held.resize(("mirror", session_id), state.size())
         return sizer
 
     def _fits_after_cached(self, session_id: str, sizer: Sizer, hashes: Sequence[str],
@@ -616,8 +626,7 @@ class Mirror:
         (A longer list is stored up to its last message either way: that history is real.)"""
         if len(msgs) != 1:
             return
-        sizer = Sizer(capacity, derive_budget(capacity, self.settings), system,
-                      tuple(tools or ()))
+        sizer = session_sizer(capacity, settings=self.settings, system=system, tools=tools)
         decision = sizer.decide(project(Branch(nodes=(), complete=True, revision=0)), msgs)
         if isinstance(decision, Blocked):
             raise too_large(decision, capacity.model)
@@ -715,41 +724,10 @@ class Mirror:
             await self.store.mirror_index_node(session_id, found, outcome.checkpoint_id,
                                                message.id)
 
-    async def _auto_check(self, session_id: str, sizer: Sizer, reply_hash: str,
-                          reply_id: str, branch: Branch | None) -> CompactionOutcome | None:
-        """SPEC A1-A3 after a reply: compact between turns if over the auto threshold."""
-        try:
-            if branch is None:
-                branch = await self._branch(session_id)
-
-            async def index(outcome: CompactionOutcome, _planned_on: Branch) -> None:
-                if outcome.status == "compacted" and outcome.checkpoint_id is not None:
-                    await self.store.mirror_index_node(session_id, reply_hash,
-                                                       outcome.checkpoint_id, reply_id)
-
-            fit = SessionFit(self.store, session_id, sizer, self._summarize, branch,
-                             on_compacted=index, recall=self._auto_recall)
-            outcome = await fit.auto()
-            if outcome is not None:
-                self.auto_outcomes.append(outcome)
-            return outcome
-        except SessionBusyError:
-            # SPEC Y13: another process compacts it now; its checkpoint does this one's work.
-            log.info("auto compaction of session %s: another process is compacting it",
-                     session_id)
-            return None
-        except Exception:  # a failed background check must never break the next request
-            log.exception("auto compaction of session %s failed", session_id)
-            return None
-
     async def _settle_auto(self, session_id: str) -> None:
         state = self.held.get(("mirror", session_id))
-        task = state.auto if state is not None else None
-        if task is not None:
-            state.auto = None
-            outcome = None
-            with contextlib.suppress(Exception):
-                outcome = await task
+        if state is not None:
+            outcome = await state.auto.settle()
             if outcome is not None and outcome.status == "compacted":
                 # The held branch has no checkpoint yet: read it again (a deferred message
                 # would otherwise be sized without it).
