@@ -156,3 +156,20 @@ async def test_a_session_that_cannot_be_read_is_a_failed_check_too(caplog) -> No
     auto.start("s2", make)
     assert await auto.settle() is None
     assert any(r.levelno == logging.ERROR and "s2" in r.getMessage() for r in caplog.records)
+
+
+def test_the_mirror_and_the_driver_are_one_idea_per_module() -> None:
+    """The mirror was 786 lines holding five ideas (issue 39): each of its modules and the
+    driver stay within ~450 lines, each saying its one idea in its docstring."""
+    import ast
+    from pathlib import Path
+
+    import contextfold.runtime as runtime
+
+    here = Path(runtime.__file__).parent
+    modules = [*sorted(here.glob("mirror*.py")), here / "driver.py"]
+    assert len(modules) >= 6
+    for path in modules:
+        text = path.read_text(encoding="utf-8")
+        assert len(text.splitlines()) <= 450, path.name
+        assert ast.get_docstring(ast.parse(text)), path.name
