@@ -26,6 +26,7 @@ from .compaction import CompactionOutcome, CompactionRequest, compact_session
 from .driver import session_sizer, summarizer_budget
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
+from .fitting import auto_due
 from .recall import DEFAULT_EXPAND_TOKENS, RECALL_TOOL_NAMES, RECALL_TOOLS, Recall
 from .runner import CompactionRunner, Finished
 from .sizing import Gauge, Sizer
@@ -197,16 +198,16 @@ class ConversationBase:
         """Run one compaction in the foreground (still cancellable) and wait for it.
         `edit`: `compact_session`'s SPEC M7 arguments (summary_text, base)."""
         self._not_busy("compact")
-        capacity, budget = self._capacity, budget or self.budget
+        sizer = self._sizer
+        budget = budget or sizer.budget
         held = self._auto_recall.held(self.session_id, self.projection())  # SPEC Q3 with Q5
 
         async def work() -> CompactionOutcome:
-            return await compact_session(CompactionRequest(
-                self.store, self.session_id, capacity=capacity, budget=budget,
-                trigger=trigger, summarize=self._summarize, instructions=instructions,
-                pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
+            return await compact_session(CompactionRequest.for_sizer(
+                self.store, self.session_id, sizer, budget=budget, trigger=trigger,
+                summarize=self._summarize, instructions=instructions, pending=tuple(pending),
                 summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
-                costs=self._sizer.costs, branch=self._branch, recalled=held, **edit))
+                branch=self._branch, recalled=held, **edit))
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()
@@ -217,20 +218,16 @@ class ConversationBase:
         """After a completed turn: compact in the background if above the threshold (A1)."""
         if self._branch is None or self._runner.running:
             return
-        projection = self.projection()
-        checkpoint = projection.checkpoint.id if projection.checkpoint is not None else None
-        if not self._sizer.auto_due(projection, recall_full=self._auto_recall.full(
-                self.session_id, checkpoint)):
+        projection, sizer = self.projection(), self._sizer
+        if not auto_due(sizer, projection, self._auto_recall, self.session_id):
             return
         held = self._auto_recall.held(self.session_id, projection)  # SPEC Q3 with Q5
-        capacity, budget = self._capacity, self.budget
 
         async def work() -> CompactionOutcome:
-            return await compact_session(CompactionRequest(
-                self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
-                summarize=self._summarize, system=self._system, tools=self._sizer.tool_json,
-                summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
-                branch=self._branch, recalled=held))
+            return await compact_session(CompactionRequest.for_sizer(
+                self.store, self.session_id, sizer, trigger="auto", summarize=self._summarize,
+                summarizer_budget=self._summarizer_budget(), branch=self._branch,
+                recalled=held))
 
         self._runner.start("auto", work)
 

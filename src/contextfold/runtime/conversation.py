@@ -182,12 +182,10 @@ class Conversation(PinOperations):
         if self._turn_lock.locked():
             raise BusyError("preview a compaction", "a turn")
         self._require_writable()
-        return await compact_session(CompactionRequest(
-            self.store, self.session_id, capacity=self._capacity, budget=self.budget,
-            trigger="manual", summarize=self._summarize, instructions=instructions,
-            system=self._system, tools=self._sizer.tool_json,
-            summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
-            branch=self._branch, preview=True))
+        return await compact_session(CompactionRequest.for_sizer(
+            self.store, self.session_id, self._sizer, trigger="manual",
+            summarize=self._summarize, instructions=instructions,
+            summarizer_budget=self._summarizer_budget(), branch=self._branch, preview=True))
 
     async def commit_summary(self, text: str, *, base: PreviewBase | str | None = None
                              ) -> CompactionOutcome:
