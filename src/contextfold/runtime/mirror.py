@@ -52,12 +52,13 @@ from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome
+from .driver import Tools
 from .fitting import RECHECK_SECONDS, SessionFit, fit_request
 from .held import Held
 from .mirror_find import find_or_create, index_checkpoint, known_ids, refuse_alone
 from .mirror_provider import left_to_provider, take_up
 from .mirror_sessions import MirrorSessions
-from .mirror_synced import ProjectedItem, Synced, Tools, tool_names
+from .mirror_synced import ProjectedItem, Synced, tool_names
 from .sizing import Sizer
 from .summarizers import guarded
 

@@ -150,7 +150,11 @@ class MirrorSessions:
         return estimate.tokens <= sizer.budget.safe_input_limit
 
     def stored(self, chain_scope: str, session_id: str) -> Stored | None:
-        """What the last sync of `chain_scope` stored in `session_id`, when held."""
+        """What the last sync of `chain_scope` stored in `session_id`, when held: its
+        hashes and node ids, so a resent list is looked up in the store from its last
+        known message only (`mirror_extend(known=)`). Keyed by chain scope and session:
+        clients that share a scope (the same key and agent) would otherwise evict one
+        another's lists (issue 26: 4 clients cost ~2x the CPU per request of 1)."""
         return self.held.get(("stored", chain_scope, session_id))
 
     def remember_stored(self, key: tuple[str, str], stored: Stored) -> None:

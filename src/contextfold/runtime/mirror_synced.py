@@ -10,10 +10,10 @@ without the walk.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from ..core.budget import Budget, ModelCapacity
 from ..core.estimator import Estimate
@@ -22,8 +22,7 @@ from ..core.messages import Message, Node, TextPart
 from ..core.projection import Projection, prefix_text
 from ..providers.base import ToolSpec
 from .compaction import CompactionOutcome
-
-Tools = Sequence[ToolSpec | Mapping[str, Any]]
+from .driver import Tools
 
 
 class ProjectedItem(NamedTuple):
