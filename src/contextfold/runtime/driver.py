@@ -21,8 +21,10 @@ them, and lives here or in the modules this one names:
   background, at most one per session at a time; the session's next request settles it
   first, so that request is sized on the branch the check left. A failed check never
   breaks the next request (one log line), and another process compacting the same session
-  (Y13) is an ordinary event. `Conversation` runs its checks in its `CompactionRunner`
-  instead (cancellable, with events, U1-U4) but asks the same `Sizer.auto_due`.
+  (Y13) is an ordinary event. Whether a check compacts is asked in one function,
+  `fitting.auto_due` (through `SessionFit.auto`): `Conversation` runs its checks in its
+  `CompactionRunner` instead (cancellable, with events, U1-U4), replay and the evaluation
+  run them in place (synchronous), all asking the same question.
 """
 
 from __future__ import annotations
