@@ -39,14 +39,22 @@ def test_the_call_finder_can_fail() -> None:
     assert calls("no_such_function_anywhere") == {}
 
 
-# The modules that build a `Sizer` (the sizing memo of one model): one per session shape
-# today; the one session driver of issue 39 reduces them to one. No new one.
-SIZER_BUILDERS = {"runtime/base.py", "runtime/mirror.py", "replay.py", "evaluate/runner.py",
-                  "integrations/openai_agents.py"}
+# The session drivers: the four shapes of a session (issue 39) and the evaluation's.
+DRIVERS = ("runtime/", "replay.py", "integrations/openai_agents.py", "evaluate/runner.py")
 
 
-def test_no_new_place_builds_a_sizer() -> None:
-    assert set(calls("Sizer")) <= SIZER_BUILDERS
+def test_a_sizer_is_built_in_the_session_driver_only() -> None:
+    """`Sizer(` (the sizing memo of a session's model) is constructed in `runtime/driver.py`
+    only (`session_sizer`): a face that builds its own keeps a second cache beside it."""
+    assert set(calls("Sizer")) == {"runtime/driver.py"}
+
+
+def test_the_session_drivers_derive_budgets_in_the_driver_only() -> None:
+    """Among the session drivers, a budget is derived (`derive_budget(`) in
+    `runtime/driver.py` only (`budget_for`); the model resolver derives the budget of a
+    resolved model, and faces that only show a model's numbers may ask it too."""
+    derived = {path for path in calls("derive_budget") if path.startswith(DRIVERS)}
+    assert derived == {"runtime/driver.py"}
 
 
 def test_a_providers_usage_is_read_in_one_module() -> None:

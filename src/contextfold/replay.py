@@ -43,9 +43,9 @@ from .core.resolver import user_prices
 from .core.tree import Branch, build_branch
 from .core.validity import anthropic_problems, openai_problems
 from .runtime.auto_recall import AutoRecall
+from .runtime.driver import session_sizer
 from .runtime.errors import RequestTooLargeError
 from .runtime.fitting import SessionFit, fit_request
-from .runtime.sizing import Sizer
 from .runtime.summarizers import guarded
 from .store.memory import MemoryStore
 
@@ -125,12 +125,12 @@ class ManagedSession:
         else:
             info = _now(self.store.create_session(title="replay"))
         self.session_id = info.id
-        # SPEC Q2/Q3: a summariser reading the session's prefix makes compacting cheaper.
-        self.sizer = Sizer(capacity, budget, system, (),
-                           summary_reads_cache=bool(getattr(summarizer, "session_prefix", False)),
-                           summary_free=summarizer is None)  # the offline summary
-        self.fit = SessionFit(self.store, self.session_id, self.sizer,
-                              guarded(summarizer, timeout=None),
+        summarize = guarded(summarizer, timeout=None)
+        # SPEC Q2/Q3: the summariser prices the cost trigger's compactions (the offline one
+        # is free; one reading the session's prefix pays cache reads).
+        self.sizer = session_sizer(capacity, budget=budget, system=system,
+                                   summarize=summarize)
+        self.fit = SessionFit(self.store, self.session_id, self.sizer, summarize,
                               _now(self.store.load_branch(self.session_id)))
         # SPEC L5 as the product applies it: the memory store searches like the SQL one.
         self.auto_recall = AutoRecall(self.store)

@@ -31,7 +31,9 @@ from ..core.messages import Message, TextPart, ToolCallPart, ToolResultPart, tex
 from ..core.projection import project
 from ..errors import ContextfoldError
 from ..runtime.auto_recall import AutoRecall
-from ..runtime.compaction import CompactionOutcome, CompactionRequest, compact_session
+from ..runtime.compaction import CompactionOutcome
+from ..runtime.driver import session_sizer
+from ..runtime.fitting import SessionFit, healthy
 from ..runtime.sizing import Sizer
 from ..runtime.summarizers import Summarize, offline_summarize
 from ..store import open_store
@@ -100,7 +102,7 @@ async def run_eval(capacity: ModelCapacity, budget: Budget, *,
                         safe_input_limit=budget.safe_input_limit,
                         recall_budget=budget.recall_budget, asked=asked, base_url=base_url)
     started = time.perf_counter()
-    sizer = Sizer(capacity, budget, SYSTEM, ())
+    sizer = session_sizer(capacity, budget=budget, system=SYSTEM)
     first, folded = first_compaction(sizer, seed)
     # The first message, the middle of what the first compaction folds, and the latest
     # message then: each folded by then, or (the latest) by the compactions that follow.
@@ -178,19 +180,14 @@ async def _play(store: SessionStore, turns: Iterable[ScriptedTurn], first: int, 
 
 async def _compact(store: SessionStore, sid: str, sizer: Sizer, summarize: Summarize
                    ) -> CompactionOutcome:
-    """One compaction: automatic when the sizing says one is due (A1, the question every
-    driver asks after a turn: `Sizer.auto_due`), else (or when the automatic one would not
-    make the request smaller) manual (M1)."""
-    branch = await store.load_branch(sid)
-    if sizer.auto_due(project(branch)):
-        outcome = await compact_session(CompactionRequest(
-            store, sid, sizer.capacity, sizer.budget, trigger="auto", summarize=summarize,
-            system=sizer.system))
-        if outcome.status == "compacted":
-            return outcome
-    return await compact_session(CompactionRequest(
-        store, sid, sizer.capacity, sizer.budget, trigger="manual", summarize=summarize,
-        system=sizer.system))
+    """One compaction: the driver's check after a turn (A1: `SessionFit.auto`, what every
+    face runs), else (or when the automatic one would not make the request smaller)
+    manual (M1)."""
+    fit = SessionFit(store, sid, sizer, summarize, healthy(await store.load_branch(sid), sid))
+    outcome = await fit.auto()
+    if outcome is not None and outcome.status == "compacted":
+        return outcome
+    return await fit.compact("manual")
 
 
 async def _milestone(store: SessionStore, sid: str, played: Sequence[ScriptedTurn],

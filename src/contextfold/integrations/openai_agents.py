@@ -34,12 +34,13 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("contextfold.integrations.openai_agents needs the OpenAI Agents SDK: "
                       "pip install 'contextfold[openai-agents]'") from exc
 
-from ..core.budget import CompactionSettings, ModelCapacity, derive_budget
+from ..core.budget import CompactionSettings, ModelCapacity
 from ..core.messages import Message, ToolCallPart, Usage
 from ..core.projection import Projection, project
 from ..core.tree import Branch
 from ..providers.base import ToolSpec
 from ..runtime.compaction import CompactionOutcome
+from ..runtime.driver import BackgroundAuto, session_sizer
 from ..runtime.errors import RequestTooLargeError
 from ..runtime.fitting import SessionFit, fit_request, healthy
 from ..runtime.recall import RECALL_TOOLS, Recall
@@ -74,7 +75,7 @@ class ContextfoldSession:
         self.background = background
         self._summarize = guarded(summarizer, timeout=summarizer_timeout)
         self._lock = asyncio.Lock()
-        self._auto: asyncio.Task[CompactionOutcome | None] | None = None
+        self._auto = BackgroundAuto(log)
         self._sizer: Sizer | None = None
         self._system: str | None = None
         self._tools: tuple[ToolSpec, ...] = ()
@@ -270,12 +271,8 @@ class ContextfoldSession:
     # ------------------------------------------------------------------ internals
 
     def _current_sizer(self, capacity: ModelCapacity) -> Sizer:
-        old = self._sizer
-        if old is not None and (old.capacity, old.system, old.tools) == \
-                (capacity, self._system, self._tools):
-            return old
-        self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
-                            self._tools)
+        self._sizer = session_sizer(capacity, settings=self.settings, system=self._system,
+                                    tools=self._tools, held=self._sizer)
         return self._sizer
 
     async def _flush_held(self) -> None:
@@ -293,27 +290,18 @@ class ContextfoldSession:
                           outcomes=self.compactions)
 
     def _start_auto(self) -> None:
-        """A1: compact between turns when the projection is over the auto threshold."""
-        if self._auto is not None:
-            return
+        """A1: compact between turns when the projection is over the auto threshold
+        (one check at a time: one not settled yet is left to run)."""
         sizer = self._current_sizer(self.capacity)
 
-        async def check() -> CompactionOutcome | None:
-            return await self._fit(sizer, await self._branch()).auto()
+        async def fit() -> SessionFit:
+            return self._fit(sizer, await self._branch())
 
-        self._auto = asyncio.ensure_future(check())
+        self._auto.start(self.session_id, fit)
 
     async def _settle(self) -> None:
-        """Wait for the background check (never let its failure break the next call)."""
-        task, self._auto = self._auto, None
-        if task is None:
-            return
-        try:
-            await task
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("auto compaction of session %s failed", self.session_id)
+        """Wait for the background check (its failure never breaks the next call)."""
+        await self._auto.settle()
 
     def _take_usage(self, wrapper: Any) -> Usage | None:
         """The last model request's usage, once (the run's totals are never used, E3)."""

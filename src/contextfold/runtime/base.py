@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
+from ..core.budget import Budget, CompactionSettings, ModelCapacity
 from ..core.estimator import Estimate
 from ..core.messages import Message, Node, ToolCallPart
 from ..core.plan import Trigger
@@ -23,12 +23,14 @@ from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, CompactionRequest, compact_session
+from .driver import session_sizer, summarizer_budget
 from .errors import BusyError, SendAbortedError
 from .events import ConversationState, Event, EventBus, EventKind, EventStream
+from .fitting import auto_due
 from .recall import DEFAULT_EXPAND_TOKENS, RECALL_TOOL_NAMES, RECALL_TOOLS, Recall
 from .runner import CompactionRunner, Finished
 from .sizing import Gauge, Sizer
-from .summarizers import FallbackNote, GuardedSummarizer, guarded
+from .summarizers import FallbackNote, guarded
 from .turns import RunTools, open_tool_calls
 
 OverflowPolicy = Literal["surface", "compact_and_retry_once"]
@@ -196,16 +198,16 @@ class ConversationBase:
         """Run one compaction in the foreground (still cancellable) and wait for it.
         `edit`: `compact_session`'s SPEC M7 arguments (summary_text, base)."""
         self._not_busy("compact")
-        capacity, budget = self._capacity, budget or self.budget
+        sizer = self._sizer
+        budget = budget or sizer.budget
         held = self._auto_recall.held(self.session_id, self.projection())  # SPEC Q3 with Q5
 
         async def work() -> CompactionOutcome:
-            return await compact_session(CompactionRequest(
-                self.store, self.session_id, capacity=capacity, budget=budget,
-                trigger=trigger, summarize=self._summarize, instructions=instructions,
-                pending=tuple(pending), system=self._system, tools=self._sizer.tool_json,
+            return await compact_session(CompactionRequest.for_sizer(
+                self.store, self.session_id, sizer, budget=budget, trigger=trigger,
+                summarize=self._summarize, instructions=instructions, pending=tuple(pending),
                 summarizer_budget=self._summarizer_budget(), estimate_tokens=estimate_tokens,
-                costs=self._sizer.costs, branch=self._branch, recalled=held, **edit))
+                branch=self._branch, recalled=held, **edit))
 
         self._runner.start(trigger, work)
         finished = await self._runner.wait()
@@ -216,20 +218,16 @@ class ConversationBase:
         """After a completed turn: compact in the background if above the threshold (A1)."""
         if self._branch is None or self._runner.running:
             return
-        projection = self.projection()
-        checkpoint = projection.checkpoint.id if projection.checkpoint is not None else None
-        if not self._sizer.auto_due(projection, recall_full=self._auto_recall.full(
-                self.session_id, checkpoint)):
+        projection, sizer = self.projection(), self._sizer
+        if not auto_due(sizer, projection, self._auto_recall, self.session_id):
             return
         held = self._auto_recall.held(self.session_id, projection)  # SPEC Q3 with Q5
-        capacity, budget = self._capacity, self.budget
 
         async def work() -> CompactionOutcome:
-            return await compact_session(CompactionRequest(
-                self.store, self.session_id, capacity=capacity, budget=budget, trigger="auto",
-                summarize=self._summarize, system=self._system, tools=self._sizer.tool_json,
-                summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
-                branch=self._branch, recalled=held))
+            return await compact_session(CompactionRequest.for_sizer(
+                self.store, self.session_id, sizer, trigger="auto", summarize=self._summarize,
+                summarizer_budget=self._summarizer_budget(), branch=self._branch,
+                recalled=held))
 
         self._runner.start("auto", work)
 
@@ -245,10 +243,7 @@ class ConversationBase:
         raise SendAbortedError(draft, finished.status, detail)
 
     def _summarizer_budget(self) -> Budget | None:
-        capacity = getattr(self._summarize.summarizer, "capacity", None)
-        if isinstance(capacity, ModelCapacity):
-            return derive_budget(capacity, self.settings)
-        return None
+        return summarizer_budget(self._summarize, self.settings)
 
     def _fallback_used(self, note: FallbackNote) -> None:
         self._publish("summarizer_fallback", trigger=self.state.trigger,
@@ -262,14 +257,10 @@ class ConversationBase:
                             f"not {type(capacity).__name__}")
         self._model = model
         self._capacity = capacity
-        # SPEC Q2/Q3: a summariser reading the session's prefix makes compacting cheaper.
-        guard = getattr(self, "_summarize", None)
-        summarizer = getattr(guard, "summarizer", None)
-        reads = bool(getattr(summarizer, "session_prefix", False))
-        # Q2: the offline summary asks no model, so the cost trigger prices its call at 0.
-        free = isinstance(guard, GuardedSummarizer) and summarizer is None
-        self._sizer = Sizer(capacity, derive_budget(capacity, self.settings), self._system,
-                            self._tools, summary_reads_cache=reads, summary_free=free)
+        # SPEC Q2/Q3: the summariser prices the cost trigger's compactions (the offline one
+        # is free; one reading the session's prefix pays cache reads).
+        self._sizer = session_sizer(capacity, settings=self.settings, system=self._system,
+                                    tools=self._tools, summarize=self._summarize)
         if self._recall is not None:
             # One expansion may take a tenth of the safe limit: enough to read a few
             # messages, never enough to force a compaction by itself.

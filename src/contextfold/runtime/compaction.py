@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..core.auto_recall import RecallTurns, held_blocks
 from ..core.budget import Budget, ModelCapacity
@@ -64,6 +64,9 @@ from ..summarize.extractive_fit import SummaryBudgetTooSmall
 from ..summarize.retention import checked_checkpoint, public_check
 from ..summarize.summary import Summary
 from .summarizers import Summarize, offline_summarize
+
+if TYPE_CHECKING:
+    from .sizing import Sizer
 
 # Receives one line per step of a long compaction (the CLI prints them on stderr).
 Progress = Callable[[str], None]
@@ -245,6 +248,16 @@ class CompactionRequest:
                   **options: Any) -> CompactionRequest:
         """A request sized for a model the resolver picked (`core.resolver`)."""
         return cls(store, session_id, model.capacity, model.budget, **options)
+
+    @classmethod
+    def for_sizer(cls, store: CompactionStore, session_id: str, sizer: Sizer,
+                  **options: Any) -> CompactionRequest:
+        """A request sized like the session's requests: its sizer's model, budget (unless
+        `options` give another), system prompt, tools and memo of estimates."""
+        sized: dict[str, Any] = {"capacity": sizer.capacity, "budget": sizer.budget,
+                                 "system": sizer.system, "tools": sizer.tool_json,
+                                 "costs": sizer.costs}
+        return cls(store, session_id, **{**sized, **options})
 
 
 def with_recalled(plan: Plan | NoOp, recalled: tuple[RecallBlock, ...]) -> Plan | NoOp:

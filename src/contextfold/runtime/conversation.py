@@ -18,7 +18,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ..core.budget import ModelCapacity, derive_budget
+from ..core.budget import ModelCapacity
 from ..core.fit import Blocked
 from ..core.messages import Message, Node, ToolCallPart, ToolResultPart
 from ..core.projection import Projection, project
@@ -37,6 +37,7 @@ from .compaction import (
     check_edit,
     compact_session,
 )
+from .driver import budget_for
 from .errors import (
     BusyError,
     CompactionFailedError,
@@ -181,12 +182,10 @@ class Conversation(PinOperations):
         if self._turn_lock.locked():
             raise BusyError("preview a compaction", "a turn")
         self._require_writable()
-        return await compact_session(CompactionRequest(
-            self.store, self.session_id, capacity=self._capacity, budget=self.budget,
-            trigger="manual", summarize=self._summarize, instructions=instructions,
-            system=self._system, tools=self._sizer.tool_json,
-            summarizer_budget=self._summarizer_budget(), costs=self._sizer.costs,
-            branch=self._branch, preview=True))
+        return await compact_session(CompactionRequest.for_sizer(
+            self.store, self.session_id, self._sizer, trigger="manual",
+            summarize=self._summarize, instructions=instructions,
+            summarizer_budget=self._summarizer_budget(), branch=self._branch, preview=True))
 
     async def commit_summary(self, text: str, *, base: PreviewBase | str | None = None
                              ) -> CompactionOutcome:
@@ -352,7 +351,7 @@ class Conversation(PinOperations):
                           limit=exc.limit_tokens)
             if self.overflow_policy == "surface":
                 raise
-            corrected = derive_budget(self._overflow_capacity(exc), self.settings)
+            corrected = budget_for(self._overflow_capacity(exc), self.settings)
             finished = await self._compact("preflight", budget=corrected,
                                            estimate_tokens=corrected.safe_input_limit + 1)
             if finished.outcome is not None:

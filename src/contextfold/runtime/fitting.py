@@ -200,12 +200,10 @@ class SessionFit:
         """One compaction through the one path; the branch is read again after it."""
         planned_on = self.branch
         try:
-            outcome = await compact_session(CompactionRequest(
-                self.store, self.session_id, capacity=self.sizer.capacity,
-                budget=self.sizer.budget, trigger=trigger, summarize=self.summarize,
-                instructions=instructions, pending=tuple(pending), system=self.sizer.system,
-                tools=self.sizer.tool_json, costs=self.sizer.costs, branch=planned_on,
-                recalled=() if self.recall is None else self.recall.held(
+            outcome = await compact_session(CompactionRequest.for_sizer(
+                self.store, self.session_id, self.sizer, trigger=trigger,
+                summarize=self.summarize, instructions=instructions, pending=tuple(pending),
+                branch=planned_on, recalled=() if self.recall is None else self.recall.held(
                     self.session_id, self.projection())))
         except SessionBusyError as busy:
             if trigger != "preflight":
@@ -231,9 +229,16 @@ class SessionFit:
 
     async def auto(self) -> CompactionOutcome | None:
         """SPEC A1-A3 after a turn: compact between turns when over the auto threshold."""
-        projection = self.projection()
-        full = self.recall is not None and self.recall.full(
-            self.session_id, projection.checkpoint.id if projection.checkpoint else None)
-        if not self.sizer.auto_due(projection, recall_full=full):
+        if not auto_due(self.sizer, self.projection(), self.recall, self.session_id):
             return None
         return await self.compact("auto")
+
+
+def auto_due(sizer: Sizer, projection: Projection, recall: AutoRecall | None,
+             session_id: str) -> bool:
+    """The check after a turn, for every face: should `projection` be compacted now? Over
+    the automatic threshold (SPEC A1), at the cost trigger's moment (Q2), or when the
+    recall blocks since its checkpoint are full (Q5), as `Sizer.auto_due` decides."""
+    checkpoint = projection.checkpoint.id if projection.checkpoint is not None else None
+    full = recall is not None and recall.full(session_id, checkpoint)
+    return sizer.auto_due(projection, recall_full=full)
