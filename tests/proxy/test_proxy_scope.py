@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,17 @@ def _stored_texts(db: str) -> list[tuple[str | None, str]]:
     return asyncio.run(read())
 
 
+def _settled_texts(db: str, reply: str, timeout: float = 30.0) -> list[tuple[str | None, str]]:
+    """`_stored_texts` once some session holds `reply` (the proxy records a reply after it
+    has answered it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        texts = _stored_texts(db)
+        if any(reply in stored for _tenant, stored in texts) or time.monotonic() > deadline:
+            return texts
+        time.sleep(0.05)
+
+
 def _scopes(db: str, auth: bool) -> tuple[dict[str, str], dict[str, str]]:
     """The owner's headers and the other scope's: another tenant with `--auth` (the same
     client key, so only the tenant tells them apart), else another client key."""
@@ -92,7 +104,10 @@ def test_y12_previous_response_id_of_another_scope_is_not_found(
         if restart:
             proxy.stop()
             proxy = _start(upstream, db, auth)
-        sent, before = len(upstream.requests), _stored_texts(db)
+        # The proxy answers first and records the reply after (in the background): the
+        # store's "before" is the owner's finished turn, its reply included.
+        before = _settled_texts(db, "noted")
+        sent = len(upstream.requests)
         r = httpx.post(proxy.url + "/v1/responses", headers=other, timeout=30, json={
             "model": "local-model", "previous_response_id": rid, "input": "what did I say?"})
         assert r.status_code == 400, r.text
