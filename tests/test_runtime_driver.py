@@ -173,3 +173,26 @@ def test_the_mirror_and_the_driver_are_one_idea_per_module() -> None:
         text = path.read_text(encoding="utf-8")
         assert len(text.splitlines()) <= 450, path.name
         assert ast.get_docstring(ast.parse(text)), path.name
+
+
+@pytest.mark.parametrize("summarizer, free, reads", [
+    (None, True, False), (_Summarizer(session_prefix=True), False, True),
+    (_Summarizer(), False, False)])
+async def test_every_shape_prices_compactions_by_its_own_summariser(
+        tmp_path, summarizer: object, free: bool, reads: bool) -> None:
+    """One sizing policy: the mirror (the proxy's shape) and the Agents SDK session price a
+    compaction by their summariser as `Conversation` does (SPEC Q2, Q3); before, the first
+    two priced every compaction as uncached input, so the cost trigger of a proxied session
+    decided otherwise than the same session's in the chat."""
+    from contextfold.integrations.openai_agents import ContextfoldSession
+    from contextfold.runtime.mirror import Mirror
+    from contextfold.store import open_store
+
+    async with await open_store(f"sqlite:///{tmp_path / 'shapes.db'}") as store:
+        mirror = Mirror(store, summarizer=summarizer, background=False)
+        mirrored = mirror._sessions.sizer("s", CAPACITY, None, None)
+        session_id = (await store.create_session()).id
+        agents = ContextfoldSession(store, session_id, capacity=CAPACITY, summarizer=summarizer)
+        handed = agents._current_sizer(CAPACITY)
+        for sizer in (mirrored, handed):
+            assert (sizer.summary_free, sizer.summary_reads_cache) == (free, reads)

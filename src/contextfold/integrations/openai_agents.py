@@ -272,7 +272,8 @@ class ContextfoldSession:
 
     def _current_sizer(self, capacity: ModelCapacity) -> Sizer:
         self._sizer = session_sizer(capacity, settings=self.settings, system=self._system,
-                                    tools=self._tools, held=self._sizer)
+                                    tools=self._tools, summarize=self._summarize,
+                                    held=self._sizer)
         return self._sizer
 
     async def _flush_held(self) -> None:

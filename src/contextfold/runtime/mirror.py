@@ -102,7 +102,7 @@ class Mirror:
         # the chain ends stored and what each conversation last stored
         # (`runtime.mirror_sessions`);
         self.held = held if held is not None else Held()
-        self._sessions = MirrorSessions(store, self.held, settings)
+        self._sessions = MirrorSessions(store, self.held, settings, self._summarize)
         # and the hashes of each conversation's last list ("chain", ...): a resent list
         # with a few messages added hashes those only (a 5,100-message list took 1.9 s).
         self._chains = ChainMemo(self.held)

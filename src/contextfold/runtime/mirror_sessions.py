@@ -30,6 +30,7 @@ from .driver import BackgroundAuto, Tools, session_sizer
 from .fitting import healthy
 from .held import Held, text_bytes
 from .sizing import Sizer
+from .summarizers import GuardedSummarizer
 
 log = logging.getLogger("contextfold.mirror")
 
@@ -77,10 +78,14 @@ class MirrorSessions:
     """The mirrored sessions of one store in this process (see the module docstring)."""
 
     def __init__(self, store: SessionStore, held: Held,
-                 settings: CompactionSettings | None) -> None:
+                 settings: CompactionSettings | None,
+                 summarize: GuardedSummarizer | None = None) -> None:
         self.store = store
         self.held = held
         self.settings = settings
+        # The mirror's summariser: the cost trigger prices its compactions as every face
+        # does (SPEC Q2, Q3), not as uncached input.
+        self.summarize = summarize
 
     def state(self, session_id: str) -> MirrorSession:
         """What this process holds of the session (made afresh after an eviction)."""
@@ -122,7 +127,7 @@ class MirrorSessions:
         while they stay the same)."""
         state = self.state(session_id)
         sizer = session_sizer(capacity, settings=self.settings, system=system, tools=tools,
-                              held=state.sizer)
+                              summarize=self.summarize, held=state.sizer)
         if sizer is not state.sizer:
             state.sizer = sizer
             state.sizer_bytes = text_bytes(system) + text_bytes(sizer.tools, 6)
