@@ -39,7 +39,7 @@ from .core.prices import Block
 from .core.projection import project
 from .core.resolver import user_prices
 from .core.tree import Branch, build_branch
-from .replay_session import (  # noqa: F401  (moved to `replay_session`; importable here as before)
+from .replay_session import (  # noqa: F401  (re-exported; moved out in issue 39)
     CompactionRecord,
     ManagedSession,
     RequestRecord,

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ..store.protocol import SessionReader, SessionStore
     from ..store.values import SessionInfo
 
-from .session_args import (  # noqa: F401  (moved to `session_args`; importable here as before)
+from .session_args import (  # noqa: F401  (re-exported; moved out in issue 39)
     MODEL_OPTION,
     SESSION_HELP,
     UNKNOWN_MODEL_FIX,
@@ -266,8 +266,8 @@ def compaction_payload(outcome: Any, capacity: ModelCapacity, budget: Budget) ->
     return payload
 
 
-from .view_cmds import (  # noqa: E402, F401  (moved to `view_cmds`;
-    # importable here as before; imported last so `--help` lists the commands in their old order)
+# Re-exported (moved out in issue 39); imported last so `--help` keeps the commands' order.
+from .view_cmds import (  # noqa: E402, F401
     context_command,
     project_command,
     show_command,
