@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     pass
 
 
-
 T = TypeVar("T")
 
 

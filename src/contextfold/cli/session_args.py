@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from ..store.protocol import SessionReader
 
 
-
 T = TypeVar("T")
 
 

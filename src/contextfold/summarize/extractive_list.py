@@ -48,7 +48,6 @@ def clip_item(item: str, chars: int) -> str:
     return cut.rstrip() + CLIPPED
 
 
-
 # --------------------------------------------------------------------------- sections
 
 
