@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-import contextfold.replay as replay_module
+import contextfold.replay_session as replay_module  # where a replayed request is exported
 from contextfold.core.budget import ModelCapacity, derive_budget
 from contextfold.core.export import ExportResult
 from contextfold.core.messages import Message, TextPart, ToolResultPart

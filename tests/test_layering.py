@@ -148,7 +148,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"store", "providers", "formats", "data"}),  # I/O edges
     frozenset({"summarize"}),  # summarisers (over providers)
     frozenset({"runtime"}),  # the engine every face drives
-    frozenset({"billing", "replay", "demo_session", "guard", "_workers",
+    frozenset({"billing", "replay", "replay_session", "demo_session", "guard", "_workers",
                "stored_request"}),  # services
     frozenset({"replay_plot", "evaluate", "integrations", "mcp", "server", "proxy"}),  # faces
     frozenset({"cli", "__main__", "__init__"}),  # the command line; the package's facade

@@ -40,7 +40,8 @@ def test_the_call_finder_can_fail() -> None:
 
 
 # The session drivers: the four shapes of a session (issue 39) and the evaluation's.
-DRIVERS = ("runtime/", "replay.py", "integrations/openai_agents.py", "evaluate/runner.py")
+DRIVERS = ("runtime/", "replay.py", "replay_session.py", "integrations/openai_agents.py",
+           "evaluate/runner.py")
 
 
 def test_a_sizer_is_built_in_the_session_driver_only() -> None:

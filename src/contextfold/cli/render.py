@@ -3,105 +3,35 @@
 Everything a user, a model or a tool wrote is shown as written: it is wrapped in `Text`
 (never parsed as Rich markup), printed with `soft_wrap` (no inserted line breaks) and passed
 through `visible`, which only makes terminal control characters readable (an escape
-sequence in a tool result must not repaint your terminal) and expands tabs.
+sequence in a tool result must not repaint your terminal) and expands tabs. Those helpers
+(`visible`, `plain`, `say`, `preview`) are in `safe_text`; this module lays out each command's
+result with them.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from .app import console
+from .safe_text import (  # noqa: F401  (re-exported; moved out in issue 39)
+    _CONTROL,
+    PREVIEW_CHARS,
+    _args,
+    message_text,
+    plain,
+    preview,
+    say,
+    visible,
+)
 
 if TYPE_CHECKING:
     from ..core.messages import Node
     from ..core.tree import Branch, DamagedBranch
 
 SHOW_PAGE = 200  # nodes a terminal shows of the tree (the JSON output lists all by default)
-PREVIEW_CHARS = 70
-
-# C0 controls except newline and tab, DEL, C1 controls: shown as \xNN instead of executed.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(text: str) -> str:
-    """`text` as the terminal will show it: control characters as `\\xNN`, tabs expanded."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-    if "\t" in text:
-        text = "\n".join(line.expandtabs(8) for line in text.split("\n"))
-    return text
-
-
-def plain(text: str, style: str = "") -> Text:
-    """User/model/tool text as a Rich `Text`: never markup, never highlighted."""
-    return Text(visible(text), style=style)
-
-
-def say(*parts: str | Text | tuple[str, str]) -> None:
-    """Print one line assembled from our own words and other people's text.
-
-    A `str` is our own wording (plain), a `(text, style)` tuple is styled, a `Text` is used
-    as is. Nothing is parsed as markup.
-    """
-    line = Text()
-    for part in parts:
-        if isinstance(part, tuple):
-            line.append(visible(part[0]), style=part[1])
-        elif isinstance(part, Text):
-            line.append_text(part)
-        else:
-            line.append(visible(part))
-    console.print(line, soft_wrap=True, highlight=False)
-
-
-def message_text(node: Node) -> str:
-    """What a message says, in one string: text, else its tool calls or results."""
-    msg = node.message
-    assert msg is not None
-    if msg.text.strip():  # agents often put blank lines before their tool calls
-        return msg.text
-    if msg.tool_calls:
-        return ", ".join(f"{c.name}({_args(c.input)})" for c in msg.tool_calls)
-    if msg.tool_results:
-        return "\n".join(("[error] " if r.is_error else "") + r.output for r in msg.tool_results)
-    return "(no text: " + ", ".join(sorted({p.type for p in msg.parts})) + ")" if msg.parts \
-        else "(empty)"
-
-
-def _args(arguments: Any) -> str:
-    import json
-
-    try:
-        return json.dumps(arguments, ensure_ascii=False)
-    except (TypeError, ValueError):
-        return str(arguments)
-
-
-def preview(node: Node, width: int = PREVIEW_CHARS) -> Text:
-    """One line for a node: role (or CHECKPOINT) and the start of what it says."""
-    msg = node.message
-    event = node.pin_event
-    if event is not None:  # SPEC N2
-        what = event.text.replace("\n", " ")[:width] if event.action == "pin" else event.pin_id
-        line = Text(event.action.upper(), style="bold cyan")
-        line.append(" " + visible(what))
-        return line
-    if msg is None:
-        cp = node.checkpoint
-        assert cp is not None
-        line = Text("CHECKPOINT", style="bold magenta")
-        line.append(f" by {cp.summarizer}, {cp.tokens_before:,} tokens before")
-        return line
-    text = " ".join(message_text(node).split("\n")).strip()
-    if len(text) > width:
-        text = text[:width] + "…"
-    line = Text(msg.role, style="cyan")
-    line.append(" ")
-    line.append(visible(text))
-    return line
 
 
 def render_import(payload: dict[str, Any], warnings: Sequence[str]) -> None:

@@ -1,11 +1,10 @@
-"""Commands on stored sessions: import, sessions, compact, project, show."""
+"""Commands on stored sessions: import, sessions, compact (project, context, show and verify, which
+only read a session, are in `view_cmds`; what they share is in `session_args`)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -16,47 +15,38 @@ from .app import (
     BadInput,
     Output,
     app,
-    console,
     err_console,
     run,
 )
 from .render import (
-    SHOW_PAGE,
-    count,
     render_compaction,
-    render_context,
     render_import,
-    render_projection,
     render_sessions,
-    render_tree,
 )
 
 if TYPE_CHECKING:
     from ..core.budget import Budget, ModelCapacity
-    from ..core.resolver import ModelResolver, ResolvedModel
     from ..core.tree import Branch
     from ..store.protocol import SessionReader, SessionStore
     from ..store.values import SessionInfo
 
-T = TypeVar("T")
-
-MODEL_OPTION = typer.Option(
-    None, "--model", help="Model whose window to fit (default: the session's recorded model, "
-    "else $CONTEXTFOLD_MODEL, else offline/echo)."
+from .session_args import (  # noqa: F401  (re-exported; moved out in issue 39)
+    MODEL_OPTION,
+    SESSION_HELP,
+    UNKNOWN_MODEL_FIX,
+    WINDOW_OPTION,
+    T,
+    _healthy_and_metadata,
+    _load_healthy,
+    _sized_model,
+    read_only,
+    recorded_model,
+    recorded_resolver,
+    resolve_model,
+    session_id_of,
+    stderr_progress,
+    stored_model,
 )
-WINDOW_OPTION = typer.Option(
-    None, "--context-window", help="Context window in tokens, for a model the catalog lacks."
-)
-SESSION_HELP = ("Session id, or any unique prefix of it, or `latest` (`contextfold sessions` "
-                "lists them).")
-UNKNOWN_MODEL_FIX = "--context-window N (or an entry in the $CONTEXTFOLD_MODELS overrides file)"
-
-
-def recorded_model(branch: Any) -> str | None:
-    """`core.resolver.recorded_model`, imported when a command runs rather than at start-up."""
-    from ..core.resolver import recorded_model as recorded
-
-    return recorded(branch)
 
 
 def import_file(*args: Any, **kwargs: Any) -> Any:
@@ -64,119 +54,6 @@ def import_file(*args: Any, **kwargs: Any) -> Any:
     from ..formats import import_file as load
 
     return load(*args, **kwargs)
-
-
-def resolve_model(
-    explicit: str | None, recorded: str | None = None, context_window: int | None = None,
-    *, compacts: bool = True, guaranteed: bool = True, resolver: ModelResolver | None = None,
-    max_output: int | None = None, learned: int | None = None,
-) -> ResolvedModel:
-    """The model resolver's answer for a command's options, its errors in the CLI's words
-    (bad input, exit 2): the explicit model, else the recorded one, else the default.
-
-    For a command that compacts (`compacts`), a window too small to compact in is bad input
-    naming the smallest that works: `guaranteed` for a command that compacts a whole
-    recorded history at once, not for the chat (a few turns at a time); `project` only shows
-    a request, whatever the window, and skips that check (and the summariser it loads).
-    """
-    from ..core.catalog import CatalogConfigError
-    from ..core.resolver import InvalidWindowError, ModelResolver, UnknownModelError
-    from ..core.resolver import WindowTooSmallError as TooSmall
-
-    resolver = resolver or ModelResolver()
-    try:
-        resolved = resolver.resolve(explicit, recorded=recorded, context_window=context_window,
-                                    max_output=max_output, learned=learned)
-        if compacts and guaranteed:
-            from ..summarize.extractive import smallest_summary_tokens
-
-            resolver.check_window(resolved, smallest_summary_tokens(guaranteed=True))
-        elif compacts:
-            from ..runtime.sizing import check_live_window
-
-            check_live_window(resolver, resolved)
-    except InvalidWindowError as exc:
-        option = "--max-output" if "output" in exc.what else "--context-window"
-        raise BadInput(exc.explain(option)) from None
-    except UnknownModelError as exc:
-        raise BadInput(exc.explain(UNKNOWN_MODEL_FIX)) from None
-    except CatalogConfigError as exc:  # the $CONTEXTFOLD_MODELS file is the user's to fix
-        raise BadInput(f"$CONTEXTFOLD_MODELS: {exc}") from None
-    except TooSmall as exc:
-        raise BadInput(exc.explain("--context-window", "--max-output")) from None
-    return resolved
-
-
-def stderr_progress() -> Callable[[str], None]:
-    """Progress lines of a long operation on stderr (stdout stays the command's result)."""
-    start = time.monotonic()
-
-    def say(line: str) -> None:
-        err_console.print(f"[dim]{time.monotonic() - start:6.1f}s  {line}[/]", highlight=False)
-
-    return say
-
-
-def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) -> T:
-    """Run a read-only command's `reads(store)`: the one place that picks the quick
-    `sqlite3` snapshot of an embedded database (no SQLAlchemy or asyncio to import) or,
-    whenever it cannot serve them exactly, the full store (docs/store.md). Synchronous:
-    call it from a command's synchronous body."""
-    from ..store.snapshot import read_only_store
-
-    return read_only_store(db, reads)
-
-
-async def session_id_of(store: SessionReader, ref: str) -> str:
-    """The whole id of the session `ref` names: the id, a unique prefix of it or `latest`
-    (`store.refs`, the one resolver of every face)."""
-    from ..store.refs import resolve_session_id
-
-    return await resolve_session_id(store, ref)
-
-
-async def _healthy_and_metadata(store: SessionReader, ref: str
-                                ) -> tuple[Branch, dict[str, Any]]:
-    """`_load_healthy`'s branch and the session's metadata (what a face recorded of it)."""
-    session_id = await session_id_of(store, ref)
-    branch = await _load_healthy(store, session_id)
-    return branch, dict((await store.get_session(session_id)).metadata)
-
-
-def _sized_model(metadata: dict[str, Any]) -> str | None:
-    from ..core.resolver import sized_for
-
-    sized = sized_for(metadata)
-    return sized[0] if sized else None
-
-
-async def stored_model(store: SessionReader, session_id: str) -> str | None:
-    """The model a stored session was written with: the branch's recorded model, else the
-    one a face sized it for (what `project` and `compact` fit to without --model)."""
-    branch = await store.load_branch(session_id)
-    metadata = dict((await store.get_session(session_id)).metadata)
-    return recorded_model(branch) or _sized_model(metadata)
-
-
-def recorded_resolver(metadata: dict[str, Any]) -> Any:
-    """The model resolver for a stored session: the window a face recorded for it counts."""
-    from ..core.resolver import recorded_resolver as resolver_for
-
-    return resolver_for(metadata)
-
-
-async def _load_healthy(store: SessionReader, session_id: str) -> Branch:
-    from ..core.tree import DamagedBranch
-
-    branch = await store.load_branch(session_id)
-    if isinstance(branch, DamagedBranch):
-        problems = "; ".join(str(p) for p in branch.problems)
-        raise BadInput(f"session {session_id} is damaged and read-only: {problems}")
-    if (await store.get_session(session_id)).read_only:  # damage in summarised history
-        full = await store.load_full_branch(session_id)
-        problems = "; ".join(str(p) for p in getattr(full, "problems", ())) or "marked read-only"
-        raise BadInput(f"session {session_id} is damaged and read-only: {problems}")
-    return branch
 
 
 @app.command("import")
@@ -387,201 +264,12 @@ def compaction_payload(outcome: Any, capacity: ModelCapacity, budget: Budget) ->
             f"{budget.tail_budget:,} tokens for this window, so it was folded into the summary "
             "too (a turn is kept whole or not at all); the next message starts the raw tail")
     return payload
-@app.command("project")
-def project_command(
-    session: str = typer.Argument(..., help=SESSION_HELP),
-    model: str | None = MODEL_OPTION,
-    context_window: int | None = WINDOW_OPTION,
-    format: str = typer.Option("openai", "--format", help="openai|anthropic"),
-    db: str | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
-) -> None:
-    """Print the next request in full: checkpoint summary and every raw message."""
-    out = Output(as_json)
-    if format not in ("openai", "anthropic"):
-        out.fail(BadInput(f"--format must be 'openai' or 'anthropic', not {format!r}"), 2)
-
-    def work() -> None:
-        from ..core.estimator import estimate_request
-        from ..core.projection import project
-        from ..formats.request import export_session
-        from ..stored_request import stored_system, stored_tools
-
-        branch, metadata = read_only(db, lambda store: _healthy_and_metadata(store, session))
-        # A proxied session is sized for the window the proxy used (its --model-window).
-        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
-                                 context_window, compacts=False,
-                                 resolver=recorded_resolver(metadata))
-        capacity, budget = resolved.capacity, resolved.budget
-        projection = project(branch)
-        # The request contextfold's conversation sends (the service's too): its stored
-        # system prompt and the recall tools, counted as the service counts them.
-        system, tools = stored_system(metadata), stored_tools()
-        body = export_session(projection, format=format, system=system)
-        payload = {
-            "model": capacity.model,
-            "estimated_tokens": estimate_request(projection, capacity, system=system,
-                                                 tools=tools).tokens,
-            "safe_input_limit": budget.safe_input_limit,
-            **({"system": body["system"]} if body.get("system") else {}),
-            "tools": [t["name"] for t in tools],
-            "messages": body["messages"],
-        }
-        out.emit(payload, lambda: render_projection(payload))
-
-    run(out, work)
 
 
-@app.command("context")
-def context_command(
-    session: str = typer.Argument(..., help=SESSION_HELP),
-    model: str | None = MODEL_OPTION,
-    context_window: int | None = WINDOW_OPTION,
-    db: str | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
-) -> None:
-    """Where the next request's tokens go, by category, and when the next compaction comes.
-
-    System prompt, tools, checkpoint, pins, recalled excerpts, recent messages, tool results
-    and the free space below the safe input limit: the page's breakdown, the chat's
-    /context."""
-    out = Output(as_json)
-
-    def work() -> None:
-        from ..core.breakdown import context_report, history_figures
-        from ..core.estimator import MessageCosts, estimate_request
-        from ..core.projection import project
-        from ..stored_request import stored_system, stored_tools
-
-        async def reads(store: SessionReader) -> tuple[Any, ...]:
-            whole = await session_id_of(store, session)
-            branch, metadata = await _healthy_and_metadata(store, whole)
-            full = await store.load_full_branch(whole)
-            return whole, branch, metadata, getattr(full, "nodes", ())
-
-        whole, branch, metadata, history = read_only(db, reads)
-        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
-                                 context_window, compacts=False,
-                                 resolver=recorded_resolver(metadata))
-        capacity, budget = resolved.capacity, resolved.budget
-        projection = project(branch)
-        system, tools = stored_system(metadata), stored_tools()
-        costs = MessageCosts(capacity)
-        estimate = estimate_request(projection, capacity, system=system, tools=tools,
-                                    costs=costs)
-        full, checkpoints = history_figures(history, costs, system=system, tools=tools)
-        payload = {"session_id": whole, "model": capacity.model,
-                   **context_report(projection, costs, system=system, tools=tools,
-                                    used=estimate.tokens, method=estimate.method,
-                                    limit=budget.safe_input_limit,
-                                    threshold=budget.auto_threshold,
-                                    context_window=capacity.context_window,
-                                    full_history=full, checkpoints=checkpoints)}
-        out.emit(payload, lambda: render_context(payload))
-
-    run(out, work)
-
-
-@app.command("show")
-def show_command(
-    session: str = typer.Argument(..., help=SESSION_HELP),
-    last: int | None = typer.Option(
-        None, "--last", "--tail", min=0,
-        help=f"Only the branch's newest N nodes and the forks off them (default: {SHOW_PAGE} "
-             "on a terminal, all with --json; 0: all)."),
-    db: str | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
-) -> None:
-    """The durable history as a tree (checkpoints marked) next to what the model sees.
-
-    A page reads only the nodes it shows, however long the history."""
-    out = Output(as_json)
-    page = last if last is not None else (None if as_json else SHOW_PAGE)
-    if page == 0:
-        page = None
-
-    def work() -> None:
-        from ..core.tree import Branch, DamagedBranch
-
-        async def reads(store: SessionReader) -> tuple[Any, ...]:
-            sid = await session_id_of(store, session)
-            info = await store.get_session(sid)
-            if page is None:
-                nodes = await store.load_tree(sid)
-                branch = model_view = await store.load_full_branch(sid)
-            else:
-                nodes = await store.load_tree_page(sid, limit=page)
-                branch = await store.load_branch_page(sid, limit=page)
-                model_view = await store.load_branch(sid)
-            problems = tuple(getattr(branch, "problems", ()) or
-                             getattr(model_view, "problems", ()))
-            if info.read_only and not problems:  # damage in summarised history, off the page
-                problems = tuple(getattr(await store.load_full_branch(session), "problems", ()))
-            return info, nodes, branch, model_view, problems
-
-        info, nodes, branch, model_view, problems = read_only(db, reads)
-        if info.read_only and isinstance(model_view, Branch):
-            # One report everywhere (SPEC D2): the readable view, marked read-only.
-            model_view = DamagedBranch(readable=model_view.nodes, problems=problems)
-        on_branch = ({n.id for n in branch.nodes} if isinstance(branch, Branch)
-                     else {n.id for n in branch.readable})
-        rows = [{"id": n.id, "parent_id": n.parent_id, "kind": n.kind,
-                 "role": n.message.role if n.message else None,
-                 "on_branch": n.id in on_branch,
-                 "created_at": n.created_at.isoformat()} for n in nodes]
-        payload = {"session_id": info.id, "leaf_id": info.leaf_id,
-                   "branch_revision": info.branch_revision, "read_only": info.read_only,
-                   "problems": [str(p) for p in problems],
-                   "nodes": rows}
-        complete = page is None or (isinstance(branch, Branch) and branch.complete)
-        if page is not None:
-            payload["page"] = {"last": page, "complete": complete}
-        out.emit(payload, lambda: render_tree(info, nodes, branch, model_view,
-                                              page=None if complete else page))
-
-    run(out, work)
-
-
-@app.command("verify")
-def verify_command(
-    session: str = typer.Argument(..., help=SESSION_HELP + " Its whole tree is checked."),
-    expect: str | None = typer.Option(
-        None, "--expect", help="Head digest recorded earlier: fail unless the session's latest "
-        "node still has it."),
-    db: str | None = DB_OPTION,
-    as_json: bool = JSON_OPTION,
-) -> None:
-    """Check a session's whole tree: every hash, the digest chain, links and the move log.
-
-    Exit 0 when sound, 1 when damage or tampering is found (listed), 2 for bad input.
-    """
-    from ..store import open_store
-    from ..store.verify import verify_tree
-
-    out = Output(as_json)
-
-    async def work() -> dict[str, Any]:
-        async with await open_store(db) as store:
-            sid = await session_id_of(store, session)
-            report = await verify_tree(store, sid)
-        payload = report.to_json()
-        if expect is not None and report.heads.get(sid) != expect:
-            payload["ok"] = False
-            payload["problems"].append(
-                f"head digest of session {sid} is {report.heads.get(sid)}, not the "
-                f"expected {expect}: its history was rewritten")
-
-        def human() -> None:
-            verdict = "[green]sound[/]" if payload["ok"] else "[red]DAMAGED[/]"
-            console.print(f"tree {report.tree_id}: {verdict}, {count(report.nodes, 'node')}, "
-                          f"{count(report.sessions, 'session')}")
-            for problem in payload["problems"][:50]:
-                console.print(f"  [red]-[/] {problem}")
-            console.print(f"head digest of {sid}: {report.heads.get(sid)}")
-
-        out.emit(payload, human)
-        return payload
-
-    payload = run(out, work)
-    if not payload["ok"]:
-        raise typer.Exit(1)
+# Re-exported (moved out in issue 39); imported last so `--help` keeps the commands' order.
+from .view_cmds import (  # noqa: E402, F401
+    context_command,
+    project_command,
+    show_command,
+    verify_command,
+)

@@ -18,6 +18,10 @@
 
 `Calibration` can learn a per-model multiplier from reported usage, bounded so it only moves
 an estimate as far as the evidence allows.
+
+Size: the estimate of one request (E1-E5) with the counters and per-message memo it runs on;
+`Calibration` (learning a multiplier from usage) could stand apart, which the core's regrouping
+(issue 39) decides, since only the script moving `core/` may split it.
 """
 
 from __future__ import annotations

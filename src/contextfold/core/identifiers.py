@@ -10,6 +10,10 @@ that message alone (and, for a tool result, on its call), so it can be memoised 
 
 Identifiers the user wrote are kept longer than those only seen in tool traffic, and those
 named in a constraint the user stated ("never overwrite X", `core.constraints`) longest.
+
+Size: one idea, identifier extraction, written as some thirty small extractors (per kind, per
+message part) that share the per-message memo and the dedupe rule; split by kind they would
+scatter the precision rules a reader checks together.
 """
 
 from __future__ import annotations

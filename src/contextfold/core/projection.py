@@ -4,6 +4,10 @@ SPEC T2-T4: the tail is read where it stands in the tree (never copied), only th
 checkpoint on the chain is projected, and older checkpoints never add to the context.
 The active pins follow the checkpoint (SPEC N1, `pins.py`); tool results before the
 checkpoint's `masked_before_id` are projected as placeholders (SPEC V1, `masking.py`).
+
+Size: the projection and the texts it puts into the request (ledger, recall block, turn context,
+checkpoint frame) are held whole until the core's regrouping (issue 39) moves the rendering to
+its own subject; only the script moving `core/` may split it.
 """
 
 from __future__ import annotations

@@ -10,6 +10,11 @@ a compaction when it does not fit (SPEC P1-P3); after a completed turn the auto 
 the background, so the compaction happens between turns (A1-A4); tool calls and approvals are
 never compacted while open (A2). During a compaction, retry / edit / fork / model switch /
 a second compaction raise `BusyError` and a send waits for it (U1-U4).
+
+Size: one public class, the application's handle on a session, whose operations are each a few
+lines over the driver (`runtime.driver`, `runtime.fitting`) sharing its held state; its pin
+operations are already apart (`pinning`), and issue 39 keeps a class whole in one module rather
+than spread over more mixins.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ Every write is one short transaction that first locks the session row (PostgreSQ
 conditional commit (SPEC C2) cannot interleave with an append. Nodes are only ever
 inserted; a session's leaf moves and its `branch_revision` grows by one with every move,
 and each move is logged in `leaf_moves`.
+
+Size: the store class proper (sessions, reading a branch, appending, importing, the conditional
+commit) over its operation mixins; recomposing it from mixins into parts is the store regrouping
+of issue 39, which only the script moving `store/` may do.
 """
 
 from __future__ import annotations
