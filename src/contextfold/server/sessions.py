@@ -25,12 +25,12 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..billing import SERVICE_KEY, session_bill
+from ..core.held import Held, nodes_bytes, text_bytes
 from ..core.messages import text_message
 from ..core.resolver import recorded_model
 from ..core.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..runtime.fitting import RECHECK_SECONDS
-from ..runtime.held import Held, nodes_bytes, text_bytes
 from ..store.base import StoreBase
 from ..store.liveness import holder_is_dead
 from ..store.protocol import SessionStore
@@ -41,10 +41,17 @@ from .models import Opened, ServerModels, refuse_unavailable
 from .views import event_json, gauge_json, iso, state_json
 
 META_KEY = SERVICE_KEY  # the session's settings in its metadata
-# What every open conversation holds besides its messages (the conversation, its event bus
-# and compaction runner, sizer, budget and tool definitions, recall, the session row's
-# objects, this `Live`): measured with tracemalloc over the service (about 19 KB a session).
-OPEN_BYTES = 19_000
+# The estimate of an open session (`Live.size`), set against what tracemalloc saw freed
+# when open sessions were dropped (sessions of 0, 3 and 10 turns of `bench/varied_data.py`
+# text): what every open conversation holds besides its messages (the conversation, its
+# event bus and compaction runner, sizer, budget and tool definitions, recall, this
+# `Live`), about 10 KB; its branch, about twice `nodes_bytes` (the parsed payloads, and
+# what is derived from them: the projection, the branch's index); its recall memo, about 6
+# times that memo's own estimate, which counts a match's text but not the word set worked
+# out from it.
+OPEN_BYTES = 10_000
+BRANCH_FACTOR = 2
+RECALL_FACTOR = 6
 REMOTE_POLL = 0.25
 UNREAD = object()  # no lease holder read for this request: read it from the store
 
@@ -120,10 +127,10 @@ class Live:
                               if grown else nodes_bytes(nodes))
         sizer = self.conv.sizer
         recall = getattr(getattr(self.conv, "_auto_recall", None), "_memo", None)
-        return OPEN_BYTES + self._measured[1] + 48 * len(sizer.costs) + \
+        return OPEN_BYTES + BRANCH_FACTOR * self._measured[1] + 48 * len(sizer.costs) + \
             text_bytes(sizer.system) + text_bytes(self.info) + \
             (text_bytes(self.cost) if self.cost is not None else 0) + \
-            (recall.bytes if isinstance(recall, Held) else 0)
+            (RECALL_FACTOR * recall.bytes if isinstance(recall, Held) else 0)
 
     def take_lease(self) -> str | object | None:
         """The holder the latest refresh read (UNREAD if none since the last take)."""
