@@ -70,6 +70,11 @@ async def test_y14_a_worker_evicts_idle_sessions_and_a_returning_one_continues(
         assert sids[0] in {live.session_id for live in sessions.open_sessions()}
         # Another evicted one is read (not written): its history is whole.
         assert len(await _texts(c, sids[1])) == 4
+        # The listing's memo of each session's model is in the same cache, bounded with it.
+        listed = (await c.get("/v1/sessions")).json()["sessions"]
+        assert [x["session_id"] for x in listed] == sids
+        assert {x["model"] for x in listed} == {"offline/echo"}
+        assert any(k[0] == "model" for k in held) and held.bytes <= held.max_bytes
 
 
 async def test_y14_a_session_running_something_is_never_evicted(service_factory) -> None:  # noqa: F811
