@@ -68,6 +68,12 @@ async def test_y14_a_worker_evicts_idle_sessions_and_a_returning_one_continues(
         assert after[4] == ("user", "[0.2] and after a while, once more")
         assert after[5][0] == "assistant" and len(after) == 6
         assert sids[0] in {live.session_id for live in sessions.open_sessions()}
+        # A branch grown at the leaf is measured by its new nodes only: the same size as
+        # measured whole.
+        for live in sessions.open_sessions():
+            grown = live.size()
+            live._measured = (None, 0)
+            assert live.size() == grown
         # Another evicted one is read (not written): its history is whole.
         assert len(await _texts(c, sids[1])) == 4
         # The listing's memo of each session's model is in the same cache, bounded with it.

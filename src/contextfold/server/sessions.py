@@ -116,21 +116,27 @@ class Live:
         sizer's memo of their costs and its system prompt, the session row, the cost
         worked out, the recall memo, and what every open conversation holds."""
         branch = self.conv.branch
-        nodes = getattr(branch, "nodes", None) or getattr(branch, "readable", ())
-        old, old_bytes = self._measured
-        if branch is not old:
-            old_nodes = getattr(old, "nodes", None)
-            grown = isinstance(branch, Branch) and isinstance(old, Branch) and \
-                0 < len(old_nodes or ()) <= len(nodes) and \
-                nodes[len(old_nodes) - 1] is old_nodes[-1] and nodes[0] is old_nodes[0]  # type: ignore[index]
-            self._measured = (branch, old_bytes + nodes_bytes(nodes[len(old_nodes):])  # type: ignore[arg-type]
-                              if grown else nodes_bytes(nodes))
+        if branch is not self._measured[0]:
+            self._measured = (branch, self._branch_bytes(branch))
         sizer = self.conv.sizer
+        # The conversation's own memo of recall matches (`runtime.auto_recall`, a `Held` of
+        # its own that the runtime does not expose): counted here, so the worker's bound
+        # covers it.
         recall = getattr(getattr(self.conv, "_auto_recall", None), "_memo", None)
         return OPEN_BYTES + BRANCH_FACTOR * self._measured[1] + 48 * len(sizer.costs) + \
             text_bytes(sizer.system) + text_bytes(self.info) + \
             (text_bytes(self.cost) if self.cost is not None else 0) + \
             (RECALL_FACTOR * recall.bytes if isinstance(recall, Held) else 0)
+
+    def _branch_bytes(self, branch: Branch | DamagedBranch | None) -> int:
+        old, old_bytes = self._measured
+        if isinstance(branch, Branch) and isinstance(old, Branch) and old.nodes and \
+                len(old.nodes) <= len(branch.nodes) and branch.nodes[0] is old.nodes[0] and \
+                branch.nodes[len(old.nodes) - 1] is old.nodes[-1]:
+            return old_bytes + nodes_bytes(branch.nodes[len(old.nodes):])  # grown at the leaf
+        if isinstance(branch, Branch):
+            return nodes_bytes(branch.nodes)
+        return nodes_bytes(branch.readable) if isinstance(branch, DamagedBranch) else 0
 
     def take_lease(self) -> str | object | None:
         """The holder the latest refresh read (UNREAD if none since the last take)."""
