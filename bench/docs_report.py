@@ -668,7 +668,7 @@ def benchmarks_md() -> str:
     lines += proxy_fleet_soak_section(load("proxy_fleet_soak"), load("proxy_fleet_soak_long"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
-    lines += service_soak_section(load("service_soak"))
+    lines += service_soak_section(load("service_soak"), load("service_soak_before"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),
                                   load("service_load"), load("service_turn_previous"))
     lines += varied_fit_section(load("scale"), load("scale_varied_before"),

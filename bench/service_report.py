@@ -67,23 +67,25 @@ def service_section(data: dict[str, Any] | None) -> list[str]:
 
 
 
-def _filling(run: dict[str, Any], cap: int) -> float:
-    """The least-squares bytes per conversation while the worker's live sessions fill up."""
-    from .proxy_soak import slope
-
-    return slope([(x["conversations"], x["rss_bytes"][0]) for x in run["samples"]
-                  if x["conversations"] <= cap])
+def _settled_ratio(run: dict[str, Any]) -> float:
+    """After the warm-up: the second half's last tenth of RSS samples against its first."""
+    settled = [x["rss_bytes"][0] for x in run["samples"][1:]
+               if x["conversations"] > run["conversations"] // 2]
+    k = max(1, len(settled) // 10)
+    return (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
 
 
 SOAK_HEAD = ("## Service memory over many conversations (issue 38, SPEC Y14: "
              "`bench/service_soak.py` → `bench/results/service_soak.json`)")
 
 
-def service_soak_section(data: dict[str, Any] | None) -> list[str]:
+def service_soak_section(data: dict[str, Any] | None,
+                         before: dict[str, Any] | None = None) -> list[str]:
     """One `contextfold serve` process serving thousands of short conversations, on SQLite
     and on PostgreSQL: its resident memory and a turn's latency over the run, first tenth
     against last, and the second half's slope per finished conversation (the proxy's
-    counterpart is `proxy_report.proxy_soak_section`)."""
+    counterpart is `proxy_report.proxy_soak_section`). `before`: the same script's run on
+    the code before the worker's cache was bounded by bytes, for comparison."""
     lines = [SOAK_HEAD, ""]
     if not data:
         return [*lines, "_not measured yet: run `python -m bench.service_soak`_", ""]
@@ -111,11 +113,7 @@ def service_soak_section(data: dict[str, Any] | None) -> list[str]:
         "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for name, run in runs.items():
         p = run["per_process"][0]
-        # After the warm-up: the second half's first tenth against its last.
-        settled = [s["rss_bytes"][0] for s in run["samples"][1:]
-                   if s["conversations"] > run["conversations"] // 2]
-        k = max(1, len(settled) // 10)
-        ratio = (sum(settled[-k:]) / k) / (sum(settled[:k]) / k)
+        ratio = _settled_ratio(run)
         lines.append(
             f"| {name} | {run['conversations']:,} ({run['turns']:,}) | {run['seconds']:,.0f} s "
             f"| {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
@@ -137,15 +135,19 @@ def service_soak_section(data: dict[str, Any] | None) -> list[str]:
             f"{run['stored']['sessions']:,} / {run['stored']['checkpoints']:,} |")
     lines += [
         "",
-        "A `serve` worker keeps up to "
-        f"{data['live_sessions_cap']:,} idle conversations open (least recently used go "
-        "first: `server/sessions.py`), a bound by count rather than by bytes like the proxy's "
-        "`--memory-cache`: memory climbs while the first "
-        f"{data['live_sessions_cap']:,} conversations are served, which the whole run's "
-        "first / last tenth shows (" + "; ".join(
-            f"{name}: {_filling(run, data['live_sessions_cap']) / 1024:,.0f} KB per "
-            "conversation until then" for name, run in runs.items())
-        + "), and what follows is the second half's slope and ratio. "
+        "The worker ran with `--memory-cache "
+        f"{data['memory_cache_mib']}` (MiB: its open sessions and the store's write memos, "
+        "in one cache bounded by their estimated bytes, least recently used out: "
+        "`server/sessions.py`; the default, 256, fills after some five thousand such "
+        "conversations and stays flat from there the same way): memory climbs while the "
+        "cache fills during the first few hundred conversations, which the whole run's "
+        "first / last tenth shows, and what follows is the second half's slope and ratio. "
+        "What still grows after that is outside the cache: the offline summariser's "
+        "memos of the message texts it read (`functools.lru_cache`s of 32,768 or 65,536 "
+        "texts in `summarize/`, bounded by count), about 5 KB per conversation served "
+        "(tracemalloc, the same conversations served in process: clearing them after 600 "
+        "freed 3.0 MB), until their counts are reached. "
+        + _before_sentence(before, runs) +
         "A turn's latency is the `POST /v1/sessions/{id}/messages` round trip as the client "
         "saw it (the offline model answers at once, so it is the service's own work: store "
         "the message, size the context, store the reply; a session whose pasted outputs "
@@ -156,3 +158,21 @@ def service_soak_section(data: dict[str, Any] | None) -> list[str]:
         "on this machine, so this run is the part a bench session allows.",
         ""]
     return lines
+
+
+def _before_sentence(before: dict[str, Any] | None, runs: dict[str, Any]) -> str:
+    """The same script's figures on the code that kept up to a count of sessions open."""
+    if not before:
+        return ""
+    cap = before.get("live_sessions_cap")
+    what = f"kept up to {cap:,} idle sessions open, a bound by count" if cap else \
+        "had no cache bounded by bytes"
+    figures = "; ".join(
+        f"{name}: {run['conversations']:,} conversations, "
+        f"{run['per_process'][0]['retained_bytes_per_conversation']:,} B kept per "
+        f"conversation, RSS {run['per_process'][0]['rss_end_mb']} MB at the end, "
+        f"second half's ratio {_settled_ratio(run):.3f}"
+        for name, run in before["runs"].items() if name in runs)
+    return (f"Before (`bench/results/service_soak_before.json`: the same script on the "
+            f"code whose worker {what}, and whose store memos were bounded by count): "
+            f"{figures}. ")

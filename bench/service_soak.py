@@ -10,11 +10,15 @@ at a time. The process's resident set is read every `SAMPLE` conversations by th
 soak's sampling (`bench/proxy_soak.py`: `sample_run`, `over_time`), which also gives the
 figures: the second half's least-squares slope (bytes kept per finished conversation, goal
 at most 4 KB), and the last tenth of the run against the first for memory and for the p50
-and p95 latency of a turn (a ratio above 1 is growth).
+and p95 latency of a turn (a ratio above 1 is growth). The worker runs with the proxy
+soak's `--memory-cache` (`MEMORY_CACHE` MiB: its open sessions and the store's memos,
+least recently used out), small enough to fill within the first few hundred conversations.
 
     python -m bench.service_soak                    # both stores -> bench/results/service_soak.json
     python -m bench.service_soak --conversations N  # another count per store (default 5,000)
     python -m bench.service_soak --quick            # 100 on SQLite, nothing written
+    python -m bench.service_soak --before           # -> bench/results/service_soak_before.json
+                                                    # (run on the code before a change)
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import httpx2
 
 from bench.proxy_soak import (
     CLIENTS,
+    MEMORY_CACHE,
     log_errors,
     on_each_store,
     over_time,
@@ -44,7 +49,8 @@ from bench.varied_data import varied_message
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "service_soak.json"
-CONVERSATIONS = 5000  # per store: 2.5 times the live sessions a worker keeps open (2,000)
+BEFORE = ROOT / "bench" / "results" / "service_soak_before.json"
+CONVERSATIONS = 5000  # per store
 SAMPLE = 100  # conversations between two readings of the server's memory
 MODEL = "offline/echo"
 
@@ -75,13 +81,22 @@ def conversation(client: httpx2.Client, url: str, n: int) -> list[float]:
     return took
 
 
+def memory_flag() -> list[str]:
+    """`--memory-cache MEMORY_CACHE`, for a `serve` that has the flag (none before SPEC Y14
+    reached the service: it kept up to 2,000 sessions open, a bound by count)."""
+    from contextfold.server.config import ServiceConfig
+
+    has = "memory_bytes" in ServiceConfig.__dataclass_fields__
+    return ["--memory-cache", str(MEMORY_CACHE)] if has else []
+
+
 def soak(db: str, conversations: int, tmp: Path, name: str) -> dict[str, Any]:
     """Serve `conversations` through one `contextfold serve` process on `db`; its samples and
     figures."""
     port = free_port()
     server = ServerProcess(name, [sys.executable, "-m", "contextfold", "serve", "--db", db,
                                   "--port", str(port), "--model", MODEL, "--rate-limit", "0",
-                                  "--log-level", "warning"], port,
+                                  "--log-level", "warning", *memory_flag()], port,
                            log=tmp / f"{name}.log", cwd=ROOT,
                            env={"CONTEXTFOLD_DB": "", "CONTEXTFOLD_MODEL": ""})
     try:
@@ -105,10 +120,8 @@ def main(argv: list[str]) -> int:
     count = 100 if quick else CONVERSATIONS
     if "--conversations" in argv:
         count = int(argv[argv.index("--conversations") + 1])
-    from contextfold.server.sessions import _MAX_LIVE
-
     out: dict[str, Any] = {"turns_per_conversation": "3-4", "clients": CLIENTS,
-                           "live_sessions_cap": _MAX_LIVE,
+                           "memory_cache_mib": MEMORY_CACHE if memory_flag() else None,
                            "sample_every": SAMPLE, "model": MODEL, "workers": 1,
                            "machine": platform.machine(), "cores": os.cpu_count(),
                            "python": platform.python_version(),
@@ -126,7 +139,8 @@ def main(argv: list[str]) -> int:
               f"{run['p95_ms_last_decile']} ms; log errors {run['log_errors']}; stored "
               f"{run['stored']}")
     if not quick:
-        RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        path = BEFORE if "--before" in argv else RESULTS
+        path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0
 
 

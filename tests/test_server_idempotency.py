@@ -124,7 +124,7 @@ async def test_a_repeat_while_the_first_attempt_runs_here_is_409_in_progress(
         sid, _ = await worth_compacting(c)
         await open_window(c, sid, gate)
         first = asyncio.create_task(_send(c, sid, "waits for the compaction", "k"))
-        live = next(iter(svc.app.state.service.sessions._live.values()))
+        live = svc.app.state.service.sessions.open_sessions()[0]
         # until the first attempt holds its key (it waits for the compaction, U2)
         await wait_until(lambda: live.keyed, "the first attempt never held its key")
         again = await _send(c, sid, "waits for the compaction", "k")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import MissingExtraError
-from .app import DB_OPTION, BadInput, Output, app, console, exit_code, run
+from .app import DB_OPTION, MEMORY_CACHE_OPTION, BadInput, Output, app, console, exit_code, run
 from .extras import require_extra
 from .llm_choice import summarizer_options
 
@@ -35,9 +35,7 @@ def proxy_command(
         "besides the loopback names and the bind address (repeatable)."),
     max_body_bytes: int = typer.Option(64 << 20, "--max-body-bytes", min=1024,
                                        help="Largest request body (default 64 MiB)."),
-    memory_cache: int = typer.Option(256, "--memory-cache", min=1, max=1 << 20,
-                                     help="MiB a process holds of the conversations it "
-                                     "serves (least recently used out; default 256)."),
+    memory_cache: int = MEMORY_CACHE_OPTION,
     db: str | None = DB_OPTION,
     summarizer_model: str | None = SUMMARIZER_MODEL,
     summarizer_base_url: str | None = SUMMARIZER_BASE_URL,

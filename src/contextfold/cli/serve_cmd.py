@@ -5,7 +5,18 @@ from __future__ import annotations
 import typer
 
 from ..errors import MissingExtraError
-from .app import DB_OPTION, JSON_OPTION, BadInput, Output, app, console, err_console, exit_code, run
+from .app import (
+    DB_OPTION,
+    JSON_OPTION,
+    MEMORY_CACHE_OPTION,
+    BadInput,
+    Output,
+    app,
+    console,
+    err_console,
+    exit_code,
+    run,
+)
 from .extras import require_extra
 from .help import Typer
 from .llm_choice import summarizer_options
@@ -51,6 +62,7 @@ def serve_command(
     max_message_chars: int = typer.Option(200_000, "--max-message-chars", min=1),
     rate_limit: int = typer.Option(600, "--rate-limit", min=0,
                                    help="Requests per minute per tenant (0: no limit)."),
+    memory_cache: int = MEMORY_CACHE_OPTION,
     summarizer_model: str | None = SUMMARIZER_MODEL,
     summarizer_base_url: str | None = SUMMARIZER_BASE_URL,
     summarizer_provider: str | None = SUMMARIZER_PROVIDER,
@@ -78,6 +90,7 @@ def serve_command(
                            allowed_hosts=tuple(allowed_host),
                            max_body_bytes=max_body_bytes, max_import_bytes=max_import_bytes,
                            max_message_chars=max_message_chars, rate_limit=rate_limit,
+                           memory_bytes=memory_cache << 20,
                            summarizer_model=summarizer_model,
                            summarizer_base_url=summarizer_base_url,
                            summarizer_provider=summarizer_provider)

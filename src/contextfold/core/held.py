@@ -17,7 +17,7 @@ bound holds within a small factor.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 DEFAULT_BYTES = 256 << 20  # a process's per-conversation memos (`--memory-cache`)
@@ -44,6 +44,12 @@ class Held:
             return None
         self._items.move_to_end(key)
         return held[0]
+
+    def peek(self, key: Hashable) -> Any:
+        """The value under `key` (None when absent), its recency left as it is (a look over
+        what is held, not a use)."""
+        held = self._items.get(key)
+        return None if held is None else held[0]
 
     def put(self, key: Hashable, value: Any, size: int) -> None:
         """Hold `value` under `key` at an estimated `size` bytes; evict to the bound."""
@@ -80,17 +86,25 @@ class Held:
         return iter(list(self._items))
 
     def _evict(self) -> None:
-        if self.bytes <= self.max_bytes:
+        excess = self.bytes - self.max_bytes
+        if excess <= 0:
             return
-        for key in list(self._items):  # oldest first
-            if self.bytes <= self.max_bytes:
-                return
-            value, size = self._items[key]
+        # Oldest first, read in place: a full cache evicts on nearly every put, and a copy
+        # of every key each time would cost O(entries) per put (a store's memos are many
+        # small entries).
+        gone: list[tuple[Hashable, Any, int]] = []
+        for key, (value, size) in self._items.items():
+            if excess <= 0:
+                break
             if getattr(value, "busy", False):
                 continue
+            gone.append((key, value, size))
+            excess -= size
+        for key, _, size in gone:
             del self._items[key]
             self.bytes -= size
-            self.evicted += 1
+        self.evicted += len(gone)
+        for _, value, _ in gone:  # told once all are out: a value told may use the cache
             told = getattr(value, "evicted", None)
             if callable(told):
                 told()
@@ -114,4 +128,9 @@ def text_bytes(value: Any, limit: int = 4) -> int:
     return 16
 
 
-__all__ = ["DEFAULT_BYTES", "Held", "text_bytes"]
+def nodes_bytes(nodes: Iterable[Any]) -> int:
+    """The estimated bytes of a branch's nodes (their messages' text and bookkeeping)."""
+    return sum(text_bytes(n, 7) for n in nodes)
+
+
+__all__ = ["DEFAULT_BYTES", "Held", "nodes_bytes", "text_bytes"]

@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.held import DEFAULT_BYTES
+
 DEFAULT_PORT = 8765
 
 
@@ -32,6 +34,9 @@ class ServiceConfig:
                   served at `summarizer_base_url` (default: its provider's) by
                   `summarizer_provider`; the server's key, never a client's
     max_*, rate_limit  SPEC W3 limits (bytes, characters, requests per minute per tenant)
+    memory_bytes  the most a worker holds of the sessions it serves (SPEC Y14,
+                  `--memory-cache` MiB): open sessions and the store's memos, estimated
+                  bytes, least recently used out
     """
 
     db: str | None = None
@@ -51,6 +56,7 @@ class ServiceConfig:
     max_import_bytes: int = 32 << 20
     max_message_chars: int = 200_000
     rate_limit: int = 600
+    memory_bytes: int = DEFAULT_BYTES
     offline_delay: float = 0.0  # seconds per streamed word of the offline model (demos)
     keepalive_seconds: float = 15.0
     # Test hook: called with each new Conversation (e.g. to observe its events).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -11,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, field_validator
 
 from .._net import checked_base_url
+from ..core.held import Held, text_bytes
 from ..core.tree import Branch
 from .deps import Body, Manager, Tenant
 from .errors import ApiError
@@ -78,35 +78,27 @@ async def list_sessions(who: Tenant, sessions: Manager) -> dict[str, Any]:
         out.append({"session_id": info.id, "title": info.title,
                     "created_at": iso(info.created_at),
                     "last_active_at": iso(info.updated_at),
-                    "model": await listed_model(store, info),
+                    "model": await listed_model(store, info, sessions.held),
                     "leaf_id": info.leaf_id, "revision": info.branch_revision,
                     "read_only": info.read_only, **await list_fields(store, info)})
     return {"sessions": out}
 
 
-# (tenant, session) -> ((revision, settings), model): a session's model is read from its
-# branch once per revision and model setting (a switch moves no revision), not on every
-# listing.
-_MODELS: OrderedDict[tuple[str, str], tuple[tuple[int, str], str | None]] = OrderedDict()
-_MODELS_KEPT = 4096
-
-
-async def listed_model(store: Any, info: Any) -> str | None:
+async def listed_model(store: Any, info: Any, held: Held) -> str | None:
     """The session's model as every face lists it (`billing.billed_model`, which
     `contextfold sessions` shows too): the model it is set to, else the one its branch
-    recorded (an imported session's), else the one its metadata names."""
+    recorded (an imported session's), else the one its metadata names. Read from the branch
+    once per revision and model setting (a switch moves no revision), not on every listing:
+    remembered in the worker's cache (SPEC Y14)."""
     from ..billing import SERVICE_KEY, billed_model
 
-    key = (info.tenant_id, info.id)
+    key = ("model", info.tenant_id, info.id)
     version = (info.branch_revision, repr(info.metadata.get(SERVICE_KEY)))
-    known = _MODELS.get(key)
+    known = held.get(key)
     if known is not None and known[0] == version:
-        _MODELS.move_to_end(key)
-        return known[1]
+        return known[1]  # type: ignore[no-any-return]
     model = billed_model(await store.load_full_branch(info.id), info.metadata)
-    _MODELS[key] = (version, model)
-    while len(_MODELS) > _MODELS_KEPT:
-        _MODELS.popitem(last=False)
+    held.put(key, (version, model), text_bytes(key) + text_bytes((version, model)))
     return model
 
 

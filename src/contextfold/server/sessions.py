@@ -7,6 +7,12 @@ something on the session, and re-reads the branch (O(tail)) only when the row's 
 revision moved, so writes made by other workers are seen. Runtime events go to the hub
 (SSE on any worker); "compacting" on another worker is read from the store's compaction
 lease (docs/service.md, Several workers).
+
+The open sessions are held in the worker's one cache of what it keeps per conversation
+(`Held`, SPEC Y14: bounded by estimated bytes, `--memory-cache`, least recently used out),
+with the store's write memos: a session running something is never evicted, and an evicted
+one is opened again from the store when it is asked for, so memory does not grow with the
+number of sessions served.
 """
 
 from __future__ import annotations
@@ -14,16 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..billing import SERVICE_KEY, session_bill
+from ..core.held import Held, nodes_bytes, text_bytes
 from ..core.messages import text_message
 from ..core.resolver import recorded_model
 from ..core.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..runtime.fitting import RECHECK_SECONDS
+from ..store.base import StoreBase
 from ..store.liveness import holder_is_dead
 from ..store.protocol import SessionStore
 from .config import ServiceConfig
@@ -33,7 +41,17 @@ from .models import Opened, ServerModels, refuse_unavailable
 from .views import event_json, gauge_json, iso, state_json
 
 META_KEY = SERVICE_KEY  # the session's settings in its metadata
-_MAX_LIVE = 2000  # idle conversations kept open per worker (least recently used go first)
+# The estimate of an open session (`Live.size`), set against what tracemalloc saw freed
+# when open sessions were dropped (sessions of 0, 3 and 10 turns of `bench/varied_data.py`
+# text): what every open conversation holds besides its messages (the conversation, its
+# event bus and compaction runner, sizer, budget and tool definitions, recall, this
+# `Live`), about 10 KB; its branch, about twice `nodes_bytes` (the parsed payloads, and
+# what is derived from them: the projection, the branch's index); its recall memo, about 6
+# times that memo's own estimate, which counts a match's text but not the word set worked
+# out from it.
+OPEN_BYTES = 10_000
+BRANCH_FACTOR = 2
+RECALL_FACTOR = 6
 REMOTE_POLL = 0.25
 UNREAD = object()  # no lease holder read for this request: read it from the store
 
@@ -77,6 +95,48 @@ class Live:
         self.lease: str | object | None = UNREAD
         # When the branch held here was last read from the store (its rows' hashes checked).
         self.checked_at = time.monotonic()
+        # The branch `size` last measured and its nodes' bytes: a branch grown at the leaf
+        # is measured by its new nodes only.
+        self._measured: tuple[Any, int] = (None, 0)
+        self.on_evicted: Callable[[Live], None] | None = None  # the manager's
+
+    @property
+    def busy(self) -> bool:
+        """In use here (a turn or its stream, a compaction, a refresh): the cache passes it
+        over, so two requests of one session never get two conversations."""
+        return self.active or self.lock.locked()
+
+    def evicted(self) -> None:
+        """Dropped from the cache while idle: the session's next request opens it again."""
+        if self.on_evicted is not None:
+            self.on_evicted(self)
+
+    def size(self) -> int:
+        """The estimated bytes this open session keeps (SPEC Y14): its branch's nodes, the
+        sizer's memo of their costs and its system prompt, the session row, the cost
+        worked out, the recall memo, and what every open conversation holds."""
+        branch = self.conv.branch
+        if branch is not self._measured[0]:
+            self._measured = (branch, self._branch_bytes(branch))
+        sizer = self.conv.sizer
+        # The conversation's own memo of recall matches (`runtime.auto_recall`, a `Held` of
+        # its own that the runtime does not expose): counted here, so the worker's bound
+        # covers it.
+        recall = getattr(getattr(self.conv, "_auto_recall", None), "_memo", None)
+        return OPEN_BYTES + BRANCH_FACTOR * self._measured[1] + 48 * len(sizer.costs) + \
+            text_bytes(sizer.system) + text_bytes(self.info) + \
+            (text_bytes(self.cost) if self.cost is not None else 0) + \
+            (RECALL_FACTOR * recall.bytes if isinstance(recall, Held) else 0)
+
+    def _branch_bytes(self, branch: Branch | DamagedBranch | None) -> int:
+        old, old_bytes = self._measured
+        if isinstance(branch, Branch) and isinstance(old, Branch) and old.nodes and \
+                len(old.nodes) <= len(branch.nodes) and branch.nodes[0] is old.nodes[0] and \
+                branch.nodes[len(old.nodes) - 1] is old.nodes[-1]:
+            return old_bytes + nodes_bytes(branch.nodes[len(old.nodes):])  # grown at the leaf
+        if isinstance(branch, Branch):
+            return nodes_bytes(branch.nodes)
+        return nodes_bytes(branch.readable) if isinstance(branch, DamagedBranch) else 0
 
     def take_lease(self) -> str | object | None:
         """The holder the latest refresh read (UNREAD if none since the last take)."""
@@ -116,8 +176,13 @@ class SessionManager:
         # Built once per worker: the configured object (tests), else --summarizer-model's.
         self.summarizer = config.summarizer if config.summarizer is not None else \
             self.models.summarizer()
-        self._live: OrderedDict[tuple[str, str], Live] = OrderedDict()
+        # The worker's one cache of what it holds per conversation (SPEC Y14): the open
+        # sessions ("live", tenant, session) and the store's write memos.
+        self.held = Held(config.memory_bytes)
+        if isinstance(store, StoreBase):
+            store.hold_memos_in(self.held)
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
+        self._closing: set[asyncio.Task[None]] = set()  # evicted conversations closing
         hub.on_cancel = self._cancel_local
 
     # ------------------------------------------------------------------ models
@@ -143,8 +208,7 @@ class SessionManager:
         settings = replace(settings, model=opened.resolved.name)  # kept if the default moves
         store = self.store.for_tenant(tenant)
         info = await store.create_session(title=title, metadata={META_KEY: _meta(settings)})
-        conv = await self._open_conv(store, info.id, opened, settings)
-        return self._remember(Live(tenant, conv, settings, opened, info))
+        return await self._open(tenant, store, info, opened, settings)
 
     async def get(self, tenant: str, session_id: str) -> Live:
         """The live session, re-read from the store unless something runs on it here.
@@ -154,28 +218,30 @@ class SessionManager:
         over the tenant's store: never another tenant's session); an ambiguous one is a
         400 listing the candidates. A live session's whole id costs no read.
         """
-        if (tenant, session_id) not in self._live:
+        if ("live", tenant, session_id) not in self.held:
             from ..store.refs import resolve_session_id
 
             session_id = await resolve_session_id(self.store.for_tenant(tenant), session_id)
         key = (tenant, session_id)
         lock = self._opening.setdefault(key, asyncio.Lock())
         async with lock:
-            live = self._live.get(key)
+            live = self.held.get(("live", *key))
             if live is None:
-                store = self.store.for_tenant(tenant)
-                info = await store.get_session(session_id)
-                settings = Settings.from_metadata(info.metadata)
-                opened = self.models.open(settings.model, settings.context_window,
-                                          settings.base_url)
-                conv = await self._open_conv(store, session_id, opened, settings)
-                live = Live(tenant, conv, settings, opened, info)
-                self._reopen(live)
-                return self._remember(live)
-            self._live.move_to_end(key)
+                try:
+                    store = self.store.for_tenant(tenant)
+                    info = await store.get_session(session_id)
+                    settings = Settings.from_metadata(info.metadata)
+                    opened = self.models.open(settings.model, settings.context_window,
+                                              settings.base_url)
+                    return await self._open(tenant, store, info, opened, settings)
+                finally:
+                    if ("live", *key) not in self.held:  # not opened, or evicted at once
+                        self._opening.pop(key, None)
             live.lease = UNREAD
             if not live.active:
-                await self._refresh(live)
+                async with live.lock:  # held: the cache does not evict it meanwhile
+                    await self._refresh(live)
+                self.resize(live)
             return live
 
     async def _refresh(self, live: Live) -> None:
@@ -207,36 +273,54 @@ class SessionManager:
 
     recheck_seconds = RECHECK_SECONDS
 
-    async def _open_conv(self, store: SessionStore, session_id: str, opened: Opened,
-                         settings: Settings) -> Conversation:
+    async def _open(self, tenant: str, store: SessionStore, info: Any, opened: Opened,
+                    settings: Settings) -> Live:
+        """Open the session's conversation here and hold it in the cache."""
         conv = await Conversation.open(
-            store, session_id, model=opened.chat, capacity=opened.resolved.capacity,
+            store, info.id, model=opened.chat, capacity=opened.resolved.capacity,
             system=settings.system, summarizer=self.summarizer,
             summarizer_timeout=self.config.summarizer_timeout)
-        conv.subscribe(lambda event: self._on_event(conv, event))
+        live = Live(tenant, conv, settings, opened, info)
+        conv.subscribe(lambda event: self._on_event(live, event))
         if self.config.on_conversation is not None:
             maybe = self.config.on_conversation(conv)
             if asyncio.iscoroutine(maybe):
                 await maybe
-        return conv
-
-    def _remember(self, live: Live) -> Live:
-        self._live[(live.tenant, live.session_id)] = live
-        while len(self._live) > _MAX_LIVE:
-            key, oldest = next(iter(self._live.items()))
-            if oldest.active:
-                self._live.move_to_end(key)
-                break
-            del self._live[key]
-            self._opening.pop(key, None)
-            asyncio.get_running_loop().create_task(oldest.conv.close())
+        self._reopen(live)
+        live.on_evicted = self._evicted
+        self.held.put(("live", tenant, live.session_id), live, live.size())
         return live
 
+    def resize(self, live: Live) -> None:
+        """The session's branch or memos changed (a turn, a compaction, a refresh): its new
+        size in the cache, which evicts idle sessions to its bound."""
+        key = ("live", live.tenant, live.session_id)
+        if self.held.get(key) is live:
+            self.held.resize(key, live.size())
+
+    def _evicted(self, live: Live) -> None:
+        self._opening.pop((live.tenant, live.session_id), None)
+        task = asyncio.get_running_loop().create_task(live.conv.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    def open_sessions(self) -> list[Live]:
+        """The sessions open here now."""
+        out = []
+        for key in self.held:
+            if isinstance(key, tuple) and key[0] == "live":
+                live = self.held.peek(key)
+                if live is not None:
+                    out.append(live)
+        return out
+
     async def close(self) -> None:
-        for live in list(self._live.values()):
+        for live in self.open_sessions():
             with contextlib.suppress(Exception):
                 await live.conv.close()
-        self._live.clear()
+            self.held.pop(("live", live.tenant, live.session_id))
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
 
     async def fork(self, live: Live, node_id: str, title: str | None) -> Live:
         """Fork at `node_id` (the runtime's checks, SPEC O3) and open the new session with
@@ -257,6 +341,7 @@ class SessionManager:
         await live.conv.store.update_session_metadata(live.session_id,
                                                       {META_KEY: _meta(settings)})
         live.settings, live.opened = settings, opened
+        self.resize(live)  # a new sizer: its memo of costs starts again
         self.publish_gauge(live)
 
     def ensure_writable(self, live: Live, operation: str) -> None:
@@ -325,6 +410,7 @@ class SessionManager:
         metadata = {**live.info.metadata, META_KEY: _meta(live.settings)}
         cost = session_bill(full, metadata, self.models.resolver).to_json()
         live.cost = (key, cost)
+        self.resize(live)
         return cost
 
     async def problems(self, live: Live) -> list[str]:
@@ -343,14 +429,15 @@ class SessionManager:
         if not live.conv.read_only:
             self.hub.publish(live.session_id, "gauge", gauge_json(live.conv.gauge()))
 
-    def _on_event(self, conv: Conversation, event: Event) -> None:
+    def _on_event(self, live: Live, event: Event) -> None:
+        conv = live.conv
         sid = conv.session_id
         self.hub.publish(sid, event.kind, event_json(event))
         if event.kind.startswith("compaction_") and event.kind != "compaction_started":
-            busy = any(lv.turns > 0 for lv in self._live.values() if lv.conv is conv)
-            self.hub.publish(sid, "state", state_json(conv.state, busy=busy))
+            self.hub.publish(sid, "state", state_json(conv.state, busy=live.turns > 0))
             if not conv.read_only:
                 self.hub.publish(sid, "gauge", gauge_json(conv.gauge()))
+            self.resize(live)  # the branch was folded (or the attempt ended)
         elif event.kind == "compaction_started":
             self.hub.publish(sid, "state", state_json(conv.state))
 
@@ -400,8 +487,8 @@ class SessionManager:
 
     def _cancel_local(self, session_id: str) -> bool:
         cancelled = False
-        for (_, sid), live in list(self._live.items()):
-            if sid == session_id:
+        for live in self.open_sessions():
+            if live.session_id == session_id:
                 cancelled = live.conv.cancel_compaction() or cancelled
         return cancelled
 

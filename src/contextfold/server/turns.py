@@ -135,6 +135,7 @@ async def _run(sessions: SessionManager, live: Live, job: _Job) -> dict[str, Any
     finally:
         live.turns -= 1
         live.keyed.discard(job.node_id)
+        sessions.resize(live)  # its branch grew: its size in the worker's cache
         sessions.publish_state(live)
         sessions.publish_gauge(live)
     if not replayed:

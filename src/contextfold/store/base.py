@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextvars
 import copy
 import json
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Self, TypeVar
 
@@ -17,6 +16,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from contextfold.core.held import Held
 from contextfold.core.messages import Node, utc_now
 from contextfold.core.tree import Branch, DamagedBranch
 from contextfold.ids import new_id
@@ -36,7 +36,6 @@ from .schema import leaf_moves, sessions
 from .values import DEFAULT_TENANT, SessionInfo
 
 T = TypeVar("T")
-_SOUND_CACHE_SIZE = 4096
 _PENDING = "contextfold_after_commit"  # conn.info key: what to remember once committed
 # Set while a write runs again after `StaleMemo`: it then reads and locks as without a memo.
 _READ_ALL: contextvars.ContextVar[bool] = contextvars.ContextVar("contextfold_read_all",
@@ -55,12 +54,11 @@ class StoreBase:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        # (tree_id, node_id) whose O(tail) branch this instance has verified healthy. Nodes
-        # never change, so a verified chain stays verified; a child of one is verified by
-        # construction. Saves re-reading the tail on every append.
-        self._sound: OrderedDict[tuple[str, str], None] = OrderedDict()
         # What this instance read or wrote already: node bookkeeping, recall places,
-        # session rows (a guess, proved by the leaf move), checked index rows (issue 26).
+        # session rows (a guess, proved by the leaf move), checked index rows (issue 26),
+        # and the (tree_id, node_id) whose O(tail) branch it verified healthy (`sound`:
+        # nodes never change, so a verified chain stays verified; a child of one is verified
+        # by construction; saves re-reading the tail on every append).
         self._memo = WriteMemo()
         # Test hook: awaited at named points of a commit (cancellation and crash tests).
         self._step_hook: Callable[[str], Awaitable[None]] | None = None
@@ -87,6 +85,12 @@ class StoreBase:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+    def hold_memos_in(self, held: Held) -> None:
+        """Keep this store's write memos in `held`, the process's one cache of what it holds
+        per conversation (SPEC Y14; the service's), instead of a cache of their own. The
+        tenant-scoped copies follow; what was remembered is forgotten (memos only)."""
+        self._memo.use(held)
 
     def for_tenant(self, tenant: str) -> Self:
         """This store seen by one tenant (SPEC W1): the same engine and caches, but every
@@ -154,7 +158,7 @@ class StoreBase:
         if expected_leaf_id is not None and row["leaf_id"] != expected_leaf_id:
             return False
         key = (row["tree_id"], row["leaf_id"])
-        return key in self._sound and self._memo.nodes.get(key) is not None \
+        return key in self._memo.sound and self._memo.nodes.get(key) is not None \
             and self._memo.places.get(key) is not None
 
     def _after_commit(self, conn: AsyncConnection, remember: Callable[[], None]) -> None:
@@ -214,7 +218,7 @@ class StoreBase:
         return session_info(row, read_only=read_only)
 
     async def _is_damaged(self, conn: AsyncConnection, row: RowMapping) -> bool:
-        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._sound:
+        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._memo.sound:
             return False
         if await is_damaged(queries.SqlRows(conn), row["tree_id"], row["leaf_id"],
                             row["branch_revision"]):
@@ -226,7 +230,7 @@ class StoreBase:
         """Refuse to write to a read-only or damaged session (SPEC D2); cheap when cached."""
         if row["read_only"]:
             raise ReadOnlySessionError(row["id"])
-        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._sound:
+        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._memo.sound:
             return
         await self._writable_branch(conn, row)
 
@@ -246,10 +250,7 @@ class StoreBase:
         return branch
 
     def _remember_sound(self, tree_id: str, node_id: str) -> None:
-        self._sound[(tree_id, node_id)] = None
-        self._sound.move_to_end((tree_id, node_id))
-        while len(self._sound) > _SOUND_CACHE_SIZE:
-            self._sound.popitem(last=False)
+        self._memo.sound.put((tree_id, node_id), True)
 
     async def _insert_chain(self, conn: AsyncConnection, row: RowMapping,
                             chain: Sequence[Node], prefix_hashes: Sequence[str] = (), *,

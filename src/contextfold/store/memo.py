@@ -7,18 +7,26 @@ what was read or written once stays true. A session row is different: another wr
 move its leaf. A remembered row is therefore only a guess, and every write that starts from
 one proves it in the statement that moves the leaf (guarded by the remembered leaf,
 revision and read-only flag); when the guard fails, the transaction is rolled back and run
-again from the real row (`StaleMemo`). Bounded LRU maps: a long-running worker does not grow.
+again from the real row (`StaleMemo`).
+
+The memos live in a `Held` cache (SPEC Y14: bounded by their estimated bytes, least
+recently used out), the store's own of `MEMO_BYTES`, or the process's one cache when the
+face serving conversations hands it over (`StoreBase.hold_memos_in`): a long-running worker
+does not grow with the sessions it has written, and what it forgets it reads again.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any, Generic, TypeVar
 
-K = TypeVar("K")
+from ..core.held import Held, text_bytes
+
+K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-_SIZE = 4096
+# A store's memos when no process cache is handed over: about what 4,096 entries of each
+# kind held before they were bounded by bytes.
+MEMO_BYTES = 16 << 20
 
 
 class StaleMemo(Exception):
@@ -26,27 +34,28 @@ class StaleMemo(Exception):
     the write is rolled back and run again from the real row."""
 
 
-class Lru(Generic[K, V]):
-    """A small bounded map, least recently used first out."""
+class MemoMap(Generic[K, V]):
+    """One kind of a store's memos, kept in a `Held` cache under its own namespace (the
+    store instance's and the kind's), each entry sized by `text_bytes` of key and value."""
 
-    def __init__(self, size: int = _SIZE) -> None:
-        self._items: OrderedDict[K, V] = OrderedDict()
-        self._size = size
+    def __init__(self, held: Held, namespace: tuple[object, str]) -> None:
+        self._held = held
+        self._namespace = namespace
 
     def get(self, key: K) -> V | None:
-        value = self._items.get(key)
-        if value is not None:
-            self._items.move_to_end(key)
-        return value
+        """The value remembered under `key` (None: not known), now the most recently used."""
+        return self._held.get((self._namespace, key))  # type: ignore[no-any-return]
 
     def put(self, key: K, value: V) -> None:
-        self._items[key] = value
-        self._items.move_to_end(key)
-        while len(self._items) > self._size:
-            self._items.popitem(last=False)
+        """Remember `value` under `key` (least recently used memos out, to the bound)."""
+        self._held.put((self._namespace, key), value, text_bytes(key) + text_bytes(value))
 
     def pop(self, key: K) -> None:
-        self._items.pop(key, None)
+        """Forget `key` (nothing if it is not remembered)."""
+        self._held.pop((self._namespace, key))
+
+    def __contains__(self, key: object) -> bool:
+        return (self._namespace, key) in self._held
 
 
 class KnownRow(dict[str, Any]):
@@ -60,13 +69,25 @@ NODE_META = ("id", "parent_id", "kind", "role", "depth", "latest_checkpoint_id",
 
 
 class WriteMemo:
-    """The memo maps of one store instance (shared by its tenant-scoped copies)."""
+    """The memo maps of one store instance (shared by its tenant-scoped copies), in `held`
+    (a cache of `MEMO_BYTES` of its own when not given)."""
 
-    def __init__(self) -> None:
-        self.nodes: Lru[tuple[str, str], dict[str, Any]] = Lru()
-        self.places: Lru[tuple[str, str], Any] = Lru()  # recall_index.Place
-        self.rows: Lru[str, dict[str, Any]] = Lru()
-        self.hits: Lru[tuple[str, str, str, str], bool] = Lru()  # (tree, hash, node, message)
+    def __init__(self, held: Held | None = None) -> None:
+        self.use(held if held is not None else Held(MEMO_BYTES))
+
+    def use(self, held: Held) -> None:
+        """Keep the memos in `held` from now on (what was remembered is forgotten: memos
+        only). In place, so the tenant-scoped copies sharing this memo follow."""
+        self.held = held
+        ns = object()  # this memo's own keys, whatever else shares the cache
+        self.nodes: MemoMap[tuple[str, str], dict[str, Any]] = MemoMap(held, (ns, "nodes"))
+        # recall_index.Place
+        self.places: MemoMap[tuple[str, str], Any] = MemoMap(held, (ns, "places"))
+        self.rows: MemoMap[str, dict[str, Any]] = MemoMap(held, (ns, "rows"))
+        # (tree, hash, node, message)
+        self.hits: MemoMap[tuple[str, str, str, str], bool] = MemoMap(held, (ns, "hits"))
+        # (tree_id, node_id) whose O(tail) branch this instance verified healthy.
+        self.sound: MemoMap[tuple[str, str], bool] = MemoMap(held, (ns, "sound"))
 
     def remember_node(self, tree_id: str, meta: Mapping[str, Any]) -> None:
         self.nodes.put((tree_id, meta["id"]), {k: meta[k] for k in NODE_META if k in meta})

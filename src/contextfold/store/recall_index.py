@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from contextfold.core.messages import Node
 from contextfold.core.recall_text import index_document, indexed_text
 
-from .memo import Lru, StaleMemo
+from .memo import MemoMap, StaleMemo
 from .schema import recall_nodes, trees
 
 ROOT_DEPTH = -1
@@ -57,7 +57,7 @@ async def _taken(conn: AsyncConnection, tree_id: str, line_id: str, depth: int) 
 
 async def _base(conn: AsyncConnection, tree_id: str, node: Node, depth: int,
                 known: dict[str, Place], new_tree: bool,
-                places: Lru[tuple[str, str], Place] | None = None) -> tuple[Place, str]:
+                places: MemoMap[tuple[str, str], Place] | None = None) -> tuple[Place, str]:
     """The place the node would continue from, and how its (line, depth+1) is checked:
     "no" (a parent of this batch), "db" (read it), "index" (the parent's place was
     remembered: the unique index refuses a taken place, and the write is run again)."""
@@ -133,7 +133,7 @@ class Placement:
     places: dict[str, Place]
     trusted: list[str]
 
-    def forget(self, places: Lru[tuple[str, str], Place] | None, tree_id: str) -> None:
+    def forget(self, places: MemoMap[tuple[str, str], Place] | None, tree_id: str) -> None:
         """Drop the trusted parents' remembered places (one of them was taken)."""
         if places is not None:
             for parent in self.trusted:
@@ -141,7 +141,7 @@ class Placement:
 
 
 async def place_nodes(conn: AsyncConnection, tree_id: str, nodes: Sequence[tuple[Node, int]],
-                      places: Lru[tuple[str, str], Place] | None = None) -> Placement:
+                      places: MemoMap[tuple[str, str], Place] | None = None) -> Placement:
     """Place `nodes` (parents before children, each with its stored depth) on a stored
     tree. `places`: parents' places already known (issue 26: a steady append reads none)."""
     entries = [Entry.of(node, depth) for node, depth in nodes]

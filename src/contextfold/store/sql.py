@@ -199,7 +199,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
             branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
                                              row["branch_revision"])
             if isinstance(branch, Branch) and row["leaf_id"] is not None and \
-                    (row["tree_id"], row["leaf_id"]) not in self._sound and \
+                    (row["tree_id"], row["leaf_id"]) not in self._memo.sound and \
                     not await queries.history_problems(conn, row["tree_id"], branch):
                 # A write needn't re-read. Sound means the whole branch, summarised history
                 # included (hash-only walk, once per leaf and store instance), so that every
@@ -209,7 +209,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
                 # A row changed since this instance found the branch sound (edited in place
                 # by hand): forget that, so its writes and `get_session(...).read_only` see
                 # the damage as a fresh process does (SPEC D2).
-                self._sound.pop((row["tree_id"], row["leaf_id"]), None)
+                self._memo.sound.pop((row["tree_id"], row["leaf_id"]))
                 self._memo.rows.pop(session_id)
             return branch
 
@@ -429,7 +429,7 @@ class SqlSessionStore(BranchingOps, RecallOps, LeaseMixin, PinOps, MirrorOps, Te
         """
         boundary = plan.first_kept_id
         if boundary is None or row["read_only"] or row["leaf_id"] is None or \
-                (row["tree_id"], row["leaf_id"]) not in self._sound:
+                (row["tree_id"], row["leaf_id"]) not in self._memo.sound:
             return await self._writable_branch(conn, row)
         found = await queries.walk_up(conn, row["tree_id"], row["leaf_id"], boundary)
         branch = build_branch(found, row["leaf_id"], revision=row["branch_revision"],
