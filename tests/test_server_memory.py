@@ -138,3 +138,16 @@ async def test_y14_a_store_keeps_its_memos_in_the_cache_it_is_given(db_url: str)
             held.pop(key)
         node = await scoped.append(info.id, user("again"))
         assert [n.id for n in (await scoped.load_branch(info.id)).nodes][-1] == node.id
+
+
+async def test_y14_the_proxys_store_memos_live_in_the_proxys_one_cache(tmp_path) -> None:
+    """The proxy bounds everything it holds per conversation with one cache, the store's
+    write memos included (as `serve` does): not a second cache of the store's own."""
+    from contextfold.proxy import ProxyConfig
+    from contextfold.proxy.app import Proxy
+
+    async with await open_store(f"sqlite:///{tmp_path / 'p.db'}") as store:
+        before = store._memo.held
+        proxy = Proxy(ProxyConfig(upstream="http://127.0.0.1:9", windows={"*": 8_000}),
+                      store, client=None)
+        assert store._memo.held is proxy.held and before is not proxy.held

@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from ..runtime.held import Held
 from ..runtime.mirror import Mirror, Synced
+from ..store.base import StoreBase
 from ..store.protocol import SessionStore
 from .config import ProxyConfig
 from .exchange import ChatAdapter, exchange, out_headers
@@ -72,6 +73,9 @@ class Proxy:
         # used out (the mirror's sessions, chain hashes, stored ids and chain ends, the
         # parsed bodies, the figures, the response log).
         self.held = Held(config.memory_bytes)
+        # The store's write memos too, as `serve` does: one bound for the whole process.
+        if isinstance(self.raw_store, StoreBase):
+            self.raw_store.hold_memos_in(self.held)
         # `defer`: a steady turn's user message is stored with its reply (or alone when
         # none comes), one write transaction per request (issue 26).
         self.mirror = Mirror(store, summarizer=config.summarizer, settings=config.settings,

@@ -4,6 +4,6 @@ the faces name it here."""
 
 from __future__ import annotations
 
-from ..core.held import DEFAULT_BYTES, Held, text_bytes
+from ..core.held import DEFAULT_BYTES, Held, nodes_bytes, text_bytes
 
-__all__ = ["DEFAULT_BYTES", "Held", "text_bytes"]
+__all__ = ["DEFAULT_BYTES", "Held", "nodes_bytes", "text_bytes"]

@@ -28,17 +28,13 @@ from ..core.tree import Branch
 from ..store.protocol import SessionStore
 from .driver import BackgroundAuto, Tools, session_sizer
 from .fitting import healthy
-from .held import Held, text_bytes
+from .held import Held, nodes_bytes, text_bytes
 from .sizing import Sizer
 from .summarizers import GuardedSummarizer
 
 log = logging.getLogger("contextfold.mirror")
 
 Stored = tuple[str, list[str], tuple[str, ...]]  # session id, chain hashes, their node ids
-
-
-def _node_bytes(nodes: Sequence[Node]) -> int:
-    return sum(text_bytes(n, 7) for n in nodes)
 
 
 @dataclass(eq=False)
@@ -111,8 +107,8 @@ class MirrorSessions:
         so only those are measured)."""
         state = self.state(session_id)
         if branch is not state.branch:
-            state.branch_bytes = state.branch_bytes + _node_bytes(grown) \
-                if grown is not None and state.branch is not None else _node_bytes(branch.nodes)
+            state.branch_bytes = state.branch_bytes + nodes_bytes(grown) \
+                if grown is not None and state.branch is not None else nodes_bytes(branch.nodes)
         state.branch, state.leaf_hash = branch, leaf_hash
         self.held.resize(("mirror", session_id), state.size())
 
