@@ -394,3 +394,50 @@ async def _mirror_places_the_block(store) -> None:
         sent = build(parsed, body, synced)
         assert problems(sent["messages"]) == [], protocol
         assert "Kaplan-Meier" in json.dumps(sent["messages"])
+
+
+class _Searching:
+    """A store whose search returns the given messages for every query."""
+
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes = nodes
+
+    async def search_history_each(self, session_id, queries, *, limit, any_term):
+        from contextfold.store.values import RecallHit
+
+        return [[RecallHit(node=n, position=i, turn=i // 2 + 1)
+                 for i, n in enumerate(self.nodes)] for _ in queries]
+
+
+async def test_the_match_memo_counts_what_it_really_holds():  # Y14
+    import gc
+    import random
+    import tracemalloc
+
+    from bench.varied_data import varied_message
+
+    from contextfold.core.auto_recall import recall_query
+    from contextfold.runtime.auto_recall import AutoRecall
+
+    rng = random.Random(38)
+    nodes = [_node(f"n{i}", user(varied_message(rng))) for i in range(6)]
+    recall = AutoRecall(_Searching(nodes))  # type: ignore[arg-type]
+    queries = [q for q in (recall_query(f"compare the parser {i} with cache_{i}")
+                           for i in range(8)) if q is not None]
+    tracemalloc.start()
+    try:
+        gc.collect()
+        before = tracemalloc.get_traced_memory()[0]
+        for n, q in enumerate(queries):  # one entry per checkpoint: 8 memos of 6 matches
+            found = await recall._candidates("s", f"cp{n}", [q])
+            assert found is not None and len(found[0]) == len(nodes)
+            for c in found[0]:  # what choosing a block works out, kept with the match
+                c.words  # noqa: B018
+            del found, c
+        gc.collect()
+        measured = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    reported = recall._memo.bytes
+    assert len(recall._memo) == len(queries)
+    assert measured / 2 <= reported <= measured * 2, (reported, measured)

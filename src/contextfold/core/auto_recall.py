@@ -35,13 +35,14 @@ from functools import cached_property
 from typing import Any
 
 from .fit import recall_full
+from .held import text_bytes
 from .messages import Message, TextPart, ToolCallPart
 from .projection import Projection, RecallBlock, anchored, checkpoint_text
 from .recall_text import SearchQuery, Term, fold, tokens
 from .text_estimate import Count, estimate_text
 
-__all__ = ["Candidate", "RecallBlock", "RecallTurns", "choose_block", "held_blocks",
-           "identifier_query", "latest_request", "query_text", "recall_query",
+__all__ = ["Candidate", "RecallBlock", "RecallTurns", "candidates_bytes", "choose_block",
+           "held_blocks", "identifier_query", "latest_request", "query_text", "recall_query",
            "smallest_block", "undecided_needs_search", "within"]
 
 RECALL_HEADER = (
@@ -80,6 +81,16 @@ class Candidate:
         """The search tokens of `text`, computed once: the runtime memoises a search's
         candidates, so every request of a tool loop reuses them."""
         return frozenset(tokens(self.text))
+
+
+def candidates_bytes(candidates: Sequence[Candidate]) -> int:
+    """The estimated bytes a memo of `candidates` keeps: each match's fields, its text and
+    the word set worked out from it (computed here, as every request that reads the memo
+    would: the memo holds it from then on)."""
+    # A set's hash table (about 32 bytes a word) is more than `text_bytes` counts for a
+    # container; the word sets are most of what a match holds besides its text.
+    table = sum(32 * len(c.words) for c in candidates)  # computes and caches each set
+    return text_bytes(tuple(candidates), 4) + table
 
 
 def latest_request(projection: Projection) -> tuple[str, str, str] | None:

@@ -16,11 +16,20 @@ bound holds within a small factor.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from functools import update_wrapper
+from typing import Any, Generic, TypeVar
 
 DEFAULT_BYTES = 256 << 20  # a process's per-conversation memos (`--memory-cache`)
+# Each of the summariser's memos over message texts (`HeldMemo`). They are there so the
+# offline summary and its retention check read each user message once (issue 26), and so a
+# section compares a new bullet with the ones it holds without normalising them again.
+# Measured on a non-repeating 20,000-message history (`bench/varied_data.py`): its user
+# messages take 2-3 MB in each memo, and 4 MB of `norm_item` misses under 1% of 4.7 million
+# calls; so 4 MB each (20 MB in all), whatever the process has summarised before.
+TEXT_MEMO_BYTES = 4 << 20
 _OVERHEAD = 240  # bytes of an entry's own bookkeeping (key tuple, node, object headers)
 
 
@@ -133,4 +142,68 @@ def nodes_bytes(nodes: Iterable[Any]) -> int:
     return sum(text_bytes(n, 7) for n in nodes)
 
 
-__all__ = ["DEFAULT_BYTES", "Held", "nodes_bytes", "text_bytes"]
+_R = TypeVar("_R")
+
+
+class HeldMemo(Generic[_R]):
+    """A pure function of one text, its results remembered in a `Held` bounded by bytes
+    (`max_bytes`), least recently used out: a `functools.lru_cache` bounded by count keeps
+    that many texts of any length, which grows with what a process has summarised (SPEC Y14).
+
+    Each entry is sized by `text_bytes` of its argument and of its result, both of which
+    the memo keeps alive. Thread-safe: summarisers also run in worker threads
+    (`asyncio.to_thread`). The function runs outside the lock, so two threads may compute
+    one text at once; being pure, either result is the same."""
+
+    def __init__(self, fn: Callable[[str], _R], max_bytes: int) -> None:
+        self.fn = fn
+        self._held = Held(max_bytes)
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+        update_wrapper(self, fn)
+
+    def __call__(self, text: str) -> _R:
+        with self._lock:
+            if text in self._held:
+                self.hits += 1
+                return self._held.get(text)  # type: ignore[no-any-return]
+        result = self.fn(text)
+        size = text_bytes(text) + text_bytes(result)
+        with self._lock:
+            self.misses += 1
+            self._held.put(text, result, size)
+        return result
+
+    @property
+    def bytes(self) -> int:
+        """The estimated bytes held now (entries' sizes and bookkeeping)."""
+        return self._held.bytes
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound on `bytes`."""
+        return self._held.max_bytes
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def cache_clear(self) -> None:
+        """Forget every result (as `functools.lru_cache`'s `cache_clear`)."""
+        with self._lock:
+            self._held = Held(self._held.max_bytes)
+            self.hits = self.misses = 0
+
+
+def held_memo(max_bytes: int) -> Callable[[Callable[[str], _R]], HeldMemo[_R]]:
+    """Decorate a pure function of one text: its results remembered up to `max_bytes`
+    (`HeldMemo`)."""
+
+    def wrap(fn: Callable[[str], _R]) -> HeldMemo[_R]:
+        return HeldMemo(fn, max_bytes)
+
+    return wrap
+
+
+__all__ = ["DEFAULT_BYTES", "TEXT_MEMO_BYTES", "Held", "HeldMemo", "held_memo", "nodes_bytes",
+           "text_bytes"]

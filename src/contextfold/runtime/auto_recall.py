@@ -48,6 +48,7 @@ from ..core.auto_recall import (
     SEARCH_LIMIT,
     Candidate,
     RecallTurns,
+    candidates_bytes,
     choose_block,
     held_blocks,
     identifier_query,
@@ -232,7 +233,7 @@ class AutoRecall:
                     Candidate(node_id=h.node.id, position=h.position, turn=h.turn,
                               role=h.node.message.role, text=message_text(h.node.message))
                     for h in hits if h.node.message is not None)
-                self._memo.put(keys[i], got[i], sum(200 + len(c.text) for c in got[i]))
+                self._memo.put(keys[i], got[i], candidates_bytes(got[i]))
         return [got[i] for i in range(len(keys))]
 
     async def _search(self, session_id: str,

@@ -46,12 +46,10 @@ META_KEY = SERVICE_KEY  # the session's settings in its metadata
 # text): what every open conversation holds besides its messages (the conversation, its
 # event bus and compaction runner, sizer, budget and tool definitions, recall, this
 # `Live`), about 10 KB; its branch, about twice `nodes_bytes` (the parsed payloads, and
-# what is derived from them: the projection, the branch's index); its recall memo, about 6
-# times that memo's own estimate, which counts a match's text but not the word set worked
-# out from it.
+# what is derived from them: the projection, the branch's index). Its recall memo counts
+# itself (`core.auto_recall.candidates_bytes`: each match's text and word set).
 OPEN_BYTES = 10_000
 BRANCH_FACTOR = 2
-RECALL_FACTOR = 6
 REMOTE_POLL = 0.25
 UNREAD = object()  # no lease holder read for this request: read it from the store
 
@@ -126,7 +124,7 @@ class Live:
         return OPEN_BYTES + BRANCH_FACTOR * self._measured[1] + 48 * len(sizer.costs) + \
             text_bytes(sizer.system) + text_bytes(self.info) + \
             (text_bytes(self.cost) if self.cost is not None else 0) + \
-            (RECALL_FACTOR * recall.bytes if isinstance(recall, Held) else 0)
+            (recall.bytes if isinstance(recall, Held) else 0)
 
     def _branch_bytes(self, branch: Branch | DamagedBranch | None) -> int:
         old, old_bytes = self._measured

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from ..core.constraints import STEP_START, sentences
+from ..core.held import TEXT_MEMO_BYTES, held_memo
 from ..core.identifiers import error_line, extract_identifiers
 from ..core.messages import (
     AnnotationPart,
@@ -110,7 +110,7 @@ def _substantial(sentence: str, words: int = 4) -> bool:
     return not sentence.isascii() and sum(1 for ch in sentence if ord(ch) >= 0x2E80) >= 2 * words
 
 
-@lru_cache(maxsize=1 << 16)
+@held_memo(TEXT_MEMO_BYTES)
 def norm_item(item: str) -> str:
     """The form two bullets are compared in: case, spacing and a `(×N)` count ignored."""
     # Cached: sections compare every new item against the ones they hold.

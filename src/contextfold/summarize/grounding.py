@@ -20,8 +20,8 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
+from ..core.held import TEXT_MEMO_BYTES, held_memo
 from ..core.messages import Node
 from ..core.tool_calls import call_text
 from ..core.tree import message_nodes
@@ -41,7 +41,7 @@ _STOP = frozenset((
     "is", "are", "be", "was", "were", "it", "this", "that", "these", "those", "as", "into"))
 
 
-@lru_cache(maxsize=1 << 15)
+@held_memo(TEXT_MEMO_BYTES)
 def tokens(text: str) -> frozenset[str]:
     """The tokens `text` is compared by: NFKC, case-folded words and CJK bigrams."""
     out: set[str] = set()

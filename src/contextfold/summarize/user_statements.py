@@ -15,9 +15,9 @@ demonstrations) and clipping that never cuts an identifier. Pure text functions.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from ..core.constraints import constraint_sentences, sentences
+from ..core.held import TEXT_MEMO_BYTES, held_memo
 
 _DECIDED = re.compile(
     r"\b(?:we|i|the team)\s+(?:have\s+|'ve\s+|finally\s+)?(?:decided|agreed|settled on|chose)\b"
@@ -89,7 +89,7 @@ def is_correction(sentence: str) -> bool:
 
 # Large enough for every user message of a 100,000-message history: the summary reads them
 # all before the check reads them again (issue 26).
-@lru_cache(maxsize=1 << 15)
+@held_memo(TEXT_MEMO_BYTES)
 def user_statements(text: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(decisions, next steps, corrections): the sentences of a user message of each kind,
     verbatim, in order. A correction is also a decision (it states what stands now).
@@ -119,7 +119,7 @@ def without_code(text: str) -> str:
     return _CODE.sub(" [code] ", text)
 
 
-@lru_cache(maxsize=1 << 15)
+@held_memo(TEXT_MEMO_BYTES)
 def user_constraints(text: str) -> tuple[str, ...]:
     """The constraint sentences of a user message (`core.constraints`), cached like
     `user_statements`: the offline summary and the retention check read the same texts."""

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+
+from ..core.held import TEXT_MEMO_BYTES, held_memo
 
 # A whole message an agent wrote in the user role: never the user's statement.
 _INJECTED_START = re.compile(
@@ -123,7 +124,7 @@ class Split:
     pasted: tuple[str, ...]  # each pasted block, verbatim
 
 
-@lru_cache(maxsize=1 << 15)
+@held_memo(TEXT_MEMO_BYTES)
 def split_typed(text: str) -> Split:
     """`text` (a user message) split into the prose the user typed and the blocks pasted.
 
