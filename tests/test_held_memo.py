@@ -9,7 +9,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.core.held import HeldMemo, held_memo, text_bytes
+from contextfold.core.held import held_memo, text_bytes
 from contextfold.summarize import extractive_facts, grounding, user_statements, user_typed
 
 
@@ -24,20 +24,22 @@ def _counted(fn):
 
 
 def test_the_memo_stays_within_its_bytes_whatever_it_has_read():  # Y14
-    memo = HeldMemo(str.upper, 20_000)
+    memo = held_memo(20_000)(str.upper)
     rng = random.Random(7)
     for n in range(2_000):
         memo("".join(rng.choice("abc xyz") for _ in range(rng.randint(0, 400))) + str(n))
-        assert memo.bytes <= 20_000
+        assert memo.held.bytes <= 20_000
     # It holds about as many texts as fit, not a count: about 20 KB of them.
-    assert 10 < len(memo) < 100
+    assert 10 < len(memo.held) < 100
+    memo.cache_clear()
+    assert len(memo.held) == 0 and memo.held.bytes == 0
 
 
 def test_the_least_recently_used_text_goes_first():
     fn, calls = _counted(str.upper)
     texts = [f"{i:03d}" + "x" * 300 for i in range(3)]
     one = text_bytes(texts[0]) + text_bytes(texts[0].upper()) + 240  # `Held`'s bookkeeping
-    memo = HeldMemo(fn, 3 * one)
+    memo = held_memo(3 * one)(fn)
     for t in texts:
         memo(t)
     memo(texts[0])  # used again: now the most recent
@@ -52,10 +54,10 @@ def test_the_least_recently_used_text_goes_first():
 
 def test_a_text_larger_than_the_bound_is_computed_and_not_kept():
     fn, calls = _counted(str.upper)
-    memo = HeldMemo(fn, 1_000)
+    memo = held_memo(1_000)(fn)
     big = "y" * 5_000
     assert memo(big) == big.upper() and memo(big) == big.upper()
-    assert calls == [big, big] and len(memo) == 0 and memo.bytes == 0
+    assert calls == [big, big] and len(memo.held) == 0 and memo.held.bytes == 0
 
 
 @settings(max_examples=50, deadline=None)
@@ -63,11 +65,11 @@ def test_a_text_larger_than_the_bound_is_computed_and_not_kept():
 def test_the_summarisers_memos_answer_as_their_functions(texts, bound):
     for memo in (extractive_facts.norm_item, grounding.tokens, user_statements.user_statements,
                  user_statements.user_constraints, user_typed.split_typed):
-        assert isinstance(memo, HeldMemo)
-        small = HeldMemo(memo.fn, bound)  # a tight bound evicts all the time
+        fn = memo.__wrapped__
+        small = held_memo(bound)(fn)  # a tight bound evicts all the time
         for text in texts + texts[::-1]:
-            assert small(text) == memo(text) == memo.fn(text)
-        assert small.bytes <= bound
+            assert small(text) == memo(text) == fn(text)
+        assert small.held.bytes <= bound and memo.held.bytes <= memo.held.max_bytes
 
 
 def test_threads_share_one_memo_safely():
@@ -87,5 +89,5 @@ def test_threads_share_one_memo_safely():
         t.start()
     for t in threads:
         t.join()
-    assert wrong == [] and memo.bytes <= 50_000
-    assert memo.bytes == sum(text_bytes(t) * 2 + 240 for t in texts if t in memo._held)
+    assert wrong == [] and memo.held.bytes <= 50_000
+    assert memo.held.bytes == sum(text_bytes(t) * 2 + 240 for t in texts if t in memo.held)
