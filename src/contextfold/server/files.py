@@ -21,8 +21,8 @@ from ..replay import replay_series
 from ..store import DuplicateNodeError
 from .deps import Manager, Tenant
 from .errors import ApiError
+from .live import META_KEY
 from .models import ServerModels
-from .sessions import META_KEY
 from .views import iso
 
 router = APIRouter(prefix="/v1")

@@ -14,8 +14,9 @@ from ..core.held import Held, text_bytes
 from ..core.tree import Branch
 from .deps import Body, Manager, Tenant
 from .errors import ApiError
+from .live import Settings
 from .routes_page import list_fields
-from .sessions import Settings, damage
+from .sessions import damage
 from .sse import KEEPALIVE, sse, sse_response
 from .views import projection_json, tree_json
 

@@ -28,7 +28,8 @@ from .idempotency import (
     stored_anywhere,
     stored_in_tail,
 )
-from .sessions import Live, SessionManager
+from .live import Live
+from .sessions import SessionManager
 from .sse import KEEPALIVE, sse, sse_response, wants_sse
 from .views import turn_json
 
