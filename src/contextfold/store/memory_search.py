@@ -57,6 +57,10 @@ class MemoryIndex:
         self.turns: list[int] = []  # per branch position: user messages up to it (SPEC L2)
         self._entries: list[_Entry] = []
         self._postings: dict[str, list[int]] = {}  # token -> entry indexes, ascending
+        # token -> {entry index: its count in that entry}, and each entry's token count:
+        # what a search's BM25 reads (`_scores`), without a per-entry object look-up.
+        self._counts: dict[str, dict[int, int]] = {}
+        self._lengths: list[int] = []
         self._total_length = 0
 
     def push(self, node: Node) -> None:
@@ -73,8 +77,10 @@ class MemoryIndex:
         entry = len(self._entries)
         self._entries.append(_Entry(node, position, turn, f" {doc} ", counts, len(words)))
         self._total_length += len(words)
-        for word in counts:
+        self._lengths.append(len(words))
+        for word, count in counts.items():
             self._postings.setdefault(word, []).append(entry)
+            self._counts.setdefault(word, {})[entry] = count
 
     def search(self, query: SearchQuery, limit: int, *,
                any_term: bool = False) -> list[RecallHit]:
@@ -85,7 +91,10 @@ class MemoryIndex:
         if not found:
             return []
         scores = self._scores(query.terms, matched, found)
-        ranked = sorted(found, key=lambda e: (-scores[e], -e))
+        # Best first, newest first among equals: by entry, then by score (a stable sort
+        # keeps the newest first among equal scores), no key tuple per entry.
+        ranked = sorted(found, reverse=True)
+        ranked.sort(key=scores.__getitem__, reverse=True)
         exact = any(t.exact for t in query.terms)
         hits: list[RecallHit] = []
         for e in ranked:
@@ -131,23 +140,34 @@ class MemoryIndex:
     def _scores(self, terms: Iterable[Term], matched: list[set[int]],
                 found: set[int]) -> dict[int, float]:
         """BM25 of each found entry: idf by how many messages hold each term, the term's
-        frequency by its rarest token's count (a prefix counts once)."""
+        frequency by its rarest token's count (a prefix counts once).
+
+        A common word of a long session is held by thousands of messages, each scored at
+        every new user turn (SPEC L5): the loop reads the token's count and the message's
+        length from two flat look-ups, the same arithmetic in the same order (issue 40)."""
         n = len(self._entries)
-        entries = self._entries
         average = self._total_length / n if n else 1.0
         # BM25's length normalisation, split so the loop below does one multiply-add.
         flat, per_token = _K1 * (1 - _B), _K1 * _B / average
+        boost = _K1 + 1
+        lengths = self._lengths
         scores = dict.fromkeys(found, 0.0)
         for term, holders in zip(terms, matched, strict=True):
             if not holders:
                 continue
             idf = math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
             whole = term.tokens[:-1] if term.prefix else term.tokens
-            for e in holders & found:
-                entry = entries[e]
-                tf = (entry.counts[whole[0]] if len(whole) == 1
-                      else min((entry.counts[t] for t in whole), default=1))
-                scores[e] += idf * tf * (_K1 + 1) / (tf + flat + per_token * entry.length)
+            held = holders & found
+            if len(whole) == 1:
+                counts = self._counts[whole[0]]
+                for e in held:
+                    tf = counts[e]
+                    scores[e] += idf * tf * boost / (tf + flat + per_token * lengths[e])
+                continue
+            columns = [self._counts[t] for t in whole]
+            for e in held:
+                tf = min((c[e] for c in columns), default=1)
+                scores[e] += idf * tf * boost / (tf + flat + per_token * lengths[e])
         return scores
 
 
