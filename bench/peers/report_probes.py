@@ -18,6 +18,7 @@ from .figures import (
     probe_category,
     probe_share,
     probe_targets,
+    recall_budget,
 )
 
 
@@ -79,7 +80,39 @@ def probe_section(results: dict[str, Any], systems: dict[str, Any],
             found, asked = probe_category(systems[name], cat)
             cells.append(f"{found}/{asked}" if asked else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return [*lines, "", *_l5_cost(systems)]
+    return [*lines, "", *_recall_budget(systems), *_l5_cost(systems)]
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else pct(x)
+
+
+def _recall_budget(systems: dict[str, Any]) -> list[str]:
+    """The recall budget at the default share and at twice it (issue 40: the end battery
+    finds the blocks full), side by side."""
+    pairs = recall_budget(systems)
+    if not pairs:
+        return []
+    lines = ["### The recall budget (L5 with Q5)", "",
+             "Each row at the default recall budget (`auto_recall_share` 0.03 of the safe "
+             "limit) beside the same row at twice it (0.06): the end battery's probes found in "
+             "the request that asks, the probes asked during the session (after the first "
+             "compaction), the planted facts held in the request at the end, the price on the "
+             "quality transcripts under each cache rule set, prefix breaks and compactions.",
+             "",
+             "| rows (0.03 / 0.06) | end battery | probes during the session | held at the end"
+             " | " + " | ".join(f"price, {COLUMN_LABELS[c]}" for c in COLUMNS)
+             + " | prefix breaks | compactions |",
+             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in COLUMNS)
+             + " | ---: | ---: |"]
+    for p in pairs:
+        cells = [" / ".join(_share(x) for x in p[k]) for k in ("end_battery", "during",
+                                                               "held_end")]
+        cells += [" / ".join(f"${x:.2f}" for x in p["usd"][c]) for c in COLUMNS]
+        cells += [" / ".join(f"{x:,}" for x in p[k]) for k in ("prefix_breaks",
+                                                               "compactions")]
+        lines.append(f"| {p['rows'][0]} / {p['rows'][1]} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) -> list[str]:
