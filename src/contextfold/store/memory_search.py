@@ -57,10 +57,12 @@ class MemoryIndex:
         self.turns: list[int] = []  # per branch position: user messages up to it (SPEC L2)
         self._entries: list[_Entry] = []
         self._postings: dict[str, list[int]] = {}  # token -> entry indexes, ascending
-        # token -> {entry index: its count in that entry}, and each entry's token count:
-        # what a search's BM25 reads (`_scores`), without a per-entry object look-up.
-        self._counts: dict[str, dict[int, int]] = {}
-        self._lengths: list[int] = []
+        self._lengths: list[int] = []  # per entry, its token count (what BM25 reads)
+        # token -> ({entry: the token's count in it}, postings covered): built for the
+        # tokens searched, when first searched, and extended by the entries pushed since.
+        # One compact map per token reads much faster than thousands of entries' counters,
+        # and pushing (once per message stored) pays nothing for it.
+        self._columns: dict[str, tuple[dict[int, int], int]] = {}
         self._total_length = 0
 
     def push(self, node: Node) -> None:
@@ -78,9 +80,8 @@ class MemoryIndex:
         self._entries.append(_Entry(node, position, turn, f" {doc} ", counts, len(words)))
         self._total_length += len(words)
         self._lengths.append(len(words))
-        for word, count in counts.items():
+        for word in counts:
             self._postings.setdefault(word, []).append(entry)
-            self._counts.setdefault(word, {})[entry] = count
 
     def search(self, query: SearchQuery, limit: int, *,
                any_term: bool = False) -> list[RecallHit]:
@@ -143,8 +144,9 @@ class MemoryIndex:
         frequency by its rarest token's count (a prefix counts once).
 
         A common word of a long session is held by thousands of messages, each scored at
-        every new user turn (SPEC L5): the loop reads the token's count and the message's
-        length from two flat look-ups, the same arithmetic in the same order (issue 40)."""
+        every new user turn (SPEC L5): the counts come from the token's column
+        (`_column`), the lengths from a flat list, the same arithmetic in the same order
+        (issue 40)."""
         n = len(self._entries)
         average = self._total_length / n if n else 1.0
         # BM25's length normalisation, split so the loop below does one multiply-add.
@@ -159,16 +161,27 @@ class MemoryIndex:
             whole = term.tokens[:-1] if term.prefix else term.tokens
             held = holders & found
             if len(whole) == 1:
-                counts = self._counts[whole[0]]
+                column = self._column(whole[0])
                 for e in held:
-                    tf = counts[e]
+                    tf = column[e]
                     scores[e] += idf * tf * boost / (tf + flat + per_token * lengths[e])
                 continue
-            columns = [self._counts[t] for t in whole]
+            columns = [self._column(t) for t in whole]
             for e in held:
                 tf = min((c[e] for c in columns), default=1)
                 scores[e] += idf * tf * boost / (tf + flat + per_token * lengths[e])
         return scores
+
+    def _column(self, token: str) -> dict[int, int]:
+        """{entry: `token`'s count in it} for every entry holding it (see `_columns`)."""
+        postings = self._postings.get(token, [])
+        column, done = self._columns.get(token, ({}, 0))
+        if done < len(postings):
+            entries = self._entries
+            for e in postings[done:]:
+                column[e] = entries[e].counts[token]
+            self._columns[token] = (column, len(postings))
+        return column
 
 
 def _phrase(term: Term) -> re.Pattern[str]:
