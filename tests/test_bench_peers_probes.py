@@ -199,4 +199,7 @@ def test_the_recall_budget_table_sets_each_row_beside_twice_its_budget():  # L5,
     assert f"${a['usd_openai']:.2f} / ${b['usd_openai']:.2f}" in row
     ends = [probe_share(pair[n], "end") for n in (default, double)]
     assert ends[0] != ends[1] and f"{ends[0]:.1%} / {ends[1]:.1%}" in row
+    verdict = lines[-2]
+    # The stand-in "double" row is cheaper under both rules: no claim that it costs more.
+    assert verdict.startswith("Twice the budget") and "costs more" not in verdict
     assert _recall_budget({default: pair[default]}) == []

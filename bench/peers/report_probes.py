@@ -112,7 +112,34 @@ def _recall_budget(systems: dict[str, Any]) -> list[str]:
         cells += [" / ".join(f"{x:,}" for x in p[k]) for k in ("prefix_breaks",
                                                                "compactions")]
         lines.append(f"| {p['rows'][0]} / {p['rows'][1]} | " + " | ".join(cells) + " |")
-    return [*lines, ""]
+    return [*lines, "", _recall_budget_verdict(pairs), ""]
+
+
+def _recall_budget_verdict(pairs: list[dict[str, Any]]) -> str:
+    """What the table says about the default (issue 40: change it only if continuity rises
+    and the cost does not). The prices are the cost model's over fixed transcripts, so a
+    difference between the two rows is the setting's, not noise."""
+    dearer = [p for p in pairs if any(b > a for a, b in p["usd"].values())]
+    held_less = [p for p in pairs if None not in p["held_end"]
+                 and p["held_end"][1] < p["held_end"][0]]
+    rises = [f"{p['rows'][0]}: {_share(p['end_battery'][0])} to {_share(p['end_battery'][1])}"
+             for p in pairs if None not in p["end_battery"]
+             and p["end_battery"][1] > p["end_battery"][0]]
+    out = ("Twice the budget finds more of the end battery (" + "; ".join(rises) + ")"
+           if rises else "Twice the budget finds no more of the end battery")
+    if not dearer and not held_less:
+        return out + ", at no higher price: the default should be the larger budget."
+    costs = "; ".join(
+        f"{p['rows'][0]} " + ", ".join(
+            f"{(b - a) / a:+.1%} under {COLUMN_LABELS[c].split(' (')[0]}"
+            for c, (a, b) in p["usd"].items()) for p in dearer)
+    return (out + (f", but costs more ({costs}: the prices are the cost model's over the same "
+                   "transcripts, so the difference is the setting's, not noise)" if dearer
+                   else "")
+            + (", and holds fewer planted facts in the request without asking at the end"
+               if held_less else "")
+            + ". The default stays 0.03 (`core/budget.py` auto_recall_share): a larger budget "
+              "is a setting for a session whose questions reach back past the checkpoint.")
 
 
 def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) -> list[str]:
@@ -139,7 +166,8 @@ def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) ->
             "compact, `core.fit.recall_compaction_due`). That is the cause found when Q5 "
             "was measured here (commit fcca100: the end battery of the `contextfold` row "
             "went from 100% to 66.7%): a question that finds the blocks full goes out without "
-            "the fact it asks about. Known cost of Q5, open."]
+            "the fact it asks about. The recall budget table below sets each row beside "
+            "twice its budget."]
 
 
 def _l5_cost(systems: dict[str, Any]) -> list[str]:
