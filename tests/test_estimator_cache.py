@@ -42,3 +42,25 @@ def test_cached_checkpoint_cost_equals_uncached():  # E2 T3
     costs = MessageCosts(CAP)
     assert estimate_request(projection, CAP) == estimate_request(projection, CAP, costs=costs)
     assert costs(nodes[-1]) > 0  # the summary message is counted, once
+
+
+def test_text_estimates_memoised_equal_uncached_and_bounded(monkeypatch):  # E2, L5, issue 40
+    """A recall block or pin note is in every request until the next checkpoint (SPEC Q5):
+    its count is memoised by text, equal to the uncached one, and the memo stays bounded."""
+    from contextfold.core import estimator
+    from contextfold.core.estimator import MESSAGE_OVERHEAD
+    from contextfold.core.text_estimate import estimate_text
+
+    monkeypatch.setattr(estimator, "TEXTS_HELD", 4)
+    counted: list[str] = []
+    costs = MessageCosts(CAP)
+    real = costs._count
+    costs._count = lambda text: counted.append(text) or real(text)  # type: ignore[assignment]
+    texts = [f"[contextfold recall] node n{i}: the DOI 10.2307/{i} " * (i + 1)
+             for i in range(7)]
+    first = [costs.text_tokens(t) for t in texts]
+    assert first == [MESSAGE_OVERHEAD + estimate_text(t, "claude") for t in texts]
+    assert costs.text_tokens(texts[-1]) == first[-1]
+    assert counted.count(texts[-1]) == 1  # the second request's count is a look-up
+    assert len(costs._texts) <= 4
+    assert costs.text_tokens("") == 0

@@ -58,3 +58,33 @@ _mixed = st.text(st.one_of(st.characters(codec="ascii"), st.sampled_from(
 def test_tokens_equal_the_unicode_path(text) -> None:  # L1
     assert recall_text.tokens(text) == _slow_tokens(text)
     assert recall_text.tokens(text + "x" * 70) == _slow_tokens(text + "x" * 70)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["alpha", "beta", "gamma42", "δέλτα", "東京大学", "x"]),
+                min_size=0, max_size=60),
+       st.integers(8, 120))
+def test_index_document_fast_path_equals_the_bounded_loop(words, full) -> None:  # L1, issue 40
+    """A message whose tokens fit FULL_INDEX_CHARS is joined whole; the bounded loop gives
+    the same text for it, and over the bound the loop still decides (distinct words)."""
+    import pytest
+
+    text = " ".join(words)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(recall_text, "FULL_INDEX_CHARS", full)
+        mp.setattr(recall_text, "MAX_INDEX_CHARS", full * 2)
+        got = recall_text.index_document(text)
+        kept, size, seen = [], 0, set()
+        for word in recall_text.tokens(text):
+            if size < full:
+                kept.append(word)
+                seen.add(word)
+            elif word not in seen:
+                if size + len(word) + 1 > full * 2:
+                    break
+                kept.append(word)
+                seen.add(word)
+            else:
+                continue
+            size += len(word) + 1
+    assert got == " ".join(kept)

@@ -412,6 +412,10 @@ CF_OFFLINE = "contextfold (offline summariser)"
 L5_PAIRS = ((CF, "contextfold (L5 off)"),
             (CF_OFFLINE, "contextfold (offline summariser, L5 off)"))
 PROBE_GOAL = 0.95
+# SPEC L5 with Q5, issue 40: rows with twice the recall budget, each beside the same row at
+# the default share (`core/budget.py` CompactionSettings.auto_recall_share).
+RECALL_BUDGET_PAIRS = ((CF, CF + " (auto_recall_share=0.06)"),
+                       (SHIPPED, CF + " (tail_tokens=12000, auto_recall_share=0.06)"))
 
 
 def probe_share(entry: dict[str, Any], bucket: str) -> float | None:
@@ -525,5 +529,29 @@ def l5_cost(systems: dict[str, Any]) -> list[dict[str, Any]]:
                          if size in ms} if on == CF else {},
             "decide_ms": tuple(c.get("median_decide_ms") for c in cont),
             "probe_end": (probe_share(systems[on], "end"), probe_share(systems[off], "end")),
+        })
+    return out
+
+
+def recall_budget(systems: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per pair of `RECALL_BUDGET_PAIRS` that both ran: the end battery, the probes asked
+    during the session, the facts held at the end, prices under each cache rule set,
+    prefix breaks and compactions, for the default recall budget and twice it."""
+    out = []
+    for default, double in RECALL_BUDGET_PAIRS:
+        if default not in systems or double not in systems:
+            continue
+        rows = (systems[default], systems[double])
+        if not all(r.get("quality") and r.get("continuity") for r in rows):
+            continue
+        t = [totals(r) for r in rows]
+        out.append({
+            "rows": (default, double),
+            "end_battery": tuple(probe_share(r, "end") for r in rows),
+            "during": tuple(probe_share(r, "1") for r in rows),
+            "held_end": tuple(continuity_share(r, "end") for r in rows),
+            "usd": {col: tuple(x[f"usd_{col}"] for x in t) for col in COLUMNS},
+            "prefix_breaks": tuple(x["prefix_breaks"] for x in t),
+            "compactions": tuple(x["compactions"] for x in t),
         })
     return out

@@ -18,6 +18,7 @@ from .figures import (
     probe_category,
     probe_share,
     probe_targets,
+    recall_budget,
 )
 
 
@@ -79,7 +80,66 @@ def probe_section(results: dict[str, Any], systems: dict[str, Any],
             found, asked = probe_category(systems[name], cat)
             cells.append(f"{found}/{asked}" if asked else "-")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return [*lines, "", *_l5_cost(systems)]
+    return [*lines, "", *_recall_budget(systems), *_l5_cost(systems)]
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else pct(x)
+
+
+def _recall_budget(systems: dict[str, Any]) -> list[str]:
+    """The recall budget at the default share and at twice it (issue 40: the end battery
+    finds the blocks full), side by side."""
+    pairs = recall_budget(systems)
+    if not pairs:
+        return []
+    lines = ["### The recall budget (L5 with Q5)", "",
+             "Each row at the default recall budget (`auto_recall_share` 0.03 of the safe "
+             "limit) beside the same row at twice it (0.06): the end battery's probes found in "
+             "the request that asks, the probes asked during the session (after the first "
+             "compaction), the planted facts held in the request at the end, the price on the "
+             "quality transcripts under each cache rule set, prefix breaks and compactions.",
+             "",
+             "| rows (0.03 / 0.06) | end battery | probes during the session | held at the end"
+             " | " + " | ".join(f"price, {COLUMN_LABELS[c]}" for c in COLUMNS)
+             + " | prefix breaks | compactions |",
+             "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in COLUMNS)
+             + " | ---: | ---: |"]
+    for p in pairs:
+        cells = [" / ".join(_share(x) for x in p[k]) for k in ("end_battery", "during",
+                                                               "held_end")]
+        cells += [" / ".join(f"${x:.2f}" for x in p["usd"][c]) for c in COLUMNS]
+        cells += [" / ".join(f"{x:,}" for x in p[k]) for k in ("prefix_breaks",
+                                                               "compactions")]
+        lines.append(f"| {p['rows'][0]} / {p['rows'][1]} | " + " | ".join(cells) + " |")
+    return [*lines, "", _recall_budget_verdict(pairs), ""]
+
+
+def _recall_budget_verdict(pairs: list[dict[str, Any]]) -> str:
+    """What the table says about the default (issue 40: change it only if continuity rises
+    and the cost does not). The prices are the cost model's over fixed transcripts, so a
+    difference between the two rows is the setting's, not noise."""
+    dearer = [p for p in pairs if any(b > a for a, b in p["usd"].values())]
+    held_less = [p for p in pairs if None not in p["held_end"]
+                 and p["held_end"][1] < p["held_end"][0]]
+    rises = [f"{p['rows'][0]}: {_share(p['end_battery'][0])} to {_share(p['end_battery'][1])}"
+             for p in pairs if None not in p["end_battery"]
+             and p["end_battery"][1] > p["end_battery"][0]]
+    out = ("Twice the budget finds more of the end battery (" + "; ".join(rises) + ")"
+           if rises else "Twice the budget finds no more of the end battery")
+    if not dearer and not held_less:
+        return out + ", at no higher price: the default should be the larger budget."
+    costs = "; ".join(
+        f"{p['rows'][0]} " + ", ".join(
+            f"{(b - a) / a:+.1%} under {COLUMN_LABELS[c].split(' (')[0]}"
+            for c, (a, b) in p["usd"].items()) for p in dearer)
+    return (out + (f", but costs more ({costs}: the prices are the cost model's over the same "
+                   "transcripts, so the difference is the setting's, not noise)" if dearer
+                   else "")
+            + (", and holds fewer planted facts in the request without asking at the end"
+               if held_less else "")
+            + ". The default stays 0.03 (`core/budget.py` auto_recall_share): a larger budget "
+              "is a setting for a session whose questions reach back past the checkpoint.")
 
 
 def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) -> list[str]:
@@ -106,7 +166,8 @@ def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) ->
             "compact, `core.fit.recall_compaction_due`). That is the cause found when Q5 "
             "was measured here (commit fcca100: the end battery of the `contextfold` row "
             "went from 100% to 66.7%): a question that finds the blocks full goes out without "
-            "the fact it asks about. Known cost of Q5, open."]
+            "the fact it asks about. The recall budget table below sets each row beside "
+            "twice its budget."]
 
 
 def _l5_cost(systems: dict[str, Any]) -> list[str]:

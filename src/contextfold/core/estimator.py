@@ -83,6 +83,10 @@ CROSS_FAMILY_FACTORS: dict[tuple[str, str], float] = {
     ("gpt", "other"): 1.3,
 }
 DEFAULT_CROSS_FAMILY_FACTOR = 1.45
+# Texts whose estimate `MessageCosts.text_tokens` holds: a request's recall blocks, pin notes
+# and pins message are counted by every estimate until the next checkpoint (SPEC Q5); a few
+# dozen at a time. Past the bound the memo starts afresh (it only saves a recount).
+TEXTS_HELD = 256
 
 
 class ExactCounter:
@@ -193,6 +197,7 @@ class MessageCosts:
         self._tokens: dict[str, int] = {}
         self._system: tuple[str | None, int] = (None, 0)
         self._tools: tuple[object, int] = (None, 0)
+        self._texts: dict[str, int] = {}  # `text_tokens` memo, at most TEXTS_HELD texts
         self.computed = 0  # messages estimated (not looked up): what the memo saves
 
     def __len__(self) -> int:
@@ -211,8 +216,19 @@ class MessageCosts:
         return self._tools[1]
 
     def text_tokens(self, text: str) -> int:
-        """Tokens of a text message the projection adds itself (the pins, SPEC N1)."""
-        return MESSAGE_OVERHEAD + self._count(text) if text else 0
+        """Tokens of a text message the projection adds itself (the pins, SPEC N1; the
+        recall blocks, L5). Memoised by text: with SPEC Q5 the same blocks and notes are in
+        every request until the next checkpoint, and each request is estimated at least
+        twice (its fit, then with its recall blocks), so recounting them grew every
+        request's cost with the blocks held (issue 40)."""
+        if not text:
+            return 0
+        tokens = self._texts.get(text)
+        if tokens is None:
+            if len(self._texts) >= TEXTS_HELD:
+                self._texts.clear()
+            tokens = self._texts[text] = MESSAGE_OVERHEAD + self._count(text)
+        return tokens
 
     def measure(self, msg: Message) -> int:
         """Tokens of a message that is not a stored node (a draft, a clipped copy): not

@@ -138,6 +138,11 @@ def tokens(text: str) -> list[str]:
 def index_document(text: str) -> str:
     """The space-separated token text the database indexes for one message (bounded)."""
     words = tokens(text)
+    # Every word is kept while the tokens before it stay under FULL_INDEX_CHARS: when all of
+    # them do, that is every word, joined at C speed (a message is indexed as it is stored,
+    # once per request of a tool loop; issue 40).
+    if sum(map(len, words)) + len(words) <= FULL_INDEX_CHARS:
+        return " ".join(words)
     kept: list[str] = []
     size = 0
     seen: set[str] = set()

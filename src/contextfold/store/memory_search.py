@@ -57,6 +57,12 @@ class MemoryIndex:
         self.turns: list[int] = []  # per branch position: user messages up to it (SPEC L2)
         self._entries: list[_Entry] = []
         self._postings: dict[str, list[int]] = {}  # token -> entry indexes, ascending
+        self._lengths: list[int] = []  # per entry, its token count (what BM25 reads)
+        # token -> ({entry: the token's count in it}, postings covered): built for the
+        # tokens searched, when first searched, and extended by the entries pushed since.
+        # One compact map per token reads much faster than thousands of entries' counters,
+        # and pushing (once per message stored) pays nothing for it.
+        self._columns: dict[str, tuple[dict[int, int], int]] = {}
         self._total_length = 0
 
     def push(self, node: Node) -> None:
@@ -73,6 +79,7 @@ class MemoryIndex:
         entry = len(self._entries)
         self._entries.append(_Entry(node, position, turn, f" {doc} ", counts, len(words)))
         self._total_length += len(words)
+        self._lengths.append(len(words))
         for word in counts:
             self._postings.setdefault(word, []).append(entry)
 
@@ -85,7 +92,10 @@ class MemoryIndex:
         if not found:
             return []
         scores = self._scores(query.terms, matched, found)
-        ranked = sorted(found, key=lambda e: (-scores[e], -e))
+        # Best first, newest first among equals: by entry, then by score (a stable sort
+        # keeps the newest first among equal scores), no key tuple per entry.
+        ranked = sorted(found, reverse=True)
+        ranked.sort(key=scores.__getitem__, reverse=True)
         exact = any(t.exact for t in query.terms)
         hits: list[RecallHit] = []
         for e in ranked:
@@ -131,24 +141,47 @@ class MemoryIndex:
     def _scores(self, terms: Iterable[Term], matched: list[set[int]],
                 found: set[int]) -> dict[int, float]:
         """BM25 of each found entry: idf by how many messages hold each term, the term's
-        frequency by its rarest token's count (a prefix counts once)."""
+        frequency by its rarest token's count (a prefix counts once).
+
+        A common word of a long session is held by thousands of messages, each scored at
+        every new user turn (SPEC L5): the counts come from the token's column
+        (`_column`), the lengths from a flat list, the same arithmetic in the same order
+        (issue 40)."""
         n = len(self._entries)
-        entries = self._entries
         average = self._total_length / n if n else 1.0
         # BM25's length normalisation, split so the loop below does one multiply-add.
         flat, per_token = _K1 * (1 - _B), _K1 * _B / average
+        boost = _K1 + 1
+        lengths = self._lengths
         scores = dict.fromkeys(found, 0.0)
         for term, holders in zip(terms, matched, strict=True):
             if not holders:
                 continue
             idf = math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
             whole = term.tokens[:-1] if term.prefix else term.tokens
-            for e in holders & found:
-                entry = entries[e]
-                tf = (entry.counts[whole[0]] if len(whole) == 1
-                      else min((entry.counts[t] for t in whole), default=1))
-                scores[e] += idf * tf * (_K1 + 1) / (tf + flat + per_token * entry.length)
+            held = holders & found
+            if len(whole) == 1:
+                column = self._column(whole[0])
+                for e in held:
+                    tf = column[e]
+                    scores[e] += idf * tf * boost / (tf + flat + per_token * lengths[e])
+                continue
+            columns = [self._column(t) for t in whole]
+            for e in held:
+                tf = min((c[e] for c in columns), default=1)
+                scores[e] += idf * tf * boost / (tf + flat + per_token * lengths[e])
         return scores
+
+    def _column(self, token: str) -> dict[int, int]:
+        """{entry: `token`'s count in it} for every entry holding it (see `_columns`)."""
+        postings = self._postings.get(token, [])
+        column, done = self._columns.get(token, ({}, 0))
+        if done < len(postings):
+            entries = self._entries
+            for e in postings[done:]:
+                column[e] = entries[e].counts[token]
+            self._columns[token] = (column, len(postings))
+        return column
 
 
 def _phrase(term: Term) -> re.Pattern[str]:
