@@ -56,12 +56,12 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench examples
 
 # The store's SQLite tests run a second time with the one-hop fast path off
-# (store/sqlite_hops.py), so the ordinary path it falls back to stays proved (~75 s).
-STORE_FALLBACK_TESTS := tests/test_store_basic.py tests/test_store_branching.py \
-	tests/test_store_commit.py tests/test_store_damage.py tests/test_store_derived.py \
-	tests/test_store_memo_properties.py tests/test_store_tamper.py tests/test_store_tenancy.py \
-	tests/test_store_append_cost.py tests/test_store_concurrency.py \
-	tests/test_store_sqlite_writers.py tests/test_store_sqlite_fallback.py
+# (store/sqlite/sqlite_hops.py), so the ordinary path it falls back to stays proved (~75 s).
+STORE_FALLBACK_TESTS := tests/store/test_store_basic.py tests/store/test_store_branching.py \
+	tests/store/test_store_commit.py tests/store/test_store_damage.py tests/store/test_store_derived.py \
+	tests/store/test_store_memo_properties.py tests/store/test_store_tamper.py tests/store/test_store_tenancy.py \
+	tests/store/test_store_append_cost.py tests/store/test_store_concurrency.py \
+	tests/store/test_store_sqlite_writers.py tests/store/test_store_sqlite_fallback.py
 
 test: $(STAMP) $(CHROMIUM) $(AGENTS)
 	$(VENV)/bin/ruff check src tests bench examples

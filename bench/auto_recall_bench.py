@@ -35,11 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.auto_recall import latest_request
-from contextfold.core.budget import ModelCapacity, derive_budget
-from contextfold.core.fit import over_auto_threshold
-from contextfold.core.messages import Message, ToolCallPart, ToolResultPart, text_message
-from contextfold.core.projection import Projection, checkpoint_text, project
+from contextfold.core.models.budget import ModelCapacity, derive_budget
+from contextfold.core.recall.auto_recall import latest_request
+from contextfold.core.sizing.fit import over_auto_threshold
+from contextfold.core.values.messages import Message, ToolCallPart, ToolResultPart, text_message
+from contextfold.core.view.projection import Projection, checkpoint_text, project
 from contextfold.runtime.auto_recall import AutoRecall
 from contextfold.runtime.compaction import CompactionRequest, compact_session
 from contextfold.runtime.sizing import Sizer

@@ -16,9 +16,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.user_words import load_rules, session_messages
-from contextfold.core.messages import text_message
-from contextfold.core.projection import checkpoint_text
-from contextfold.core.resolver import ModelResolver
+from contextfold.core.sizing.resolver import ModelResolver
+from contextfold.core.values.messages import text_message
+from contextfold.core.view.projection import checkpoint_text
 from contextfold.demo_session import build_research_session
 from contextfold.replay import ManagedSession
 

@@ -37,16 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from bench.continuity_sessions import real_session
-from contextfold.core.catalog import capacity_for, default_catalog
-from contextfold.core.messages import (
+from contextfold.core.models.catalog import capacity_for, default_catalog
+from contextfold.core.recall.recall_text import message_text
+from contextfold.core.values.messages import (
     Message,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     text_message,
 )
-from contextfold.core.projection import Projection, checkpoint_text
-from contextfold.core.recall_text import message_text
+from contextfold.core.view.projection import Projection, checkpoint_text
 from contextfold.evaluate.facts import CATEGORIES, Fact, ScriptedTurn, Session
 from contextfold.evaluate.research import research_session
 from contextfold.providers.base import ChatRequest, ChatResponse

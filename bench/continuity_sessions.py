@@ -13,7 +13,7 @@ import random
 from collections.abc import Sequence
 from pathlib import Path
 
-from contextfold.core.messages import Message
+from contextfold.core.values.messages import Message
 from contextfold.evaluate.facts import CATEGORIES, Fact, ScriptedTurn, Session, ToolRound
 from contextfold.evaluate.research import long_research_session, research_session
 from contextfold.formats import import_file

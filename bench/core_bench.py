@@ -17,12 +17,12 @@ from pathlib import Path
 
 from tests.builders import tool_call, tool_result
 
-from contextfold.core.budget import ModelCapacity, derive_budget
-from contextfold.core.messages import Message, Node, Usage, text_message
-from contextfold.core.plan import Plan
-from contextfold.core.planner import plan_compaction
-from contextfold.core.serialize import serialize_nodes
-from contextfold.core.tree import Branch
+from contextfold.core.models.budget import ModelCapacity, derive_budget
+from contextfold.core.planning.plan import Plan
+from contextfold.core.planning.planner import plan_compaction
+from contextfold.core.render.serialize import serialize_nodes
+from contextfold.core.values.messages import Message, Node, Usage, text_message
+from contextfold.core.values.tree import Branch
 from contextfold.summarize.extractive import summarize_extractive
 
 RESULTS = Path(__file__).parent / "results" / "core.json"

@@ -144,7 +144,7 @@ def store_section(store: dict[str, Any] | None) -> list[str]:
             f"Machine: {m['cpus']} CPUs, load average {m['load_average_at_start'][0]:.1f} at "
             "the start (shared with other work, so throughput is a floor). The reliability suite "
             "(8 OS processes of random appends, slow compactions, retries, edits and forks on "
-            "shared sessions) is a test, not a benchmark: `tests/test_store_concurrency.py` "
+            "shared sessions) is a test, not a benchmark: `tests/store/test_store_concurrency.py` "
             "prints its operation counts, and its invariant checker is shown to catch injected "
             "faults.", ""]
 
@@ -198,8 +198,8 @@ def continuity_section(cont: dict[str, Any] | None) -> list[str]:
               "summary budget, keeps what the user wrote before what tools showed, and the "
               "words of the user's rules longest. Recall facts (exact tool-error lines, numbers "
               "the assistant stated) and decisions live only in the summary text and thin out "
-              "as it is squeezed. End to end, `tests/test_continuity_acceptance.py` runs the "
-              "60-turn research session on gpt-4o@16k over real HTTP (fake provider): the next "
+              "as it is squeezed. End to end, `tests/evaluate/test_continuity_acceptance.py` runs "
+              "the 60-turn research session on gpt-4o@16k over real HTTP (fake provider): the next "
               "request after 60 turns holds all 120 identifiers with the offline and with the "
               "LLM summariser (whose fake model writes no identifier at all).", ""]
     return lines
@@ -263,7 +263,7 @@ def import_array_section(data: dict[str, Any] | None) -> list[str]:
             lines.append(f"| {row['mb']} MB | {row['messages']:,} | {kind} | {run['read']} | "
                          f"{run['seconds']} | {run['peak_rss_mb']} |")
     lines += ["", "The same messages give the same nodes either way (ids, payloads, tree, "
-              "warnings: `tests/test_formats_stream.py`). Peak memory is the node tree's, "
+              "warnings: `tests/formats/test_formats_stream.py`). Peak memory is the node tree's, "
               "which an import holds whole to store it in one transaction: the whole read's "
               "bytes and text are gone before it peaks, so the two reads peak alike, and "
               "below the same messages as JSONL. What streaming changes is the refusal (an "
@@ -314,7 +314,7 @@ def user_words_section(data: dict[str, Any] | None) -> list[str]:
               "like neither are then reachable by recall, not carried. The hand-labelled asks "
               "of the real users (`real_session_asks.json`): at 128k every rule, goal and "
               "preference of the Pi session is in its checkpoint, at 32k at least 80% "
-              "(`tests/test_user_words.py`).", ""]
+              "(`tests/summarize/test_user_words.py`).", ""]
     return lines
 
 
@@ -345,7 +345,7 @@ def replay_cost_section(data: dict[str, Any] | None) -> list[str]:
              f"`contextfold replay`'s engine at a {data['window']:,}-token window, once with "
              "each trigger (SPEC Q2). *As billed*: the agent's recorded usage at the packaged "
              "prices; *modelled*: the same requests through the modelled prompt cache "
-             "(`core/prices.py`); *contextfold*: contextfold's requests through that cache. "
+             "(`core/money/prices.py`); *contextfold*: contextfold's requests through that cache. "
              "The summaries are the offline ones, so contextfold's column has no summariser "
              "cost (docs/peers.md prices model summaries). *Recorded models*: what the agent's "
              "own requests ran on; the replay sends every request as the session's model with "
@@ -399,7 +399,7 @@ def explained_section(data: dict[str, Any] | None, before: dict[str, Any] | None
              "threshold) with its break-even request, and the realised saving: the requests "
              "after it up to the next compaction (or the end) as if it had not happened, "
              "against the same requests as sent, through the same modelled cache "
-             "(`core.costs.realised_savings`, the definition of `saved`). The expected "
+             "(`core.money.costs.realised_savings`, the definition of `saved`). The expected "
              "figure is the forecast's (a warm cache, the session's rhythm so far); the "
              "realised one also counts the cache misses of a real rhythm.", ""]
     if before is not None:
@@ -439,7 +439,7 @@ def explained_section(data: dict[str, Any] | None, before: dict[str, Any] | None
                    else "no request since") + " |")
     lines += ["", "Goal (issue 40): each realised saving ≥ 0 where the model is priced: "
               + ("**met**" if not losses else f"**missed** ({losses} at a loss)")
-              + " (`tests/test_compaction_explained_replay.py`).", ""]
+              + " (`tests/replay/test_compaction_explained_replay.py`).", ""]
     return lines
 
 

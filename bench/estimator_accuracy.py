@@ -34,13 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.catalog import capacity_for
-from contextfold.core.estimator import (
+from contextfold.core.models.catalog import capacity_for
+from contextfold.core.sizing.estimator import (
     CROSS_FAMILY_FACTORS,
     estimate_message,
     exact_counter,
 )
-from contextfold.core.messages import (
+from contextfold.core.text.text_estimate import estimate_text
+from contextfold.core.values.messages import (
     FilePart,
     Message,
     ReasoningPart,
@@ -49,7 +50,6 @@ from contextfold.core.messages import (
     ToolResultPart,
     Usage,
 )
-from contextfold.core.text_estimate import estimate_text
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from contextfold.core.messages import Usage, text_message
+from contextfold.core.values.messages import Usage, text_message
 from contextfold.providers.base import (
     ChatRequest,
     ChatResponse,

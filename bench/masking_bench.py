@@ -30,10 +30,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.budget import CompactionSettings, ModelCapacity, derive_budget
-from contextfold.core.estimator import MessageCosts
-from contextfold.core.mask_planner import MASKING_SUMMARIZER
-from contextfold.core.messages import Message, Node
+from contextfold.core.models.budget import CompactionSettings, ModelCapacity, derive_budget
+from contextfold.core.planning.mask_planner import MASKING_SUMMARIZER
+from contextfold.core.sizing.estimator import MessageCosts
+from contextfold.core.values.messages import Message, Node
 from contextfold.formats import import_file
 from contextfold.replay import ReplayReport, active_messages, replay_messages
 

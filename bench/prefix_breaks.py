@@ -4,8 +4,8 @@
 `tests/fixtures` (copies of `/work/shared/data`) through `contextfold.replay` at a 200k
 window, with compaction, automatic recall (L5) and the default trigger, and writes
 `bench/results/prefix_breaks.json`: per session, the requests that did not start with the
-previous request's content (`core.prefix_breaks`), how many a checkpoint explains, and the
-share of contextfold's modelled input tokens read from the prompt cache (`core.prices`,
+previous request's content (`core.money.prefix_breaks`), how many a checkpoint explains, and the
+share of contextfold's modelled input tokens read from the prompt cache (`core.money.prices`,
 Anthropic's cache rules: `cached / (input + cached + cache writes)`).
 
 Each session is replayed with the default recall share and with recall off (L5 off), the
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.resolver import ModelResolver
+from contextfold.core.sizing.resolver import ModelResolver
 from contextfold.formats import import_file
 from contextfold.replay import recorded_session, replay_overhead, replay_recorded
 

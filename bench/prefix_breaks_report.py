@@ -32,11 +32,11 @@ def prefix_breaks_section(data: dict[str, Any] | None,
              f"replay`'s engine at a {data['window']:,}-token window with the default trigger, "
              "compaction and automatic recall (L5), then with recall off. *Prefix breaks*: "
              "requests whose content does not start with the previous request's content "
-             "(`core/prefix_breaks.py`, over the prompt blocks the cost model bills), each "
+             "(`core/money/prefix_breaks.py`, over the prompt blocks the cost model bills), each "
              "attributed to a checkpoint (the request's checkpoint differs from the previous "
              "one's) or not; SPEC Q5 says every break is at a checkpoint. *Cache-read share*: "
              "contextfold's modelled input tokens read from the prompt cache (Anthropic's "
-             "rules, `core/prices.py`), of all its input tokens; *contextfold*: its modelled "
+             "rules, `core/money/prices.py`), of all its input tokens; *contextfold*: its modelled "
              "price (offline summaries, no summariser cost).", "", *HEADER]
     lines += [_row(r) for r in data["rows"]]
     before = data.get("before")

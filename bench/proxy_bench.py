@@ -430,8 +430,8 @@ TRANSCRIPT = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "c
 def hashing() -> dict[str, Any]:
     """Seconds to hash a resent list of `HASHED_MESSAGES` messages (two of them new): every
     message, as before the memo, and through `ChainMemo` primed with the previous list."""
-    from contextfold.core.content_chain import ChainMemo, chain_hashes
-    from contextfold.core.messages import text_message
+    from contextfold.core.values.content_chain import ChainMemo, chain_hashes
+    from contextfold.core.values.messages import text_message
     from contextfold.formats import import_file
 
     recorded = [n.message for n in import_file(TRANSCRIPT).nodes if n.message is not None]

@@ -39,7 +39,7 @@ from typing import Any
 import psycopg
 from sqlalchemy import text
 
-from contextfold.core.messages import Message, ToolCallPart, ToolResultPart, text_message
+from contextfold.core.values.messages import Message, ToolCallPart, ToolResultPart, text_message
 from contextfold.store import SqlSessionStore, open_store
 
 PG_ADMIN = os.environ.get("CONTEXTFOLD_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")

@@ -4,7 +4,7 @@
 `tests/fixtures` through `contextfold.replay` (the engine of `contextfold replay`) at a 200k
 window, once per trigger (`size`, `cost`), and writes `bench/results/replay_cost.json`:
 what the agent's requests were billed as recorded, the same requests through the modelled
-prompt cache (`core.prices`), and contextfold's requests through the same cache, with the
+prompt cache (`core.money.prices`), and contextfold's requests through the same cache, with the
 compactions each trigger committed, each explained (issue 40). The summaries are the offline
 ones (no model call), so
 contextfold's figure has no summariser cost; a model summariser adds its calls (the peers
@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.resolver import ModelResolver
+from contextfold.core.sizing.resolver import ModelResolver
 from contextfold.formats import import_file
 from contextfold.replay import recorded_session, replay_overhead, replay_recorded
 

@@ -43,7 +43,7 @@ from typing import Any
 import psycopg
 
 from contextfold import Conversation, import_file, open_store
-from contextfold.core.messages import text_message
+from contextfold.core.values.messages import text_message
 
 from .local_model import LocalModel
 from .scale_data import CAPACITY, write_session

@@ -13,7 +13,7 @@ import json
 import re
 from pathlib import Path
 
-from contextfold.core.catalog import capacity_for
+from contextfold.core.models.catalog import capacity_for
 
 SOURCE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "pi-mono" / \
     "large-session.jsonl"

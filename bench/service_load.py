@@ -145,8 +145,8 @@ class Run:
         """One turn as a careful agent sends it: one Idempotency-Key for every attempt, so
         a retry after a lost answer (a killed worker) never stores the message twice; 503
         / 429 / 409 in_progress wait for their Retry-After."""
-        from contextfold.core.messages import text_message
-        from contextfold.store.invariants import payload_digest
+        from contextfold.core.values.messages import text_message
+        from contextfold.store.audit.invariants import payload_digest
 
         key = uuid.uuid4().hex
         started = time.perf_counter()
@@ -215,8 +215,8 @@ async def _audit(url: str, run: Run) -> dict[str, Any]:
     from sqlalchemy import select
 
     from contextfold.store import open_store
-    from contextfold.store.invariants import check_store
-    from contextfold.store.schema import sessions
+    from contextfold.store.audit.invariants import check_store
+    from contextfold.store.sql.schema import sessions
 
     store = await open_store(url)
     try:
@@ -239,7 +239,7 @@ async def _audit(url: str, run: Run) -> dict[str, Any]:
         stored = {row[0] for row in rows}
         missing_replies = 0
         async with store.engine.connect() as conn:
-            from contextfold.store.schema import nodes
+            from contextfold.store.sql.schema import nodes
 
             ids = {r[0] for r in (await conn.execute(select(nodes.c.id))).all()}
             missing_replies = len(run.replies - ids)

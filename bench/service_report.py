@@ -144,7 +144,7 @@ def service_soak_section(data: dict[str, Any] | None,
         "first / last tenth shows, and what follows is the second half's slope and ratio. "
         "Outside that cache, the offline summariser's memos of the message texts it read "
         "(`summarize/`: typed and pasted parts, statements, constraints, the compared form "
-        "of a bullet) are bounded by bytes too (`core.held.held_memo`, 4 MB each, least "
+        "of a bullet) are bounded by bytes too (`core.values.held.held_memo`, 4 MB each, least "
         "recently used out), filled within the first half. Until they were (the run of "
         "the same script on the code whose memos were `functools.lru_cache`s of 32,768 or "
         "65,536 texts, bounded by count), a finished conversation kept about 4.8 KB on "

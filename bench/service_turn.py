@@ -49,7 +49,7 @@ def floor_app() -> Any:
     transaction of the same store. No model, no projection, no checks."""
     from fastapi import Body, FastAPI
 
-    from contextfold.core.messages import text_message
+    from contextfold.core.values.messages import text_message
     from contextfold.store import open_store
 
     state: dict[str, Any] = {}

@@ -119,8 +119,8 @@ def service_turn_section(data: dict[str, Any] | None,
               "trip of its own), and the event hub joins a streamed reply's deltas into one "
               "notification, sends a batch as one JSON array and drops its own notifications "
               "unread (the offline reply is 18 deltas: 18 notifications were sent and read "
-              "back). `tests/test_server_turn_cost.py` asserts the exact statement counts and "
-              "their order; the tail is not re-read while `(leaf_id, branch_revision)` is "
+              "back). `tests/server/test_server_turn_cost.py` asserts the exact statement counts "
+              "and their order; the tail is not re-read while `(leaf_id, branch_revision)` is "
               "unchanged.", ""]
     if previous is not None:
         old_rows = []
@@ -196,11 +196,11 @@ def _varied_rows(data: dict[str, Any] | None, label: str) -> list[str]:
 
 
 # The compaction's stages, found in a profile by module and function (not line).
-_STAGES = (("store/loading.py", "load_tail", "loading the branch"),
-           ("core/planner.py", "plan_compaction", "planning"),
+_STAGES = (("store/sql/loading.py", "load_tail", "loading the branch"),
+           ("core/planning/planner.py", "plan_compaction", "planning"),
            ("summarize/extractive_fit.py", "fit_sections", "fitting the sections"),
            ("summarize/retention.py", "check_summary", "the summary's retention check"),
-           ("core/text_estimate.py", "estimate_text", "token estimates (within the others)"))
+           ("core/text/text_estimate.py", "estimate_text", "token estimates (within the others)"))
 
 
 def _stages(prof: dict[str, Any]) -> str:
@@ -287,7 +287,7 @@ def varied_fit_section(data: dict[str, Any] | None, before: dict[str, Any] | Non
         "section, the ledger's bisection measures unvalidated trial ledgers, and each "
         "identifier scanner skips a text that lacks what its pattern must match. Same "
         "output: the checkpoint of 5,000, 20,000 and 50,000-message histories is the one "
-        "the code before gave, byte for byte (`tests/test_offline_compaction_linear.py` "
+        "the code before gave, byte for byte (`tests/summarize/test_offline_compaction_linear.py` "
         "pins 2,000-message ones and compares each new helper with the one it replaced). "
         "The runs were not "
         "interleaved, on a shared box: read each ratio within its own run. The import has "

@@ -42,7 +42,7 @@ from contextfold import (
     import_file,
     replay_messages,
 )
-from contextfold.core.messages import Node
+from contextfold.core.values.messages import Node
 from contextfold.replay import ReplayReport, active_messages
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -30,9 +30,9 @@ from typing import Any
 
 import psycopg
 
-from contextfold.core.messages import Checkpoint, Node, text_message
-from contextfold.core.plan import Plan
-from contextfold.core.tree import Branch
+from contextfold.core.planning.plan import Plan
+from contextfold.core.values.messages import Checkpoint, Node, text_message
+from contextfold.core.values.tree import Branch
 from contextfold.store import SqlSessionStore, open_store
 
 PG_ADMIN = os.environ.get("CONTEXTFOLD_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -152,8 +152,8 @@ def _p90(values: list[float]) -> float:
 
 
 def _plan_for(branch: Branch, boundary: str) -> Plan:
-    from contextfold.core.budget import ModelCapacity, derive_budget
-    from contextfold.core.messages import Ledger
+    from contextfold.core.models.budget import ModelCapacity, derive_budget
+    from contextfold.core.values.messages import Ledger
 
     budget = derive_budget(ModelCapacity(model="bench", context_window=128_000,
                                          max_output=8_192))

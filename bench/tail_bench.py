@@ -10,7 +10,7 @@ Per session and tail:
 
 * **cost** - contextfold's requests through the modelled prompt cache at the session
   model's prices (`replay_cost`), the compactions, and each compaction's realised saving
-  (`core.explain`, issue 40; the minimum shows whether any of them lost money);
+  (`core.report.explain`, issue 40; the minimum shows whether any of them lost money);
 * **rules kept** - the hand-written natural rules of issue 37
   (`tests/fixtures/user_words/natural_rules.json`), all appended to the session's first
   typed user message: after each compaction that has folded that message, the share of
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.user_words import RULES, request_text, with_rule
-from contextfold.core.messages import Message
-from contextfold.core.resolver import ModelResolver
+from contextfold.core.sizing.resolver import ModelResolver
+from contextfold.core.values.messages import Message
 from contextfold.formats import import_file
 from contextfold.replay import (
     ManagedSession,
@@ -94,7 +94,7 @@ def continuity_row(session: RecordedSession, tail: int, rules: Sequence[dict[str
     budget = resolved.budget.model_copy(update={"tail_budget": tail})
     fixed, _ = replay_overhead(session, resolved.capacity, budget, None, "--overhead",
                                resolved)
-    from contextfold.core.fit import budget_after_overhead
+    from contextfold.core.sizing.fit import budget_after_overhead
 
     managed = ManagedSession(resolved.capacity, budget_after_overhead(budget, fixed))
     messages = list(session.messages)

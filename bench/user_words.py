@@ -31,10 +31,10 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.messages import Message, TextPart
-from contextfold.core.projection import Projection, checkpoint_text
-from contextfold.core.recall_text import message_text
-from contextfold.core.resolver import ModelResolver
+from contextfold.core.recall.recall_text import message_text
+from contextfold.core.sizing.resolver import ModelResolver
+from contextfold.core.values.messages import Message, TextPart
+from contextfold.core.view.projection import Projection, checkpoint_text
 from contextfold.formats import import_file
 from contextfold.replay import ManagedSession, recorded_session
 from contextfold.summarize.user_words import injected, split_typed

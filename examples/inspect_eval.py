@@ -272,7 +272,7 @@ def request_tokens(messages: Sequence[Any], tools_json: str) -> int:
 
 def unpaired(messages: Sequence[Any]) -> list[str]:
     """The tool pairing problems of one request (contextfold's independent check)."""
-    from contextfold.core.validity import tool_pairing_problems
+    from contextfold.core.render.validity import tool_pairing_problems
 
     return tool_pairing_problems([m.model_dump() for m in messages])
 

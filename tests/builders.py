@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from contextfold.core.messages import (
+from contextfold.core.values.messages import (
     Checkpoint,
     Message,
     Node,
@@ -18,7 +18,7 @@ from contextfold.core.messages import (
     Usage,
     text_message,
 )
-from contextfold.core.tree import Branch, build_branch
+from contextfold.core.values.tree import Branch, build_branch
 
 
 def user(text: str = "question") -> Message:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import insert, select, update
 
-from contextfold.store.engine import write_connection
-from contextfold.store.rows import chain_digest, content_hash, payload_json
-from contextfold.store.schema import nodes, sessions
+from contextfold.store.sql.engine import write_connection
+from contextfold.store.sql.rows import chain_digest, content_hash, payload_json
+from contextfold.store.sql.schema import nodes, sessions
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
 

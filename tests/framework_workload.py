@@ -3,7 +3,7 @@
 Framework-neutral: each framework's offline test model (an Agents SDK `Model`, pydantic-ai's
 `FunctionModel`) decides its replies with `reply_for`, and reports every request it receives
 to a `Ledger` in chat-completions shape. The ledger judges the request with the project's
-independent validity oracles (`core.validity`: what OpenAI and Anthropic would refuse) and
+independent validity oracles (`core.render.validity`: what OpenAI and Anthropic would refuse) and
 counts it with a real tokenizer (o200k, `tests/fakeserver/tokens`) against the model's
 window: a request over the window is an invalid request too (the provider would refuse it).
 
@@ -20,7 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextfold.core.validity import anthropic_from_chat, anthropic_problems, openai_problems
+from contextfold.core.render.validity import (
+    anthropic_from_chat,
+    anthropic_problems,
+    openai_problems,
+)
 from tests.fakeserver.tokens import prompt_tokens
 
 RECORD = re.compile(r"R-\d{4}")

@@ -19,7 +19,11 @@ from langchain_core.messages.utils import count_tokens_approximately
 from langchain_core.outputs import ChatResult
 from langchain_core.tools import tool
 
-from contextfold.core.validity import anthropic_from_chat, anthropic_problems, openai_problems
+from contextfold.core.render.validity import (
+    anthropic_from_chat,
+    anthropic_problems,
+    openai_problems,
+)
 from contextfold.integrations.langchain_messages import as_openai
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contextfold.core.plan import Plan
+from contextfold.core.planning.plan import Plan
 from contextfold.server import ServiceConfig, create_app
 from contextfold.store import open_store
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)

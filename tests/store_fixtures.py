@@ -22,11 +22,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from contextfold.core.budget import ModelCapacity, derive_budget
-from contextfold.core.messages import Checkpoint, Ledger, Node, text_message
-from contextfold.core.plan import Plan
-from contextfold.core.projection import raw_start
-from contextfold.core.tree import Branch
+from contextfold.core.models.budget import ModelCapacity, derive_budget
+from contextfold.core.planning.plan import Plan
+from contextfold.core.values.messages import Checkpoint, Ledger, Node, text_message
+from contextfold.core.values.tree import Branch
+from contextfold.core.view.projection import raw_start
 from contextfold.store import (
     SessionBusyError,
     SqlSessionStore,
@@ -34,7 +34,7 @@ from contextfold.store import (
     StoreError,
     open_store,
 )
-from contextfold.store.invariants import payload_digest
+from contextfold.store.audit.invariants import payload_digest
 from tests.builders import tool_call, tool_result, turn
 
 PG_ADMIN = os.environ.get("CONTEXTFOLD_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
@@ -130,7 +130,7 @@ def checkpoint_for(plan: Plan, summary: str = "summary of earlier work") -> Chec
 
 def real_plan(branch: Branch) -> Plan | None:
     """A manual compaction plan from the real planner, or None for a no-op."""
-    from contextfold.core.planner import plan_compaction
+    from contextfold.core.planning.planner import plan_compaction
 
     result = plan_compaction(branch, BUDGET, "manual", capacity=CAPACITY)
     return None if result.is_noop else result  # type: ignore[return-value]
@@ -142,7 +142,7 @@ def make_checkpoint(plan: Plan, summary: str) -> Checkpoint:
     No fallback: if the planner does not import, the store tests fail rather than
     silently testing a hand-made plan (issue 14).
     """
-    from contextfold.core.planner import build_checkpoint
+    from contextfold.core.planning.planner import build_checkpoint
 
     return build_checkpoint(plan, summary, summarizer="test")
 

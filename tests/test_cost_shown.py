@@ -18,9 +18,9 @@ import pytest
 from contextfold.billing import SERVICE_KEY, billed_model, session_bill, usage_cost
 from contextfold.cli.render import usd
 from contextfold.cli.session_cmds import _session_row
-from contextfold.core.messages import Node, Usage
-from contextfold.core.resolver import SIZED_FOR_KEY, ModelResolver
-from contextfold.core.tree import Branch
+from contextfold.core.sizing.resolver import SIZED_FOR_KEY, ModelResolver
+from contextfold.core.values.messages import Node, Usage
+from contextfold.core.values.tree import Branch
 from tests.builders import assistant, user
 from tests.server_fixtures import service_factory  # noqa: F401  (fixture)
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)

@@ -23,9 +23,9 @@ import pytest
 from typer.testing import CliRunner
 
 from contextfold.cli import app
-from contextfold.core.export import to_openai
-from contextfold.core.messages import text_message
-from contextfold.core.resolver import ModelResolver
+from contextfold.core.render.export import to_openai
+from contextfold.core.sizing.resolver import ModelResolver
+from contextfold.core.values.messages import text_message
 from contextfold.providers.offline import OfflineModel
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread

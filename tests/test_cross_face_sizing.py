@@ -10,7 +10,7 @@ import json
 from typer.testing import CliRunner
 
 from contextfold.cli import app
-from contextfold.core.resolver import ModelProfile, ModelResolver
+from contextfold.core.sizing.resolver import ModelProfile, ModelResolver
 from contextfold.proxy import ProxyConfig
 from tests.server_fixtures import create, say, service_factory  # noqa: F401
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)

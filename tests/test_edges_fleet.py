@@ -148,8 +148,8 @@ async def _edit_in_place(db: str, kind: str, session_id: str) -> tuple[str, int]
     dropped, the hash left as it was): the id of the edited node, and the tree's node count."""
     from sqlalchemy import func, select, text, update
 
-    from contextfold.store.engine import write_connection
-    from contextfold.store.schema import nodes
+    from contextfold.store.sql.engine import write_connection
+    from contextfold.store.sql.schema import nodes
 
     async with await open_store(db) as store:
         info = await store.get_session(session_id)
@@ -171,8 +171,8 @@ async def _edit_in_place(db: str, kind: str, session_id: str) -> tuple[str, int]
 async def _nodes_of(db: str, session_id: str) -> int:
     from sqlalchemy import func, select
 
-    from contextfold.store.engine import read_connection
-    from contextfold.store.schema import nodes
+    from contextfold.store.sql.engine import read_connection
+    from contextfold.store.sql.schema import nodes
 
     async with await open_store(db) as store:
         info = await store.get_session(session_id)

@@ -21,12 +21,12 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 
 import contextfold
 from contextfold.cli.app import EXIT_CODES, BadInput, cli_message, exit_code
-from contextfold.core.budget import ModelCapacity
-from contextfold.core.catalog import CatalogConfigError, UnknownModelError
-from contextfold.core.messages import text_message
-from contextfold.core.pins import PinRefusedError
-from contextfold.core.recall_text import EmptyQueryError
-from contextfold.core.resolver import WindowTooSmallError
+from contextfold.core.models.budget import ModelCapacity
+from contextfold.core.models.catalog import CatalogConfigError, UnknownModelError
+from contextfold.core.recall.recall_text import EmptyQueryError
+from contextfold.core.sizing.resolver import WindowTooSmallError
+from contextfold.core.values.messages import text_message
+from contextfold.core.view.pins import PinRefusedError
 from contextfold.errors import DEFAULT_CODES, HTTP_STATUSES, KINDS, ContextfoldError, kind_of
 from contextfold.formats import ImportFormatError
 from contextfold.providers.endpoints import EndpointRefusedError
@@ -49,7 +49,7 @@ from contextfold.store import (
     SessionNotFoundError,
     StaleBranchError,
 )
-from contextfold.store.tenancy import TokenNotFoundError
+from contextfold.store.sql.tenancy import TokenNotFoundError
 from contextfold.summarize.extractive_fit import SummaryBudgetTooSmall
 from contextfold.summarize.validate import SummaryInvalid
 from tests.server_fixtures import service_factory  # noqa: F401  (fixture)
@@ -60,9 +60,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 # Exceptions of the library that are not errors a caller sees, each with why.
 NOT_IN_THE_VOCABULARY = {
-    "contextfold.store.snapshot.SnapshotUnusable": "control flow: the full store runs the reads",
-    "contextfold.store.engine.LeafConflict": "control flow: the write is retried",
-    "contextfold.store.memo.StaleMemo": "control flow: the write runs again, reading all",
+    "contextfold.store.sqlite.snapshot.SnapshotUnusable":
+        "control flow: the full store runs the reads",
+    "contextfold.store.sql.engine.LeafConflict": "control flow: the write is retried",
+    "contextfold.store.sql.memo.StaleMemo": "control flow: the write runs again, reading all",
     "contextfold.guard.body.BodyTooLarge": "control flow of the body limit (answered 413)",
     "contextfold.guard.body.BodyCutShort": "control flow: a body cut short is answered 400",
     "contextfold.formats.reader._Overflow": "control flow: a value over the limit is skipped "

@@ -17,7 +17,7 @@ import typer
 from typer.testing import CliRunner
 
 from contextfold.cli import app
-from contextfold.core.messages import text_message
+from contextfold.core.values.messages import text_message
 from contextfold.titles import UNTITLED
 from tests.server_fixtures import service_factory  # noqa: F401  (fixture)
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
@@ -122,10 +122,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src/contextfold"
 USER_FACING = [*sorted((PACKAGE / "cli").glob("*.py")), *sorted((PACKAGE / "server").glob("*.py")),
                *(PACKAGE / p for p in (
                    "errors.py", "titles.py", "billing.py", "stored_request.py",
-                   "store/errors.py", "store/refs.py", "store/sql.py", "store/branching.py",
-                   "store/loading.py", "store/importing.py", "store/inputs.py",
+                   "store/errors.py", "store/refs.py", "store/sql/session_store.py",
+                   "store/sql/branching.py",
+                   "store/sql/loading.py", "store/sql/importing.py", "store/inputs.py",
                    "runtime/errors.py", "runtime/fitting.py", "runtime/compaction.py",
-                   "core/planner.py", "core/cost_trigger.py", "core/breakdown.py", "_net.py"))]
+                   "core/planning/planner.py", "core/planning/cost_trigger.py",
+                   "core/report/breakdown.py", "_net.py"))]
 
 
 def js_strings(source: str) -> list[str]:
@@ -288,7 +290,7 @@ async def test_too_large_names_the_safe_limit_and_the_window(tmp_path: Path) -> 
     """The refusal names the safe input limit as the safe limit and the window as the
     window (issue 41: a 6,144 safe limit was called the model's maximum context length)."""
     from contextfold.cli.app import too_large_message as cli_words
-    from contextfold.core.resolver import ModelResolver
+    from contextfold.core.sizing.resolver import ModelResolver
     from contextfold.providers.offline import OfflineModel
     from contextfold.runtime import Conversation, DraftTooLargeError
     from contextfold.server.errors import too_large_message as api_words

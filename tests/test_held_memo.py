@@ -1,4 +1,4 @@
-"""The byte-bounded memo of a pure function of one text (`core.held.HeldMemo`, SPEC Y14):
+"""The byte-bounded memo of a pure function of one text (`core.values.held.HeldMemo`, SPEC Y14):
 the summariser's memos over message texts no longer grow with what a process has read."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextfold.core.held import held_memo, text_bytes
+from contextfold.core.values.held import held_memo, text_bytes
 from contextfold.summarize import extractive_facts, grounding, user_statements, user_typed
 
 

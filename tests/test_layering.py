@@ -94,11 +94,13 @@ def test_the_graph_reader_finds_function_level_imports_and_cycles() -> None:
     # The reader itself can fail: a cycle hidden by an import inside a function is found.
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
-    masking = imported_names(PACKAGE / "core" / "masking.py")
-    assert "contextfold.core.identifiers" in masking and "contextfold.core.messages" in masking
+    masking = imported_names(PACKAGE / "core" / "view" / "masking.py")
+    assert "contextfold.core.text.identifiers" in masking
+    assert "contextfold.core.values.messages" in masking
     store = import_graph("contextfold.store")
-    assert "contextfold.store.queries" in store["contextfold.store.sql"]
-    assert "contextfold.store" not in store["contextfold.store.sql"]  # `from . import queries`
+    assert "contextfold.store.sql.queries" in store["contextfold.store.sql.session_store"]
+    # `from . import queries`
+    assert "contextfold.store" not in store["contextfold.store.sql.session_store"]
 
 
 def test_the_core_has_no_import_cycle() -> None:  # DESIGN: small modules, one idea each

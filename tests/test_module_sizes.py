@@ -2,7 +2,7 @@
 in a docstring and stays within ~450 lines, or says in that docstring, on a line beginning
 `Size:`, why it is whole; none exceeds 800 lines whatever it says.
 
-`size_problems` is the one check; `tests/test_runtime_driver.py` runs it on the mirror's
+`size_problems` is the one check; `tests/runtime/test_runtime_driver.py` runs it on the mirror's
 modules without the `Size:` escape.
 """
 

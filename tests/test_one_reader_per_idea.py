@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import contextfold
-from contextfold.core.costs import summarizer_name, summary_cost
-from contextfold.core.messages import Usage
-from contextfold.core.prices import PriceBook
+from contextfold.core.money.costs import summarizer_name, summary_cost
+from contextfold.core.money.prices import PriceBook
+from contextfold.core.values.messages import Usage
 from contextfold.runtime.compaction import CompactionOutcome
 from contextfold.wire.parts import tool_arguments
 from contextfold.wire.usage import usage_cache_inside
@@ -60,18 +60,19 @@ def test_the_session_drivers_derive_budgets_in_the_driver_only() -> None:
 
 def test_a_providers_usage_is_read_in_one_module() -> None:
     """A `Usage` is made from a provider's report only in `wire/usage.py`; the others that
-    make one add usages up (`core/messages.py`) or model a request no provider answered
-    (`core/prices.py`). A face that reads usage itself is a second reader."""
-    assert set(calls("Usage")) == {"wire/usage.py", "core/messages.py", "core/prices.py"}
+    make one add usages up (`core/values/messages.py`) or model a request no provider answered
+    (`core/money/prices.py`). A face that reads usage itself is a second reader."""
+    assert set(calls("Usage")) == {"wire/usage.py", "core/values/messages.py",
+                                   "core/money/prices.py"}
 
 
 def test_tool_arguments_are_parsed_in_one_module() -> None:
-    """No module parses a tool call's arguments but `core/tool_calls.tool_arguments` (the
+    """No module parses a tool call's arguments but `core/values/tool_calls.tool_arguments` (the
     wire readers import it from `wire/parts`): a `json.loads` of something named like a
     call's arguments or input elsewhere is a second parser."""
     second: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        if path.relative_to(PACKAGE).as_posix() == "core/tool_calls.py":
+        if path.relative_to(PACKAGE).as_posix() == "core/values/tool_calls.py":
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
@@ -170,7 +171,7 @@ def test_one_class_of_each_name_in_the_proxy(name: str) -> None:
 
 
 def test_a_summarisers_model_is_named_in_one_module() -> None:
-    """The `llm:` / `llm-` prefix of a summariser's name is taken off in `core/costs.py`
+    """The `llm:` / `llm-` prefix of a summariser's name is taken off in `core/money/costs.py`
     only (a compaction's outcome stripped `llm:` and not `llm-`). Writing the name (an
     f-string `llm:{model}`) is not reading it."""
     where = []
@@ -181,7 +182,7 @@ def test_a_summarisers_model_is_named_in_one_module() -> None:
         where += [str(path.relative_to(PACKAGE)) for node in ast.walk(tree)
                   if isinstance(node, ast.Constant) and isinstance(node.value, str)
                   and node.value.startswith(("llm:", "llm-")) and id(node) not in written]
-    assert set(where) == {"core/costs.py"}
+    assert set(where) == {"core/money/costs.py"}
 
 
 # --------------------------------------------------------------------------- the one rules

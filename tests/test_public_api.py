@@ -26,7 +26,7 @@ def test_every_public_name_resolves():
 
 
 def test_importing_the_core_loads_no_driver_or_sdk():
-    code = ("import sys, contextfold.core.planner, contextfold.core.export; "
+    code = ("import sys, contextfold.core.planning.planner, contextfold.core.render.export; "
             "print(sorted(m for m in ('sqlalchemy', 'openai', 'anthropic', 'asyncio') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -63,7 +63,7 @@ def test_pure_core_block_compacts_and_projects_again(tmp_path):
 
 
 def test_toml_block_is_a_valid_catalog_override(tmp_path):
-    from contextfold.core.catalog import default_catalog
+    from contextfold.core.models.catalog import default_catalog
 
     path = tmp_path / "models.toml"
     path.write_text(blocks("toml")[0], encoding="utf-8")

@@ -161,7 +161,7 @@ def test_every_command_in_the_table_works_as_shown(walker):
         if name in ("serve", "proxy"):
             continue  # long-running: started below, with and without their extras
         if name == "mcp":
-            continue  # a long-running MCP server: tests/test_mcp_server.py drives it with a
+            continue  # a long-running MCP server: tests/mcp/test_mcp_server.py drives it with a
             # real MCP client (stdio and HTTP)
         commands = cell.split("`, `")  # `token create …`, `token list …`, `token revoke ID`
         outputs = output.split("; ") if len(commands) > 1 else [output]

@@ -30,7 +30,8 @@ FRAMEWORK_ROWS = {"langchain + contextfold": ".frameworks_langchain"}
 OFFLINE = "offline"
 VARIANT_ROWS: dict[str, dict[str, Any]] = {
     "contextfold (trigger=size)": {"trigger": "size"},
-    # The tail contextfold ships (`core/budget.py`); the `contextfold` row holds the shared 20,000.
+    # The tail contextfold ships (`core/models/budget.py`); the `contextfold` row holds the shared
+    # 20,000.
     "contextfold (tail_tokens=12000)": {"tail_tokens": 12_000},
     "contextfold (tail_tokens=8000)": {"tail_tokens": 8_000},
     "contextfold (tail_tokens=4000)": {"tail_tokens": 4_000},
@@ -48,8 +49,8 @@ VARIANT_ROWS: dict[str, dict[str, Any]] = {
 
 def _contextfold_estimate(msgs: Sequence[Neutral], model: str) -> int:
     """contextfold's estimate, with the tokenizer family its catalog gives `model`."""
-    from contextfold.core.catalog import tokenizer_family
-    from contextfold.core.estimator import estimate_message
+    from contextfold.core.models.catalog import tokenizer_family
+    from contextfold.core.sizing.estimator import estimate_message
 
     from .cf_system import CAPACITY, to_message
 
@@ -131,7 +132,7 @@ def _describe_contextfold(change: dict[str, Any] | None = None) -> dict[str, Any
                   "`contextfold replay` (ManagedSession as replay_messages builds it: auto "
                   "after a turn, preflight before a user message and before a request), "
                   f"no exact tokenizer; summariser: {summarizer}",
-        "estimator_name": "contextfold.core.estimator (catalog family 'gpt', no tokenizer: "
+        "estimator_name": "contextfold.core.sizing.estimator (catalog family 'gpt', no tokenizer: "
                           "the estimate a user of the model gets)",
     }
 

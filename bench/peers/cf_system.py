@@ -5,7 +5,7 @@ built as `replay_messages` builds it: no exact tokenizer, so the estimate is the
 of the model gets from the catalog's tokenizer family); the capacity is the catalog's
 `capacity_for("gpt-4o")` as the CLI resolves it. This adapter only feeds the workload in the
 order `ManagedSession.step` does and renders its projection with the production exporter
-(`contextfold.core.export.to_openai`). Every check the engine makes between two
+(`contextfold.core.render.export.to_openai`). Every check the engine makes between two
 model calls (auto compaction after a turn, preflight before a user message, the fit check
 before a request) runs inside the timed `decide()`, so contextfold is timed for all of its
 work, as the peers are.
@@ -25,18 +25,18 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from contextfold.core.budget import CompactionSettings, derive_budget
-from contextfold.core.catalog import capacity_for
-from contextfold.core.export import to_openai
-from contextfold.core.messages import (
+from contextfold.core.models.budget import CompactionSettings, derive_budget
+from contextfold.core.models.catalog import capacity_for
+from contextfold.core.planning.plan import Plan
+from contextfold.core.render.export import to_openai
+from contextfold.core.values.messages import (
     Message,
     TextPart,
     ToolCallPart,
     ToolResultPart,
     text_message,
 )
-from contextfold.core.plan import Plan
-from contextfold.core.projection import Projection
+from contextfold.core.view.projection import Projection
 from contextfold.providers.base import ChatRequest, ChatResponse, StreamDone, StreamEvent
 from contextfold.replay import ManagedSession
 from contextfold.summarize.llm import LlmSummarizer

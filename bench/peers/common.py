@@ -17,8 +17,8 @@ run in their own virtual environment and import this module too.
   its tokens), with when it went out and the reply's tokens, and every summariser request
   beside it, so `bench/peers/pricing.py` can bill each row through the providers' cache rules.
 * **Metrics.** `Recorder.record_call` checks each request with contextfold's independent
-  validity oracle (`contextfold/core/validity.py`, loaded by path so the peers venv does not need
-  contextfold installed), counts it with a real tokenizer (`o200k_base`) and tracks evictions.
+  validity oracle (`contextfold/core/render/validity.py`, loaded by path so the peers venv does not
+  need contextfold installed), counts it with a real tokenizer (`o200k_base`) and tracks evictions.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ MODEL_MAX_OUTPUT_CITE = ("no summary cap of its own: the summarising model's max
                          f"({MAX_OUTPUT:,}, the shared model's)")
 SUMMARY_LIMITS: dict[str, tuple[int, str]] = {
     "contextfold": (13_107, "summary budget 0.8 x the 16,384 reserve "
-                            "(`core/budget.py` summary_share_of_reserve, after Pi)"),
+                            "(`core/models/budget.py` summary_share_of_reserve, after Pi)"),
     "langchain + contextfold": (13_107, "contextfold's summary budget (as contextfold)"),
     **{f"contextfold ({v})": (13_107, "contextfold's summary budget (as contextfold)")
        for v in ("trigger=size", "tail_tokens=12000", "tail_tokens=8000", "tail_tokens=4000",
@@ -304,7 +304,7 @@ def _o200k_encoder() -> Callable[[str], list[int]]:
 
 @lru_cache(maxsize=1)
 def _validity() -> Any:
-    path = REPO_ROOT / "src" / "contextfold" / "core" / "validity.py"
+    path = REPO_ROOT / "src" / "contextfold" / "core" / "render" / "validity.py"
     spec = importlib.util.spec_from_file_location("_cf_validity", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load the validity oracle from {path}")

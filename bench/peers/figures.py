@@ -34,7 +34,7 @@ def pct(x: float) -> str:
 
 
 # One price model for every row: `bench/peers/pricing.py` bills each request through
-# contextfold's prompt-cache model (`core/prices.py`), one column per provider's cache rules.
+# contextfold's prompt-cache model (`core/money/prices.py`), one column per provider's cache rules.
 COLUMNS = ("anthropic", "openai")
 COLUMN_LABELS = {"anthropic": "Anthropic cache rules (claude-sonnet-4-5)",
                  "openai": "OpenAI cache rules (gpt-4.1)"}
@@ -187,8 +187,8 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
 
 # The setting timed beside contextfold (`run.TIMED_SETTING`): what recall costs per check.
 TIMED_OFF = CF + " (L5 off)"
-# The row with the raw tail contextfold ships (`core/budget.py` CompactionSettings.tail_tokens);
-# the `contextfold` row holds the 20,000 every system here shares.
+# The row with the raw tail contextfold ships (`core/models/budget.py`
+# CompactionSettings.tail_tokens); the `contextfold` row holds the 20,000 every system here shares.
 SHIPPED = CF + " (tail_tokens=12000)"
 
 
@@ -413,7 +413,7 @@ L5_PAIRS = ((CF, "contextfold (L5 off)"),
             (CF_OFFLINE, "contextfold (offline summariser, L5 off)"))
 PROBE_GOAL = 0.95
 # SPEC L5 with Q5, issue 40: rows with twice the recall budget, each beside the same row at
-# the default share (`core/budget.py` CompactionSettings.auto_recall_share).
+# the default share (`core/models/budget.py` CompactionSettings.auto_recall_share).
 RECALL_BUDGET_PAIRS = ((CF, CF + " (auto_recall_share=0.06)"),
                        (SHIPPED, CF + " (tail_tokens=12000, auto_recall_share=0.06)"))
 

@@ -89,5 +89,5 @@ def describe() -> dict[str, Any]:
                   f"{BUDGET.tail_budget}), summarizer=LlmSummarizer over the offline echo, "
                   "recall=False); wrap_model_call as create_agent's model node calls it, the "
                   "handler answering with the recorded reply",
-        "estimator_name": "contextfold.core.estimator (via the runtime mirror)",
+        "estimator_name": "contextfold.core.sizing.estimator (via the runtime mirror)",
     }

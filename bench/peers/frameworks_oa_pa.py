@@ -42,7 +42,7 @@ async def _agents_sdk(system: str, window: int, turns: int, db: Path) -> dict[st
     from tests.framework_workload import Ledger, prompt
     from tests.oa_fakes import WindowModel, lookup_record
 
-    from contextfold.core.catalog import capacity_for
+    from contextfold.core.models.catalog import capacity_for
     from contextfold.integrations.openai_agents import ContextfoldSession
     from contextfold.store import open_store
 
@@ -79,7 +79,7 @@ async def _pydantic_ai(system: str, window: int, turns: int, db: Path) -> dict[s
     from tests.framework_workload import Ledger, prompt
     from tests.pai_fakes import lookup_record, window_model
 
-    from contextfold.core.catalog import capacity_for
+    from contextfold.core.models.catalog import capacity_for
     from contextfold.integrations.pydantic_ai import history_processor
     from contextfold.store import open_store
 

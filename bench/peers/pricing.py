@@ -1,6 +1,6 @@
 """Every row's bill, through the providers' prompt-cache rules (project venv; SPEC Q1).
 
-One price model for every system: contextfold's own (`core/prices.py`). Each request a
+One price model for every system: contextfold's own (`core/money/prices.py`). Each request a
 system sent is replayed, at its message boundaries, through a `PromptCache` with the rules
 and the packaged catalog prices of one model per column:
 
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from contextfold.core.messages import Usage
-from contextfold.core.prices import Block, Cost, ModelPrice, PriceBook, PromptCache, total
+from contextfold.core.money.prices import Block, Cost, ModelPrice, PriceBook, PromptCache, total
+from contextfold.core.values.messages import Usage
 
 # One model per cache rule set; numbers come from the packaged catalog.
 COLUMNS: dict[str, str] = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}

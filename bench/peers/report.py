@@ -295,7 +295,7 @@ def _cost(results: dict[str, Any], systems: dict[str, Any], names: list[str]) ->
 
     lines = ["## Cost and prompt cache", "",
              "One price model for every row: each request is replayed at its message "
-             "boundaries through contextfold's prompt-cache model (`core/prices.py` "
+             "boundaries through contextfold's prompt-cache model (`core/money/prices.py` "
              "`PromptCache`, by `bench/peers/pricing.py`), under each provider's rules:", "",
              *(f"- {column(col)}." for col in COLUMNS), "",
              "Requests go out at the times the transcripts recorded (an idle gap longer than "
@@ -554,7 +554,7 @@ def _method(results: dict[str, Any], systems: dict[str, Any], names: list[str]) 
         "nothing about summary quality, which the continuity probe measures only in part.",
         "- **Invalid requests.** Each request is rendered in chat-completions shape one message "
         "for one, without repair, and checked by contextfold's independent oracles "
-        "(`contextfold.core.validity`: `tool_pairing_problems`, `openai_problems`, and "
+        "(`contextfold.core.render.validity`: `tool_pairing_problems`, `openai_problems`, and "
         "`anthropic_problems` over `anthropic_from_chat`). contextfold's own exporter is its "
         "real request path; its repairs are counted in the results file.",
         "- **Check cost.** `time.perf_counter` around each per-call decision; the workload's "

@@ -138,8 +138,9 @@ def _recall_budget_verdict(pairs: list[dict[str, Any]]) -> str:
                    else "")
             + (", and holds fewer planted facts in the request without asking at the end"
                if held_less else "")
-            + ". The default stays 0.03 (`core/budget.py` auto_recall_share): a larger budget "
-              "is a setting for a session whose questions reach back past the checkpoint.")
+            + ". The default stays 0.03 (`core/models/budget.py` auto_recall_share): a larger "
+              "budget is a setting for a session whose questions reach back past the "
+              "checkpoint.")
 
 
 def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) -> list[str]:
@@ -163,7 +164,7 @@ def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) ->
             "the blocks of the turns since the checkpoint share one recall budget "
             "(`auto_recall_share`, 3% of the safe limit); a turn that finds that budget spent "
             "gets no block (the check after it then counts the full blocks as a reason to "
-            "compact, `core.fit.recall_compaction_due`). That is the cause found when Q5 "
+            "compact, `core.sizing.fit.recall_compaction_due`). That is the cause found when Q5 "
             "was measured here (commit fcca100: the end battery of the `contextfold` row "
             "went from 100% to 66.7%): a question that finds the blocks full goes out without "
             "the fact it asks about. The recall budget table below sets each row beside "

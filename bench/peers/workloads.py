@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.messages import RESOURCE_PART_TYPES as _RESOURCES
-from contextfold.core.messages import FilePart, Message, TextPart
-from contextfold.core.resources import render_resource
-from contextfold.core.tree import Branch, build_branch
+from contextfold.core.values.messages import RESOURCE_PART_TYPES as _RESOURCES
+from contextfold.core.values.messages import FilePart, Message, TextPart
+from contextfold.core.values.resources import render_resource
+from contextfold.core.values.tree import Branch, build_branch
 from contextfold.formats import import_file
 
 from .common import REPO_ROOT, Neutral, call_points, neutral

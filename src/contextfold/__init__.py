@@ -18,26 +18,26 @@ if TYPE_CHECKING:
     # (never run: nothing is imported early). `X as X` marks a re-export (PEP 484), and
     # tests/test_public_api.py holds this block equal to _EXPORTS.
     # isort: off
-    from contextfold.core.budget import (
+    from contextfold.core.models.budget import (
         Budget as Budget, CompactionSettings as CompactionSettings, ModelCapacity as ModelCapacity,
         derive_budget as derive_budget,
     )
-    from contextfold.core.catalog import (
+    from contextfold.core.models.catalog import (
         ModelCatalog as ModelCatalog, UnknownModelError as UnknownModelError,
         capacity_for as capacity_for, default_catalog as default_catalog,
     )
-    from contextfold.core.estimator import (
+    from contextfold.core.sizing.estimator import (
         Estimate as Estimate, estimate_message as estimate_message,
         estimate_request as estimate_request, estimate_text as estimate_text,
     )
-    from contextfold.core.export import (
+    from contextfold.core.render.export import (
         ExportResult as ExportResult, to_anthropic as to_anthropic, to_openai as to_openai,
     )
-    from contextfold.core.fit import (
+    from contextfold.core.sizing.fit import (
         Blocked as Blocked, Compact as Compact, Fits as Fits, decide as decide,
     )
-    from contextfold.core.masking import MaskedNode as MaskedNode, apply_mask as apply_mask
-    from contextfold.core.messages import (
+    from contextfold.core.view.masking import MaskedNode as MaskedNode, apply_mask as apply_mask
+    from contextfold.core.values.messages import (
         AnnotationPart as AnnotationPart, ApprovalPart as ApprovalPart, Checkpoint as Checkpoint,
         CollectionPart as CollectionPart, EpubLocationPart as EpubLocationPart,
         FilePart as FilePart, Ledger as Ledger, LedgerEntry as LedgerEntry, Message as Message,
@@ -47,19 +47,21 @@ if TYPE_CHECKING:
         ZoteroItemPart as ZoteroItemPart, parse_payload as parse_payload,
         text_message as text_message,
     )
-    from contextfold.core.pins import PinRefusedError as PinRefusedError, pins_text as pins_text
-    from contextfold.core.plan import NoOp as NoOp, Plan as Plan
-    from contextfold.core.planner import (
+    from contextfold.core.view.pins import (
+        PinRefusedError as PinRefusedError, pins_text as pins_text,
+    )
+    from contextfold.core.planning.plan import NoOp as NoOp, Plan as Plan
+    from contextfold.core.planning.planner import (
         build_checkpoint as build_checkpoint, plan_compaction as plan_compaction,
     )
-    from contextfold.core.projection import (
+    from contextfold.core.view.projection import (
         Projection as Projection, checkpoint_text as checkpoint_text, project as project,
     )
-    from contextfold.core.tree import (
+    from contextfold.core.values.tree import (
         Branch as Branch, DamagedBranch as DamagedBranch, build_branch as build_branch,
         check_stability as check_stability,
     )
-    from contextfold.core.validity import (
+    from contextfold.core.render.validity import (
         anthropic_problems as anthropic_problems, openai_problems as openai_problems,
     )
     from contextfold.errors import KINDS as KINDS, ContextfoldError as ContextfoldError
@@ -112,29 +114,31 @@ _EXPORTS: dict[str, str] = {
          "ReasoningPart", "ToolCallPart", "ToolResultPart", "ApprovalPart", "FilePart",
          "ZoteroItemPart", "PdfPagePart", "EpubLocationPart", "AnnotationPart",
          "CollectionPart", "TagPart", "text_message", "parse_payload"],
-        "contextfold.core.messages"),
+        "contextfold.core.values.messages"),
     # branches, projection, export
     **dict.fromkeys(["Branch", "DamagedBranch", "build_branch", "check_stability"],
-                    "contextfold.core.tree"),
-    **dict.fromkeys(["Projection", "project", "checkpoint_text"], "contextfold.core.projection"),
-    **dict.fromkeys(["to_openai", "to_anthropic", "ExportResult"], "contextfold.core.export"),
-    **dict.fromkeys(["openai_problems", "anthropic_problems"], "contextfold.core.validity"),
+                    "contextfold.core.values.tree"),
+    **dict.fromkeys(["Projection", "project", "checkpoint_text"],
+                    "contextfold.core.view.projection"),
+    **dict.fromkeys(["to_openai", "to_anthropic", "ExportResult"],
+                    "contextfold.core.render.export"),
+    **dict.fromkeys(["openai_problems", "anthropic_problems"], "contextfold.core.render.validity"),
     # capacity, budgets, estimates
     **dict.fromkeys(["ModelCapacity", "CompactionSettings", "Budget", "derive_budget"],
-                    "contextfold.core.budget"),
+                    "contextfold.core.models.budget"),
     **dict.fromkeys(["ModelCatalog", "UnknownModelError", "capacity_for", "default_catalog"],
-                    "contextfold.core.catalog"),
+                    "contextfold.core.models.catalog"),
     **dict.fromkeys(["Estimate", "estimate_request", "estimate_message", "estimate_text"],
-                    "contextfold.core.estimator"),
+                    "contextfold.core.sizing.estimator"),
     # planning and summarising
-    **dict.fromkeys(["Plan", "NoOp"], "contextfold.core.plan"),
-    **dict.fromkeys(["plan_compaction", "build_checkpoint"], "contextfold.core.planner"),
+    **dict.fromkeys(["Plan", "NoOp"], "contextfold.core.planning.plan"),
+    **dict.fromkeys(["plan_compaction", "build_checkpoint"], "contextfold.core.planning.planner"),
     "summarize_extractive": "contextfold.summarize.extractive",
     **dict.fromkeys(["LlmSummarizer", "SummaryOutcome", "make_llm_summarizer"],
                     "contextfold.summarize.llm"),
     "Summary": "contextfold.summarize.summary",
     # the one sizing policy (SPEC P1-P3, P5) and its driver
-    **dict.fromkeys(["Fits", "Compact", "Blocked", "decide"], "contextfold.core.fit"),
+    **dict.fromkeys(["Fits", "Compact", "Blocked", "decide"], "contextfold.core.sizing.fit"),
     **dict.fromkeys(["fit_request", "SessionFit"], "contextfold.runtime.fitting"),
     # edges
     **dict.fromkeys(["open_store", "SessionStore", "SqlSessionStore", "SessionInfo",
@@ -151,9 +155,9 @@ _EXPORTS: dict[str, str] = {
                     "contextfold.formats"),
     **dict.fromkeys(["replay_messages", "ReplayReport", "ManagedSession"], "contextfold.replay"),
     # pins (SPEC N) and observation masking (SPEC V)
-    **dict.fromkeys(["Pin", "PinEvent"], "contextfold.core.messages"),
-    **dict.fromkeys(["PinRefusedError", "pins_text"], "contextfold.core.pins"),
-    **dict.fromkeys(["MaskedNode", "apply_mask"], "contextfold.core.masking"),
+    **dict.fromkeys(["Pin", "PinEvent"], "contextfold.core.values.messages"),
+    **dict.fromkeys(["PinRefusedError", "pins_text"], "contextfold.core.view.pins"),
+    **dict.fromkeys(["MaskedNode", "apply_mask"], "contextfold.core.view.masking"),
     # measuring a summariser (`contextfold eval`)
     **dict.fromkeys(["run_eval", "EvalResult"], "contextfold.evaluate"),
     # recall (SPEC L)

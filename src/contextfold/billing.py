@@ -3,13 +3,13 @@
 `contextfold sessions`, the service's session resource (and the page) and the proxy's stats
 price provider-reported usage here, so they cannot disagree:
 
-* **prices** — `core.resolver.user_prices()`: the packaged table plus the `prices` table of
+* **prices** — `core.sizing.resolver.user_prices()`: the packaged table plus the `prices` table of
   the `$CONTEXTFOLD_MODELS` overrides file;
 * **the session's model** — for replies whose usage names none — `billed_model`: the model
   the session is set to (the service's stored setting), else the one recorded on the branch
   (`recorded_model`), else the one its metadata says it was written with, resolved through
-  the one resolver (`core.resolver.ModelResolver`, the face's default last);
-* **the bill** — `core.costs.session_cost` over the whole branch (the history summarised
+  the one resolver (`core.sizing.resolver.ModelResolver`, the face's default last);
+* **the bill** — `core.money.costs.session_cost` over the whole branch (the history summarised
   away included: a compacted reply was paid for too).
 
 Not in the pure core: the prices and the catalog are read from the package and the
@@ -22,11 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .core.catalog import CatalogConfigError, UnknownModelError
-from .core.costs import SessionCost, priced_usage, session_cost
-from .core.messages import Node, Usage
-from .core.prices import Cost
-from .core.resolver import (
+from .core.models.catalog import CatalogConfigError, UnknownModelError
+from .core.money.costs import SessionCost, priced_usage, session_cost
+from .core.money.prices import Cost
+from .core.sizing.resolver import (
     InvalidWindowError,
     ModelResolver,
     recorded_model,
@@ -34,7 +33,8 @@ from .core.resolver import (
     sized_for,
     user_prices,
 )
-from .core.tree import Branch, DamagedBranch
+from .core.values.messages import Node, Usage
+from .core.values.tree import Branch, DamagedBranch
 
 # The service's per-session settings in session metadata (`server.sessions.META_KEY`): the
 # model a service session is set to, which wins over the recorded one (SPEC B4).

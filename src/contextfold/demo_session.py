@@ -15,8 +15,8 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from .core.identifiers import ZOTERO_KEY_ALPHABET
-from .core.messages import (
+from .core.text.identifiers import ZOTERO_KEY_ALPHABET
+from .core.values.messages import (
     AnnotationPart,
     CollectionPart,
     EpubLocationPart,

@@ -18,16 +18,16 @@ Every error class, its kind and its module (`+` the Python bases it keeps); a te
 
     ContextfoldError                      internal    errors
     ├── BadInput                          bad_input   cli.app
-    ├── CatalogConfigError                bad_input   core.catalog + ValueError
-    ├── UnknownModelError                 bad_input   core.catalog + LookupError
-    ├── OverheadTooLargeError             bad_input   core.fit + ValueError
-    ├── PinRefusedError                   bad_input   core.pins + ValueError
-    ├── PriceConfigError                  bad_input   core.prices + ValueError
-    ├── EmptyQueryError                   bad_input   core.recall_text + ValueError
-    ├── InvalidWindowError                bad_input   core.resolver + ValueError
-    ├── WindowTooSmallError               bad_input   core.resolver + ValueError
-    ├── ChunkBudgetTooSmall               bad_input   core.serialize + ValueError
-    ├── BranchError                       read_only   core.tree + ValueError
+    ├── CatalogConfigError                bad_input   core.models.catalog + ValueError
+    ├── UnknownModelError                 bad_input   core.models.catalog + LookupError
+    ├── PriceConfigError                  bad_input   core.money.prices + ValueError
+    ├── EmptyQueryError                   bad_input   core.recall.recall_text + ValueError
+    ├── ChunkBudgetTooSmall               bad_input   core.render.serialize + ValueError
+    ├── OverheadTooLargeError             bad_input   core.sizing.fit + ValueError
+    ├── InvalidWindowError                bad_input   core.sizing.resolver + ValueError
+    ├── WindowTooSmallError               bad_input   core.sizing.resolver + ValueError
+    ├── BranchError                       read_only   core.values.tree + ValueError
+    ├── PinRefusedError                   bad_input   core.view.pins + ValueError
     ├── MissingExtraError                 unavailable errors + ImportError
     ├── EvalInputError                    bad_input   evaluate.runner + ValueError
     ├── ImportFormatError                 bad_input   formats.errors + ValueError
@@ -70,7 +70,7 @@ Every error class, its kind and its module (`+` the Python bases it keeps); a te
     │   ├── SessionBusyError              busy        store.errors
     │   ├── SessionNotFoundError          not_found   store.errors + LookupError
     │   ├── StaleBranchError              conflict    store.errors
-    │   └── TokenNotFoundError            not_found   store.tenancy
+    │   └── TokenNotFoundError            not_found   store.sql.tenancy
     ├── SummaryBudgetTooSmall             bad_input   summarize.extractive_fit + ValueError
     └── SummaryInvalid                    internal    summarize.validate + ValueError
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from .core.budget import Budget, ModelCapacity
-from .core.costs import (
+from .core.models.budget import Budget, ModelCapacity
+from .core.money.costs import (
     Fold,
     PricedRequest,
     modelled_cost,
@@ -31,14 +31,14 @@ from .core.costs import (
     realised_savings,
     session_cost,
 )
-from .core.estimator import estimate_request, usage_accuracy
-from .core.fit import OverheadTooLargeError, budget_after_overhead
-from .core.messages import Message, Node
-from .core.prefix_breaks import count_prefix_breaks
-from .core.prices import Block
-from .core.projection import project
-from .core.resolver import user_prices
-from .core.tree import Branch, build_branch
+from .core.money.prefix_breaks import count_prefix_breaks
+from .core.money.prices import Block
+from .core.sizing.estimator import estimate_request, usage_accuracy
+from .core.sizing.fit import OverheadTooLargeError, budget_after_overhead
+from .core.sizing.resolver import user_prices
+from .core.values.messages import Message, Node
+from .core.values.tree import Branch, build_branch
+from .core.view.projection import project
 from .replay_session import (  # noqa: F401  (re-exported; moved out in issue 39)
     CompactionRecord,
     ManagedSession,
@@ -49,7 +49,7 @@ from .replay_session import (  # noqa: F401  (re-exported; moved out in issue 39
 )
 
 if TYPE_CHECKING:
-    from .core.resolver import ResolvedModel
+    from .core.sizing.resolver import ResolvedModel
 
 
 
@@ -179,7 +179,7 @@ def replay_messages(
 def realised(compactions: Sequence[CompactionRecord],
              billed: Sequence[tuple[list[Block], int, float]], model: str
              ) -> list[CompactionRecord]:
-    """Each compaction with its realised saving (issue 40, `core.costs.realised_savings`)
+    """Each compaction with its realised saving (issue 40, `core.money.costs.realised_savings`)
     over the modelled requests after it: each request's prompt as sent, at `model`'s prices
     (the offline summaries cost nothing)."""
     price = user_prices().lookup(model)
@@ -245,7 +245,7 @@ class RecordedSession:
 def recorded_session(nodes: Sequence[Node], leaf_id: str) -> RecordedSession:
     """The messages, starting checkpoint and recorded model of the branch ending at `leaf_id`
     (the model resolver's `recorded_model` of the branch, the rule every face reads it by)."""
-    from .core.resolver import recorded_model
+    from .core.sizing.resolver import recorded_model
 
     return RecordedSession(active_messages(nodes, leaf_id), recorded_start(nodes, leaf_id),
                            recorded_model(build_branch(nodes, leaf_id)),
@@ -285,7 +285,7 @@ def replay_overhead(session: RecordedSession, capacity: ModelCapacity, budget: B
         budget_after_overhead(budget, fixed or 0)
     except OverheadTooLargeError as exc:
         if resolved is not None:
-            from .core.resolver import smallest_window
+            from .core.sizing.resolver import smallest_window
             from .summarize.extractive import smallest_summary_tokens
 
             # A replay compacts a whole recorded history at once: the guaranteed floor.

@@ -11,15 +11,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._sync import WouldWait, run_now
-from .core.budget import Budget, ModelCapacity
-from .core.estimator import Estimate, MessageCosts
-from .core.explain import CompactionExplanation
-from .core.export import to_anthropic, to_openai
-from .core.messages import Message, Node
-from .core.plan import NoOp, Trigger
-from .core.projection import Projection
-from .core.tree import Branch
-from .core.validity import anthropic_problems, openai_problems
+from .core.models.budget import Budget, ModelCapacity
+from .core.planning.plan import NoOp, Trigger
+from .core.render.export import to_anthropic, to_openai
+from .core.render.validity import anthropic_problems, openai_problems
+from .core.report.explain import CompactionExplanation
+from .core.sizing.estimator import Estimate, MessageCosts
+from .core.values.messages import Message, Node
+from .core.values.tree import Branch
+from .core.view.projection import Projection
 from .runtime.auto_recall import AutoRecall
 from .runtime.driver import session_sizer
 from .runtime.errors import RequestTooLargeError

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .billing import SERVICE_KEY
-from .core.recall_tools import recall_tool_json
+from .core.recall.recall_tools import recall_tool_json
 
 
 def stored_system(metadata: Mapping[str, Any] | None) -> str | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.validity import anthropic_problems, openai_problems
+from contextfold.core.render.validity import anthropic_problems, openai_problems
 from tests.fakeserver import FakeServer, Reply, fake_server
 from tests.fakeserver.responses import chat_view
 

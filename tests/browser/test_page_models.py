@@ -16,7 +16,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from contextfold.core.catalog import capacity_for
+from contextfold.core.models.catalog import capacity_for
 from contextfold.server import ServiceConfig
 from tests.fakeserver import FakeServer, Reply
 

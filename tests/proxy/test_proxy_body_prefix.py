@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contextfold.core.content_chain import chain_hashes
-from contextfold.core.held import Held
+from contextfold.core.values.content_chain import chain_hashes
+from contextfold.core.values.held import Held
 from contextfold.guard.body import JsonTooDeepError, loads_bounded
 from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.body_prefix import resume, shared_elements, split

@@ -21,8 +21,8 @@ import pytest
 from anthropic.types.beta import BetaCompactionBlock
 from openai.types.responses import ResponseCompactionItem
 
-from contextfold.core.export import to_anthropic, to_openai
-from contextfold.core.projection import project
+from contextfold.core.render.export import to_anthropic, to_openai
+from contextfold.core.view.projection import project
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
@@ -128,7 +128,7 @@ def test_an_anthropic_compaction_block_round_trips_and_is_never_summarised_y7(up
     for c in cps:  # never summarised: the provider's text is in no summary
         assert "DK-4417" not in c.summary and block["encrypted_content"] not in c.summary
     # Never shown to another provider: an export for OpenAI has no trace of the block.
-    from contextfold.core.tree import Branch
+    from contextfold.core.values.tree import Branch
     branch = Branch(nodes=tuple(nodes))
     assert block["encrypted_content"] not in json.dumps(to_openai(project(branch)).messages)
     assert block["encrypted_content"] not in json.dumps(to_anthropic(project(branch)).messages)

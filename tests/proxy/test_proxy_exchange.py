@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from contextfold.core.resolver import SIZED_FOR_KEY
+from contextfold.core.sizing.resolver import SIZED_FOR_KEY
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from contextfold.core.budget import derive_budget
+from contextfold.core.models.budget import derive_budget
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.runtime.mirror import Mirror

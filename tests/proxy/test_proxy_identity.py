@@ -12,8 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from contextfold.core.budget import derive_budget
-from contextfold.core.resolver import ModelResolver
+from contextfold.core.models.budget import derive_budget
+from contextfold.core.sizing.resolver import ModelResolver
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.identity import known_agent, session_title
 from contextfold.proxy.serve import ProxyThread

@@ -1,5 +1,5 @@
 """What the proxy renders itself (SPEC V1, Y2, Y4): with masking on, old tool results are
-forwarded as placeholders written by `core.export`, the one writer of contextfold's requests,
+forwarded as placeholders written by `core.render.export`, the one writer of contextfold's requests,
 and every message the projection did not change is the client's own JSON."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import anthropic
 import openai
 import pytest
 
-from contextfold.core.budget import CompactionSettings
-from contextfold.core.masking import MASK_MARKER
+from contextfold.core.models.budget import CompactionSettings
+from contextfold.core.view.masking import MASK_MARKER
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from tests.fakeserver import Reply, ToolCallSpec, fake_server

@@ -19,8 +19,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from contextfold.core.content_chain import chain_hashes, message_key
-from contextfold.core.held import Held
+from contextfold.core.values.content_chain import chain_hashes, message_key
+from contextfold.core.values.held import Held
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy import wire as proxy_wire
 from contextfold.proxy.app import create_app
@@ -268,7 +268,7 @@ def test_conversations_that_open_alike_keep_their_own_lists_y10() -> None:
     # with the same system prompt and first message, sent in turns: each request decodes,
     # parses and hashes only its new messages (the cache once kept one list per opening, so
     # every request of 2 clients parsed its whole history again).
-    from contextfold.core.content_chain import ChainMemo
+    from contextfold.core.values.content_chain import ChainMemo
 
     cache, memo = PrefixCache(), ChainMemo()
     lists = {c: [{"role": "system", "content": "You are a coding agent."},

@@ -27,10 +27,10 @@ import pytest
 from anthropic.types.beta import BetaCompactionBlock
 from openai.types.responses import ResponseCompactionItem
 
-from contextfold.core.export import to_anthropic, to_openai
-from contextfold.core.messages import ProviderCompactionPart
-from contextfold.core.projection import project
-from contextfold.core.tree import Branch
+from contextfold.core.render.export import to_anthropic, to_openai
+from contextfold.core.values.messages import ProviderCompactionPart
+from contextfold.core.values.tree import Branch
+from contextfold.core.view.projection import project
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.provider_compaction import asks_provider_compaction, compacts_now
 from contextfold.proxy.serve import ProxyThread

@@ -1,15 +1,15 @@
 """The proxy's stats explain each compaction as it takes effect (issue 40, SPEC Q2, Q4):
 the explanation the checkpoint stored and its realised saving from the replies' reported
-usage, by the core's one computation (`core.costs.SavingMeter`)."""
+usage, by the core's one computation (`core.money.costs.SavingMeter`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from contextfold.core.costs import Fold, PricedRequest, realised_savings
-from contextfold.core.explain import CompactionExplanation
-from contextfold.core.messages import Checkpoint, Node, Usage
-from contextfold.core.prices import PriceBook
+from contextfold.core.money.costs import Fold, PricedRequest, realised_savings
+from contextfold.core.money.prices import PriceBook
+from contextfold.core.report.explain import CompactionExplanation
+from contextfold.core.values.messages import Checkpoint, Node, Usage
 from contextfold.proxy.stats import SessionStats
 from tests.builders import assistant
 

@@ -49,7 +49,7 @@ DB_OPTION = typer.Option(
     help="Database URL (default: the embedded SQLite file in your data directory).",
 )
 JSON_OPTION = typer.Option(False, "--json", help="Machine-readable output on stdout.")
-# SPEC Y14: the one per-process cache of `proxy` and `serve` (`core.held.DEFAULT_BYTES`).
+# SPEC Y14: the one per-process cache of `proxy` and `serve` (`core.values.held.DEFAULT_BYTES`).
 MEMORY_CACHE_OPTION = typer.Option(256, "--memory-cache", min=1, max=1 << 20,
                                    help="MiB a process holds of the conversations it serves "
                                    "(least recently used out; default 256).")

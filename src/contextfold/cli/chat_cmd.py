@@ -66,7 +66,7 @@ def chat_command(
 
     def resolved_model(name: str | None, window: int | None = None, *,
                        recorded: str | None = None) -> Any:
-        from ..core.resolver import ModelResolver
+        from ..core.sizing.resolver import ModelResolver
 
         # --context-window is the cap of every model of this chat (the window of one the
         # catalog lacks); `/model NAME WINDOW` gives one explicitly.
@@ -81,7 +81,7 @@ def chat_command(
         return chat, resolved_model(name, window).capacity
 
     async def setup() -> tuple[Any, Any]:
-        from ..core.resolver import ModelResolver
+        from ..core.sizing.resolver import ModelResolver
         from ..runtime import Conversation
         from ..store import open_store
         from ..summarize.factory import summarizer_for

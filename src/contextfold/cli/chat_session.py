@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 from rich.text import Text
 
-from ..core.export import to_openai
+from ..core.render.export import to_openai
 from ..errors import ContextfoldError
 from ..providers.errors import ContextOverflowError
 from ..runtime import (
@@ -262,10 +262,10 @@ class ChatSession:
 
     def context(self) -> None:
         """/context: the next request by category, the free space, the next compaction and
-        the saving (`core.breakdown.context_report`: what `contextfold context` and the
+        the saving (`core.report.breakdown.context_report`: what `contextfold context` and the
         page show), like Claude Code's /context."""
-        from ..core.breakdown import context_report, history_figures
-        from ..core.tree import Branch
+        from ..core.report.breakdown import context_report, history_figures
+        from ..core.values.tree import Branch
         from .render import render_context
 
         conv, sizer = self.conv, self.conv.sizer

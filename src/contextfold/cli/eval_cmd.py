@@ -80,7 +80,7 @@ def eval_command(
 
             summarize = guarded_llm_summarizer(resolved, summarizer_model, base_url, fallbacks)
             name = f"llm:{summarizer_model or resolved.name}"
-        from ..store.engine import redact_url  # a URL's password is never shown
+        from ..store.sql.engine import redact_url  # a URL's password is never shown
 
         result = await run_eval(resolved.capacity, resolved.budget, summarize=summarize,
                                 summarizer=name, compactions=ks, seed=seed,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from ..core.resolver import ResolvedModel
+    from ..core.sizing.resolver import ResolvedModel
 
 
 def summarizer_options(served_by: str) -> tuple[Any, Any, Any]:
@@ -37,7 +37,7 @@ def guarded_llm_summarizer(chat: ResolvedModel, model: str | None, base_url: str
     (default: the chat model), with the user's own keys; guarded, so what it returns is
     always safe to commit. Why it fell back (a rejected key, a timeout, an invalid answer)
     is appended to `fallbacks`."""
-    from ..core.resolver import ModelResolver
+    from ..core.sizing.resolver import ModelResolver
     from ..runtime.summarizers import FallbackNote, GuardedSummarizer
     from ..summarize.factory import summarizer_for
 

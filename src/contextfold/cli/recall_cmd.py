@@ -25,7 +25,7 @@ def recall_command(
         # Imported here: the store's search needs SQLAlchemy, `--help` does not.
         from ..runtime.recall import hit_dict
         from ..store import open_store
-        from ..store.recall_args import MAX_RESULTS
+        from ..store.recall.recall_args import MAX_RESULTS
 
         if limit > MAX_RESULTS:
             raise BadInput(f"--limit must be at most {MAX_RESULTS}, not {limit}")

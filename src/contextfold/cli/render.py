@@ -28,8 +28,8 @@ from .safe_text import (  # noqa: F401  (re-exported; moved out in issue 39)
 )
 
 if TYPE_CHECKING:
-    from ..core.messages import Node
-    from ..core.tree import Branch, DamagedBranch
+    from ..core.values.messages import Node
+    from ..core.values.tree import Branch, DamagedBranch
 
 SHOW_PAGE = 200  # nodes a terminal shows of the tree (the JSON output lists all by default)
 
@@ -126,7 +126,7 @@ def _billed(row: dict[str, Any]) -> str:
 
 
 def _saved(row: dict[str, Any]) -> str:
-    """The saving (`core.costs`' one definition); a negative one is a loss, said so."""
+    """The saving (`core.money.costs`' one definition); a negative one is a loss, said so."""
     cost = row.get("cost")
     if not cost or not _charged(cost):
         return "—"
@@ -182,7 +182,7 @@ def render_compaction(payload: dict[str, Any]) -> None:
 
 def _why(payload: dict[str, Any]) -> None:
     """Issue 40: the compaction's explanation, in the core's one wording."""
-    from ..core.explain import CompactionExplanation
+    from ..core.report.explain import CompactionExplanation
 
     explained = CompactionExplanation.from_json(payload.get("explanation") or {})
     if explained is not None:
@@ -210,7 +210,7 @@ CONTEXT_LABELS = (("system", "System prompt"), ("tools", "Tools"),
 
 
 def render_context(payload: dict[str, Any]) -> None:
-    """The `/context` report (`core.breakdown.context_report`): a line per category with
+    """The `/context` report (`core.report.breakdown.context_report`): a line per category with
     its share of the safe limit, the free space, the next compaction, the saving."""
     limit = max(1, payload["limit"])
     say(("context", "bold"), f" {payload['model']}: {payload['used']:,} of "
@@ -286,7 +286,7 @@ def render_tree(info: Any, nodes: Sequence[Node], branch: Branch | DamagedBranch
     history was not read), drawn from the page's oldest node. `model_view`: the branch the
     projection is derived from when `branch` is only a page.
     """
-    from ..core.tree import Branch
+    from ..core.values.tree import Branch
 
     ids = {n.id for n in nodes}
     children: dict[str | None, list[Node]] = {}
@@ -369,8 +369,8 @@ def _common(a: str, b: str) -> int:
 
 
 def _model_view(branch: Branch | DamagedBranch, last: int = 25) -> None:
-    from ..core.projection import project
-    from ..core.tree import DamagedBranch
+    from ..core.values.tree import DamagedBranch
+    from ..core.view.projection import project
 
     say(("what the model sees", "bold"))
     if isinstance(branch, DamagedBranch):

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.table import Table
     from rich.text import Text
 
-    from ..core.budget import ModelCapacity
+    from ..core.models.budget import ModelCapacity
     from ..replay import ReplayReport
 
 PROGRESS_FROM_MESSAGES = 200  # shorter files replay in about a second
@@ -37,7 +37,7 @@ DEMO_MODEL, DEMO_WINDOW = "demo-16k", 16_384  # a small window, so the demo comp
 def demo_capacity() -> ModelCapacity:
     """The demo's model, sized by the resolver like every model (`project --model demo-16k
     --context-window 16384` sizes it the same)."""
-    from ..core.resolver import ModelResolver
+    from ..core.sizing.resolver import ModelResolver
 
     return ModelResolver().resolve(DEMO_MODEL, context_window=DEMO_WINDOW).capacity
 
@@ -198,8 +198,8 @@ def explanations_table(log: list[dict[str, Any]]) -> Table:
     """Issue 40: one row per compaction, why it ran and what it saved: the trigger, the
     request before → after, the expected saving, the break-even request and the realised
     saving over the requests after it (a loss keeps its minus sign). The figures are the
-    core's (`core.explain`); this only lays them out."""
-    from ..core.explain import CompactionExplanation
+    core's (`core.report.explain`); this only lays them out."""
+    from ..core.report.explain import CompactionExplanation
 
     table = one_line_table("compactions: why, and what they saved")
     for col, justify in (("req", "right"), ("trigger", "left"), ("before → after", "right"),
@@ -242,7 +242,7 @@ def demo_command(
     out = Output(as_json)
 
     async def work() -> None:
-        from ..core.budget import derive_budget
+        from ..core.models.budget import derive_budget
         from ..demo_session import build_research_session
         from ..ids import new_id
         from ..replay import replay_messages
@@ -297,8 +297,8 @@ def _render_demo(session_id: str, report: ReplayReport) -> None:
     from rich.panel import Panel
     from rich.text import Text
 
-    from ..core.projection import project, render_ledger
-    from ..core.tree import Branch
+    from ..core.values.tree import Branch
+    from ..core.view.projection import project, render_ledger
 
     durable = len(report.chain)
     checkpoints = sum(1 for n in report.chain if n.checkpoint is not None)

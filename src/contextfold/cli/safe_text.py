@@ -14,7 +14,7 @@ from rich.text import Text
 from .app import console
 
 if TYPE_CHECKING:
-    from ..core.messages import Node
+    from ..core.values.messages import Node
 
 
 PREVIEW_CHARS = 70

@@ -17,8 +17,8 @@ from .app import (
 )
 
 if TYPE_CHECKING:
-    from ..core.resolver import ModelResolver, ResolvedModel
-    from ..core.tree import Branch
+    from ..core.sizing.resolver import ModelResolver, ResolvedModel
+    from ..core.values.tree import Branch
     from ..store.protocol import SessionReader
 
 
@@ -44,8 +44,9 @@ UNKNOWN_MODEL_FIX = "--context-window N (or an entry in the $CONTEXTFOLD_MODELS 
 
 
 def recorded_model(branch: Any) -> str | None:
-    """`core.resolver.recorded_model`, imported when a command runs rather than at start-up."""
-    from ..core.resolver import recorded_model as recorded
+    """`core.sizing.resolver.recorded_model`, imported when a command runs rather than at
+    start-up."""
+    from ..core.sizing.resolver import recorded_model as recorded
 
     return recorded(branch)
 
@@ -63,9 +64,9 @@ def resolve_model(
     recorded history at once, not for the chat (a few turns at a time); `project` only shows
     a request, whatever the window, and skips that check (and the summariser it loads).
     """
-    from ..core.catalog import CatalogConfigError
-    from ..core.resolver import InvalidWindowError, ModelResolver, UnknownModelError
-    from ..core.resolver import WindowTooSmallError as TooSmall
+    from ..core.models.catalog import CatalogConfigError
+    from ..core.sizing.resolver import InvalidWindowError, ModelResolver, UnknownModelError
+    from ..core.sizing.resolver import WindowTooSmallError as TooSmall
 
     resolver = resolver or ModelResolver()
     try:
@@ -106,7 +107,7 @@ def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) ->
     `sqlite3` snapshot of an embedded database (no SQLAlchemy or asyncio to import) or,
     whenever it cannot serve them exactly, the full store (docs/store.md). Synchronous:
     call it from a command's synchronous body."""
-    from ..store.snapshot import read_only_store
+    from ..store.sqlite.snapshot import read_only_store
 
     return read_only_store(db, reads)
 
@@ -128,7 +129,7 @@ async def _healthy_and_metadata(store: SessionReader, ref: str
 
 
 def _sized_model(metadata: dict[str, Any]) -> str | None:
-    from ..core.resolver import sized_for
+    from ..core.sizing.resolver import sized_for
 
     sized = sized_for(metadata)
     return sized[0] if sized else None
@@ -144,13 +145,13 @@ async def stored_model(store: SessionReader, session_id: str) -> str | None:
 
 def recorded_resolver(metadata: dict[str, Any]) -> Any:
     """The model resolver for a stored session: the window a face recorded for it counts."""
-    from ..core.resolver import recorded_resolver as resolver_for
+    from ..core.sizing.resolver import recorded_resolver as resolver_for
 
     return resolver_for(metadata)
 
 
 async def _load_healthy(store: SessionReader, session_id: str) -> Branch:
-    from ..core.tree import DamagedBranch
+    from ..core.values.tree import DamagedBranch
 
     branch = await store.load_branch(session_id)
     if isinstance(branch, DamagedBranch):

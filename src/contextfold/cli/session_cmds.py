@@ -25,8 +25,8 @@ from .render import (
 )
 
 if TYPE_CHECKING:
-    from ..core.budget import Budget, ModelCapacity
-    from ..core.tree import Branch
+    from ..core.models.budget import Budget, ModelCapacity
+    from ..core.values.tree import Branch
     from ..store.protocol import SessionReader, SessionStore
     from ..store.values import SessionInfo
 
@@ -110,7 +110,7 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
     """One `sessions` row: the stored fields plus what the branch says, and what it cost
     (SPEC Q4: the service's `cost` object, from the same helper)."""
     from ..billing import billed_model, session_bill
-    from ..core.tree import Branch
+    from ..core.values.tree import Branch
 
     branch = await store.load_full_branch(info.id)
     nodes = branch.nodes if isinstance(branch, Branch) else branch.readable

@@ -56,8 +56,8 @@ def project_command(
         out.fail(BadInput(f"--format must be 'openai' or 'anthropic', not {format!r}"), 2)
 
     def work() -> None:
-        from ..core.estimator import estimate_request
-        from ..core.projection import project
+        from ..core.sizing.estimator import estimate_request
+        from ..core.view.projection import project
         from ..formats.request import export_session
         from ..stored_request import stored_system, stored_tools
 
@@ -102,9 +102,9 @@ def context_command(
     out = Output(as_json)
 
     def work() -> None:
-        from ..core.breakdown import context_report, history_figures
-        from ..core.estimator import MessageCosts, estimate_request
-        from ..core.projection import project
+        from ..core.report.breakdown import context_report, history_figures
+        from ..core.sizing.estimator import MessageCosts, estimate_request
+        from ..core.view.projection import project
         from ..stored_request import stored_system, stored_tools
 
         async def reads(store: SessionReader) -> tuple[Any, ...]:
@@ -155,7 +155,7 @@ def show_command(
         page = None
 
     def work() -> None:
-        from ..core.tree import Branch, DamagedBranch
+        from ..core.values.tree import Branch, DamagedBranch
 
         async def reads(store: SessionReader) -> tuple[Any, ...]:
             sid = await session_id_of(store, session)
@@ -210,7 +210,7 @@ def verify_command(
     Exit 0 when sound, 1 when damage or tampering is found (listed), 2 for bad input.
     """
     from ..store import open_store
-    from ..store.verify import verify_tree
+    from ..store.audit.verify import verify_tree
 
     out = Output(as_json)
 

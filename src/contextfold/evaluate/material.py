@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from importlib import resources
 from typing import Any
 
-from ..core.estimator import estimate_text
-from ..core.identifiers import ZOTERO_KEY_ALPHABET
+from ..core.sizing.estimator import estimate_text
+from ..core.text.identifiers import ZOTERO_KEY_ALPHABET
 
 
 def zotero_items() -> list[dict[str, Any]]:

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.messages import Node, text_message
-from ..core.projection import Projection, checkpoint_text
-from ..core.tool_calls import tool_arguments
+from ..core.values.messages import Node, text_message
+from ..core.values.tool_calls import tool_arguments
+from ..core.view.projection import Projection, checkpoint_text
 from ..formats.request import export_session
 from ..runtime.auto_recall import AutoRecall
 from ..runtime.sizing import Sizer

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.prices import Cost, total
+from ..core.money.prices import Cost, total
 from .facts import CATEGORIES, KINDS, SOURCES, STATED
 from .probes import ProbeResult
 from .rules import RULE_KINDS

@@ -5,7 +5,7 @@ before the code, in the ways people write to agents: terse, lowercase, with reas
 questions; English, Japanese and Chinese), of five kinds: what the agent may do (`action`),
 what to keep or disclose (`information`), how to work (`process`), taste (`preference`) and
 the shape of replies (`output`). `contextfold eval` plants only the ones the cue-word
-detector (`core.constraints.is_constraint`) does not recognise, so what it measures is
+detector (`core.text.constraints.is_constraint`) does not recognise, so what it measures is
 whether a rule survives *without* a pattern knowing it (SPEC S8). Each rule's `probe` is a
 verbatim substring of it: what must be in the request for the rule to count as kept.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from ..core.constraints import is_constraint, sentences
+from ..core.text.constraints import is_constraint, sentences
 
 RULE_KINDS = ("action", "information", "process", "preference", "output")
 

@@ -26,9 +26,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from ..core.budget import Budget, ModelCapacity
-from ..core.messages import Message, TextPart, ToolCallPart, ToolResultPart, text_message
-from ..core.projection import project
+from ..core.models.budget import Budget, ModelCapacity
+from ..core.values.messages import Message, TextPart, ToolCallPart, ToolResultPart, text_message
+from ..core.view.projection import project
 from ..errors import ContextfoldError
 from ..runtime.auto_recall import AutoRecall
 from ..runtime.compaction import CompactionOutcome

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
-from contextfold.core.messages import (
+from contextfold.core.values.messages import (
     Checkpoint,
     Message,
     MessageStatus,

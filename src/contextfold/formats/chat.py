@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.messages import Message
+from contextfold.core.values.messages import Message
 from contextfold.wire import anthropic_messages, openai_chat
 from contextfold.wire.parts import Unknown, system_text
 

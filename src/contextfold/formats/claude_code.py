@@ -30,7 +30,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.messages import Checkpoint, MessageStatus, ToolResultPart
+from contextfold.core.values.messages import Checkpoint, MessageStatus, ToolResultPart
 from contextfold.wire.anthropic_messages import read_content, usage_of
 from contextfold.wire.parts import text_of
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from contextfold.core.messages import (
+from contextfold.core.values.messages import (
     Checkpoint,
     MessageStatus,
     Part,

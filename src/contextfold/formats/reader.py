@@ -18,7 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from contextfold.core.surrogates import replace_surrogates, surrogate_note
+from contextfold.core.values.surrogates import replace_surrogates, surrogate_note
 
 from .errors import ImportFormatError
 from .limits import (  # noqa: F401  (re-exported; moved out in issue 39)

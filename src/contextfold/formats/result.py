@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextfold.core.messages import Node
+from contextfold.core.values.messages import Node
 
 FORMATS = ("pi", "claude-code", "openai", "anthropic")
 

@@ -1,7 +1,7 @@
 """The one bearer-token check of the service and the proxy (SPEC W2, Y8).
 
 A token names a tenant (`contextfold token create TENANT`; the store keeps only its SHA-256
-digest, `store/tenancy.py`). Guessing is rate-limited per client address: after
+digest, `store/sql/tenancy.py`). Guessing is rate-limited per client address: after
 `failures_per_minute` bad tokens from one address, every token check from it answers 429
 until the bucket refills, a right token included, so a guesser cannot tell a hit from a miss
 while it is limited.

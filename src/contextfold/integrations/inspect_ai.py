@@ -53,9 +53,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     raise ImportError("contextfold.integrations.inspect_ai needs Inspect AI: "
                       "pip install 'contextfold[inspect]'") from exc
 
-from ..core.budget import CompactionSettings, ModelCapacity, derive_budget
-from ..core.catalog import capacity_for
-from ..core.messages import Message, ToolCallPart
+from ..core.models.budget import CompactionSettings, ModelCapacity, derive_budget
+from ..core.models.catalog import capacity_for
+from ..core.values.messages import Message, ToolCallPart
 from ..providers.base import ToolSpec
 from ..runtime.compaction import CompactionOutcome
 from ..runtime.mirror import Mirror, Synced
@@ -201,8 +201,8 @@ class ContextfoldCompaction(CompactionStrategy):
         catalog by the model's name."""
         if self._capacity is not None:
             return self._capacity
-        from ..core.catalog import UnknownModelError
-        from ..core.resolver import ModelProfile, ModelResolver
+        from ..core.models.catalog import UnknownModelError
+        from ..core.sizing.resolver import ModelProfile, ModelResolver
 
         window = get_model_input_tokens(model)
         info = get_model_info(model)
@@ -222,7 +222,7 @@ class ContextfoldCompaction(CompactionStrategy):
         """The LLM summariser of `summarizer_model` (None without one), made by
         `summarize.factory.summarizer_for` with the model resolver: sized like any model,
         served by contextfold's providers with the user's own keys."""
-        from ..core.resolver import ModelResolver
+        from ..core.sizing.resolver import ModelResolver
         from ..summarize.factory import summarizer_for
 
         return summarizer_for(self._summarizer_model, ModelResolver(settings=self.settings),

@@ -25,7 +25,14 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     raise ImportError("contextfold.integrations.inspect_ai needs Inspect AI: "
                       "pip install 'contextfold[inspect]'") from exc
 
-from ..core.messages import Message, Part, ReasoningPart, TextPart, ToolCallPart, ToolResultPart
+from ..core.values.messages import (
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from ..providers.base import ToolSpec
 from ..runtime.mirror import Synced
 from ..wire.parts import tool_arguments

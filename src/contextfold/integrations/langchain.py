@@ -34,9 +34,9 @@ except ImportError as exc:  # pragma: no cover - exercised in a subprocess by th
     raise ImportError("contextfold.integrations.langchain needs LangChain v1: "
                       "pip install 'contextfold[langchain]'") from exc
 
-from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.catalog import capacity_for
-from ..core.messages import ToolCallPart
+from ..core.models.budget import CompactionSettings, ModelCapacity
+from ..core.models.catalog import capacity_for
+from ..core.values.messages import ToolCallPart
 from ..providers.base import ToolSpec
 from ..runtime.compaction import CompactionOutcome
 from ..runtime.mirror import Mirror, Synced
@@ -262,7 +262,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         else the catalog (with `$CONTEXTFOLD_MODELS`) by its name."""
         if self._capacity is not None:
             return self._capacity
-        from ..core.resolver import ModelProfile, ModelResolver, UnknownModelError
+        from ..core.sizing.resolver import ModelProfile, ModelResolver, UnknownModelError
 
         name = _model_name(model)
         try:

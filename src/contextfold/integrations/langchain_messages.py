@@ -7,8 +7,8 @@ shown: the checkpoint summary and pins as one `HumanMessage`, then the verbatim 
 application's *own* message objects (ids, `response_metadata`, `additional_kwargs` kept),
 rebuilt only where the projection changed them (a masked or clipped tool result).
 
-The tail is then settled like the core's export (`core/export.py`): a tool result is kept only
-right after the AI message that called it, a call without a result right after it is
+The tail is then settled like the core's export (`core/render/export.py`): a tool result is kept
+only right after the AI message that called it, a call without a result right after it is
 dropped, and the first message is a user message. A history that LangChain itself left
 broken (an interrupted run with open tool calls, a trimmed state) cannot produce an invalid
 request; every repair is reported.
@@ -31,8 +31,8 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from ..core.export import CONTINUATION_PLACEHOLDER
-from ..core.messages import (
+from ..core.render.export import CONTINUATION_PLACEHOLDER
+from ..core.values.messages import (
     FilePart,
     Message,
     Part,
@@ -309,7 +309,7 @@ def _without_tool_use(content: Any, answered: set[str]) -> Any:
 
 def as_openai(messages: Sequence[BaseMessage], system: str | None = None) -> list[dict[str, Any]]:
     """LangChain messages as chat-completions messages, one for one, with no repair: what a
-    provider would receive, for the validity oracles (`core.validity`)."""
+    provider would receive, for the validity oracles (`core.render.validity`)."""
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})

@@ -34,10 +34,10 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("contextfold.integrations.openai_agents needs the OpenAI Agents SDK: "
                       "pip install 'contextfold[openai-agents]'") from exc
 
-from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.messages import Message, ToolCallPart, Usage
-from ..core.projection import Projection, project
-from ..core.tree import Branch
+from ..core.models.budget import CompactionSettings, ModelCapacity
+from ..core.values.messages import Message, ToolCallPart, Usage
+from ..core.values.tree import Branch
+from ..core.view.projection import Projection, project
 from ..providers.base import ToolSpec
 from ..runtime.compaction import CompactionOutcome
 from ..runtime.driver import BackgroundAuto, session_sizer
@@ -220,7 +220,7 @@ class ContextfoldSession:
 
     def capacity_of(self, agent: Any) -> ModelCapacity:
         """The window of the model `agent` calls: `capacities[name]`, else `capacity`."""
-        from ..core.resolver import given_capacity
+        from ..core.sizing.resolver import given_capacity
 
         model = getattr(agent, "model", None)
         name = model if isinstance(model, str) else getattr(model, "model", None)

@@ -49,9 +49,9 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     raise ImportError("contextfold.integrations.pydantic_ai needs pydantic-ai: "
                       "pip install 'contextfold[pydantic-ai]'") from exc
 
-from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.export import CONTINUATION_PLACEHOLDER
-from ..core.messages import (
+from ..core.models.budget import CompactionSettings, ModelCapacity
+from ..core.render.export import CONTINUATION_PLACEHOLDER
+from ..core.values.messages import (
     Message,
     Part,
     ReasoningPart,
@@ -331,7 +331,7 @@ class ContextfoldHistory:
 
     def capacity_of(self, model: Any) -> ModelCapacity:
         """`capacities[model_name]`, else `capacity` (a model switch between runs)."""
-        from ..core.resolver import given_capacity
+        from ..core.sizing.resolver import given_capacity
 
         return given_capacity(getattr(model, "model_name", None), self.capacities,
                               self.capacity)

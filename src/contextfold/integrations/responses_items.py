@@ -29,10 +29,10 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core.export import CONTINUATION_PLACEHOLDER
-from ..core.messages import FilePart, Message, ProviderCompactionPart, TextPart, Usage
-from ..core.projection import Projection
-from ..core.projection import prefix_text as projection_prefix
+from ..core.render.export import CONTINUATION_PLACEHOLDER
+from ..core.values.messages import FilePart, Message, ProviderCompactionPart, TextPart, Usage
+from ..core.view.projection import Projection
+from ..core.view.projection import prefix_text as projection_prefix
 from ..wire.openai_responses import item_text, read_input
 from ..wire.plain import plain
 
@@ -99,7 +99,7 @@ def _file_note(part: FilePart) -> str:
 def prefix_text(projection: Projection) -> str | None:
     """The checkpoint summary and pins, as one user message's text (None: neither).
 
-    The same text the provider exports send (`core.export`), so every face shows a model
+    The same text the provider exports send (`core.render.export`), so every face shows a model
     the same checkpoint."""
     return projection_prefix(projection)
 
@@ -156,7 +156,7 @@ def chat_messages(items: Sequence[Mapping[str, Any]],
                   instructions: str | None = None) -> list[dict[str, Any]]:
     """Input items in chat-completions shape, as the SDK's chat-completions converter sends
     them (calls join the assistant message before them); nothing repaired. The validity
-    oracles (`core.validity`) judge this."""
+    oracles (`core.render.validity`) judge this."""
     out: list[dict[str, Any]] = []
     if instructions:
         out.append({"role": "system", "content": instructions})

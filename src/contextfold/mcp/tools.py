@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.catalog import tokenizer_family
-from ..core.messages import ToolCallPart
-from ..core.resolver import ModelResolver, UnknownModelError, recorded_model
+from ..core.models.catalog import tokenizer_family
+from ..core.sizing.resolver import ModelResolver, UnknownModelError, recorded_model
+from ..core.values.messages import ToolCallPart
 from ..errors import ContextfoldError
 from ..ids import new_id
 from ..runtime.pinning import pin_stored, stored_pins

@@ -1,6 +1,6 @@
 """Messages API adapter on the official `anthropic` SDK.
 
-It holds only the SDK calls: the protocol (the body from `core.export.to_anthropic`: roles
+It holds only the SDK calls: the protocol (the body from `core.render.export.to_anthropic`: roles
 alternate, the first message is a user message, every tool_use has its tool_result; the reply,
 the stream and the usage, which maps one to one, SPEC E1) is
 `contextfold.wire.anthropic_messages`, which the proxy and the importers read with too.

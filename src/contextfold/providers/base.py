@@ -2,7 +2,7 @@
 
 A `ChatRequest` carries the model projection (latest checkpoint + raw tail) and the
 messages that follow it (e.g. the new user message); `request_projection` joins them, so the
-adapters export one projection with `core.export` and never build message lists by hand.
+adapters export one projection with `core.render.export` and never build message lists by hand.
 A `ChatResponse` holds the reply as a core `Message` with usage normalised to `core.Usage`.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from contextfold.core.messages import Message, Node
-from contextfold.core.projection import Projection
+from contextfold.core.values.messages import Message, Node
+from contextfold.core.view.projection import Projection
 from contextfold.wire.reply import StopReason  # the protocols' common words, read in wire/
 
 # Ids of pending messages only need to be unique inside one request: they never reach the

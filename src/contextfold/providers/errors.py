@@ -146,7 +146,7 @@ def _n(text: str) -> int:
 
 _NUM = r"(\d[\d,]*)"
 
-# Each pattern is a real provider's wording (see tests/test_providers_errors.py for the
+# Each pattern is a real provider's wording (see tests/providers/test_providers_errors.py for the
 # bodies they come from); the lambda maps its groups to the numbers.
 _OVERFLOW_PATTERNS: tuple[tuple[re.Pattern[str], Any], ...] = (
     # vLLM: prompt + max_tokens over the window.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from contextfold.core.messages import text_message
+from contextfold.core.values.messages import text_message
 
 from .base import ChatRequest, ChatResponse, StreamDone, StreamEvent, TextDelta, request_projection
 

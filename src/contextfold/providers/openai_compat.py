@@ -2,7 +2,7 @@
 
 One adapter covers every OpenAI-compatible server through `base_url`: OpenAI itself, Azure
 (v1 endpoint), vLLM, Ollama, llama.cpp server, LM Studio, OpenRouter, DeepSeek, Groq, ...
-It holds only the SDK calls: the protocol (the body from `core.export.to_openai`, so it is
+It holds only the SDK calls: the protocol (the body from `core.render.export.to_openai`, so it is
 always valid; the reply, the stream and the usage, with cached tokens split out of
 `prompt_tokens`, SPEC E1) is `contextfold.wire.openai_chat`, which the proxy and the
 importer read with too.

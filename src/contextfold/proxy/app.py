@@ -25,8 +25,8 @@ from starlette.routing import Route
 
 from ..runtime.held import Held
 from ..runtime.mirror import Mirror, Synced
-from ..store.base import StoreBase
 from ..store.protocol import SessionStore
+from ..store.sql.base import StoreBase
 from .config import ProxyConfig
 from .exchange import ChatAdapter, exchange, out_headers
 from .guards import protect

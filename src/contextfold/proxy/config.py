@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.resolver import ModelResolver
+from ..core.models.budget import CompactionSettings, ModelCapacity
+from ..core.sizing.resolver import ModelResolver
 
 
 @dataclass

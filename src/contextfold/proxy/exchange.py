@@ -27,9 +27,9 @@ from starlette.background import BackgroundTask
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..core.messages import Message
-from ..core.resolver import SIZED_FOR_KEY
-from ..core.surrogates import replace_surrogates, surrogate_note
+from ..core.sizing.resolver import SIZED_FOR_KEY
+from ..core.values.messages import Message
+from ..core.values.surrogates import replace_surrogates, surrogate_note
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.mirror import Synced

@@ -35,7 +35,7 @@ from .tenancy import current_tenant
 from .workdir import working_directory
 
 if TYPE_CHECKING:
-    from ..core.messages import Message
+    from ..core.values.messages import Message
     from .wire import Parsed
 
 SALT_ENV = "CONTEXTFOLD_PROXY_SALT"

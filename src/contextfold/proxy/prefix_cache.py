@@ -27,9 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.held import Held
-from ..core.messages import Message, ToolCallPart
-from ..core.surrogates import without_surrogates
+from ..core.values.held import Held
+from ..core.values.messages import Message, ToolCallPart
+from ..core.values.surrogates import without_surrogates
 from ..guard.body import MAX_JSON_DEPTH, loads_bounded, text_depth
 from .body_prefix import Split, Unsplit, resume, shared_elements, split
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.messages import Message, ProviderCompactionPart
+from ..core.values.messages import Message, ProviderCompactionPart
 
 
 def compacts_now(protocol: str, body: Any) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..core.messages import Message
+from ..core.values.messages import Message
 from ..guard.body import loads_bounded
 from ..runtime.held import Held, text_bytes
 from ..runtime.mirror import Synced

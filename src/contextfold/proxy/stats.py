@@ -1,7 +1,8 @@
 """Per-session proxy figures: how much of each forwarded request repeats the previous
 request's prefix byte for byte (SPEC Y4), what the replies cost as the upstream reported
 their usage (SPEC Q4), and each compaction's explanation with its realised saving so far
-(issue 40: `core.explain`, `core.costs.SavingMeter`, from the replies' reported usage)."""
+(issue 40: `core.report.explain`, `core.money.costs.SavingMeter`, from the replies' reported
+usage)."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..billing import usage_cost
-from ..core.costs import Fold, PricedRequest, Saving, SavingMeter, summary_cost
-from ..core.explain import CompactionExplanation, stored_explanation
-from ..core.messages import Message, Node, Usage
-from ..core.prices import Cost
-from ..core.resolver import user_prices
-from ..core.runs import leading_run
+from ..core.money.costs import Fold, PricedRequest, Saving, SavingMeter, summary_cost
+from ..core.money.prices import Cost
+from ..core.report.explain import CompactionExplanation, stored_explanation
+from ..core.sizing.resolver import user_prices
+from ..core.values.messages import Message, Node, Usage
+from ..core.values.runs import leading_run
 from .prefix_cache import dumps
 
 

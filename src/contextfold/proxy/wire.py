@@ -7,7 +7,7 @@ this module only applies it to a request passing through. `parse` turns the clie
 into the mirror's inputs (system text, tool JSON, one `Message` per wire message); `build`
 turns the mirror's answer back into the client's own protocol, forwarding every kept message
 as the exact JSON the client sent (SPEC Y2, Y4) and rendering only what the projection
-changed, through `core.export` like every request contextfold writes.
+changed, through `core.render.export` like every request contextfold writes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..core.messages import Message, ProviderCompactionPart
+from ..core.values.messages import Message, ProviderCompactionPart
 from ..errors import ContextfoldError
 from ..guard.body import loads_bounded
 from ..runtime.errors import RequestTooLargeError

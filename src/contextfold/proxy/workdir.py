@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..core.messages import Message
+from ..core.values.messages import Message
 
 _STATED = (
     re.compile(r"(?im)^\s*(?:[-*]\s*)?(?:primary\s+)?working\s+directory\s*:\s*(\S[^\n]*?)\s*$"),

@@ -2,7 +2,7 @@
 
 `AutoRecall.apply` takes the projection of the next request, once it has been made to fit
 (`runtime.fitting`), and returns it with the recall blocks of the turns since the
-checkpoint (`core.auto_recall` chooses and words them): a turn's user message is searched
+checkpoint (`core.recall.auto_recall` chooses and words them): a turn's user message is searched
 in the session's own branch (the store's full-text index, SPEC L1, L4: never another
 branch, session or tenant), only when a checkpoint folded something. Every face that sends
 requests calls it: `Conversation`, the mirror (the proxy and the framework integrations)
@@ -13,7 +13,7 @@ SPEC Q5: a turn is decided once, at its first request under the checkpoint, and 
 later request until the next checkpoint: the blocks accumulate, within the recall budget
 and the room the fitted request leaves. A turn that finds the budget spent gets no block,
 and the session's check after the turn takes the full blocks as a reason to compact
-(`full`, `core.fit.recall_compaction_due`).
+(`full`, `core.sizing.fit.recall_compaction_due`).
 
 Where the decisions live, and why they are stored rather than recomputed: several
 processes may serve one session (issue 38: proxies on one database), and the next request
@@ -44,7 +44,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..core.auto_recall import (
+from ..core.recall.auto_recall import (
     SEARCH_LIMIT,
     Candidate,
     RecallTurns,
@@ -58,10 +58,10 @@ from ..core.auto_recall import (
     undecided_needs_search,
     within,
 )
-from ..core.fit import recall_room
-from ..core.messages import Message
-from ..core.projection import Projection, RecallBlock
-from ..core.recall_text import SearchQuery, message_text
+from ..core.recall.recall_text import SearchQuery, message_text
+from ..core.sizing.fit import recall_room
+from ..core.values.messages import Message
+from ..core.view.projection import Projection, RecallBlock
 from ..store.errors import StoreError
 from ..store.protocol import CompactionStore
 from ..store.values import RecallHit

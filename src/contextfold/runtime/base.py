@@ -12,12 +12,12 @@ import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from ..core.budget import Budget, CompactionSettings, ModelCapacity
-from ..core.estimator import Estimate
-from ..core.messages import Message, Node, ToolCallPart
-from ..core.plan import Trigger
-from ..core.projection import Projection, project
-from ..core.tree import Branch, DamagedBranch
+from ..core.models.budget import Budget, CompactionSettings, ModelCapacity
+from ..core.planning.plan import Trigger
+from ..core.sizing.estimator import Estimate
+from ..core.values.messages import Message, Node, ToolCallPart
+from ..core.values.tree import Branch, DamagedBranch
+from ..core.view.projection import Projection, project
 from ..providers.base import ChatModel, ToolSpec
 from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore

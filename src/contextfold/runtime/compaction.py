@@ -33,30 +33,30 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..core.auto_recall import RecallTurns, held_blocks
-from ..core.budget import Budget, ModelCapacity
-from ..core.cost_trigger import compaction_forecast, session_rhythm
-from ..core.costs import names_a_model
-from ..core.estimator import MessageCosts, estimate_request
-from ..core.explain import (
-    DETAILS_KEY,
-    CompactionExplanation,
-    stored_explanation,
-    trigger_kind,
-)
-from ..core.fit import over_auto_threshold, tighter_budget
-from ..core.mask_planner import MASKING_SUMMARIZER
-from ..core.messages import Checkpoint, Message
-from ..core.plan import NoOp, Plan, Trigger
-from ..core.planner import (
+from ..core.models.budget import Budget, ModelCapacity
+from ..core.money.costs import names_a_model
+from ..core.planning.cost_trigger import compaction_forecast, session_rhythm
+from ..core.planning.mask_planner import MASKING_SUMMARIZER
+from ..core.planning.plan import NoOp, Plan, Trigger
+from ..core.planning.planner import (
     adopt_provider_compaction,
     build_checkpoint,
     plan_compaction,
     projection_after,
 )
-from ..core.projection import RecallBlock, checkpoint_text, fixed_part, project
-from ..core.resolver import user_prices
-from ..core.tree import Branch, DamagedBranch
+from ..core.recall.auto_recall import RecallTurns, held_blocks
+from ..core.report.explain import (
+    DETAILS_KEY,
+    CompactionExplanation,
+    stored_explanation,
+    trigger_kind,
+)
+from ..core.sizing.estimator import MessageCosts, estimate_request
+from ..core.sizing.fit import over_auto_threshold, tighter_budget
+from ..core.sizing.resolver import user_prices
+from ..core.values.messages import Checkpoint, Message
+from ..core.values.tree import Branch, DamagedBranch
+from ..core.view.projection import RecallBlock, checkpoint_text, fixed_part, project
 from ..errors import ContextfoldError
 from ..ids import new_id
 from ..store import ReadOnlySessionError
@@ -283,9 +283,9 @@ async def compact_session(request: CompactionRequest) -> CompactionOutcome:
 def _explained(written: _Written, trigger: Trigger, branch: Branch, capacity: ModelCapacity,
                system: str | None, tools: Sequence[Any] | None, pending: Sequence[Message],
                costs: MessageCosts, summary_reads_cache: bool) -> tuple[_Written, bool]:
-    """The checkpoint with its explanation (issue 40, `core.explain`) in its details: the
+    """The checkpoint with its explanation (issue 40, `core.report.explain`) in its details: the
     trigger, the request before and after, and the cost trigger's forecast of this
-    compaction at the session's rhythm (`core.cost_trigger.compaction_forecast`); and
+    compaction at the session's rhythm (`core.planning.cost_trigger.compaction_forecast`); and
     whether to commit it. Only a cost-triggered compaction with a free summary can be held
     back (SPEC Q2: never at a predicted loss; the hard bounds always commit): the decision
     forecast its size before the summary was written, and the written one may forecast a
@@ -372,7 +372,7 @@ def _fit_tighter(written: _Written, planned: Callable[[Budget], Plan | NoOp],
 async def take_up_provider_compaction(store: CompactionStore, session_id: str, branch: Branch,
                                       budget: Budget) -> CompactionOutcome | None:
     """SPEC Y7: commit the checkpoint that starts from a provider's own compaction on
-    `branch` (nothing summarised, `core.planner.adopt_provider_compaction`); None when the
+    `branch` (nothing summarised, `core.planning.planner.adopt_provider_compaction`); None when the
     branch has none to take up or its tool workflow is not settled yet (the next call
     tries again). A stale commit (the branch moved) is reported as such."""
     adopted = adopt_provider_compaction(branch, budget)

@@ -9,16 +9,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..core.budget import Budget, ModelCapacity
-from ..core.costs import summary_cost
-from ..core.estimator import MessageCosts
-from ..core.explain import CompactionExplanation
-from ..core.messages import Message, Usage
-from ..core.plan import NoOp, Trigger
-from ..core.prices import Cost
-from ..core.projection import RecallBlock
-from ..core.resolver import ResolvedModel, user_prices
-from ..core.tree import Branch
+from ..core.models.budget import Budget, ModelCapacity
+from ..core.money.costs import summary_cost
+from ..core.money.prices import Cost
+from ..core.planning.plan import NoOp, Trigger
+from ..core.report.explain import CompactionExplanation
+from ..core.sizing.estimator import MessageCosts
+from ..core.sizing.resolver import ResolvedModel, user_prices
+from ..core.values.messages import Message, Usage
+from ..core.values.tree import Branch
+from ..core.view.projection import RecallBlock
 from ..store.protocol import CompactionStore
 from .summarizers import Summarize, offline_summarize
 
@@ -69,11 +69,11 @@ class CompactionOutcome:
     clipped_results: int = 0  # K6: kept messages whose tool results are clipped
     folded_ids: tuple[str, ...] = ()  # the messages it folded into the summary (K5)
     summarizer_usage: Usage | None = None  # SPEC Q4: what its summarising requests used
-    # Issue 40: why it ran and what it is expected to save (`core.explain`); in the JSON.
+    # Issue 40: why it ran and what it is expected to save (`core.report.explain`); in the JSON.
     explanation: CompactionExplanation | None = None
 
     def cost(self) -> Cost:
-        """What this compaction's summarising requests cost (SPEC Q4, `core.costs`' rule)."""
+        """What this compaction's summarising requests cost (SPEC Q4, `core.money.costs`' rule)."""
         return summary_cost(self.summarizer, self.summarizer_usage, user_prices())
 
     def to_json(self) -> dict[str, Any]:
@@ -153,7 +153,7 @@ class CompactionRequest:
     @classmethod
     def for_model(cls, store: CompactionStore, session_id: str, model: ResolvedModel,
                   **options: Any) -> CompactionRequest:
-        """A request sized for a model the resolver picked (`core.resolver`)."""
+        """A request sized for a model the resolver picked (`core.sizing.resolver`)."""
         return cls(store, session_id, model.capacity, model.budget, **options)
 
     @classmethod

@@ -23,11 +23,11 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ..core.budget import ModelCapacity
-from ..core.fit import Blocked
-from ..core.messages import Message, Node, ToolCallPart, ToolResultPart
-from ..core.projection import Projection, project
-from ..core.tree import Branch
+from ..core.models.budget import ModelCapacity
+from ..core.sizing.fit import Blocked
+from ..core.values.messages import Message, Node, ToolCallPart, ToolResultPart
+from ..core.values.tree import Branch
+from ..core.view.projection import Projection, project
 from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError, SessionBusyError

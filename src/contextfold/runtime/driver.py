@@ -34,7 +34,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
+from ..core.models.budget import Budget, CompactionSettings, ModelCapacity, derive_budget
 from ..providers.base import ToolSpec
 from ..store import SessionBusyError
 from .compaction import CompactionOutcome

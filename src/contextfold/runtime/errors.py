@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.messages import Message
+from ..core.values.messages import Message
 from ..errors import ContextfoldError, Kind, code_of, kind_of
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ..core.plan import Trigger
+from ..core.planning.plan import Trigger
 from .compaction import CompactionOutcome
 
 Phase = Literal["idle", "compacting", "failed"]

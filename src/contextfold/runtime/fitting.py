@@ -2,7 +2,7 @@
 
 Every face runs this before a model request (SPEC P1-P3, P5): `Conversation` (the library,
 the chat, the service), the mirror (the proxy, LangChain, pydantic-ai), the Agents SDK
-session and replay. The decision is `core.fit`'s (asked through `Sizer.decide`); this module
+session and replay. The decision is `core.sizing.fit`'s (asked through `Sizer.decide`); this module
 only loops it over the one compaction path:
 
     decide → Fits: send  |  Compact: compact (preflight), check again  |  Blocked: refuse
@@ -26,14 +26,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..core.fit import Blocked, Compact, Fits, after_compaction
-from ..core.messages import Message
-from ..core.plan import Trigger
-from ..core.projection import Projection, project
-from ..core.tree import Branch, DamagedBranch
+from ..core.planning.plan import Trigger
+from ..core.sizing.fit import Blocked, Compact, Fits, after_compaction
+from ..core.values.messages import Message
+from ..core.values.tree import Branch, DamagedBranch
+from ..core.view.projection import Projection, project
 from ..store import ReadOnlySessionError, SessionBusyError
-from ..store.liveness import holder_is_dead
 from ..store.protocol import CompactionStore
+from ..store.sql.liveness import holder_is_dead
 from .auto_recall import AutoRecall
 from .compaction import CompactionOutcome, CompactionRequest, compact_session
 from .errors import DraftTooLargeError, RequestTooLargeError
@@ -142,7 +142,7 @@ async def wait_for_other_compaction(store: Any, session_id: str, busy: SessionBu
 def wait_bound(summarize: Any) -> float | None:
     """How long to wait for another process's compaction: the summariser's timeout (what
     bounds that compaction) and one lease period; None when no timeout is known."""
-    from ..store.lease import LEASE_TTL
+    from ..store.sql.lease import LEASE_TTL
 
     timeout = getattr(summarize, "timeout", None)
     return None if timeout is None else float(timeout) + LEASE_TTL

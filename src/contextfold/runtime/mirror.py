@@ -41,12 +41,12 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.content_chain import ChainMemo, chain_link, opens_with_provider_compaction
-from ..core.messages import Message, Node, utc_now
-from ..core.projection import project, provider_compaction_index
-from ..core.recall_text import client_recall_tools
-from ..core.tree import Branch
+from ..core.models.budget import CompactionSettings, ModelCapacity
+from ..core.recall.recall_text import client_recall_tools
+from ..core.values.content_chain import ChainMemo, chain_link, opens_with_provider_compaction
+from ..core.values.messages import Message, Node, utc_now
+from ..core.values.tree import Branch
+from ..core.view.projection import project, provider_compaction_index
 from ..ids import new_id
 from ..store.protocol import SessionStore
 from ..store.values import MirrorWrite

@@ -1,6 +1,6 @@
 """Which session a client's list belongs to, found by its content-hash chain (SPEC Y1).
 
-Every message of a list has a chain hash (`core.content_chain`: its content and every
+Every message of a list has a chain hash (`core.values.content_chain`: its content and every
 message before it). The longest prefix of the list already stored names the tree, through
 the store's `mirror_index`; a list nothing matches starts a new session, unless it is one
 message that no compaction could make fit (refused first, SPEC P3: a refused request leaves
@@ -15,12 +15,12 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.fit import Blocked
-from ..core.messages import Message
-from ..core.projection import project
-from ..core.runs import leading_run
-from ..core.tree import Branch
+from ..core.models.budget import CompactionSettings, ModelCapacity
+from ..core.sizing.fit import Blocked
+from ..core.values.messages import Message
+from ..core.values.runs import leading_run
+from ..core.values.tree import Branch
+from ..core.view.projection import project
 from ..store.protocol import SessionStore
 from .compaction import CompactionOutcome
 from .driver import Tools, session_sizer

@@ -10,8 +10,8 @@ only what the window forces (P1-P5).
 
 from __future__ import annotations
 
-from ..core.projection import provider_compaction_index
-from ..core.tree import Branch
+from ..core.values.tree import Branch
+from ..core.view.projection import provider_compaction_index
 from .compaction import take_up_provider_compaction
 from .mirror_find import index_checkpoint
 from .mirror_sessions import MirrorSession, MirrorSessions

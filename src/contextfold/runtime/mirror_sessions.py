@@ -21,10 +21,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.budget import CompactionSettings, ModelCapacity
-from ..core.messages import Message, Node
-from ..core.projection import project
-from ..core.tree import Branch
+from ..core.models.budget import CompactionSettings, ModelCapacity
+from ..core.values.messages import Message, Node
+from ..core.values.tree import Branch
+from ..core.view.projection import project
 from ..store.protocol import SessionStore
 from .driver import BackgroundAuto, Tools, session_sizer
 from .fitting import healthy

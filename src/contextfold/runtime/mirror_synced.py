@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
-from ..core.budget import Budget, ModelCapacity
-from ..core.estimator import Estimate
-from ..core.masking import MaskedNode
-from ..core.messages import Message, Node, TextPart
-from ..core.projection import Projection, prefix_text
+from ..core.models.budget import Budget, ModelCapacity
+from ..core.sizing.estimator import Estimate
+from ..core.values.messages import Message, Node, TextPart
+from ..core.view.masking import MaskedNode
+from ..core.view.projection import Projection, prefix_text
 from ..providers.base import ToolSpec
 from .compaction import CompactionOutcome
 from .driver import Tools

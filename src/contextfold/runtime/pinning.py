@@ -8,12 +8,12 @@ the leaf. Pinning waits for nothing: during a turn or a compaction it is refused
 
 from __future__ import annotations
 
-from ..core.catalog import tokenizer_family
-from ..core.messages import Message, Node, Pin, PinEvent
-from ..core.pins import active_pins, check_pin_fits, pin_event
-from ..core.projection import project
-from ..core.text_estimate import estimate_text
-from ..core.tree import DamagedBranch
+from ..core.models.catalog import tokenizer_family
+from ..core.text.text_estimate import estimate_text
+from ..core.values.messages import Message, Node, Pin, PinEvent
+from ..core.values.tree import DamagedBranch
+from ..core.view.pins import active_pins, check_pin_fits, pin_event
+from ..core.view.projection import project
 from ..ids import new_id
 from ..store import ReadOnlySessionError
 from ..store.protocol import SessionStore

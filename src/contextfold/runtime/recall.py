@@ -16,17 +16,17 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.estimator import estimate_text
-from ..core.messages import ToolCallPart, ToolResultPart
-from ..core.recall_text import RECALL_TOOL_NAMES, message_text
-from ..core.recall_tools import (
+from ..core.recall.recall_text import RECALL_TOOL_NAMES, message_text
+from ..core.recall.recall_tools import (
     EXPAND_DEFINITION,
     HISTORY_EXPAND,
     HISTORY_SEARCH,
     SEARCH_DEFINITION,
 )
-from ..core.resources import clip_middle
-from ..core.text_estimate import Count
+from ..core.sizing.estimator import estimate_text
+from ..core.text.text_estimate import Count
+from ..core.values.messages import ToolCallPart, ToolResultPart
+from ..core.values.resources import clip_middle
 from ..errors import ContextfoldError
 from ..providers.base import ToolSpec
 from ..store.errors import StoreError
@@ -38,7 +38,7 @@ MAX_SEARCH_LIMIT = 20
 DEFAULT_EXPAND_TOKENS = 4_000
 _MIN_CLIP_CHARS = 200
 
-# The definitions are `core.recall_tools`' (what the faces that size a stored request count).
+# The definitions are `core.recall.recall_tools`' (what the faces that size a stored request count).
 SEARCH_TOOL = ToolSpec(**copy.deepcopy(SEARCH_DEFINITION))
 EXPAND_TOOL = ToolSpec(**copy.deepcopy(EXPAND_DEFINITION))
 

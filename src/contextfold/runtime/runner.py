@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from ..core.plan import Trigger
+from ..core.planning.plan import Trigger
 from .compaction import CompactionOutcome
 from .events import ConversationState, Event, EventBus, EventKind
 

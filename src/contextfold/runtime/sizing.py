@@ -1,7 +1,7 @@
 """Sizing the next request: estimates, the context gauge, and the sizing policy's question.
 
-Thin glue over `core.estimator` and `core.fit` so every face asks one question ("does the
-next request fit the safe limit, and if not, can a compaction make it fit?", SPEC P1-P3,
+Thin glue over `core.sizing.estimator` and `core.sizing.fit` so every face asks one question ("does
+the next request fit the safe limit, and if not, can a compaction make it fit?", SPEC P1-P3,
 P5) with the same system prompt, tools, pins and pending messages the request will really
 carry.
 """
@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from ..core.budget import Budget, ModelCapacity
-from ..core.cost_trigger import Rhythm, compact_after_turn, session_rhythm
-from ..core.estimator import Estimate, MessageCosts, estimate_request
-from ..core.fit import (
+from ..core.models.budget import Budget, ModelCapacity
+from ..core.planning.cost_trigger import Rhythm, compact_after_turn, session_rhythm
+from ..core.recall.recall_tools import recall_tool_json
+from ..core.sizing.estimator import Estimate, MessageCosts, estimate_request
+from ..core.sizing.fit import (
     Decision,
     Fits,
     decide,
@@ -24,11 +25,10 @@ from ..core.fit import (
     recall_compaction_due,
     smallest_checkpoint,
 )
-from ..core.messages import Message, Node
-from ..core.projection import Projection, fixed_part
-from ..core.recall_tools import recall_tool_json
-from ..core.resolver import ModelResolver, ResolvedModel, user_prices
-from ..core.runs import leading_run
+from ..core.sizing.resolver import ModelResolver, ResolvedModel, user_prices
+from ..core.values.messages import Message, Node
+from ..core.values.runs import leading_run
+from ..core.view.projection import Projection, fixed_part
 from ..providers.base import ToolSpec
 
 
@@ -145,7 +145,7 @@ class Sizer:
         return smallest_held_checkpoint()
 
     def decide(self, projection: Projection, pending: Sequence[Message] = ()) -> Decision:
-        """The sizing policy for the next request (`core.fit.decide`): it fits, a
+        """The sizing policy for the next request (`core.sizing.fit.decide`): it fits, a
         compaction can make it fit, or nothing can (refuse it, P3)."""
         tokens = self.estimate(projection, pending).tokens
         limit = self.budget.safe_input_limit
@@ -158,7 +158,7 @@ class Sizer:
         Above the automatic threshold always; with the cost trigger also earlier, when the
         model's prices and cache rules make compacting now cheaper than carrying on; and
         when the recall blocks since the checkpoint are full (`recall_full`, SPEC Q5) and
-        the compaction has something to fold (`core.fit.recall_compaction_due`)."""
+        the compaction has something to fold (`core.sizing.fit.recall_compaction_due`)."""
         tokens = self.estimate(projection).tokens
         if recall_full and recall_compaction_due(
                 True, tokens, self.budget, self.floor(projection),

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.plan import Plan
+from ..core.planning.plan import Plan
 from ..summarize.extractive import summarize_extractive, summary_token_budget
 from ..summarize.summary import EXTRACTIVE, FALLBACK, Summary
 from ..summarize.validate import validate_summary

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.messages import Message, Node, ToolCallPart, ToolResultPart, text_message
-from ..core.tree import Branch
+from ..core.values.messages import Message, Node, ToolCallPart, ToolResultPart, text_message
+from ..core.values.tree import Branch
 from .compaction import CompactionOutcome
 from .errors import ToolWorkflowError
 

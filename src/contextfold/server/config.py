@@ -6,7 +6,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.held import DEFAULT_BYTES
+from ..core.values.held import DEFAULT_BYTES
 
 DEFAULT_PORT = 8765
 

@@ -84,8 +84,8 @@ async def import_session(request: Request, who: Tenant, sessions: Manager,
     its recorded model (sized for it; if this server cannot serve that model, the session
     says so and still shows, compacts and replays) and its title: `title`, else the one the
     recording gives itself, else the uploaded file's `filename`."""
-    from ..core.resolver import recorded_model
-    from ..core.tree import build_branch
+    from ..core.sizing.resolver import recorded_model
+    from ..core.values.tree import build_branch
 
     limit = sessions.config.max_import_bytes
     path = await _spool(request, limit)
@@ -149,7 +149,8 @@ def _with_checkpoints(report: Any, series: dict[str, Any]) -> dict[str, Any]:
         mark.update(trigger=record.trigger, summarized_messages=record.summarized_messages,
                     kept_messages=record.kept_messages,
                     checkpoint=node_json(node) if node is not None else None,
-                    # Issue 40: why it ran and what it saved (`core.explain`), as replay has it
+                    # Issue 40: why it ran and what it saved (`core.report.explain`), as replay has
+                    # it
                     explanation=record.explanation.to_json()
                     if record.explanation is not None else None)
     return series
@@ -157,8 +158,8 @@ def _with_checkpoints(report: Any, series: dict[str, Any]) -> dict[str, Any]:
 
 def _replay(models: ServerModels, result: Any, model: str | None, window: int | None,
             overhead: int | None) -> Any:
-    from ..core.fit import OverheadTooLargeError
-    from ..core.resolver import WindowTooSmallError
+    from ..core.sizing.fit import OverheadTooLargeError
+    from ..core.sizing.resolver import WindowTooSmallError
     from ..replay import recorded_session, replay_overhead, replay_recorded
     from ..summarize.extractive import smallest_summary_tokens
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from ..core.messages import Node
-from ..core.tree import Branch
+from ..core.values.messages import Node
+from ..core.values.tree import Branch
 from ..runtime import Conversation, SendResult
 from ..store import NodeNotFoundError
 from .errors import ApiError

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..billing import SERVICE_KEY
-from ..core.held import Held, nodes_bytes, text_bytes
-from ..core.tree import Branch, DamagedBranch
+from ..core.values.held import Held, nodes_bytes, text_bytes
+from ..core.values.tree import Branch, DamagedBranch
 from ..runtime import Conversation
 from .models import Opened
 
@@ -24,7 +24,7 @@ META_KEY = SERVICE_KEY  # the session's settings in its metadata
 # event bus and compaction runner, sizer, budget and tool definitions, recall, this
 # `Live`), about 10 KB; its branch, about twice `nodes_bytes` (the parsed payloads, and
 # what is derived from them: the projection, the branch's index). Its recall memo counts
-# itself (`core.auto_recall.candidates_bytes`: each match's text and word set).
+# itself (`core.recall.auto_recall.candidates_bytes`: each match's text and word set).
 OPEN_BYTES = 10_000
 BRANCH_FACTOR = 2
 UNREAD = object()  # no lease holder read for this request: read it from the store

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.catalog import UnknownModelError
-from ..core.resolver import (
+from ..core.models.catalog import UnknownModelError
+from ..core.sizing.resolver import (
     OFFLINE_PREFIX,
     InvalidWindowError,
     ModelResolver,

@@ -10,8 +10,8 @@ from fastapi.responses import JSONResponse
 from pydantic import Field, field_validator
 
 from .._net import checked_base_url
-from ..core.held import Held, text_bytes
-from ..core.tree import Branch
+from ..core.values.held import Held, text_bytes
+from ..core.values.tree import Branch
 from .deps import Body, Manager, Tenant
 from .errors import ApiError
 from .live import Settings

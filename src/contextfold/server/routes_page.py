@@ -2,8 +2,8 @@
 branch, pins, rename and archive, export, the context breakdown and the server's settings.
 
 Each translates: recall is the store's index (SPEC L1, L4), pins are the runtime's pin
-events (N1-N2), the breakdown is `core.breakdown` over the conversation's own estimate, the
-export is `formats.request.export_session` (built on `core.export`). Rename and archive
+events (N1-N2), the breakdown is `core.report.breakdown` over the conversation's own estimate, the
+export is `formats.request.export_session` (built on `core.render.export`). Rename and archive
 write only session metadata: history is append-only and is never deleted here.
 """
 
@@ -163,8 +163,8 @@ _FULL: weakref.WeakKeyDictionary[Any, tuple[Any, int, int]] = weakref.WeakKeyDic
 async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, Any]:
     """The next request by category (system, tools, checkpoint, pins, messages, tool
     results) and the free space below the safe input limit; adds up to the gauge."""
-    from ..core.breakdown import context_report, history_figures
-    from ..core.tree import Branch
+    from ..core.report.breakdown import context_report, history_figures
+    from ..core.values.tree import Branch
 
     live = await sessions.get(who, session_id)
     session_id = live.session_id  # the whole id, whatever prefix was given
@@ -200,8 +200,8 @@ async def context(session_id: str, who: Tenant, sessions: Manager) -> dict[str, 
 async def export(session_id: str, who: Tenant, sessions: Manager,
                  format: Literal["openai", "anthropic"] = "openai") -> Response:
     """A JSON download: the session, its whole durable branch, and the next request as the
-    provider would get it (`core.export`: always a list the provider accepts)."""
-    from ..core.tree import Branch
+    provider would get it (`core.render.export`: always a list the provider accepts)."""
+    from ..core.values.tree import Branch
     from ..formats.request import export_session
 
     live = await sessions.get(who, session_id)

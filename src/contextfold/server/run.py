@@ -48,7 +48,7 @@ def check_models(config: ServiceConfig) -> None:
     default model nobody can size, one outside `--allow-model`, a default window too small to
     compact in, a `--summarizer-model` that cannot be made (unknown, refused endpoint, no
     SDK). A missing key for the default model is not refused: the sessions then say so."""
-    from ..core.catalog import CatalogConfigError
+    from ..core.models.catalog import CatalogConfigError
     from .errors import ApiError
     from .models import ServerModels
 

@@ -24,15 +24,15 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ..billing import session_bill
-from ..core.held import Held
-from ..core.messages import text_message
-from ..core.resolver import recorded_model
-from ..core.tree import Branch, DamagedBranch
+from ..core.sizing.resolver import recorded_model
+from ..core.values.held import Held
+from ..core.values.messages import text_message
+from ..core.values.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..runtime.fitting import RECHECK_SECONDS
-from ..store.base import StoreBase
-from ..store.liveness import holder_is_dead
 from ..store.protocol import SessionStore
+from ..store.sql.base import StoreBase
+from ..store.sql.liveness import holder_is_dead
 from .config import ServiceConfig
 from .errors import ApiError
 from .hub import Hub

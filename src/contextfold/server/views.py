@@ -6,8 +6,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from ..core.messages import Node
-from ..core.projection import Projection
+from ..core.values.messages import Node
+from ..core.view.projection import Projection
 from ..runtime import ConversationState, Event, Gauge, SendResult
 from ..runtime.compaction import CompactionOutcome
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     # (never run: nothing is imported early). `X as X` marks a re-export (PEP 484), and
     # tests/test_public_api.py holds this block equal to _EXPORTS.
     # isort: off
-    from .engine import (
+    from .sql.engine import (
         create_engine as create_engine, default_sqlite_path as default_sqlite_path,
         redact_url as redact_url, resolve_url as resolve_url, retry_transient as retry_transient,
     )
@@ -26,13 +26,13 @@ if TYPE_CHECKING:
         SessionBusyError as SessionBusyError, SessionNotFoundError as SessionNotFoundError,
         StaleBranchError as StaleBranchError, StoreError as StoreError,
     )
-    from .migrate import upgrade as upgrade
+    from .sql.migrate import upgrade as upgrade
     from .protocol import (
         BranchReader as BranchReader, CompactionStore as CompactionStore,
         SessionReader as SessionReader, SessionStore as SessionStore,
     )
-    from .sql import SqlSessionStore as SqlSessionStore
-    from .tenancy import TokenNotFoundError as TokenNotFoundError, hash_token as hash_token
+    from .sql.session_store import SqlSessionStore as SqlSessionStore
+    from .sql.tenancy import TokenNotFoundError as TokenNotFoundError, hash_token as hash_token
     from .values import (
         DEFAULT_TENANT as DEFAULT_TENANT, CommitResult as CommitResult, MirrorHit as MirrorHit,
         MirrorWrite as MirrorWrite, RecallHit as RecallHit, SessionInfo as SessionInfo,
@@ -43,18 +43,18 @@ if TYPE_CHECKING:
 # SQLAlchemy costs a noticeable share of a CLI start: members resolve on first use.
 _EXPORTS: dict[str, str] = {
     **dict.fromkeys(["create_engine", "default_sqlite_path", "redact_url", "resolve_url",
-                     "retry_transient"], ".engine"),
+                     "retry_transient"], ".sql.engine"),
     **dict.fromkeys(["ConfigurationError", "DuplicateNodeError", "InvalidOperationError",
                      "InvalidPayloadError", "NodeNotFoundError", "ReadOnlySessionError",
                      "SessionBusyError", "SessionNotFoundError", "StaleBranchError",
                      "StoreError"], ".errors"),
-    "upgrade": ".migrate",
+    "upgrade": ".sql.migrate",
     **dict.fromkeys(["BranchReader", "CompactionStore", "SessionReader", "SessionStore"],
                     ".protocol"),
-    "SqlSessionStore": ".sql",
+    "SqlSessionStore": ".sql.session_store",
     **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "MirrorHit", "MirrorWrite", "RecallHit",
                      "SessionInfo", "TokenInfo"], ".values"),
-    **dict.fromkeys(["TokenNotFoundError", "hash_token"], ".tenancy"),
+    **dict.fromkeys(["TokenNotFoundError", "hash_token"], ".sql.tenancy"),
 }
 
 
@@ -66,10 +66,10 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     """
     from sqlalchemy.exc import DBAPIError
 
-    from .engine import create_engine, redact_url, resolve_url, retry_transient
     from .errors import ConfigurationError
-    from .migrate import upgrade
-    from .sql import SqlSessionStore
+    from .sql.engine import create_engine, redact_url, resolve_url, retry_transient
+    from .sql.migrate import upgrade
+    from .sql.session_store import SqlSessionStore
 
     resolved = resolve_url(url)
     engine = create_engine(resolved, **engine_kwargs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from contextfold.core.tree import Problem
+from contextfold.core.values.tree import Problem
 from contextfold.errors import ContextfoldError
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contextfold.core.messages import Checkpoint, Message, Node, parse_payload
+from contextfold.core.values.messages import Checkpoint, Message, Node, parse_payload
 
 from .errors import InvalidOperationError, InvalidPayloadError
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..core.messages import Checkpoint, Message, Node, utc_now
-from ..core.plan import Plan
-from ..core.tree import Branch, check_stability
+from ..core.planning.plan import Plan
+from ..core.values.messages import Checkpoint, Message, Node, utc_now
+from ..core.values.tree import Branch, check_stability
 from ..ids import new_id
 from .errors import (
     InvalidOperationError,
@@ -35,12 +35,12 @@ from .errors import (
     StaleBranchError,
 )
 from .inputs import as_message, checked_title
-from .memory_search import MemoryIndex
-from .recall_args import check_expand, expand_range, search_query
+from .recall.memory_search import MemoryIndex
+from .recall.recall_args import check_expand, expand_range, search_query
 from .values import CommitResult, RecallHit, SessionInfo
 
 if TYPE_CHECKING:
-    from ..core.recall_text import SearchQuery
+    from ..core.recall.recall_text import SearchQuery
 
 
 @dataclass

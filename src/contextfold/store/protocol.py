@@ -17,14 +17,14 @@ from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
-from contextfold.core.messages import Checkpoint, Message, Node, PinEvent
-from contextfold.core.plan import Plan
-from contextfold.core.tree import Branch, DamagedBranch
+from contextfold.core.planning.plan import Plan
+from contextfold.core.values.messages import Checkpoint, Message, Node, PinEvent
+from contextfold.core.values.tree import Branch, DamagedBranch
 
 from .values import CommitResult, MirrorHit, MirrorWrite, RecallHit, SessionInfo, TokenInfo
 
 if TYPE_CHECKING:
-    from contextfold.core.recall_text import SearchQuery
+    from contextfold.core.recall.recall_text import SearchQuery
 
 
 @runtime_checkable

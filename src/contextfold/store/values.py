@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from contextfold.core.messages import Node
+from contextfold.core.values.messages import Node
 
 # SPEC W1: the tenant of every session the library and the CLI create (and of sessions
 # stored before tenants existed); the service without --auth acts as this tenant.

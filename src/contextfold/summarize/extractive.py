@@ -17,11 +17,11 @@ the previous summary) and `extractive_fit` (fitting the budget).
 
 from __future__ import annotations
 
-from ..core.estimator import estimate_text
-from ..core.ledger import ledger_tokens, plan_ledger
-from ..core.plan import Plan, Profile
-from ..core.split_turn import turn_context_tokens
-from ..core.text_estimate import remembering
+from ..core.planning.ledger import ledger_tokens, plan_ledger
+from ..core.planning.plan import Plan, Profile
+from ..core.planning.split_turn import turn_context_tokens
+from ..core.sizing.estimator import estimate_text
+from ..core.text.text_estimate import remembering
 from .extractive_facts import collect_facts, task_chars
 from .extractive_fit import Count, SummaryBudgetTooSmall, fit_sections, render_sections
 from .extractive_sections import OMITTED_NOTE, build_sections, empty_sections, load_summary

@@ -13,10 +13,11 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..core.constraints import STEP_START, sentences
-from ..core.held import TEXT_MEMO_BYTES, held_memo
-from ..core.identifiers import error_line, extract_identifiers
-from ..core.messages import (
+from ..core.planning.plan import Profile
+from ..core.text.constraints import STEP_START, sentences
+from ..core.text.identifiers import error_line, extract_identifiers
+from ..core.values.held import TEXT_MEMO_BYTES, held_memo
+from ..core.values.messages import (
     AnnotationPart,
     ApprovalPart,
     CollectionPart,
@@ -30,14 +31,13 @@ from ..core.messages import (
     ToolResultPart,
     ZoteroItemPart,
 )
-from ..core.plan import Profile
-from ..core.tool_calls import ITEM_CHARS, one_line
-from ..core.tool_calls import READ_TOOLS as _READ_TOOLS
-from ..core.tool_calls import SHELL_TOOLS as _SHELL_TOOLS
-from ..core.tool_calls import WRITE_TOOLS as _WRITE_TOOLS
-from ..core.tool_calls import call_text as _call_text
-from ..core.tool_calls import key_argument as _key_argument
-from ..core.tree import message_nodes
+from ..core.values.tool_calls import ITEM_CHARS, one_line
+from ..core.values.tool_calls import READ_TOOLS as _READ_TOOLS
+from ..core.values.tool_calls import SHELL_TOOLS as _SHELL_TOOLS
+from ..core.values.tool_calls import WRITE_TOOLS as _WRITE_TOOLS
+from ..core.values.tool_calls import call_text as _call_text
+from ..core.values.tool_calls import key_argument as _key_argument
+from ..core.values.tree import message_nodes
 from .user_statements import (
     clean_prose,
     clip_words,

@@ -14,7 +14,7 @@ how recent it is), clipped head and tail with their node, and named by node when
 
 from __future__ import annotations
 
-from ..core.text_estimate import Count
+from ..core.text.text_estimate import Count
 from ..errors import ContextfoldError
 from .extractive_facts import norm_item
 from .extractive_sections import _SHORTEST, CLIPPED, OMITTED_NOTE, Section, clip_item

@@ -9,7 +9,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..core.tool_calls import ITEM_CHARS
+from ..core.values.tool_calls import ITEM_CHARS
 from .extractive_facts import norm_item
 from .user_words import clip_statement, clipped_node, directive_score
 

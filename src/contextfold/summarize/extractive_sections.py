@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 
-from ..core.messages import LedgerEntry
-from ..core.plan import Plan, Profile
-from ..core.tool_calls import one_line
+from ..core.planning.plan import Plan, Profile
+from ..core.values.messages import LedgerEntry
+from ..core.values.tool_calls import one_line
 from .extractive_facts import GOAL_CHARS, LATER_REQUEST, NO_STATED_STEP, Facts, norm_item
 from .extractive_list import (  # noqa: F401  (re-exported; moved out in issue 39)
     _BULLET,

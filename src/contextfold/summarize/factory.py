@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..core.catalog import UnknownModelError
-from ..core.resolver import ModelResolver, ResolvedModel
+from ..core.models.catalog import UnknownModelError
+from ..core.sizing.resolver import ModelResolver, ResolvedModel
 
 if TYPE_CHECKING:
-    from ..core.budget import ModelCapacity
+    from ..core.models.budget import ModelCapacity
     from ..providers.endpoints import EndpointPolicy
     from .llm import LlmSummarizer
 

@@ -21,10 +21,10 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..core.held import TEXT_MEMO_BYTES, held_memo
-from ..core.messages import Node
-from ..core.tool_calls import call_text
-from ..core.tree import message_nodes
+from ..core.values.held import TEXT_MEMO_BYTES, held_memo
+from ..core.values.messages import Node
+from ..core.values.tool_calls import call_text
+from ..core.values.tree import message_nodes
 
 THRESHOLD = 0.6  # share of a line's tokens one source must hold
 _MIN_TOKENS = 2  # shorter lines ("(user) ok") say nothing to check

@@ -15,8 +15,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from ..core.messages import Node
-from ..core.tree import message_nodes
+from ..core.values.messages import Node
+from ..core.values.tree import message_nodes
 
 _RECENT_MESSAGES = 12  # the user's latest messages decide: people switch languages
 _SCRIPTS: tuple[tuple[str, re.Pattern[str]], ...] = (

@@ -20,12 +20,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from ..core.budget import ModelCapacity
-from ..core.estimator import estimate_text
-from ..core.messages import Node, Usage, summed_usage, text_message
-from ..core.plan import Plan
-from ..core.serialize import SerializeLimits, serialize_chunk
-from ..core.text_estimate import Count
+from ..core.models.budget import ModelCapacity
+from ..core.planning.plan import Plan
+from ..core.render.serialize import SerializeLimits, serialize_chunk
+from ..core.sizing.estimator import estimate_text
+from ..core.text.text_estimate import Count
+from ..core.values.messages import Node, Usage, summed_usage, text_message
 from ..providers.base import ChatModel, ChatRequest, ToolSpec
 from ..providers.errors import ProviderError
 from .extractive import (

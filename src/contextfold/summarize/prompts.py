@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..core.plan import Profile
+from ..core.planning.plan import Profile
 
 # --------------------------------------------------------------------------- sections
 
@@ -182,7 +182,7 @@ _STRICT_NOTE = (
 )
 
 # Upper bound on the tokens the template adds around conversation_text, previous_summary
-# and instructions (system prompt included). tests/test_prompts.py checks it against both
+# and instructions (system prompt included). tests/summarize/test_prompts.py checks it against both
 # the project estimator and a 2-characters-per-token bound, for every template variant.
 PROMPT_OVERHEAD_TOKENS = 1_950
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core.costs import names_a_model
-from ..core.estimator import estimate_text
-from ..core.ledger import evicted_since, ledger_tokens, merge_ledger
-from ..core.messages import Checkpoint, Ledger
-from ..core.plan import Plan
-from ..core.projection import render_ledger
-from ..core.text_estimate import Count, remembering
+from ..core.money.costs import names_a_model
+from ..core.planning.ledger import evicted_since, ledger_tokens, merge_ledger
+from ..core.planning.plan import Plan
+from ..core.sizing.estimator import estimate_text
+from ..core.text.text_estimate import Count, remembering
+from ..core.values.messages import Checkpoint, Ledger
+from ..core.view.projection import render_ledger
 from .extractive import summary_token_budget
 from .extractive_facts import norm_item
 from .extractive_fit import FLOORS, SummaryBudgetTooSmall, fit_sections, render_sections

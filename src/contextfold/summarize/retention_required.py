@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.identifiers import error_line
-from ..core.messages import Node
-from ..core.tool_calls import call_text
-from ..core.tree import message_nodes
+from ..core.text.identifiers import error_line
+from ..core.values.messages import Node
+from ..core.values.tool_calls import call_text
+from ..core.values.tree import message_nodes
 from .extractive_facts import STATEMENT_CHARS, is_request
 from .extractive_sections import (
     Section,

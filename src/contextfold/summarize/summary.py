@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.messages import Usage
+from ..core.values.messages import Usage
 
 EXTRACTIVE = "extractive"  # the offline summariser, as configured
 FALLBACK = "extractive-fallback"  # the offline summariser, in place of the configured one

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from ..core.constraints import constraint_sentences, sentences
-from ..core.held import TEXT_MEMO_BYTES, held_memo
+from ..core.text.constraints import constraint_sentences, sentences
+from ..core.values.held import TEXT_MEMO_BYTES, held_memo
 
 _DECIDED = re.compile(
     r"\b(?:we|i|the team)\s+(?:have\s+|'ve\s+|finally\s+)?(?:decided|agreed|settled on|chose)\b"
@@ -121,7 +121,7 @@ def without_code(text: str) -> str:
 
 @held_memo(TEXT_MEMO_BYTES)
 def user_constraints(text: str) -> tuple[str, ...]:
-    """The constraint sentences of a user message (`core.constraints`), cached like
+    """The constraint sentences of a user message (`core.text.constraints`), cached like
     `user_statements`: the offline summary and the retention check read the same texts."""
     return tuple(constraint_sentences(text))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..core.held import TEXT_MEMO_BYTES, held_memo
+from ..core.values.held import TEXT_MEMO_BYTES, held_memo
 
 # A whole message an agent wrote in the user role: never the user's statement.
 _INJECTED_START = re.compile(

@@ -31,7 +31,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.constraints import is_constraint, sentences
+from ..core.text.constraints import is_constraint, sentences
 from .user_typed import (  # noqa: F401  (re-exported; moved out in issue 39)
     _ANSI,
     _CJK,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 
-from ..core.estimator import estimate_text
-from ..core.plan import Profile
-from ..core.text_estimate import Count
+from ..core.planning.plan import Profile
+from ..core.sizing.estimator import estimate_text
+from ..core.text.text_estimate import Count
 from ..errors import ContextfoldError
 from .prompts import canonical_section, iter_headings, parse_sections, sections_for
 

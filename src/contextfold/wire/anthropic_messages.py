@@ -3,7 +3,7 @@
 Reading: content blocks (`read_content`: text, thinking, tool use and results, images and
 documents), a wire message (`read_message`), a whole response (`read_reply`), a stream of
 events (`StreamAssembler`), the usage (`usage_of`). Writing: the request messages are
-`core.export.to_anthropic` (one message alone: `render_message`), the body `request_body`.
+`core.render.export.to_anthropic` (one message alone: `render_message`), the body `request_body`.
 The errors a proxy answers in this protocol's own shape: `context_length_error`,
 `invalid_request_error`. Claude Code transcripts hold the same blocks (formats/claude_code.py).
 
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.export import render_anthropic, to_anthropic
-from ..core.messages import (
+from ..core.render.export import render_anthropic, to_anthropic
+from ..core.values.messages import (
     Message,
     ProviderCompactionPart,
     ReasoningPart,
@@ -35,8 +35,8 @@ from .reply import MalformedReply, Reply, ReplyStatus, StopReason
 from .usage import usage_from
 
 if TYPE_CHECKING:  # names only annotations use
-    from ..core.messages import FilePart, Part
-    from ..core.projection import Projection
+    from ..core.values.messages import FilePart, Part
+    from ..core.view.projection import Projection
     from .parts import ToolDefinition, Unknown
 
 __all__ = ["Converted", "StreamAssembler", "context_length_error", "invalid_request_error",
@@ -218,7 +218,7 @@ def read_tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def render_message(msg: Message) -> list[dict[str, Any]]:
-    """One message as `to_anthropic` writes it (see `core.export.render_anthropic`)."""
+    """One message as `to_anthropic` writes it (see `core.render.export.render_anthropic`)."""
     return render_anthropic(msg)
 
 

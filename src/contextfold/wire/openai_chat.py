@@ -3,7 +3,7 @@
 Every OpenAI-compatible server speaks it (OpenAI, Azure, vLLM, Ollama, llama.cpp, LM Studio,
 OpenRouter, DeepSeek, Groq, ...). Reading: a wire message (`read_message`), a whole response
 (`read_reply`), a stream of chunks (`StreamAssembler`), the usage (`usage_of`). Writing: the
-request messages are `core.export.to_openai` (one message alone: `render_message`), the body
+request messages are `core.render.export.to_openai` (one message alone: `render_message`), the body
 `request_body`. The errors a proxy answers in this protocol's own shape: `context_length_error`,
 `invalid_request_error`.
 
@@ -18,16 +18,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..core.export import render_openai, to_openai
-from ..core.messages import Message, ReasoningPart, TextPart, ToolCallPart, ToolResultPart, Usage
+from ..core.render.export import render_openai, to_openai
+from ..core.values.messages import (
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
 from .parts import file_part, ignore, nonempty, text_of, tool_arguments
 from .plain import plain
 from .reply import MalformedReply, Reply, ReplyStatus, StopReason
 from .usage import usage_cache_inside
 
 if TYPE_CHECKING:  # names only annotations use
-    from ..core.messages import Part
-    from ..core.projection import Projection
+    from ..core.values.messages import Part
+    from ..core.view.projection import Projection
     from .parts import ToolDefinition, Unknown
 
 __all__ = ["StreamAssembler", "context_length_error", "invalid_request_error", "read_content",
@@ -199,7 +206,7 @@ def read_tools(tools: Any) -> list[dict[str, Any]]:
 
 
 def render_message(msg: Message) -> list[dict[str, Any]]:
-    """One message as `to_openai` writes it (see `core.export.render_openai`)."""
+    """One message as `to_openai` writes it (see `core.render.export.render_openai`)."""
     return render_openai(msg)
 
 

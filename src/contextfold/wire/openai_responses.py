@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..core.messages import (
+from ..core.values.messages import (
     FilePart,
     Message,
     ProviderCompactionPart,
@@ -51,7 +51,7 @@ from .reply import MalformedReply, Reply, ReplyStatus, StopReason
 from .usage import usage_cache_inside
 
 if TYPE_CHECKING:
-    from ..core.messages import Part
+    from ..core.values.messages import Part
 
 __all__ = ["CONTEXT_LENGTH_STATUS", "Grouped", "StreamAssembler", "context_length_error",
            "invalid_request_error", "output_text", "previous_not_found_error", "read_input",

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import unquote, urlparse
 
-from ..core.messages import FilePart
+from ..core.values.messages import FilePart
 
 # One rule for a call's arguments, the core's; re-exported for the wire readers.
-from ..core.tool_calls import tool_arguments as tool_arguments
+from ..core.values.tool_calls import tool_arguments as tool_arguments
 
 Unknown = Callable[[str], None]
 

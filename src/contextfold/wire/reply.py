@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..core.messages import Message
+from ..core.values.messages import Message
 
 # Why a reply ended, in words common to both protocols; the protocol's own word is kept too.
 StopReason = Literal[

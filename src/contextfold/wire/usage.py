@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.messages import Usage
+from ..core.values.messages import Usage
 
 
 def token_count(value: Any) -> int | None:

@@ -3,7 +3,7 @@
 import {byId, count, el, formatTokens, replaceChildren} from "./dom.js";
 import {nodeLabel, nodeText} from "./nodes.js";
 
-// The categories of core/breakdown.py, labelled as `contextfold context` labels them.
+// The categories of core/report/breakdown.py, labelled as `contextfold context` labels them.
 const CATEGORY_LABELS = [
   ["system", "System prompt"], ["tools", "Tools"], ["checkpoint", "Checkpoint summary"],
   ["pins", "Pins"], ["recall", "Recalled excerpts"], ["messages", "Recent messages (tail)"],
@@ -176,7 +176,7 @@ function contextSection(context, cost) {
     cost ? costLine(cost) : null);
 }
 
-// When the next automatic compaction is expected (core/breakdown.next_compaction).
+// When the next automatic compaction is expected (core/report/breakdown.next_compaction).
 function nextCompaction(next) {
   if (!next) return null;
   const pace = next.turns !== null && next.turns !== undefined ? `, about ${count(next.turns, "turn")} at this session's pace` : "";
@@ -188,7 +188,7 @@ function nextCompaction(next) {
 function costLine(cost) {
   const money = (v) => (v === null || v === undefined ? "–" : `$${Math.abs(Number(v)).toFixed(4)}`);
   const known = (v) => v !== null && v !== undefined;
-  // `saved_usd` is the service's (core/costs: the full history against the requests as sent,
+  // `saved_usd` is the service's (core/money/costs: the full history against the requests as sent,
   // both through one cache model); it is compared with `as_sent_usd`, its other side, never
   // with the reported bill. A negative saving is a loss, said as one.
   let saved = "";

@@ -1,6 +1,6 @@
 """Alembic environment for contextfold's store.
 
-The store runs migrations itself (`contextfold.store.migrate`), handing Alembic an open
+The store runs migrations itself (`contextfold.store.sql.migrate`), handing Alembic an open
 connection inside a transaction it already began; there is no alembic.ini and no URL here.
 """
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from contextfold.store.rows import chain_digest
+from contextfold.store.sql.rows import chain_digest
 
 revision = "0002"
 down_revision = "0001"

@@ -2,7 +2,7 @@
 every stored node placed and every stored message indexed (backfill).
 
 SQLite: an FTS5 table `recall_fts` (contentless, unicode61 over pre-tokenised text, see
-`contextfold.core.recall_text`). PostgreSQL: `recall_nodes.document` is a tsvector
+`contextfold.core.recall.recall_text`). PostgreSQL: `recall_nodes.document` is a tsvector
 ('simple' configuration over the same tokens) with a GIN index.
 
 Revision ID: 0003
@@ -15,10 +15,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from contextfold.core.tree import InvalidRecord
-from contextfold.store.recall_index import Entry, place_new_tree, statements
-from contextfold.store.rows import record_from_row
-from contextfold.store.schema import nodes, trees
+from contextfold.core.values.tree import InvalidRecord
+from contextfold.store.recall.recall_index import Entry, place_new_tree, statements
+from contextfold.store.sql.rows import record_from_row
+from contextfold.store.sql.schema import nodes, trees
 
 revision = "0003"
 down_revision = "0002"

@@ -1,0 +1,1 @@
+"""What a model can hold: the capacity catalog and the budgets derived from a capacity."""

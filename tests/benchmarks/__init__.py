@@ -1,0 +1,1 @@
+"""Tests of `bench/` (the tests of a module live where its path says)."""

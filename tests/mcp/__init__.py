@@ -1,0 +1,1 @@
+"""Tests of `contextfold/mcp/` (the tests of a module live where its path says)."""
