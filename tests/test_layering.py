@@ -247,3 +247,31 @@ def test_no_two_parts_of_the_package_import_each_other() -> None:
             top_part(m) for m in imported_names(path)
             if m in ALL_MODULES and top_part(m) != top_part(name))
     assert strongly_connected(parts) == []
+
+
+# Inside the core, its folders in order (docs/architecture.md, "Folders"): a folder imports
+# only the folders before it, so no two folders of the core import each other.
+CORE_FOLDERS = ("values", "text", "view", "models", "money", "sizing", "render", "planning",
+                "report", "recall")
+
+
+def core_folder(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "core" else None
+
+
+def test_every_core_module_is_in_a_folder_with_a_place() -> None:
+    flat = sorted(name for name, path in ALL_MODULES.items()
+                  if name.startswith("contextfold.core.") and path.parent.name == "core"
+                  and path.name != "__init__.py")
+    assert flat == [], "a core module belongs in one of CORE_FOLDERS"
+    folders = {core_folder(name) for name in ALL_MODULES} - {None}
+    assert folders == set(CORE_FOLDERS), "a new core folder needs its place in CORE_FOLDERS"
+
+
+def test_no_core_folder_imports_a_later_one() -> None:
+    later = sorted(f"{name} imports {m}"
+                   for name, path in ALL_MODULES.items() if core_folder(name)
+                   for m in imported_names(path) if core_folder(m)
+                   and CORE_FOLDERS.index(core_folder(m)) > CORE_FOLDERS.index(core_folder(name)))
+    assert later == []
