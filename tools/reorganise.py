@@ -114,7 +114,7 @@ STORE_KEPT = ("errors", "values", "protocol", "inputs", "refs", "memory")
 # whole package (layering, public API, errors, docs, README, cross-face, fleet), and the
 # helpers other tests import (builders, store_fixtures, server_fixtures, fakes).
 TESTS: dict[str, list[str]] = {
-    "core/values": ["test_core_tree", "test_core_runs", "test_surrogates"],
+    "core/values": ["test_core_tree", "test_core_runs", "test_surrogates", "test_held_memo"],
     "core/text": ["test_prose_identifiers"],
     "core/view": ["test_core_projection", "test_masking", "test_pins",
                   "test_pins_masking_properties"],
