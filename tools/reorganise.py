@@ -183,7 +183,14 @@ TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".ini", ".mako", ".sh", 
                  ".js", ".html", ".css"}
 PROSE_SUFFIXES = {".md", ".txt"}  # where a bare `core.x` is a module name, not code
 SKIP_PARTS = {".venv", ".venv-peers", "node_modules", "__pycache__", ".git", "results",
-              "fixtures"}
+              "fixtures", "site-packages"}
+
+
+def skipped(path: Path) -> bool:
+    """A file no rewrite may touch: in a virtual environment (any `.venv*`, such as the
+    benches' own), installed packages, caches, VCS data, recorded results or fixtures."""
+    folders = path.parts[:-1]
+    return bool(SKIP_PARTS.intersection(folders)) or any(p.startswith(".venv") for p in folders)
 PY_ROOTS = ("src", "tests", "bench", "examples")
 
 
@@ -238,7 +245,7 @@ def python_files() -> list[Path]:
     found: list[Path] = []
     for root in PY_ROOTS:
         for path in sorted(Path(root).rglob("*.py")):
-            if not SKIP_PARTS.intersection(path.parts[:-1]):
+            if not skipped(path):
                 found.append(path)
     return found
 
@@ -251,7 +258,7 @@ def text_files() -> list[Path]:
     for root in TEXT_ROOTS:
         for path in sorted(Path(root).rglob("*")):
             if (path.is_file() and path.suffix in TEXT_SUFFIXES
-                    and not SKIP_PARTS.intersection(path.parts[:-1])):
+                    and not skipped(path)):
                 found.append(path)
     return found
 
