@@ -175,3 +175,9 @@ class MissingExtraError(ContextfoldError, ImportError):
 
     kind = "unavailable"
 
+    @classmethod
+    def needed_by(cls, module: str, what: str, extra: str) -> MissingExtraError:
+        """The error a module raises when its framework is not installed: `module needs what:
+        pip install 'contextfold[extra]'` (each module passes its own `__name__`)."""
+        return cls(f"{module} needs {what}: pip install 'contextfold[{extra}]'")
+

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-import subprocess
 import sys
 from pathlib import Path
 
@@ -176,7 +175,7 @@ def test_a_masked_or_clipped_message_keeps_its_id_and_pairing():  # V1, K6, K1
     copy sent keeps the message's id, its call id and function: Inspect and the next
     compaction know it for the same message, and the pair stays whole."""
     from contextfold.core.values.messages import Message, TextPart, ToolCallPart, ToolResultPart
-    from contextfold.integrations.inspect_ai import _changed
+    from contextfold.integrations.inspect_messages import _changed
 
     call = ChatMessageAssistant(content="reading", tool_calls=[
         ToolCall(id="c1", function="read_file", arguments={"path": "a.py", "body": "x" * 99})])
@@ -239,12 +238,3 @@ def test_an_llm_summariser_is_built_the_one_way_every_face_builds_it():
     assert ContextfoldCompaction().build_summarizer() is None
     with pytest.raises(ValueError, match="not both"):
         ContextfoldCompaction(summarizer=object(), summarizer_model="offline/echo")
-
-
-def test_without_inspect_the_import_names_the_extra():
-    code = ("import sys; sys.modules['inspect_ai'] = None\n"
-            "try:\n    import contextfold.integrations.inspect_ai\n"
-            "except ImportError as exc:\n    print(exc)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120).stdout
-    assert "pip install 'contextfold[inspect]'" in out

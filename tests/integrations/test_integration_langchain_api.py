@@ -186,15 +186,3 @@ def test_conversion_is_reused_per_object_and_redone_after_an_edit():
     three = convert([human, ai])
     assert three[0] is not one[0] and three[0].text == "first, edited"
     assert three[1] is one[1]
-
-
-def test_without_langchain_the_import_names_the_extra():
-    import subprocess
-    import sys
-
-    code = ("import sys; sys.modules['langchain'] = None\n"
-            "try:\n    import contextfold.integrations.langchain\n"
-            "except ImportError as exc:\n    print(exc)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120).stdout
-    assert "pip install 'contextfold[langchain]'" in out

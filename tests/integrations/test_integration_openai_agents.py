@@ -12,19 +12,22 @@ import json
 import pytest
 from agents import Agent, Runner, SQLiteSession
 
-from contextfold.core.models.catalog import capacity_for
 from contextfold.integrations.openai_agents import ContextfoldSession
 from contextfold.runtime.errors import RequestTooLargeError
-from tests.framework_workload import Ledger, checksum, prompt, record_id
+from tests.framework_workload import (
+    AT_8K_MISSES,
+    INSTRUCTIONS,
+    WINDOWS_AND_TURNS,
+    Ledger,
+    cap,
+    checksum,
+    prompt,
+    record_id,
+    stored_messages,
+)
 from tests.oa_fakes import WindowModel, lookup_record
 
 pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store: SQLite and PostgreSQL
-
-INSTRUCTIONS = "You look up records and report their checksums."
-
-
-def cap(window: int):
-    return capacity_for("gpt-4o-mini", context_window=window)
 
 
 async def open_session(store, window: int, **options) -> ContextfoldSession:
@@ -37,18 +40,7 @@ def agent_for(model: WindowModel, session: ContextfoldSession | None = None, **k
     return Agent(name="researcher", instructions=INSTRUCTIONS, model=model, tools=tools, **kw)
 
 
-async def stored_messages(store, session_id):
-    branch = await store.load_full_branch(session_id)
-    return [n.message for n in branch.nodes if n.message is not None]
-
-
-AT_8K_MISSES = pytest.mark.xfail(strict=False, reason=(
-    "issue 37 follow-up: at 8k, with the user's words carried by the checkpoint (S8), "
-    "2 of 40-60 tool-result checksums of this scripted agent come back unknown"))
-
-
-@pytest.mark.parametrize(("window", "turns"), [
-    pytest.param(8192, 30, marks=AT_8K_MISSES), (16384, 40), (32768, 60)])
+@pytest.mark.parametrize(("window", "turns"), WINDOWS_AND_TURNS)
 async def test_long_tool_session_fits_every_window_and_loses_nothing(store, window, turns):
     """P1-P3, A1, K1, E1: zero invalid requests on 8k-32k windows; every message stored;
     every checksum the tools returned reported (identifiers kept)."""

@@ -22,19 +22,21 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from contextfold.core.models.catalog import capacity_for
 from contextfold.core.render.export import CONTINUATION_PLACEHOLDER
 from contextfold.integrations.pydantic_ai import history_processor, load_message_history, paired
-from tests.framework_workload import Ledger, checksum, prompt, record_id
+from tests.framework_workload import (
+    INSTRUCTIONS,
+    WINDOWS_AND_TURNS,
+    Ledger,
+    cap,
+    checksum,
+    prompt,
+    record_id,
+    stored_messages,
+)
 from tests.pai_fakes import lookup_record, to_chat, window_model
 
 pytest_plugins = ["tests.store_fixtures"]  # backend / db_url / store: SQLite and PostgreSQL
-
-INSTRUCTIONS = "You look up records and report their checksums."
-
-
-def cap(window: int):
-    return capacity_for("gpt-4o-mini", context_window=window)
 
 
 def agent_for(model, processor=None, tools=()) -> Agent:
@@ -51,18 +53,7 @@ async def run_session(agent, turns: int, history=None):
     return history
 
 
-async def stored(store, session_id):
-    branch = await store.load_full_branch(session_id)
-    return [n.message for n in branch.nodes if n.message is not None]
-
-
-AT_8K_MISSES = pytest.mark.xfail(strict=False, reason=(
-    "issue 37 follow-up: at 8k, with the user's words carried by the checkpoint (S8), "
-    "2 of 40-60 tool-result checksums of this scripted agent come back unknown"))
-
-
-@pytest.mark.parametrize(("window", "turns"), [
-    pytest.param(8192, 30, marks=AT_8K_MISSES), (16384, 40), (32768, 60)])
+@pytest.mark.parametrize(("window", "turns"), WINDOWS_AND_TURNS)
 async def test_long_tool_session_fits_and_stores_everything_once(store, window, turns):
     """Y1, P1-P3, K1, E1: zero invalid requests on 8k-32k; every message stored once; every
     checksum reported; usage on the replies."""
@@ -72,7 +63,7 @@ async def test_long_tool_session_fits_and_stores_everything_once(store, window, 
     await run_session(agent, turns)
     assert ledger.invalid == [] and ledger.overflows == []
     assert ledger.unknown_answers() == 0
-    messages = await stored(store, history.session_id)
+    messages = await stored_messages(store, history.session_id)
     assert len([m for m in messages if m.role == "user"]) == turns
     results = [r.call_id for m in messages for r in m.tool_results]
     assert len(results) == len(set(results)) == sum(2 if t % 3 == 2 else 1
@@ -163,12 +154,12 @@ async def test_a_new_process_continues_from_the_store_without_duplicates(store):
     ledger = Ledger()
     first = history_processor(store, capacity=cap(16384))
     await run_session(agent_for(window_model("m", 16384, ledger), first), 6)
-    count = len(await stored(store, first.session_id))
+    count = len(await stored_messages(store, first.session_id))
     restored = await load_message_history(store, first.session_id)
     second = history_processor(store, capacity=cap(16384), session_id=first.session_id)
     agent = agent_for(window_model("m", 16384, ledger), second)
     await agent.run(prompt(6), message_history=restored)
-    after = await stored(store, first.session_id)
+    after = await stored_messages(store, first.session_id)
     assert len(after) == count + 4  # the new user message, the call, its result, the answer
     assert ledger.invalid == []
 
@@ -190,7 +181,7 @@ async def test_tool_retry_stays_paired_and_is_stored_as_a_tool_error(store):
                   tools=[lookup_record], capabilities=[history.capability()])
     await agent.run(prompt(0))
     assert ledger.invalid == []
-    messages = await stored(store, history.session_id)
+    messages = await stored_messages(store, history.session_id)
     errors = [r for m in messages for r in m.tool_results if r.is_error]
     assert errors and "busy" in errors[0].output
 

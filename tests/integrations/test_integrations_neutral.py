@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from contextfold.core.values.messages import Usage
 from contextfold.integrations.responses_items import (
     chat_messages,
@@ -25,6 +27,27 @@ def test_core_and_integrations_package_import_no_framework():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("module", "framework", "extra"), [
+    ("openai_agents", "agents", "openai-agents"),
+    ("pydantic_ai", "pydantic_ai", "pydantic-ai"),
+    ("langchain", "langchain", "langchain"),
+    ("inspect_ai", "inspect_ai", "inspect"),
+    ("inspect_messages", "inspect_ai", "inspect"),
+])
+def test_without_its_framework_a_module_names_itself_and_the_extra(module, framework, extra):
+    """Importing an integration whose framework is missing ends in one sentence naming the
+    module imported and the exact install line, not in a traceback from inside it."""
+    name = f"contextfold.integrations.{module}"
+    code = (f"import sys; sys.modules[{framework!r}] = None\n"
+            f"try:\n    import {name}\n"
+            "except ImportError as exc:\n    print(type(exc).__name__, exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().startswith(f"MissingExtraError {name} needs ")
+    assert out.stdout.strip().endswith(f"pip install 'contextfold[{extra}]'")
 
 
 def test_one_response_is_one_assistant_message_with_its_usage_and_ids():

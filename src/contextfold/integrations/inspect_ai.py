@@ -37,6 +37,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import MissingExtraError
+
 try:
     from inspect_ai.hooks import Hooks, SampleEnd, hooks
     from inspect_ai.model import (
@@ -50,8 +52,7 @@ try:
     from inspect_ai.model._model_info import get_model_input_tokens
     from inspect_ai.tool import Tool, ToolDef, ToolInfo, ToolParams
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError("contextfold.integrations.inspect_ai needs Inspect AI: "
-                      "pip install 'contextfold[inspect]'") from exc
+    raise MissingExtraError.needed_by(__name__, "Inspect AI", "inspect") from exc
 
 from ..core.models.budget import CompactionSettings, ModelCapacity, derive_budget
 from ..core.models.catalog import capacity_for
@@ -61,15 +62,7 @@ from ..runtime.compaction import CompactionOutcome
 from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
 from ..store.protocol import SessionStore
-from .inspect_messages import (  # noqa: F401  (re-exported; moved out in issue 39)
-    OWN_ID_PREFIX,
-    _call,
-    _changed,
-    _content_parts,
-    _tool_specs,
-    from_messages,
-    to_messages,
-)
+from .inspect_messages import OWN_ID_PREFIX, _tool_specs, from_messages, to_messages
 from .loop_thread import LoopThread
 
 __all__ = ["ContextfoldCompaction", "from_messages", "to_messages"]

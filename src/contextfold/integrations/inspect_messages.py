@@ -10,6 +10,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import MissingExtraError
+
 try:
     from inspect_ai.model import (
         ChatMessage,
@@ -22,8 +24,7 @@ try:
     )
     from inspect_ai.tool import ToolCall, ToolInfo
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError("contextfold.integrations.inspect_ai needs Inspect AI: "
-                      "pip install 'contextfold[inspect]'") from exc
+    raise MissingExtraError.needed_by(__name__, "Inspect AI", "inspect") from exc
 
 from ..core.values.messages import (
     Message,

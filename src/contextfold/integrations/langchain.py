@@ -25,14 +25,15 @@ import warnings
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
+from ..errors import MissingExtraError
+
 try:
     from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
     from langchain_core.tools import BaseTool, StructuredTool
     from langchain_core.utils.function_calling import convert_to_openai_tool
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
-    raise ImportError("contextfold.integrations.langchain needs LangChain v1: "
-                      "pip install 'contextfold[langchain]'") from exc
+    raise MissingExtraError.needed_by(__name__, "LangChain v1", "langchain") from exc
 
 from ..core.models.budget import CompactionSettings, ModelCapacity
 from ..core.models.catalog import capacity_for

@@ -27,12 +27,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import MissingExtraError
+
 try:
     from agents import FunctionTool, RunConfig
     from agents.run_config import CallModelData, ModelInputData
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError("contextfold.integrations.openai_agents needs the OpenAI Agents SDK: "
-                      "pip install 'contextfold[openai-agents]'") from exc
+    raise MissingExtraError.needed_by(__name__, "the OpenAI Agents SDK", "openai-agents") from exc
 
 from ..core.models.budget import CompactionSettings, ModelCapacity
 from ..core.values.messages import Message, ToolCallPart, Usage

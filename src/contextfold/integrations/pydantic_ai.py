@@ -30,6 +30,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import MissingExtraError
+
 try:
     from pydantic_ai import RunContext, Tool
     from pydantic_ai.capabilities import ProcessHistory
@@ -46,8 +48,7 @@ try:
     from pydantic_ai.messages import TextPart as PaiTextPart
     from pydantic_ai.messages import ToolCallPart as PaiToolCallPart
 except ImportError as exc:  # pragma: no cover - depends on the install
-    raise ImportError("contextfold.integrations.pydantic_ai needs pydantic-ai: "
-                      "pip install 'contextfold[pydantic-ai]'") from exc
+    raise MissingExtraError.needed_by(__name__, "pydantic-ai", "pydantic-ai") from exc
 
 from ..core.models.budget import CompactionSettings, ModelCapacity
 from ..core.render.export import CONTINUATION_PLACEHOLDER
