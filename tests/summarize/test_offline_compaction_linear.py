@@ -141,7 +141,7 @@ def oracle_path_tokens(text: str) -> list[tuple[int, object]]:
             continue
         cleaned = identifiers._LINE_SUFFIX.sub("", token.lstrip("*:").rstrip(".,:;!?*"))
         if cleaned and identifiers.looks_like_path(cleaned):
-            out.append((start, identifiers._entry("path", cleaned)))
+            out.append((start, identifiers.entry("path", cleaned)))
     return out
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import typer
 
 from .app import DB_OPTION, BadInput, Output, app, console, run
-from .session_cmds import resolve_model
+from .session_args import resolve_model
 
 LEARNED_KEY = "learned_context_windows"  # session metadata: model -> window the provider named
 
@@ -108,7 +108,7 @@ def chat_command(
     def check() -> str:  # bad options fail fast with the CLI's exit codes
         recorded = None
         if session is not None:  # the session's whole id, and the model it was written with
-            from .session_cmds import read_only, stored_model
+            from .session_args import read_only, stored_model
 
             resumed[:] = [read_only(db, lambda store: _whole_id(store, session))]
             if model is None:

@@ -18,7 +18,7 @@ from ..errors import MissingExtraError
 from .app import JSON_OPTION, BadInput, Output, app, console, exit_code, run
 from .extras import require_extra
 from .render import count, usd
-from .session_cmds import WINDOW_OPTION, resolve_model, stderr_progress
+from .session_args import WINDOW_OPTION, resolve_model, stderr_progress
 
 _CATEGORIES = ("recall", "artifact", "continuation", "decision", "constraint", "language")
 _RULE_KINDS = ("action", "information", "process", "preference", "output")  # natural rules

@@ -19,7 +19,7 @@ from .app import (
     run,
 )
 from .render import count, say, visible
-from .session_cmds import MODEL_OPTION, WINDOW_OPTION, resolve_model
+from .session_args import MODEL_OPTION, WINDOW_OPTION, resolve_model
 
 if TYPE_CHECKING:
     from rich.table import Table

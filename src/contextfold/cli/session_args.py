@@ -143,6 +143,15 @@ async def stored_model(store: SessionReader, session_id: str) -> str | None:
     return recorded_model(branch) or _sized_model(metadata)
 
 
+def resolve_stored(explicit: str | None, context_window: int | None, branch: Any,
+                   metadata: dict[str, Any], *, compacts: bool = True) -> ResolvedModel:
+    """`resolve_model` for a stored session: the explicit model, else the one its branch
+    records, else the one a face sized it for, with the window that face recorded (a proxied
+    session is sized for the proxy's --model-window)."""
+    return resolve_model(explicit, recorded_model(branch) or _sized_model(metadata),
+                         context_window, compacts=compacts, resolver=recorded_resolver(metadata))
+
+
 def recorded_resolver(metadata: dict[str, Any]) -> Any:
     """The model resolver for a stored session: the window a face recorded for it counts."""
     from ..core.sizing.resolver import recorded_resolver as resolver_for

@@ -30,22 +30,15 @@ if TYPE_CHECKING:
     from ..store.protocol import SessionReader, SessionStore
     from ..store.values import SessionInfo
 
-from .session_args import (  # noqa: F401  (re-exported; moved out in issue 39)
+from .session_args import (
     MODEL_OPTION,
     SESSION_HELP,
-    UNKNOWN_MODEL_FIX,
     WINDOW_OPTION,
-    T,
-    _healthy_and_metadata,
     _load_healthy,
-    _sized_model,
     read_only,
-    recorded_model,
-    recorded_resolver,
-    resolve_model,
+    resolve_stored,
     session_id_of,
     stderr_progress,
-    stored_model,
 )
 
 
@@ -193,9 +186,7 @@ def compact_command(
         # The model and the summariser are decided here, from the branch as loaded (a
         # compaction re-reads it only when it moved); the compaction decides neither.
         metadata = dict((await store.get_session(session)).metadata)
-        resolver = recorded_resolver(metadata)  # a proxied session: the proxy's window
-        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
-                                 context_window, resolver=resolver)
+        resolved = resolve_stored(model, context_window, branch, metadata)
         summarize = offline_summarize
         if summarizer == "llm":
             from .llm_choice import guarded_llm_summarizer

@@ -29,11 +29,8 @@ from .session_args import (
     SESSION_HELP,
     WINDOW_OPTION,
     _healthy_and_metadata,
-    _sized_model,
     read_only,
-    recorded_model,
-    recorded_resolver,
-    resolve_model,
+    resolve_stored,
     session_id_of,
 )
 
@@ -63,9 +60,7 @@ def project_command(
 
         branch, metadata = read_only(db, lambda store: _healthy_and_metadata(store, session))
         # A proxied session is sized for the window the proxy used (its --model-window).
-        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
-                                 context_window, compacts=False,
-                                 resolver=recorded_resolver(metadata))
+        resolved = resolve_stored(model, context_window, branch, metadata, compacts=False)
         capacity, budget = resolved.capacity, resolved.budget
         projection = project(branch)
         # The request contextfold's conversation sends (the service's too): its stored
@@ -114,9 +109,7 @@ def context_command(
             return whole, branch, metadata, getattr(full, "nodes", ())
 
         whole, branch, metadata, history = read_only(db, reads)
-        resolved = resolve_model(model, recorded_model(branch) or _sized_model(metadata),
-                                 context_window, compacts=False,
-                                 resolver=recorded_resolver(metadata))
+        resolved = resolve_stored(model, context_window, branch, metadata, compacts=False)
         capacity, budget = resolved.capacity, resolved.budget
         projection = project(branch)
         system, tools = stored_system(metadata), stored_tools()

@@ -74,6 +74,16 @@ def _import(path: Path, fmt: str, limit: int) -> Any:
         raise ApiError(400, "bad_request", str(exc).replace(str(path), UPLOAD_NAME)) from None
 
 
+async def _uploaded(request: Request, fmt: str, limit: int) -> Any:
+    """The session file of the request body, read by its importer from a temporary copy
+    that is gone again, whatever happened, when this returns."""
+    path = await _spool(request, limit)
+    try:
+        return await asyncio.to_thread(_import, path, fmt, limit)
+    finally:
+        _discard(path)
+
+
 @router.post("/import", status_code=201)
 async def import_session(request: Request, who: Tenant, sessions: Manager,
                          format: Format = "auto",
@@ -87,12 +97,7 @@ async def import_session(request: Request, who: Tenant, sessions: Manager,
     from ..core.sizing.resolver import recorded_model
     from ..core.values.tree import build_branch
 
-    limit = sessions.config.max_import_bytes
-    path = await _spool(request, limit)
-    try:
-        result = await asyncio.to_thread(_import, path, format, limit)
-    finally:
-        _discard(path)
+    result = await _uploaded(request, format, sessions.config.max_import_bytes)
     recorded = recorded_model(build_branch(result.nodes, result.leaf_id))
     model = sessions.models.resolve(None, None, recorded).name
     store = sessions.store.for_tenant(who)
@@ -124,12 +129,7 @@ async def replay(request: Request, _who: Tenant, sessions: Manager,
                  chart: Literal["json", "png"] = "json") -> Any:
     """Replay a recorded session as if contextfold had managed its context: the report
     (the CLI's `replay --json`) with the chart's series, or the chart as PNG."""
-    limit = sessions.config.max_import_bytes
-    path = await _spool(request, limit)
-    try:
-        result = await asyncio.to_thread(_import, path, format, limit)
-    finally:
-        _discard(path)
+    result = await _uploaded(request, format, sessions.config.max_import_bytes)
     report = await asyncio.to_thread(_replay, sessions.models, result, model, context_window,
                                      overhead)
     if chart == "png":

@@ -32,7 +32,7 @@ REAL_KEYS = _real_zotero_keys()
 
 
 def _keys(text: str) -> list[str]:
-    return [value for _, kind, value, _ in prose_identifiers(text) if kind == "zotero_key"]
+    return [e.value for e in prose_identifiers(text) if e.kind == "zotero_key"]
 
 
 # ------------------------------------------------------------------ corpora of ordinary text
@@ -143,7 +143,7 @@ def test_key_lists_and_digit_keys_without_context():
 
 
 def _found(text: str) -> list[tuple[str, str]]:
-    return [(kind, value) for _, kind, value, _ in prose_identifiers(text)]
+    return [(e.kind, e.value) for e in prose_identifiers(text)]
 
 
 def test_arxiv_isbn_pmid():

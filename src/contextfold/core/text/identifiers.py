@@ -41,15 +41,14 @@ from ..values.messages import (
 from ..values.tool_calls import tool_arguments
 from ..values.tree import message_nodes
 from .constraints import constraint_sentences
-from .prose_identifiers import ZOTERO_KEY_ALPHABET, prose_identifiers
+from .prose_identifiers import ZOTERO_KEY_ALPHABET, prose_scans
+from .scanning import Sighting, entry, in_order
 
 # Kinds that a later, more specific sighting of the same value may replace.
 _GENERIC_KINDS = frozenset({"zotero_key"})
 __all__ = ["USER_CONSTRAINT", "USER_WRITTEN", "ZOTERO_KEY_ALPHABET", "dedupe_identifiers",
            "error_line", "extract_identifiers", "looks_like_path"]
 
-_MAX_VALUE_CHARS = 300
-_MAX_NOTE_CHARS = 120
 # A tool result listing more Zotero objects than this is a listing (a search, a collection):
 # its items are recorded by key, without titles, until the session reads one of them.
 _LISTING_ITEMS = 3
@@ -94,34 +93,24 @@ _COMMAND_FIELDS = frozenset({"command", "cmd", "script"})
 _IGNORED_PATH_PREFIXES = ("/dev/", "/proc/", "/sys/")
 
 
-def _entry(kind: str, value: str, note: str = "") -> LedgerEntry | None:
-    value = value.strip()
-    if not value or len(value) > _MAX_VALUE_CHARS or "\n" in value:
-        return None
-    note = " ".join(note.split())
-    if len(note) > _MAX_NOTE_CHARS:
-        note = note[: _MAX_NOTE_CHARS - 1] + "…"
-    return LedgerEntry(kind=kind, value=value, note=note)
-
-
 # --------------------------------------------------------------------------- scanners
 
 
-def _dois(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+def _dois(text: str) -> Iterator[Sighting]:
     if "10." not in text:  # every DOI has it: most texts are not scanned (issue 26)
         return
     for m in _DOI.finditer(text):
-        yield m.start(), _entry("doi", m.group(0).rstrip(".,;:"))
+        yield m.start(), entry("doi", m.group(0).rstrip(".,;:"))
 
 
-def _urls(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+def _urls(text: str) -> Iterator[Sighting]:
     if "://" not in text:  # every URL has it
         return
     for m in _URL.finditer(text):
         url = m.group(0).rstrip(".,;:!?*")
         # "$" and a trailing "=" mark a template being built in a command, not a resource.
         if "." in url.split("/")[2] and "$" not in url and not url.endswith("="):
-            yield m.start(), _entry("url", url)
+            yield m.start(), entry("url", url)
 
 
 def looks_like_path(token: str) -> bool:
@@ -145,7 +134,7 @@ def looks_like_path(token: str) -> bool:
     return bool(_FILE_NAME.match(last)) and len(last.split(".")[0]) >= 2
 
 
-def _path_tokens(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+def _path_tokens(text: str) -> Iterator[Sighting]:
     # Every path has a slash (`_PATH_TOKEN`): a text or a token without one is skipped
     # unread (issue 26: most prose has few). A token holds no separator, so it is found
     # from the end of the last token with a slash as from the end of the one before it.
@@ -163,20 +152,20 @@ def _path_tokens(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
             continue  # glued to shell syntax, e.g. $(npm root -g)/pkg: not a real path
         cleaned = _LINE_SUFFIX.sub("", token.lstrip("*:").rstrip(".,:;!?*"))
         if cleaned and looks_like_path(cleaned):
-            yield start, _entry("path", cleaned)
+            yield start, entry("path", cleaned)
 
 
-def _commit_mentions(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+def _commit_mentions(text: str) -> Iterator[Sighting]:
     for m in _COMMIT_MENTION.finditer(text):
         if _is_hash(m.group(1)):
-            yield m.start(1), _entry("commit", m.group(1))
+            yield m.start(1), entry("commit", m.group(1))
 
 
-def _git_output_hashes(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
+def _git_output_hashes(text: str) -> Iterator[Sighting]:
     for m in _GIT_OUTPUT_HASH.finditer(text):
         value = next(g for g in m.groups() if g)
         if _is_hash(value):
-            yield m.start(), _entry("commit", value)
+            yield m.start(), entry("commit", value)
 
 
 def _is_hash(value: str) -> bool:
@@ -185,21 +174,10 @@ def _is_hash(value: str) -> bool:
     return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
 
 
-def _in_order(*scans: Iterable[tuple[int, LedgerEntry | None]]) -> list[LedgerEntry]:
-    found = [(pos, e) for scan in scans for pos, e in scan if e is not None]
-    found.sort(key=lambda pair: pair[0])
-    return [e for _, e in found]
-
-
-def _typed_in_prose(text: str) -> Iterator[tuple[int, LedgerEntry | None]]:
-    for pos, kind, value, note in prose_identifiers(text):
-        yield pos, _entry(kind, value, note)
-
-
 def _prose_identifiers(text: str) -> list[LedgerEntry]:
     """Identifiers in what the user or the assistant wrote."""
-    return _in_order(_dois(text), _urls(text), _path_tokens(text), _commit_mentions(text),
-                     _typed_in_prose(text))
+    return in_order(_dois(text), _urls(text), _path_tokens(text), _commit_mentions(text),
+                    *prose_scans(text))
 
 
 def _user_identifiers(text: str) -> list[LedgerEntry]:
@@ -216,7 +194,7 @@ def _user_identifiers(text: str) -> list[LedgerEntry]:
         if rule is None:
             out.append(e.model_copy(update={"priority": USER_WRITTEN}))
         else:
-            ruled = _entry(e.kind, e.value, rule)
+            ruled = entry(e.kind, e.value, rule)
             if ruled is not None:
                 out.append(ruled.model_copy(update={"priority": USER_CONSTRAINT}))
     return out
@@ -245,31 +223,31 @@ def _call_identifiers(call: ToolCallPart) -> list[LedgerEntry]:
         if not isinstance(value, str):
             continue
         if key in _PATH_FIELDS and "://" not in value:
-            out.append(_entry("path", value))
+            out.append(entry("path", value))
         elif key in _URL_FIELDS and _URL.match(value):
-            out.append(_entry("url", value))
+            out.append(entry("url", value))
         elif key in _COMMAND_FIELDS:
             out.extend(_command_identifiers(value))
         elif key.lower().endswith("key") and _ZOTERO_KEY.match(value):
-            out.append(_entry("zotero_key", value))
+            out.append(entry("zotero_key", value))
         else:
-            out.extend(_in_order(_dois(value), _urls(value)))
+            out.extend(in_order(_dois(value), _urls(value)))
     return [e for e in out if e is not None]
 
 
 def _command_identifiers(command: str) -> list[LedgerEntry]:
-    scans: list[Iterable[tuple[int, LedgerEntry | None]]] = [
+    scans: list[Iterable[Sighting]] = [
         _dois(command),
         _urls(command),
         _path_tokens(command),
     ]
     if re.search(r"\bgit\b", command):
         scans.append(
-            (m.start(), _entry("commit", m.group(0)))
+            (m.start(), entry("commit", m.group(0)))
             for m in _HEX.finditer(command)
             if _is_hash(m.group(0))
         )
-    return _in_order(*scans)
+    return in_order(*scans)
 
 
 def _is_git_call(call: ToolCallPart | None) -> bool:
@@ -298,18 +276,18 @@ def _zotero_json(data: Any) -> list[LedgerEntry]:
         key = obj.get("key")
         inner = obj.get("data") if isinstance(obj.get("data"), dict) else obj
         if isinstance(key, str) and _ZOTERO_KEY.match(key):
-            entry = _zotero_object(key, inner)
+            item = _zotero_object(key, inner)
             # Titles of listed items the session may never discuss are noise in the ledger.
-            out.append(entry.model_copy(update={"note": ""}) if listing and entry else entry)
+            out.append(item.model_copy(update={"note": ""}) if listing and item else item)
         parent = inner.get("parentItem")
         if isinstance(parent, str) and _ZOTERO_KEY.match(parent):
-            out.append(_entry("zotero_item", parent))
+            out.append(entry("zotero_item", parent))
         doi = inner.get("DOI")
         if isinstance(doi, str) and _DOI.fullmatch(doi.strip()):
-            out.append(_entry("doi", doi))
+            out.append(entry("doi", doi))
         url = inner.get("url")
         if isinstance(url, str) and _URL.fullmatch(url.strip()):
-            out.append(_entry("url", url))
+            out.append(entry("url", url))
         for field, value in obj.items():
             # Links to the API itself ("links", "library") are not resources to resume.
             if field not in ("links", "library", "data", "meta") and isinstance(
@@ -329,23 +307,23 @@ def _zotero_object(key: str, data: dict[str, Any]) -> LedgerEntry | None:
     item_type = data.get("itemType")
     title = str(data.get("title") or data.get("filename") or data.get("name") or "")
     if item_type == "attachment":
-        return _entry("zotero_attachment", key, title)
+        return entry("zotero_attachment", key, title)
     if item_type == "annotation" or "annotationType" in data:
-        return _entry("zotero_annotation", key, str(data.get("annotationText") or ""))
+        return entry("zotero_annotation", key, str(data.get("annotationText") or ""))
     if item_type is not None:
-        return _entry("zotero_item", key, title)
+        return entry("zotero_item", key, title)
     if "name" in data:
-        return _entry("zotero_collection", key, title)
-    return _entry("zotero_key", key, title)
+        return entry("zotero_collection", key, title)
+    return entry("zotero_key", key, title)
 
 
 def _result_identifiers(result: ToolResultPart, call: ToolCallPart | None) -> list[LedgerEntry]:
     out: list[LedgerEntry] = []
     text = result.output
     if result.is_error and not result.denied:
-        entry = _entry("tool_error", error_line(text), call.name if call else (result.name or ""))
-        if entry is not None:
-            out.append(entry)
+        error = entry("tool_error", error_line(text), call.name if call else (result.name or ""))
+        if error is not None:
+            out.append(error)
     parsed: Any = None
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
@@ -356,16 +334,16 @@ def _result_identifiers(result: ToolResultPart, call: ToolCallPart | None) -> li
     if parsed is not None:
         out.extend(_zotero_json(parsed))
     else:
-        scans: list[Iterable[tuple[int, LedgerEntry | None]]] = [
+        scans: list[Iterable[Sighting]] = [
             _dois(text),
             (
-                (m.start(), _entry("zotero_key", m.group(2)))
+                (m.start(), entry("zotero_key", m.group(2)))
                 for m in _ZOTERO_JSON_KEY.finditer(text)
             ),
         ]
         if _is_git_call(call):
             scans.append(_git_output_hashes(text))
-        out.extend(_in_order(*scans))
+        out.extend(in_order(*scans))
     return out
 
 
@@ -385,20 +363,20 @@ def error_line(output: str, limit: int = 200) -> str:
 
 def _part_identifiers(part: Any) -> list[LedgerEntry | None]:
     if isinstance(part, ZoteroItemPart):
-        return [_entry("zotero_item", part.item_key, part.title)]
+        return [entry("zotero_item", part.item_key, part.title)]
     if isinstance(part, PdfPagePart):
         if not part.attachment_key:
             return []
-        return [_entry("zotero_attachment", part.attachment_key, part.attachment_name)]
+        return [entry("zotero_attachment", part.attachment_key, part.attachment_name)]
     if isinstance(part, AnnotationPart):
-        out = [_entry("zotero_annotation", part.annotation_key, part.text)]
+        out = [entry("zotero_annotation", part.annotation_key, part.text)]
         if part.parent_item_key:
-            out.append(_entry("zotero_item", part.parent_item_key))
+            out.append(entry("zotero_item", part.parent_item_key))
         return out
     if isinstance(part, CollectionPart):
-        return [_entry("zotero_collection", part.key, part.name)]
+        return [entry("zotero_collection", part.key, part.name)]
     if isinstance(part, TagPart):
-        return [_entry("zotero_tag", part.tag, part.name)]
+        return [entry("zotero_tag", part.tag, part.name)]
     return []
 
 

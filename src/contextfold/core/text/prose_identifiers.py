@@ -5,8 +5,8 @@ error TS2345". These are what a resumed agent must quote verbatim, and they appe
 call. Each scanner here is precision-minded (property tests feed it ordinary English,
 Japanese and code) and a pure function of one text, so callers may memoise it per message.
 
-Scanners yield `(position, kind, value, note)`; `core.text.identifiers` turns them into ledger
-entries.
+Scanners yield `(position, ledger entry)` like every identifier scanner (`core.text.scanning`);
+`core.text.identifiers` merges them with its own in text order.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-Found = tuple[int, str, str, str]  # (position in the text, kind, value, note)
+from ..values.messages import LedgerEntry
+from .scanning import Sighting, entry, in_order
 
 # The alphabet Zotero draws its 8-character object keys from (no 0, 1 or O).
 ZOTERO_KEY_ALPHABET = "23456789ABCDEFGHIJKLMNPQRSTUVWXYZ"
@@ -58,7 +59,7 @@ _EXCEPTION = re.compile(r"\b((?:[A-Z][a-z0-9]+)+(?:Error|Exception))\b")
 _HTTP_STATUS = re.compile(r"\bHTTP(?:/[\d.]+)?\s+([45]\d\d)\b")
 
 
-def _zotero_keys(text: str) -> Iterator[Found]:
+def _zotero_keys(text: str) -> Iterator[Sighting]:
     previous_end = -1
     for m in _KEY.finditer(text):
         key = m.group(1)
@@ -72,7 +73,7 @@ def _zotero_keys(text: str) -> Iterator[Found]:
         elif not any(c.isalpha() for c in key):
             continue  # eight digits are a number, not a key
         previous_end = m.end()
-        yield m.start(), "zotero_key", key, ""
+        yield m.start(), entry("zotero_key", key)
 
 
 def _looks_like_word(token: str) -> bool:
@@ -86,9 +87,9 @@ def _looks_like_word(token: str) -> bool:
     return sum(1 for c in token if c in _VOWELS) >= 4
 
 
-def _arxiv(text: str) -> Iterator[Found]:
+def _arxiv(text: str) -> Iterator[Sighting]:
     for m in _ARXIV.finditer(text):
-        yield m.start(1), "arxiv", m.group(1), ""
+        yield m.start(1), entry("arxiv", m.group(1))
 
 
 def _isbn_valid(digits: str) -> bool:
@@ -101,7 +102,7 @@ def _isbn_valid(digits: str) -> bool:
     return False
 
 
-def _isbns(text: str) -> Iterator[Found]:
+def _isbns(text: str) -> Iterator[Sighting]:
     if "ISBN" not in text:  # what the pattern starts with: most texts are not scanned
         return
     for m in _ISBN.finditer(text):
@@ -113,42 +114,45 @@ def _isbns(text: str) -> Iterator[Found]:
                 typed = digits[:10]
             else:
                 continue
-        yield m.start(1), "isbn", typed, ""
+        yield m.start(1), entry("isbn", typed)
 
 
-def _pubmed(text: str) -> Iterator[Found]:
+def _pubmed(text: str) -> Iterator[Sighting]:
     if "PM" not in text:  # both patterns hold it ("PMID", "PMC")
         return
     for m in _PMID.finditer(text):
-        yield m.start(1), "pmid", m.group(1), ""
+        yield m.start(1), entry("pmid", m.group(1))
     for m in _PMCID.finditer(text):
-        yield m.start(1), "pmid", m.group(1), ""
+        yield m.start(1), entry("pmid", m.group(1))
 
 
-def _issues(text: str) -> Iterator[Found]:
+def _issues(text: str) -> Iterator[Sighting]:
     for m in _REPO_ISSUE.finditer(text) if "#" in text else ():
-        yield m.start(1), "issue", m.group(1), ""
+        yield m.start(1), entry("issue", m.group(1))
     for m in _ISSUE.finditer(text):
         word = m.group(1)
         word = word.upper() if word.lower() in ("pr", "mr") else word.lower()
-        yield m.start(), "issue", f"#{m.group(2)}", word
+        yield m.start(), entry("issue", f"#{m.group(2)}", word)
 
 
-def _error_codes(text: str) -> Iterator[Found]:
+def _error_codes(text: str) -> Iterator[Sighting]:
     exceptions = "Error" in text or "Exception" in text  # what `_EXCEPTION` ends with
     for pattern in (_ERRNO, _DIAGNOSTIC, _EXCEPTION) if exceptions else (_ERRNO, _DIAGNOSTIC):
         for m in pattern.finditer(text):
-            yield m.start(1), "error_code", m.group(1), ""
+            yield m.start(1), entry("error_code", m.group(1))
     if "HTTP" not in text:
         return
     for m in _HTTP_STATUS.finditer(text):
-        yield m.start(), "error_code", f"HTTP {m.group(1)}", ""
+        yield m.start(), entry("error_code", f"HTTP {m.group(1)}")
 
 
-def prose_identifiers(text: str) -> list[Found]:
+def prose_scans(text: str) -> list[Iterator[Sighting]]:
+    """The scanners of every kind above over `text` (`core.text.scanning.in_order` merges
+    them, with others, in text order)."""
+    return [scan(text) for scan in (_zotero_keys, _arxiv, _isbns, _pubmed, _issues,
+                                    _error_codes)]
+
+
+def prose_identifiers(text: str) -> list[LedgerEntry]:
     """Every identifier of the kinds above in `text`, in text order (duplicates kept)."""
-    found: list[Found] = []
-    for scan in (_zotero_keys, _arxiv, _isbns, _pubmed, _issues, _error_codes):
-        found.extend(scan(text))
-    found.sort(key=lambda f: f[0])
-    return found
+    return in_order(*prose_scans(text))
