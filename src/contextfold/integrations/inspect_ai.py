@@ -63,7 +63,7 @@ from ..runtime.mirror import Mirror, Synced
 from ..runtime.recall import RECALL_TOOLS, Recall
 from ..store.protocol import SessionStore
 from .inspect_messages import OWN_ID_PREFIX, _tool_specs, from_messages, to_messages
-from .loop_thread import LoopThread
+from .loop_thread import HeldStore
 
 __all__ = ["ContextfoldCompaction", "from_messages", "to_messages"]
 
@@ -133,9 +133,7 @@ class ContextfoldCompaction(CompactionStrategy):
         self._threshold: int | float | None = None
         # Inspect's memory warning needs its memory tool; contextfold keeps every message.
         super().__init__(type="summary", threshold=threshold, memory=False)  # type: ignore[arg-type]
-        self._owned = store is None or isinstance(store, str)
-        self._url: str | None = store if isinstance(store, str) else None
-        self._store: SessionStore | None = None if isinstance(store, str) else store
+        self._held = HeldStore(store, thread="contextfold-inspect", make_mirror=self._mirror)
         self._capacity = capacity_for(capacity) if isinstance(capacity, str) else capacity
         self._summarizer = summarizer
         self._summarizer_model = summarizer_model
@@ -143,8 +141,6 @@ class ContextfoldCompaction(CompactionStrategy):
         self.settings = settings
         self.instructions = instructions
         self._session_id = session_id
-        self._mirror: Mirror | None = None
-        self._loop = LoopThread("contextfold-inspect")
         self._conversations: dict[str, _Conversation] = {}
         # What stays after a sample ends (its messages are released): its session and the
         # compactions made in it.
@@ -182,7 +178,7 @@ class ContextfoldCompaction(CompactionStrategy):
         if not converted:
             return list(messages), None
         capacity = self.capacity_of(model)
-        synced = await self._run(self._compact(conversation, converted, capacity, system,
+        synced = await self._held.run(self._compact(conversation, converted, capacity, system,
                                                _tool_specs(tools)))
         return from_messages(synced, full, sources), None
 
@@ -234,14 +230,14 @@ class ContextfoldCompaction(CompactionStrategy):
         async def execute(**args: Any) -> str:
             conversation = self._conversations.get(_sample_key())
             if conversation is None or conversation.session_id is None or \
-                    self._store is None:
+                    self._held.store is None:
                 return ("[tool error] nothing was compacted yet: the whole conversation "
                         "is in front of you")
             call = ToolCallPart(id="recall", name=name, input=args)
             last = conversation.last
             seen = {n.id for n in last.projection.messages} if last is not None else set()
-            recall = Recall(self._store, conversation.session_id)
-            result = await self._run(recall.run(call, in_context=seen))
+            recall = Recall(self._held.store, conversation.session_id)
+            result = await self._held.run(recall.run(call, in_context=seen))
             return f"[tool error] {result.output}" if result.is_error else result.output
 
         return execute
@@ -269,22 +265,20 @@ class ContextfoldCompaction(CompactionStrategy):
     def url(self) -> str | None:
         """The database the strategy opens (None: an application's store, or the default
         contextfold database when no store was given)."""
-        return self._url
+        return self._held.url
 
     @property
     def store(self) -> SessionStore | None:
         """The store the conversations are kept in (None before the first compaction)."""
-        return self._store
+        return self._held.store
 
     async def aclose(self) -> None:
         """Close the store the strategy opened (an application's own store stays open)."""
-        if self._store is not None and self._owned:
-            await self._run(self._close())
+        await self._held.aclose()
 
     def close(self) -> None:
         """Sync form of `aclose` (after `eval()` returned)."""
-        if self._store is not None and self._owned:
-            self._loop.run(self._close())
+        self._held.close()
 
     # ------------------------------------------------------------------ internals
 
@@ -296,26 +290,17 @@ class ContextfoldCompaction(CompactionStrategy):
                                                                     key=key)
         return conversation
 
-    async def _run(self, coro: Any) -> Any:
-        return await (self._loop.arun(coro) if self._owned else coro)
-
-    async def _ready(self) -> Mirror:
-        if self._mirror is None:
-            if self._store is None:
-                from ..store import open_store
-
-                self._store = await open_store(self._url)
-            if self._summarizer is None and self._summarizer_model is not None:
-                self._summarizer = self.build_summarizer()
-            # Inspect waits for the compaction, so the auto check runs in line.
-            self._mirror = Mirror(self._store, summarizer=self._summarizer,
-                                  settings=self.settings, background=False)
-        return self._mirror
+    def _mirror(self, store: SessionStore) -> Mirror:
+        if self._summarizer is None and self._summarizer_model is not None:
+            self._summarizer = self.build_summarizer()
+        # Inspect waits for the compaction, so the auto check runs in line.
+        return Mirror(store, summarizer=self._summarizer, settings=self.settings,
+                      background=False)
 
     async def _compact(self, conversation: _Conversation, converted: Sequence[Message],
                        capacity: ModelCapacity, system: str | None,
                        tools: Sequence[ToolSpec]) -> Synced:
-        mirror = await self._ready()
+        mirror = await self._held.ready()
         if conversation.session_id is None:
             # Made here, not found by content: every sync names the session, so the
             # content chain is always made in the same scope (a sample's first compaction
@@ -342,14 +327,6 @@ class ContextfoldCompaction(CompactionStrategy):
                                            tools=tools)
         conversation.last = synced
         return synced
-
-    async def _close(self) -> None:
-        mirror, store = self._mirror, self._store
-        if mirror is not None:
-            await mirror.wait_idle()
-        self._mirror = self._store = None
-        if store is not None:
-            await store.close()
 
 
 # Every strategy alive, for the hook that tells them a sample ended.

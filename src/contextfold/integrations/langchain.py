@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import warnings
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import MissingExtraError
@@ -51,7 +51,7 @@ from .langchain_messages import (
     settle,
     to_message,
 )
-from .loop_thread import LoopThread
+from .loop_thread import HeldStore
 
 __all__ = ["ContextfoldMiddleware"]
 
@@ -80,9 +80,7 @@ class ContextfoldMiddleware(AgentMiddleware):
                  recall: bool = True, scope: str = DEFAULT_SCOPE,
                  background: bool = False) -> None:
         super().__init__()
-        self._owned = store is None or isinstance(store, str)
-        self._url: str | None = store if isinstance(store, str) else None
-        self._store: SessionStore | None = None if isinstance(store, str) else store
+        self._held = HeldStore(store, thread="contextfold-langchain", make_mirror=self._mirror)
         self._session_id = session_id
         self._capacity = capacity_for(capacity) if isinstance(capacity, str) else capacity
         self._summarizer = summarizer
@@ -90,8 +88,6 @@ class ContextfoldMiddleware(AgentMiddleware):
         self._background = background
         self.instructions = instructions
         self.scope = scope
-        self._mirror: Mirror | None = None
-        self._loop = LoopThread("contextfold-langchain")
         self._sessions: dict[str, str] = {}  # thread key -> session id
         self._last: dict[str, Synced] = {}  # session id -> what the model was last shown
         self._convert = Converted()
@@ -108,15 +104,14 @@ class ContextfoldMiddleware(AgentMiddleware):
                         handler: Callable[[ModelRequest], ModelResponse]) -> Any:
         """Sync agents: the store work runs on the middleware's loop thread (blocking this
         one, as a sync model call does); the model runs here, in LangGraph's thread."""
-        if not self._owned:
-            raise RuntimeError(
-                "ContextfoldMiddleware was given an open store, which lives on its own event "
-                "loop: run the agent with ainvoke/astream, or pass the store URL for invoke")
+        self._held.refuse_sync(
+            "ContextfoldMiddleware was given an open store, which lives on its own event "
+            "loop: run the agent with ainvoke/astream, or pass the store URL for invoke")
         key = _thread_key(request)
         request = self._bindable(request)
-        synced = self._loop.run(self._sync(request, key))
+        synced = self._held.loop.run(self._sync(request, key))
         response = handler(self._shown(request, synced))
-        self._loop.run(self._record(synced, response))
+        self._held.loop.run(self._record(synced, response))
         return response
 
     async def awrap_model_call(self, request: ModelRequest,
@@ -125,9 +120,9 @@ class ContextfoldMiddleware(AgentMiddleware):
         """Async agents: the same steps, awaited (on the loop thread if the store is ours)."""
         key = _thread_key(request)
         request = self._bindable(request)
-        synced = await self._run(self._sync(request, key))
+        synced = await self._held.run(self._sync(request, key))
         response = await handler(self._shown(request, synced))
-        await self._run(self._record(synced, response))
+        await self._held.run(self._record(synced, response))
         return response
 
     # ------------------------------------------------------------------ application API
@@ -136,15 +131,14 @@ class ContextfoldMiddleware(AgentMiddleware):
                 model: Any = None) -> CompactionOutcome:
         """Compact a thread's session now (SPEC M1-M6); `instructions` say what the summary
         must keep. Sync form of `acompact`."""
-        if not self._owned:
-            raise RuntimeError("the store is the caller's: use `await middleware.acompact()`")
-        return self._loop.run(self._compact(thread_id, instructions, model))
+        self._held.refuse_sync("the store is the caller's: use `await middleware.acompact()`")
+        return self._held.loop.run(self._compact(thread_id, instructions, model))
 
     async def acompact(self, thread_id: str | None = None, *, instructions: str | None = None,
                        model: Any = None) -> CompactionOutcome:
         """Compact a thread's session now (SPEC M1-M6). The session is the one the thread's
         latest model call used; `model` (a chat model) sizes it, default its last size."""
-        return await self._run(self._compact(thread_id, instructions, model))
+        return await self._held.run(self._compact(thread_id, instructions, model))
 
     def session_id_for(self, thread_id: str | None = None) -> str | None:
         """The contextfold session of a LangGraph thread (None: no model call seen yet)."""
@@ -152,35 +146,17 @@ class ContextfoldMiddleware(AgentMiddleware):
 
     async def aclose(self) -> None:
         """Close the store the middleware opened (an application's own store stays open)."""
-        if self._owned and self._store is not None:
-            await self._run(self._close())
+        await self._held.aclose()
 
     def close(self) -> None:
         """Sync form of `aclose`."""
-        if self._owned and self._store is not None:
-            self._loop.run(self._close())
+        self._held.close()
 
     # ------------------------------------------------------------------ internals
 
-    async def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        return await (self._loop.arun(coro) if self._owned else coro)
-
-    async def _ready(self) -> Mirror:
-        if self._mirror is None:
-            if self._store is None:
-                from ..store import open_store
-
-                self._store = await open_store(self._url)
-            self._mirror = Mirror(self._store, summarizer=self._summarizer,
-                                  settings=self._settings, background=self._background)
-        return self._mirror
-
-    async def _close(self) -> None:
-        mirror, store = self._mirror, self._store
-        if mirror is not None:
-            await mirror.wait_idle()
-        self._mirror = self._store = None
-        await store.close()
+    def _mirror(self, store: SessionStore) -> Mirror:
+        return Mirror(store, summarizer=self._summarizer, settings=self._settings,
+                      background=self._background)
 
     def _bindable(self, request: ModelRequest) -> ModelRequest:
         """The request without the recall tools when its chat model cannot bind tools
@@ -201,7 +177,7 @@ class ContextfoldMiddleware(AgentMiddleware):
                                        if getattr(t, "name", None) not in ours])
 
     async def _sync(self, request: ModelRequest, key: str) -> Synced:
-        mirror = await self._ready()
+        mirror = await self._held.ready()
         # The mirror finds a thread's session by content under its scope each time (the
         # hash chain depends on the scope, so it must not change between calls); a fixed
         # session_id is its own scope.
@@ -239,7 +215,7 @@ class ContextfoldMiddleware(AgentMiddleware):
     async def _record(self, synced: Synced, response: Any) -> None:
         reply = _reply_of(response)
         if reply is not None:
-            mirror = await self._ready()
+            mirror = await self._held.ready()
             await mirror.record_reply(synced, to_message(reply))
 
     async def _compact(self, thread_id: str | None, instructions: str | None,
@@ -253,7 +229,7 @@ class ContextfoldMiddleware(AgentMiddleware):
             last.capacity if last is not None else self._capacity)
         if capacity is None:
             raise ValueError("give the chat model (model=...) to size the compaction")
-        mirror = await self._ready()
+        mirror = await self._held.ready()
         return await mirror.compact(session_id, capacity=capacity,
                                     instructions=instructions or self.instructions)
 
@@ -279,7 +255,7 @@ class ContextfoldMiddleware(AgentMiddleware):
         session_id = self.session_id_for(thread_id)
         if session_id is None:
             return "no history yet: this thread has not called the model through contextfold"
-        mirror = await self._ready()
+        mirror = await self._held.ready()
         last = self._last.get(session_id)
         seen = {n.id for n in last.projection.messages} if last is not None else set()
         result = await Recall(mirror.store, session_id).run(call, in_context=seen)
@@ -363,13 +339,13 @@ def _recall_tool(middleware: ContextfoldMiddleware, spec: ToolSpec) -> BaseTool:
 
     async def arun(**args: Any) -> str:
         call = ToolCallPart(id="recall", name=spec.name, input=args)
-        return await middleware._run(middleware._recall(call, _config_thread()))
+        return await middleware._held.run(middleware._recall(call, _config_thread()))
 
     def run(**args: Any) -> str:
-        if not middleware._owned:
-            raise RuntimeError("the store is the caller's: run the agent with ainvoke/astream")
+        middleware._held.refuse_sync(
+            "the store is the caller's: run the agent with ainvoke/astream")
         call = ToolCallPart(id="recall", name=spec.name, input=args)
-        return middleware._loop.run(middleware._recall(call, _config_thread()))
+        return middleware._held.loop.run(middleware._recall(call, _config_thread()))
 
     return StructuredTool.from_function(func=run, coroutine=arun, name=spec.name,
                                         description=spec.description,
