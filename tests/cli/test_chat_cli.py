@@ -9,11 +9,10 @@ import sys
 import pexpect
 import pytest
 
+from tests.cli.chat_driver import PROMPT, quit_chat
 from tests.fakeserver import Reply, server_fixture
 
 fake = server_fixture()
-
-PROMPT = "you> "
 
 
 def _spawn(fake, tmp_path, *extra: str) -> pexpect.spawn:
@@ -52,12 +51,7 @@ def test_chat_send_and_resume(fake, tmp_path):  # C5 U1
     child.sendline("/request")  # the request in full
     child.expect("Hi there")
     child.expect(PROMPT)
-    child.sendline("/quit")
-    child.expect(r"resume with --session ([0-9a-f-]{36})")
-    session = child.match.group(1)
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    session = quit_chat(child)
 
     resumed = _spawn(fake, tmp_path, "--session", session)
     resumed.expect(PROMPT)
@@ -144,11 +138,7 @@ def test_chat_resumes_by_prefix_with_the_sessions_model(fake, tmp_path):  # issu
     child.sendline("Hi there")
     child.expect("First answer.")
     child.expect(PROMPT)
-    child.sendline("/quit")
-    child.expect(r"resume with --session ([0-9a-f-]{36})")
-    session = child.match.group(1)
-    child.expect(pexpect.EOF)
-    child.close()
+    session = quit_chat(child)
 
     env = {**os.environ, "TERM": "xterm", "COLUMNS": "120", "LINES": "40",
            "CONTEXTFOLD_DB": f"sqlite:///{tmp_path / 'chat.db'}"}

@@ -12,11 +12,11 @@ import sys
 
 import pexpect
 
+from tests.cli.chat_driver import PROMPT, quit_chat
 from tests.fakeserver import server_fixture
 from tests.runtime.test_runtime_support import assert_requests_fit
 
 fake = server_fixture()
-PROMPT = "you> "
 
 
 def _spawn(fake, tmp_path, window: int, *extra: str) -> pexpect.spawn:
@@ -33,16 +33,6 @@ def _question(i: int, words: int = 250) -> str:
     return f"question {i}: " + " ".join(f"lorem{(i * 7 + k) % 89}" for k in range(words))
 
 
-def _quit(child) -> str:
-    child.sendline("/quit")
-    child.expect(r"resume with --session ([0-9a-f-]{36})")
-    session = child.match.group(1)
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
-    return session
-
-
 def test_model_switch_keeps_the_context_window_cap(fake, tmp_path):  # P2
     fake.configure(context_window=6000)
     child = _spawn(fake, tmp_path, 6000)
@@ -54,7 +44,7 @@ def test_model_switch_keeps_the_context_window_cap(fake, tmp_path):  # P2
         child.sendline(_question(i))
         child.expect("assistant>")
     child.expect(PROMPT)
-    _quit(child)
+    quit_chat(child)
     assert len(fake.requests) >= 14
     assert_requests_fit(fake, 6000)  # no request over the window, none refused
 
@@ -80,7 +70,7 @@ def test_provider_limit_is_learned_for_the_model_and_session(fake, tmp_path):  #
         child.sendline(_question(i))
         child.expect("assistant>")
     child.expect(PROMPT)
-    session = _quit(child)
+    session = quit_chat(child)
     refused = [r for r in fake.requests if r.outcome == "overflow"]
     assert len(refused) == 1  # refused once, then never again
 
@@ -103,7 +93,7 @@ def test_provider_limit_is_learned_for_the_model_and_session(fake, tmp_path):  #
         resumed.sendline(_question(100 + i))
         resumed.expect("assistant>")
     resumed.expect(PROMPT)
-    _quit(resumed)
+    quit_chat(resumed)
     assert_requests_fit(fake, 5000)
 
 
@@ -120,6 +110,6 @@ def test_a_pasted_block_is_one_message(fake, tmp_path):
     child.sendline('"""')
     child.expect("assistant>")
     child.expect(PROMPT)
-    _quit(child)
+    quit_chat(child)
     users = [r.messages[-1]["content"] for r in fake.requests if not r.is_summary]
     assert users == ["first line\nsecond line\nthird line", "alpha\nbeta"]

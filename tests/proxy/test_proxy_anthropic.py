@@ -12,18 +12,12 @@ import pytest
 
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
-from tests.fakeserver import Reply, ToolCallSpec, fake_server
+from tests.fakeserver import Reply, ToolCallSpec
 
 WINDOW = 10_000
 KEY = "sk-ant-proxy-test-SECRET"
 TOOLS = [{"name": "read", "description": "read a file",
           "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
-
-
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
 
 
 @pytest.fixture

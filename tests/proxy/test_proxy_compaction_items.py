@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -26,7 +24,7 @@ from contextfold.core.view.projection import project
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
-from tests.fakeserver import Reply, ToolCallSpec, fake_server
+from tests.fakeserver import Reply, ToolCallSpec
 
 WINDOW = 10_000
 KEY = "sk-compaction-test-SECRET"
@@ -36,17 +34,6 @@ A_TOOLS = [{"name": "read", "description": "read a file",
 O_TOOLS = [{"type": "function", "name": "read", "description": "read a file",
             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
             "strict": False}]
-
-
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'proxy.db'}"
 
 
 def _start(upstream, db: str, url: str) -> ProxyThread:

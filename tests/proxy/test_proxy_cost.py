@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
@@ -25,19 +24,13 @@ import pytest
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
-from tests.fakeserver import Reply, fake_server
+from tests.fakeserver import Reply
 
 KEY = "sk-proxy-cost-SECRET"
 WINDOW = 100_000
 # The packaged prices (models.dev, US dollars per million tokens) these tests bill at.
 GPT_4O_MINI = {"input": 0.15, "cached": 0.075, "output": 0.6}
 SONNET_4_5 = {"input": 3.0, "cached": 0.3, "written": 3.75, "output": 15.0}
-
-
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
 
 
 def start(upstream, db: str, url: str) -> ProxyThread:

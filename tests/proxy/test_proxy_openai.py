@@ -17,21 +17,10 @@ import pytest
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
-from tests.fakeserver import Reply, ToolCallSpec, fake_server
+from tests.fakeserver import Reply, ToolCallSpec
 
 WINDOW = 10_000
 KEY = "sk-proxy-test-SECRET-4242"
-
-
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'proxy.db'}"
 
 
 def start(upstream, db: str) -> ProxyThread:

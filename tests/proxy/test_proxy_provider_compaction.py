@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -37,23 +35,12 @@ from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
 from contextfold.wire import openai_responses
 from contextfold.wire.anthropic_messages import render_provider_base
-from tests.fakeserver import Reply, fake_server
+from tests.fakeserver import Reply
 
 WINDOW = 60_000  # room enough: what compacts here is the provider, never the window
 KEY = "sk-provider-compaction-SECRET"
 BETA = "compact-2026-09-04"
 SYSTEM = "You help design a recipe app's data model. Keep answers short."
-
-
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'proxy.db'}"
 
 
 def _start(db: str, url: str) -> ProxyThread:

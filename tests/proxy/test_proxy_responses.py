@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import openai
@@ -16,7 +15,7 @@ import pytest
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
-from tests.fakeserver import Reply, ToolCallSpec, fake_server
+from tests.fakeserver import Reply, ToolCallSpec
 
 WINDOW = 10_000
 KEY = "sk-responses-test-SECRET-77"
@@ -27,17 +26,6 @@ TOOLS = [{"type": "function", "name": "read", "description": "read a file",
 # opaque bytes only the provider can read, which must reach it unchanged (Y6).
 REASONING = {"type": "reasoning", "id": "rs_0001", "summary": [],
              "encrypted_content": "gAAAAABopaque-ENCRYPTED-reasoning-blob=="}
-
-
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'proxy.db'}"
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ import pytest
 
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
-from tests.fakeserver import fake_server
 from tests.proxy.test_proxy_openai import KEY, WINDOW, run_tool_loop, sessions
 from tests.server_fixtures import ROOT, free_port
 from tests.store_fixtures import drop_pg_schema, new_pg_schema
@@ -35,12 +34,6 @@ def pg() -> Iterator[str]:
     url = new_pg_schema()
     yield url
     drop_pg_schema(url)
-
-
-@pytest.fixture
-def upstream() -> Iterator:
-    with fake_server(context_window=WINDOW, api_key=KEY) as fake:
-        yield fake
 
 
 class _Alternating:
