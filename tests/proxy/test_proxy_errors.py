@@ -13,7 +13,7 @@ import pytest
 
 from contextfold.store import open_store
 from tests.fakeserver import Reply
-from tests.proxy.test_proxy_openai import KEY, db, proxy, start, upstream  # noqa: F401
+from tests.proxy.test_proxy_openai import KEY, WINDOW, proxy, start  # noqa: F401
 
 
 def test_an_unknown_model_is_a_bad_request_naming_the_proxy_flag(proxy, upstream):  # noqa: F811
@@ -47,7 +47,7 @@ async def _sessions(url: str) -> list:
 
 
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
-def test_a_read_only_session_is_a_conflict_in_the_protocols_shape(upstream, db,  # noqa: F811
+def test_a_read_only_session_is_a_conflict_in_the_protocols_shape(upstream, db,
                                                                  protocol):  # D2
     # Before the error vocabulary, a store error the proxy did not list was a plain-text
     # 500; by kind it is the protocol's 409, and the SDK raises its ConflictError.
