@@ -43,6 +43,7 @@ class LiveBranch:
 
     @property
     def leaf_id(self) -> str | None:
+        """The leaf held: every append is conditional on it (None before the first load)."""
         return self.branch.leaf_id if self.branch is not None else None
 
     def projection(self) -> Projection:
@@ -59,6 +60,7 @@ class LiveBranch:
         return open_tool_calls(self.branch)
 
     def last_message(self) -> Message | None:
+        """The branch's latest message (pin events and checkpoints are not messages)."""
         if self.branch is None:
             return None
         for node in reversed(self.branch.nodes):
