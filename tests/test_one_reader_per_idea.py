@@ -218,3 +218,48 @@ def test_usage_with_the_cache_inside_the_input_counts_each_token_once() -> None:
     ("{broken", "{broken"), ("[1]", [1])])
 def test_tool_arguments_one_rule(raw: object, parsed: object) -> None:
     assert tool_arguments(raw) == parsed
+
+
+# The item types of OpenAI's Responses input. A dict written outside `wire/` with one of
+# them as its `type` (a literal, or `dict(type=...)`) is a second writer of the protocol's
+# items: `wire/openai_responses.render_message` writes them for every face (the Agents SDK
+# session wrote its own beside the proxy's, which disagreed on files and errors). An easy
+# input message (`{"role", "content"}`) looks like a chat message and is not caught here.
+RESPONSES_ITEMS = {"function_call", "function_call_output", "custom_tool_call",
+                   "custom_tool_call_output", "reasoning", "compaction"}
+
+
+def item_writes(tree: ast.AST) -> list[tuple[str, int]]:
+    """The Responses items (and content parts) `tree` writes, with their lines."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            fields = {k.value: v for k, v in zip(node.keys, node.values, strict=True)
+                      if isinstance(k, ast.Constant)}
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                node.func.id == "dict":
+            fields = {kw.arg: kw.value for kw in node.keywords if kw.arg is not None}
+        else:
+            continue
+        kind = fields.get("type")
+        value = kind.value if isinstance(kind, ast.Constant) else None
+        if value in RESPONSES_ITEMS | RESPONSES_PARTS or \
+                (value == "message" and "role" in fields):
+            found.append((str(value), node.lineno))
+    return found
+
+
+def test_the_item_writer_scan_can_fail() -> None:
+    tree = ast.parse('a = {"type": "function_call_output", "call_id": c}\n'
+                     'b = dict(type="reasoning", summary=[])\n'
+                     'c = {"type": "message", "role": "user", "content": []}\n'
+                     'd = {"type": "text", "text": t}\n'
+                     'e = {"type": "message", "id": "m"}\n')
+    assert [k for k, _ in item_writes(tree)] == [
+        "function_call_output", "reasoning", "message"]
+
+
+def test_responses_items_are_written_in_wire_only() -> None:
+    second = [f"{rel}:{line} {kind}" for rel, tree in _modules()
+              if not rel.startswith("wire/") for kind, line in item_writes(tree)]
+    assert second == []

@@ -404,3 +404,35 @@ async def test_open_resumes_a_stored_session(fake, store):  # C5
     assert resumed.branch.leaf_id == conv.branch.leaf_id
     for c in (conv, again, resumed):
         await c.close()
+
+
+# --------------------------------------------------------------------------- one class, parts
+
+
+async def test_a_store_wrapped_after_opening_serves_the_branch_and_its_pins(fake, store):
+    """`conv.store = wrapper` (the service's `on_conversation` hook, a test's failing
+    commits) reaches every part: the branch's appends and reloads, the pins (issue 39: the
+    parts share one value, so none keeps the store it was opened with)."""
+    from contextfold.runtime.base import ConversationBase
+    from contextfold.runtime.conversation import Conversation
+
+    class Counting:
+        def __init__(self, inner):
+            self.inner, self.calls = inner, []
+
+        def __getattr__(self, name):
+            self.calls.append(name)
+            return getattr(self.inner, name)
+
+    fake.enqueue(Reply(text="noted"))
+    conv = await open_conversation(store, fake, "openai")
+    assert isinstance(conv, ConversationBase) and ConversationBase is Conversation
+    wrapped = Counting(conv.store)
+    conv.store = wrapped
+    assert conv.store is wrapped
+    await conv.send("remember the launch date")
+    pin = await conv.pin("launch on 12 May")
+    await conv.reload()
+    assert {"append", "append_pin_event", "load_branch"} <= set(wrapped.calls)
+    assert conv.pins() == (pin,)
+    await conv.close()

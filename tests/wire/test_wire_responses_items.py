@@ -34,7 +34,7 @@ from contextfold.integrations.responses_items import items_to_messages, message_
 from contextfold.proxy import ProxyConfig
 from contextfold.proxy.serve import ProxyThread
 from contextfold.store import open_store
-from contextfold.wire.openai_responses import read_input
+from contextfold.wire.openai_responses import HISTORY, read_input, render_message
 from tests.fakeserver import Reply, fake_server
 
 WINDOW = 32_000
@@ -171,6 +171,39 @@ def test_a_tool_outputs_image_is_named_when_the_integration_sends_it_again() -> 
     assert item["output"] == "def f(): pass\n[attached file: chart.png (image/png)]"
     [compaction, text] = message_items(case("compaction item")[1][1])
     assert compaction == COMPACTION and text["content"] == "Continuing from the summary."
+
+
+def test_one_writer_in_two_forms() -> None:  # R2 R5 Y7
+    """The proxy (`WIRE`) and the Agents SDK session (`HISTORY`) write through the one
+    writer; what differs is the form, each difference named in `ItemForm`."""
+    image = FilePart(name="chart.png", media_type="image/png", size=10)
+    failed = Message(role="tool", parts=(ToolResultPart(call_id="c1", name="run",
+                                                        output="boom", is_error=True), image))
+    assert render_message(failed) == [
+        {"type": "function_call_output", "call_id": "c1", "output": "boom"}]
+    assert render_message(failed, form=HISTORY) == [
+        {"type": "function_call_output", "call_id": "c1",
+         "output": "[tool error] boom\n[attached file: chart.png (image/png)]"}]
+    system = Message(role="system", parts=(TextPart(text="be brief"),))
+    assert render_message(system) == [{"type": "message", "role": "developer", "content": [
+        {"type": "input_text", "text": "be brief"}]}]
+    assert render_message(system, form=HISTORY) == [{"role": "system", "content": "be brief"}]
+    reply = Message(role="assistant", status="aborted", parts=(
+        ReasoningPart(text="think", signature="enc"), TextPart(text="one"),
+        TextPart(text="two"), ToolCallPart(id="c2", name="run", input={"x": 1})))
+    call = {"type": "function_call", "call_id": "c2", "name": "run", "arguments": '{"x": 1}'}
+    assert render_message(reply) == [
+        {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}],
+         "encrypted_content": "enc"},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "one"}]},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "two"}]}, call]
+    # HISTORY: the reply's text as one easy message; no reasoning; an aborted reply's
+    # calls never got results, so they are not sent.
+    assert render_message(reply, form=HISTORY) == [{"role": "assistant", "content": "one\ntwo"}]
+    assert message_items(reply.model_copy(update={"status": "complete"})) == [
+        {"role": "assistant", "content": "one\ntwo"}, call]
 
 
 # --------------------------------------------------------------------------- every path

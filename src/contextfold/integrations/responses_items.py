@@ -19,21 +19,22 @@ reader of the protocol: a framework's history and a proxied client's are stored 
 * an item type contextfold has no part for (hosted tools: web search, file search, computer
   use, MCP ...) is stored as assistant text naming the item, so nothing is dropped silently.
 
-`projection_items` renders a projection back as input items; `paired` is the last guard that
-no call goes out without its output and no output without its call.
+Writing them back is the one writer's too, `wire.openai_responses.render_message`, in its
+`HISTORY` form (what a framework sends again through its own converters): `message_items`
+for one message, `projection_items` for a projection; `paired` is the last guard that no
+call goes out without its output and no output without its call.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.render.export import CONTINUATION_PLACEHOLDER
-from ..core.values.messages import FilePart, Message, ProviderCompactionPart, TextPart, Usage
+from ..core.values.messages import Message, Usage
 from ..core.view.projection import Projection
 from ..core.view.projection import prefix_text as projection_prefix
-from ..wire.openai_responses import item_text, read_input
+from ..wire.openai_responses import HISTORY, item_text, message_item, read_input, render_message
 from ..wire.plain import plain
 
 Item = dict[str, Any]
@@ -58,42 +59,10 @@ def items_to_messages(items: Iterable[Any], *, call_names: Mapping[str, str] | N
 
 
 def message_items(msg: Message) -> list[Item]:
-    """One contextfold message as input items (reasoning is not replayed)."""
-    if msg.role == "tool":
-        results = msg.tool_results
-        files = [_file_note(p) for p in msg.parts if isinstance(p, FilePart)]
-        return [{"type": "function_call_output", "call_id": r.call_id,
-                 "output": "\n".join(t for t in (
-                     f"[tool error] {r.output}" if r.is_error else r.output,
-                     *(files if n == len(results) - 1 else ())) if t)  # named, R5
-                 or "(no output)"} for n, r in enumerate(results)]
-    text = _visible_text(msg)
-    if msg.role == "assistant":
-        # OpenAI's own compaction goes back to it as it came (Y7); another provider's never.
-        out: list[Item] = [dict(p.data) for p in msg.parts
-                           if isinstance(p, ProviderCompactionPart) and p.provider == "openai"]
-        out += [{"role": "assistant", "content": text}] if text else []
-        if not msg.is_closed_without_result:  # an aborted reply's calls never got results
-            out += [{"type": "function_call", "call_id": c.id, "name": c.name,
-                     "arguments": c.input if isinstance(c.input, str)
-                     else json.dumps(c.input, ensure_ascii=False)} for c in msg.tool_calls]
-        return out
-    return [{"role": msg.role, "content": text}] if text else []
-
-
-def _visible_text(msg: Message) -> str:
-    texts = []
-    for p in msg.parts:
-        if isinstance(p, TextPart) and p.text:
-            texts.append(p.text)
-        elif isinstance(p, FilePart):
-            texts.append(_file_note(p))
-    return "\n".join(texts)
-
-
-def _file_note(part: FilePart) -> str:
-    """What replaces a file when it is sent again: its name (the bytes are not kept, R5)."""
-    return f"[attached file: {part.name} ({part.media_type})]"
+    """One contextfold message as input items of the framework's history: the one writer
+    (`wire.openai_responses.render_message`) in its `HISTORY` form (easy input messages,
+    files named, a failed tool's output marked, reasoning not replayed)."""
+    return render_message(msg, form=HISTORY)
 
 
 def prefix_text(projection: Projection) -> str | None:
@@ -110,12 +79,12 @@ def projection_items(projection: Projection) -> list[Item]:
     out: list[Item] = []
     text = prefix_text(projection)
     if text is not None:
-        out.append({"role": "user", "content": text})
+        out.append(message_item("user", text, HISTORY))
     for node in projection.messages:
         # SPEC Q5: a pin note where it happened, and its turn's recall block (L5).
-        out += [{"role": "user", "content": text} for text in projection.notes_before(node.id)]
+        out += [message_item("user", note, HISTORY) for note in projection.notes_before(node.id)]
         out += message_items(projection.message_of(node))
-    out += [{"role": "user", "content": text} for text in projection.notes_before(None)]
+    out += [message_item("user", note, HISTORY) for note in projection.notes_before(None)]
     return out
 
 
@@ -148,7 +117,7 @@ def paired(items: Sequence[Mapping[str, Any]]) -> tuple[list[Item], int]:
     dropped = len(items) - len(out)
     first = next((i for i in out if i.get("role") not in ("system", "developer")), None)
     if first is not None and first.get("role") != "user":  # the user's side opens a history
-        out.insert(out.index(first), {"role": "user", "content": CONTINUATION_PLACEHOLDER})
+        out.insert(out.index(first), message_item("user", CONTINUATION_PLACEHOLDER, HISTORY))
     return out, dropped
 
 

@@ -11,62 +11,114 @@ the background, so the compaction happens between turns (A1-A4); tool calls and 
 never compacted while open (A2). During a compaction, retry / edit / fork / model switch /
 a second compaction raise `BusyError` and a send waits for it (U1-U4).
 
-Size: one public class, the application's handle on a session, whose operations are each a few
-lines over the driver (`runtime.driver`, `runtime.fitting`) sharing its held state; its pin
-operations are already apart (`pinning`), and issue 39 keeps a class whole in one module rather
-than spread over more mixins.
+One class, whole here (issue 39), composed of parts that each hold one idea: the branch as
+held (`live_branch.LiveBranch`, the state every part shares), its pins (`pinning.Pins`), its
+compactions in one cancellable runner (`runner.CompactionRunner`), the sizer and budgets of
+the model in use (`driver.session_sizer`, `driver.budget_for`), the fit before a request
+(`fitting.fit_request`), recall (`recall`, `auto_recall`). Each operation here is a few lines
+over them.
+
+Size: one public class whole (issue 39: not spread over mixins), the application's handle on
+a session: nearly forty public operations and views, each a few lines over the parts above, and
+the turn loop they share (request, record, answer recall, run tools; P4's one retry).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any, Literal
 
-from ..core.models.budget import ModelCapacity
+from ..core.models.budget import Budget, CompactionSettings, ModelCapacity
+from ..core.planning.plan import Trigger
+from ..core.sizing.estimator import Estimate
 from ..core.sizing.fit import Blocked
-from ..core.values.messages import Message, Node, ToolCallPart, ToolResultPart
-from ..core.values.tree import Branch
+from ..core.values.messages import Message, Node, Pin, ToolCallPart, ToolResultPart
+from ..core.values.tree import Branch, DamagedBranch
 from ..core.view.projection import Projection, project
-from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
+from ..providers.base import ChatModel, ChatRequest, ChatResponse, ToolSpec
 from ..providers.errors import ContextOverflowError
-from ..store import ReadOnlySessionError, SessionBusyError
 from ..store.protocol import SessionStore
-from .base import OverflowPolicy
+from .auto_recall import AutoRecall
 from .compaction import (
     CompactionOutcome,
-    CompactionRequest,
-    EditedSummaryError,
     PreviewBase,
     StalePreviewError,
     check_edit,
-    compact_session,
 )
-from .driver import budget_for
+from .driver import budget_for, session_sizer
 from .errors import (
     BusyError,
-    CompactionFailedError,
     RequestTooLargeError,
     SendAbortedError,
     ToolWorkflowError,
 )
-from .fitting import fit_request, healthy, too_large, wait_bound, wait_for_other_compaction
-from .pinning import PinOperations
+from .events import ConversationState, Event, EventBus, EventKind, EventStream
+from .fitting import (
+    fit_request,
+    proved_capacity,
+    too_large,
+)
+from .live_branch import LiveBranch
+from .live_compaction import Compactions
+from .pinning import Pins, one_pin_source
+from .recall import DEFAULT_EXPAND_TOKENS, Recall, offered_tools
+from .runner import CompactionRunner, Finished
 from .sizing import Gauge, Sizer
+from .summarizers import FallbackNote, guarded
 from .turns import (
     OnText,
     RunTools,
     SendResult,
     ToolResults,
     as_user_message,
-    open_tool_calls,
+    ask,
     result_messages,
 )
 
 __all__ = ["Conversation", "OverflowPolicy"]
 
-class Conversation(PinOperations):
+OverflowPolicy = Literal["surface", "compact_and_retry_once"]
+
+
+class Conversation:
     """One session driven live: send, tool turns, compaction, retry/edit/fork, pins, events."""
+
+    def __init__(self, store: SessionStore, session_id: str, *, model: ChatModel,
+                 capacity: ModelCapacity, system: str | None = None,
+                 tools: Sequence[ToolSpec] | None = None, summarizer: Any = None,
+                 overflow_policy: OverflowPolicy = "surface",
+                 settings: CompactionSettings | None = None,
+                 summarizer_timeout: float | None = 300.0, max_tool_rounds: int = 50,
+                 run_tools: RunTools | None = None, recall: bool = True) -> None:
+        if overflow_policy not in ("surface", "compact_and_retry_once"):
+            raise ValueError(f"overflow_policy must be 'surface' or 'compact_and_retry_once', "
+                             f"not {overflow_policy!r}")
+        if max_tool_rounds < 1:
+            raise ValueError(f"max_tool_rounds must be at least 1, got {max_tool_rounds}")
+        self.overflow_policy: OverflowPolicy = overflow_policy
+        self.settings = settings
+        self.max_tool_rounds = max_tool_rounds
+        self.run_tools = run_tools
+        self._live = LiveBranch(store, session_id)  # the state the parts below share
+        self._pins = Pins(self._live)
+        self._system = system
+        self._app_tools = tuple(tools or ())
+        # SPEC L2: the recall tools are offered unless the application opts out.
+        self._tools = offered_tools(self._app_tools, recall)
+        self._recall = Recall(store, session_id) if recall else None
+        # SPEC L5: the block of folded excerpts each request gets (settings.auto_recall_share).
+        self._auto_recall = AutoRecall(store)
+        self._summarizer = summarizer
+        self._summarize = guarded(summarizer, timeout=summarizer_timeout,
+                                  on_fallback=self._fallback_used)
+        self._bus = EventBus()
+        self._runner = CompactionRunner(session_id, self._bus, self.reload)
+        self._compactions = Compactions(self._live, self._runner, self._summarize,
+                                        self._auto_recall)
+        self._turn_lock = asyncio.Lock()
+        self._set_model(model, capacity)
 
     # ------------------------------------------------------------------ opening
 
@@ -105,6 +157,116 @@ class Conversation(PinOperations):
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    # ------------------------------------------------------------------ what a UI reads
+
+    @property
+    def store(self) -> SessionStore:
+        return self._live.store
+
+    @store.setter
+    def store(self, store: SessionStore) -> None:
+        # A wrapped store (a test's failing commits, a tenant's scope) serves every read and
+        # write of the branch from now on.
+        self._live.store = store
+
+    @property
+    def session_id(self) -> str:
+        return self._live.session_id
+
+    @property
+    def model(self) -> ChatModel:
+        return self._model
+
+    @property
+    def capacity(self) -> ModelCapacity:
+        return self._capacity
+
+    @property
+    def budget(self) -> Budget:
+        return self._sizer.budget
+
+    @property
+    def sizer(self) -> Sizer:
+        """Estimates and the sizing policy for the model in use (`runtime.sizing`)."""
+        return self._sizer
+
+    @property
+    def system(self) -> str | None:
+        return self._system
+
+    @property
+    def tools(self) -> tuple[ToolSpec, ...]:
+        """Every tool the model is offered: the application's, then recall's (SPEC L2)."""
+        return self._tools
+
+    @property
+    def recall(self) -> Recall | None:
+        """Search and expand over this session's branch (None when opted out)."""
+        return self._recall
+
+    @property
+    def state(self) -> ConversationState:
+        """idle / compacting (started_at, trigger, cancellable) / failed (reason)."""
+        return self._runner.state
+
+    @property
+    def read_only(self) -> bool:
+        return self._live.damaged is not None
+
+    @property
+    def branch(self) -> Branch | DamagedBranch | None:
+        """The branch as last loaded (O(tail): from the latest checkpoint's boundary)."""
+        return self._live.current
+
+    @property
+    def open_tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """Tool calls of the current turn that still wait for results."""
+        return tuple(self._live.open_tool_calls().values())
+
+    def projection(self) -> Projection:
+        """What the model sees next (SPEC T3), without the system prompt and tools."""
+        return self._live.projection()
+
+    async def request_projection(self) -> Projection:
+        """What the next request sends: the projection with its automatic recall block
+        (SPEC L5; the projection as it is when recall finds nothing or is off)."""
+        return await self._auto_recall.apply(self.session_id, self.projection(), self._sizer)
+
+    def estimate(self, pending: Sequence[Message] = ()) -> Estimate:
+        """Estimated size of the next request with `pending` drafts (SPEC P1, E1-E5)."""
+        return self._sizer.estimate(self.projection(), pending)
+
+    def gauge(self, pending: Sequence[Message] = ()) -> Gauge:
+        """Tokens the next request uses against the safe limit, for a context gauge."""
+        return self._sizer.gauge(self.estimate(pending))
+
+    async def history(self, *, limit: int | None = None,
+                      before: str | None = None) -> Branch | DamagedBranch:
+        """The durable branch, checkpoints included (for /history).
+
+        With `limit`, one page: the branch's last `limit` nodes, or the `limit` nodes before
+        node `before` (page back from a page's first node); `complete` is False while older
+        nodes exist. A page reads `limit` rows however long the history. Without `limit`,
+        the whole branch from its root.
+        """
+        return await self._live.history(limit=limit, before=before)
+
+    def events(self) -> EventStream:
+        """Async iterator over events from now on: `async for event in conv.events()`."""
+        return self._bus.stream()
+
+    def subscribe(self, callback: Callable[[Event], Any]) -> Callable[[], None]:
+        """Call `callback(event)` for every event; returns an unsubscribe function."""
+        return self._bus.subscribe(callback)
+
+    async def reload(self) -> None:
+        """Re-read the branch from the store (after a stale commit or an outside change)."""
+        await self._live.reload()
+
+    async def wait_idle(self) -> Finished | None:
+        """Wait for a running compaction to end; how it ended (None if none ran)."""
+        return await self._runner.wait()
+
     # ------------------------------------------------------------------ sending
 
     async def send(self, message: Message | str, *, run_tools: RunTools | None = None,
@@ -121,26 +283,26 @@ class Conversation(PinOperations):
         draft = as_user_message(message)
         async with self._turn("send a message"):
             await self._wait_for_compaction(draft)
-            self._require_writable()
-            waiting = open_tool_calls(self._branch)
+            self._live.require_writable()
+            waiting = self._live.open_tool_calls()
             if waiting:
                 raise ToolWorkflowError(
                     "tool calls wait for results (" + ", ".join(sorted(waiting)) + "): "
                     "add_tool_results() then continue_turn() before a new message")
             compactions = await self._preflight((draft,), draft)
             node = await self.store.append(self.session_id, draft,
-                                           expected_leaf_id=self._leaf_id(), node_id=node_id)
-            await self._extend([node])
+                                           expected_leaf_id=self._live.leaf_id, node_id=node_id)
+            await self._live.extend([node])
             return await self._run(
                 [node], compactions, run_tools or self.run_tools, on_text, checked=True)
 
     async def add_tool_results(self, results: ToolResults) -> list[Node]:
         """Persist results for the open tool calls of the current turn (one transaction)."""
         async with self._turn("add tool results"):
-            self._require_writable()
-            messages = result_messages(results, open_tool_calls(self._branch))
+            self._live.require_writable()
+            messages = result_messages(results, self._live.open_tool_calls())
             nodes = await self.store.append_many(self.session_id, messages)
-            await self._extend(nodes)
+            await self._live.extend(nodes)
             return nodes
 
     async def continue_turn(self, *, run_tools: RunTools | None = None,
@@ -149,12 +311,12 @@ class Conversation(PinOperations):
         after a surfaced overflow / provider error left the turn without a reply)."""
         async with self._turn("continue the turn"):
             await self._wait_for_compaction(None)
-            self._require_writable()
-            waiting = open_tool_calls(self._branch)
+            self._live.require_writable()
+            waiting = self._live.open_tool_calls()
             if waiting:
                 raise ToolWorkflowError("tool calls still wait for results: "
                                         + ", ".join(sorted(waiting)))
-            last = self._last_message()
+            last = self._live.last_message()
             if last is None or last.role == "assistant":
                 raise ToolWorkflowError("nothing to continue: the turn already ended with the "
                                         "assistant's reply; send a new message instead")
@@ -165,32 +327,17 @@ class Conversation(PinOperations):
     async def compact(self, instructions: str | None = None) -> CompactionOutcome:
         """Compact now (SPEC M1-M6). A no-op is a successful outcome that says why; a
         cancelled compaction returns a no-op with code "cancelled" (nothing was written)."""
-        self._not_busy("compact")
-        if self._turn_lock.locked():
-            raise BusyError("compact", "a turn")
-        self._require_writable()
-        finished = await self._compact("manual", instructions=instructions)
-        if finished.status == "cancelled":
-            return CompactionOutcome(status="noop", reason="the compaction was cancelled; "
-                                     "nothing was written", code="cancelled")
-        if finished.status == "failed":
-            raise CompactionFailedError(str(finished.error), finished.error) from finished.error
-        assert finished.outcome is not None
-        return finished.outcome
+        self._idle("compact")
+        return await self._compactions.manual(self._sizer, self.settings,
+                                              instructions=instructions)
 
     async def preview_compaction(self, instructions: str | None = None) -> CompactionOutcome:
         """SPEC M7: the checkpoint `compact()` would commit now, without committing it:
         status "preview", its `summary` (to edit), `checkpoint_text` (what the model would
         see) and `base` (pass it to `commit_summary`). A no-op says why, as `compact()`
         does. Runs the summariser; nothing is written."""
-        self._not_busy("preview a compaction")
-        if self._turn_lock.locked():
-            raise BusyError("preview a compaction", "a turn")
-        self._require_writable()
-        return await compact_session(CompactionRequest.for_sizer(
-            self.store, self.session_id, self._sizer, trigger="manual",
-            summarize=self._summarize, instructions=instructions,
-            summarizer_budget=self._summarizer_budget(), branch=self._branch, preview=True))
+        self._idle("preview a compaction")
+        return await self._compactions.preview(self._sizer, self.settings, instructions)
 
     async def commit_summary(self, text: str, *, base: PreviewBase | str | None = None
                              ) -> CompactionOutcome:
@@ -201,28 +348,15 @@ class Conversation(PinOperations):
         check_edit(text)  # bad input is refused before a compaction starts
         if isinstance(base, str):
             base = PreviewBase.parse(base)
-        self._not_busy("compact")
-        if self._turn_lock.locked():
-            raise BusyError("compact", "a turn")
-        self._require_writable()
-        held = self._branch
+        self._idle("compact")
+        held = self._live.branch
         if base is not None and held is not None and \
                 (held.leaf_id, held.revision) != (base.leaf_id, base.revision):
             # Refused before any compaction starts (the store's check under the lease
             # covers another writer).
             raise StalePreviewError(base, PreviewBase(held.leaf_id, held.revision))
-        finished = await self._compact("manual", summary_text=text, base=base)
-        if finished.status == "cancelled":
-            return CompactionOutcome(status="noop", reason="the compaction was cancelled; "
-                                     "nothing was written", code="cancelled")
-        if finished.status == "failed":
-            error = finished.error
-            if isinstance(error, StalePreviewError | EditedSummaryError):
-                self._runner.clear_failure()  # a refusal, not a failed compaction
-                raise error
-            raise CompactionFailedError(str(error), error) from error
-        assert finished.outcome is not None
-        return finished.outcome
+        return await self._compactions.manual(self._sizer, self.settings, summary_text=text,
+                                              base=base)
 
     def cancel_compaction(self) -> bool:
         """Cancel a running compaction (SPEC C4, U1); False if none was running."""
@@ -235,7 +369,7 @@ class Conversation(PinOperations):
         """Regenerate the last assistant reply (SPEC O1); the old one stays in the tree."""
         self._not_busy("retry")
         async with self._turn("retry"):
-            self._require_writable()
+            self._live.require_writable()
             await self.store.retry(self.session_id)
             await self.reload()
             self._publish("branch_changed", reason="retry")
@@ -251,7 +385,7 @@ class Conversation(PinOperations):
         draft = as_user_message(message)
         self._not_busy("edit")
         async with self._turn("edit"):
-            self._require_writable()
+            self._live.require_writable()
             await self._check_edit_fits(draft)
             node = await self.store.edit(self.session_id, draft)
             await self.reload()
@@ -260,9 +394,7 @@ class Conversation(PinOperations):
 
     async def fork(self, node_id: str, *, title: str | None = None) -> Conversation:
         """A new conversation whose branch ends at assistant node `node_id` (SPEC O3, T5)."""
-        self._not_busy("fork")
-        if self._turn_lock.locked():
-            raise BusyError("fork", "a turn")
+        self._idle("fork", writes=False)
         info = await self.store.fork(self.session_id, node_id, title=title)
         conv = Conversation(
             self.store, info.id, model=self._model, capacity=self._capacity,
@@ -276,15 +408,41 @@ class Conversation(PinOperations):
     def switch_model(self, model: ChatModel, capacity: ModelCapacity) -> Gauge:
         """Use another model from the next request on; its window applies at once, so the
         next send's preflight compacts if the history no longer fits (SPEC P2)."""
-        self._not_busy("switch the model")
-        if self._turn_lock.locked():
-            raise BusyError("switch the model", "a turn")
+        self._idle("switch the model", writes=False)
         old = self._capacity.model
         self._set_model(model, capacity)
         gauge = self.gauge()
         self._publish("model_switched", reason=f"{old} -> {capacity.model}",
                       tokens=gauge.tokens, limit=gauge.safe_input_limit)
         return gauge
+
+
+    # ------------------------------------------------------------------ pins (SPEC N1-N2)
+
+    def pins(self) -> tuple[Pin, ...]:
+        """The active pins, oldest first, as every request shows them (SPEC N1)."""
+        return self._pins.active()
+
+    async def pin(self, text: str | None = None, *, node_id: str | None = None) -> Pin:
+        """Pin a short `text`, or the message `node_id` of this branch, verbatim.
+
+        Raises `PinRefusedError` (a `ValueError`) when the pins would exceed the pin budget,
+        `ValueError` for an empty text or a node that is not a message of this branch. A pin
+        waits for nothing: during a turn or a compaction it is refused (`BusyError`).
+        """
+        one_pin_source(text, node_id)
+        self._idle("pin")
+        pin = await self._pins.pin(text, node_id=node_id, capacity=self._capacity,
+                                   pin_budget=self.budget.pin_budget)
+        self._publish("branch_changed", reason="pin", data={"pin_id": pin.pin_id})
+        return pin
+
+    async def unpin(self, pin_id: str) -> Pin:
+        """Remove the active pin `pin_id`; the pin event stays in the history (SPEC N2)."""
+        self._idle("unpin")
+        pin = await self._pins.unpin(pin_id)
+        self._publish("branch_changed", reason="unpin", data={"pin_id": pin_id})
+        return pin
 
     # ------------------------------------------------------------------ internals: turns
 
@@ -309,13 +467,13 @@ class Conversation(PinOperations):
             tokens = self._sizer.estimate(request).tokens
             response = await self._reply(on_text, compactions, request)
             reply_node = await self.store.append(self.session_id, response.message,
-                                                 expected_leaf_id=self._leaf_id())
-            await self._extend([reply_node])
+                                                 expected_leaf_id=self._live.leaf_id)
+            await self._live.extend([reply_node])
             nodes.append(reply_node)
             calls = () if response.message.is_closed_without_result else \
                 response.message.tool_calls
             if not calls:
-                self._schedule_auto()
+                self._compactions.start_auto(self._sizer, self.settings)
                 return SendResult(tuple(nodes), response.message, (), tuple(compactions),
                                   tokens, response.stop_reason)
             rounds += 1
@@ -328,9 +486,9 @@ class Conversation(PinOperations):
                 assert run_tools is not None
                 results += list(await run_tools(others))
             if results:
-                messages = result_messages(results, open_tool_calls(self._branch))
+                messages = result_messages(results, self._live.open_tool_calls())
                 added = await self.store.append_many(self.session_id, messages)
-                await self._extend(added)
+                await self._live.extend(added)
                 nodes += added
             if stop:
                 return SendResult(tuple(nodes), response.message, others, tuple(compactions),
@@ -356,9 +514,11 @@ class Conversation(PinOperations):
                           limit=exc.limit_tokens)
             if self.overflow_policy == "surface":
                 raise
-            corrected = budget_for(self._overflow_capacity(exc), self.settings)
-            finished = await self._compact("preflight", budget=corrected,
-                                           estimate_tokens=corrected.safe_input_limit + 1)
+            corrected = budget_for(proved_capacity(self._capacity, self.estimate().tokens, exc),
+                                   self.settings)
+            finished = await self._compactions.run(
+                "preflight", self._sizer, self.settings, budget=corrected,
+                estimate_tokens=corrected.safe_input_limit + 1)
             if finished.outcome is not None:
                 compactions.append(finished.outcome)
             if finished.status != "compacted":
@@ -370,38 +530,11 @@ class Conversation(PinOperations):
                                        max_tokens=min(self._sizer.reply_tokens,
                                                       corrected.reserve), on_text=on_text)
 
-    def _overflow_capacity(self, exc: ContextOverflowError) -> ModelCapacity:
-        """The window the provider just proved, in the estimator's units (SPEC P4).
-
-        The provider's limit replaces the catalog's window; if our estimate of the request
-        was below the provider's count, the window shrinks by that ratio too, so a plan
-        made with our estimates fits the real tokenizer. Without numbers, assume the
-        request must lose a quarter.
-        """
-        estimate = self.estimate().tokens
-        said = exc.prompt_tokens or exc.requested_tokens
-        if exc.limit_tokens and said:
-            window = int(exc.limit_tokens * min(1.0, estimate / said))
-        else:
-            window = int(estimate * 0.75)
-        window = max(1, min(window, self._capacity.context_window))
-        return self._capacity.model_copy(update={"context_window": window, "max_input": None})
-
     async def _request(self, projection: Projection, *, on_text: OnText | None,
                        max_tokens: int | None = None) -> ChatResponse:
-        request = ChatRequest(projection=projection, system=self._system,
-                              tools=self._tools, max_tokens=max_tokens or self._sizer.reply_tokens)
-        if on_text is None:
-            return await self._model.complete(request)
-        response: ChatResponse | None = None
-        async for event in self._model.stream(request):
-            if isinstance(event, TextDelta):
-                on_text(event.text)
-            elif isinstance(event, StreamDone):
-                response = event.response
-        if response is None:  # pragma: no cover - adapters always end with StreamDone
-            raise RuntimeError(f"{self._model.model} ended its stream without a reply")
-        return response
+        return await ask(self._model, ChatRequest(
+            projection=projection, system=self._system, tools=self._tools,
+            max_tokens=max_tokens or self._sizer.reply_tokens), on_text)
 
     # ------------------------------------------------------------------ internals: sizing
 
@@ -409,7 +542,8 @@ class Conversation(PinOperations):
                          draft: Message | None) -> list[CompactionOutcome]:
         """Make the next request fit the safe limit, compacting if needed (P1-P3, P5)."""
         try:
-            return await fit_request(_Fit(self, draft), pending, draft=draft)
+            target = self._compactions.fit_target(self._sizer, self.settings, draft)
+            return await fit_request(target, pending, draft=draft)
         except RequestTooLargeError as exc:
             self._publish("preflight_blocked", tokens=exc.estimated_tokens,
                           limit=exc.safe_input_limit,
@@ -418,14 +552,9 @@ class Conversation(PinOperations):
             raise
 
     async def _check_edit_fits(self, draft: Message) -> None:
-        """Refuse an edit that no compaction could fit, before it is written (O2, P3).
-
-        Reads what the edited branch needs, not the history: the last user message is
-        found in the loaded tail (or the O(tail) segment before it), and the branch that
-        would precede the edit is that tail cut before it, or, when a checkpoint made
-        after that message would leave the branch, the store's O(tail) read at its parent.
-        """
-        before = await self._before_last_user_message()
+        """Refuse an edit that no compaction could fit, before it is written (O2, P3): the
+        draft measured on the branch that would precede it (read O(tail))."""
+        before = await self._live.before_last_user_message()
         if before is None:
             return  # the store's edit names the problem
         decision = self._sizer.decide(project(before), (draft,))
@@ -433,66 +562,56 @@ class Conversation(PinOperations):
             raise too_large(decision, self._capacity.model, draft,
                             self._capacity.context_window)
 
-    async def _before_last_user_message(self) -> Branch | None:
-        """The branch ending just before the last user message (None: there is none)."""
-        loaded = self._branch
-        if loaded is None:
-            raise ReadOnlySessionError(self.session_id, self._damaged.problems
-                                       if self._damaged is not None else ())
-        while True:
-            users = [i for i, n in enumerate(loaded.nodes) if n.is_user_message]
-            if users:
-                break
-            parent = loaded.nodes[0].parent_id if loaded.nodes else None
-            if loaded.complete or parent is None:
-                return None
-            loaded = healthy(await self.store.load_branch_at(self.session_id, parent),
-                             self.session_id)
-        cut = users[-1]
-        checkpoint = loaded.latest_checkpoint_index
-        after_checkpoint = checkpoint is not None and checkpoint < cut
-        if after_checkpoint or (checkpoint is None and loaded.complete):
-            return Branch(nodes=loaded.nodes[:cut], complete=loaded.complete,
-                          revision=loaded.revision)
-        parent = loaded.nodes[cut].parent_id
-        if parent is None:
-            return Branch(nodes=(), revision=loaded.revision)
-        return healthy(await self.store.load_branch_at(self.session_id, parent),
-                       self.session_id)
+    # ------------------------------------------------------------------ internals: compaction
 
+    async def _wait_for_compaction(self, draft: Message | None) -> None:
+        """U2/U3: a send waits for a running compaction; on failure or cancel it stops."""
+        if not self._runner.running:
+            self._runner.take_finished()  # one that already ended was already reported
+            return
+        finished = await self._runner.wait()
+        if finished is None or finished.ok:
+            return
+        detail = "" if finished.error is None else str(finished.error)
+        raise SendAbortedError(draft, finished.status, detail)
 
-class _Fit:
-    """The conversation as the sizing driver's target: its compactions run in its
-    cancellable runner (events, U1-U4), and a cancelled or failed one aborts the send with
-    the draft kept (U3)."""
+    def _fallback_used(self, note: FallbackNote) -> None:
+        self._publish("summarizer_fallback", trigger=self.state.trigger,
+                      reason="; ".join(note.problems), data={"summarizer": note.summarizer})
 
-    def __init__(self, conv: Conversation, draft: Message | None) -> None:
-        self._conv = conv
-        self._draft = draft
+    # ------------------------------------------------------------------ internals: misc
 
-    @property
-    def sizer(self) -> Sizer:
-        return self._conv.sizer
+    def _set_model(self, model: ChatModel, capacity: ModelCapacity) -> None:
+        if not isinstance(capacity, ModelCapacity):
+            raise TypeError(f"capacity must be a ModelCapacity (e.g. from capacity_for()), "
+                            f"not {type(capacity).__name__}")
+        self._model = model
+        self._capacity = capacity
+        # SPEC Q2/Q3: the summariser prices the cost trigger's compactions (the offline one
+        # is free; one reading the session's prefix pays cache reads).
+        self._sizer = session_sizer(capacity, settings=self.settings, system=self._system,
+                                    tools=self._tools, summarize=self._summarize)
+        if self._recall is not None:
+            # One expansion may take a tenth of the safe limit: enough to read a few
+            # messages, never enough to force a compaction by itself.
+            self._recall.expand_tokens = max(
+                200, min(DEFAULT_EXPAND_TOKENS, self._sizer.budget.safe_input_limit // 10))
 
-    def projection(self) -> Projection:
-        return self._conv.projection()
+    def _not_busy(self, operation: str) -> None:
+        if self._runner.running:
+            raise BusyError(operation)
 
-    async def compact_to_fit(self, pending: Sequence[Message]) -> CompactionOutcome:
-        finished = await self._conv._compact("preflight", pending=pending)
-        if finished.status == "failed" and isinstance(finished.error, SessionBusyError):
-            # SPEC Y13: another process compacts this session (`serve --workers`): wait
-            # for its checkpoint, then decide again on the branch as it is.
-            conv = self._conv
-            outcome = await wait_for_other_compaction(conv.store, conv.session_id,
-                                                      finished.error,
-                                                      wait_bound(conv._summarize))
-            conv._runner.clear_failure()  # not this conversation's failure
-            await conv.reload()
-            return outcome
-        if finished.status == "cancelled":
-            raise SendAbortedError(self._draft, "cancelled")
-        if finished.status == "failed":
-            raise SendAbortedError(self._draft, "failed", str(finished.error)) \
-                from finished.error
-        assert finished.outcome is not None
-        return finished.outcome
+    def _idle(self, operation: str, *, writes: bool = True) -> None:
+        """Refuse `operation` during a compaction or a turn (U1), and a write to a damaged
+        session (D2)."""
+        self._not_busy(operation)
+        if self._turn_lock.locked():
+            raise BusyError(operation, "a turn")
+        if writes:
+            self._live.require_writable()
+
+    def _publish(self, kind: EventKind, *, trigger: Trigger | None = None,
+                 reason: str | None = None, tokens: int | None = None,
+                 limit: int | None = None, data: dict[str, Any] | None = None) -> None:
+        self._bus.publish(Event(kind=kind, session_id=self.session_id, trigger=trigger,
+                                reason=reason, tokens=tokens, limit=limit, data=data or {}))

@@ -26,11 +26,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..core.models.budget import ModelCapacity
 from ..core.planning.plan import Trigger
 from ..core.sizing.fit import Blocked, Compact, Fits, after_compaction
 from ..core.values.messages import Message
 from ..core.values.tree import Branch, DamagedBranch
 from ..core.view.projection import Projection, project
+from ..providers.errors import ContextOverflowError
 from ..store import ReadOnlySessionError, SessionBusyError
 from ..store.protocol import CompactionStore
 from ..store.sql.liveness import holder_is_dead
@@ -93,6 +95,25 @@ async def fit_request(target: FitTarget, pending: Sequence[Message] = (), *,
         raise too_large(final, target.sizer.capacity.model, draft,
                         target.sizer.capacity.context_window)
     return outcomes
+
+
+def proved_capacity(capacity: ModelCapacity, estimate: int,
+                    overflow: ContextOverflowError) -> ModelCapacity:
+    """The window a provider's overflow just proved, in the estimator's units (SPEC P4),
+    for a request we estimated at `estimate` tokens.
+
+    The provider's limit replaces the catalog's window; if our estimate of the request
+    was below the provider's count, the window shrinks by that ratio too, so a plan
+    made with our estimates fits the real tokenizer. Without numbers, assume the
+    request must lose a quarter.
+    """
+    said = overflow.prompt_tokens or overflow.requested_tokens
+    if overflow.limit_tokens and said:
+        window = int(overflow.limit_tokens * min(1.0, estimate / said))
+    else:
+        window = int(estimate * 0.75)
+    window = max(1, min(window, capacity.context_window))
+    return capacity.model_copy(update={"context_window": window, "max_input": None})
 
 
 def too_large(blocked: Blocked, model: str, draft: Message | None = None,

@@ -46,6 +46,18 @@ RECALL_TOOLS: tuple[ToolSpec, ...] = (SEARCH_TOOL, EXPAND_TOOL)
 assert {t.name for t in RECALL_TOOLS} == RECALL_TOOL_NAMES  # the index skips these names
 
 
+def offered_tools(app_tools: tuple[ToolSpec, ...], recall: bool) -> tuple[ToolSpec, ...]:
+    """Every tool a conversation offers its model: the application's, then recall's unless
+    it opts out (SPEC L2). An application tool named like a recall tool is refused."""
+    if not recall:
+        return app_tools
+    clash = sorted(RECALL_TOOL_NAMES & {t.name for t in app_tools})
+    if clash:
+        raise ValueError(f"tool name(s) {', '.join(clash)} are the runtime's recall "
+                         "tools: rename yours or open the conversation with recall=False")
+    return app_tools + RECALL_TOOLS
+
+
 def hit_dict(hit: RecallHit, *, in_context: bool | None = None) -> dict[str, Any]:
     """One search match as JSON (the tool result and `contextfold recall --json`)."""
     msg = hit.node.message

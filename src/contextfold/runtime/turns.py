@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core.values.messages import Message, Node, ToolCallPart, ToolResultPart, text_message
 from ..core.values.tree import Branch
+from ..providers.base import ChatModel, ChatRequest, ChatResponse, StreamDone, TextDelta
 from .compaction import CompactionOutcome
 from .errors import ToolWorkflowError
 
@@ -126,3 +127,19 @@ def result_messages(results: ToolResults, open_calls: dict[str, ToolCallPart]) -
     if loose:
         messages.insert(0, Message(role="tool", parts=tuple(loose)))
     return messages
+
+
+async def ask(model: ChatModel, request: ChatRequest, on_text: OnText | None) -> ChatResponse:
+    """One model request: the whole reply, or (with `on_text`) streamed, each text delta
+    handed to `on_text` as it arrives."""
+    if on_text is None:
+        return await model.complete(request)
+    response: ChatResponse | None = None
+    async for event in model.stream(request):
+        if isinstance(event, TextDelta):
+            on_text(event.text)
+        elif isinstance(event, StreamDone):
+            response = event.response
+    if response is None:  # pragma: no cover - adapters always end with StreamDone
+        raise RuntimeError(f"{model.model} ended its stream without a reply")
+    return response

@@ -15,8 +15,10 @@ the client sent (SPEC Y2, Y4, Y6).
 
 A message's images and files (`input_image`, `input_file`) are `FilePart` references (name,
 type, size; never the bytes, SPEC R5), in a user message and beside a tool output's text alike.
-`read_input` is the one reader of Responses items: the proxy (`proxy/responses.py`) and the
-OpenAI Agents integration (`integrations/responses_items.items_to_messages`) both call it.
+`read_input` is the one reader of Responses items and `render_message` the one writer: the
+proxy (`proxy/responses.py`) and the OpenAI Agents integration (`integrations/responses_items`)
+both call them; the writer's `ItemForm` says what differs between a provider's items
+(`WIRE`) and a framework's history (`HISTORY`).
 
 Reasoning is kept as a `ReasoningPart` whose `signature` is the encrypted content (stored,
 never summarised, R2); an item of an unknown type is kept as assistant text naming it, and a
@@ -53,8 +55,9 @@ from .usage import usage_cache_inside
 if TYPE_CHECKING:
     from ..core.values.messages import Part
 
-__all__ = ["CONTEXT_LENGTH_STATUS", "Grouped", "StreamAssembler", "context_length_error",
-           "invalid_request_error", "output_text", "previous_not_found_error", "read_input",
+__all__ = ["CONTEXT_LENGTH_STATUS", "HISTORY", "WIRE", "Grouped", "ItemForm", "StreamAssembler",
+           "call_item", "context_length_error", "file_note", "invalid_request_error",
+           "message_item", "output_text", "previous_not_found_error", "read_input",
            "read_reply", "read_tools", "render_message", "usage_of"]
 
 Item = dict[str, Any]
@@ -217,52 +220,113 @@ def read_tools(tools: Any) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- writing
 
 
-def _message_item(role: str, text: str) -> Item:
+@dataclass(frozen=True)
+class ItemForm:
+    """How messages are written as input items, for the two readers there are. `WIRE`: the
+    provider itself (the proxy), beside a client's own items: typed message items, system
+    text as `developer`, the provider's encrypted reasoning replayed. `HISTORY`: a framework
+    that sends its items again through its own converters (the Agents SDK session): easy
+    input messages (`{"role", "content": text}`), files named in the text (the bytes are not
+    kept, SPEC R5), a failed tool's output marked (an output item has no error flag), no
+    reasoning (refused without the provider's item id), no calls of an errored or aborted
+    reply (they never got results)."""
+
+    typed: bool = True
+    system_role: str = "developer"
+    name_files: bool = False
+    mark_errors: bool = False
+    reasoning: bool = True
+    closed_calls: bool = True  # the calls of an errored or aborted reply are written
+
+
+WIRE = ItemForm()
+HISTORY = ItemForm(typed=False, system_role="system", name_files=True, mark_errors=True,
+                   reasoning=False, closed_calls=False)
+
+
+def message_item(role: str, text: str, form: ItemForm = WIRE) -> Item:
+    """A message item of `text` said by `role` (user, assistant, or the form's system role)."""
+    if not form.typed:
+        return {"role": role, "content": text}
     kind = "output_text" if role == "assistant" else "input_text"
     return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
 
 
-def render_message(msg: Message, original: Sequence[Item] = ()) -> list[Item]:
-    """One message as input items. `original`: the items the client sent for it, when it
-    sent any, so a changed projection copy (masked or clipped tool output, V1/K6) keeps each
-    item's own type and ids and changes only the output text."""
+def file_note(part: FilePart) -> str:
+    """What replaces a file when it is sent again: its name (the bytes are not kept, R5)."""
+    return f"[attached file: {part.name} ({part.media_type})]"
+
+
+def call_item(call: ToolCallPart) -> Item:
+    """A `function_call` item: the call's id and name verbatim, its arguments as a string
+    (JSON when they were parsed, the string the model wrote otherwise)."""
+    return {"type": "function_call", "call_id": call.id, "name": call.name,
+            "arguments": call.input if isinstance(call.input, str)
+            else json.dumps(call.input, ensure_ascii=False)}
+
+
+def render_message(msg: Message, original: Sequence[Item] = (), form: ItemForm = WIRE
+                   ) -> list[Item]:
+    """One message as input items, in `form` (the one writer of Responses items: the proxy
+    and the Agents SDK session both call it). `original`: the items the client sent for it,
+    when it sent any, so a changed projection copy (masked or clipped tool output, V1/K6)
+    keeps each item's own type and ids and changes only the output text."""
     if msg.role == "tool":
-        results = list(msg.tool_results)
-        outputs = [it for it in original if it.get("type") in OUTPUT_TYPES]
-        items: list[Item] = []
-        for n, result in enumerate(results):
-            if n < len(outputs):
-                items.append({**outputs[n], "output": result.output})
-            else:
-                items.append({"type": "function_call_output", "call_id": result.call_id,
-                              "output": result.output or "(no output)"})
-        return items
+        return _output_items(msg, original, form)
     if msg.role != "assistant":
-        role = "user" if msg.role == "user" else "developer"
-        text = msg.text
-        return [_message_item(role, text)] if text else []
+        role = "user" if msg.role == "user" else form.system_role
+        text = msg.text if not form.name_files else "\n".join(
+            p.text if isinstance(p, TextPart) else file_note(p) for p in msg.parts
+            if (isinstance(p, TextPart) and p.text) or isinstance(p, FilePart))
+        return [message_item(role, text, form)] if text else []
     by_call = {str(it.get("call_id")): it for it in original if it.get("type") in CALL_TYPES}
+    calls = form.closed_calls or not msg.is_closed_without_result
     out: list[Item] = []
+    texts: list[str] = []
+    text_at: int | None = None  # an easy message holds the reply's whole text, in one place
     for part in msg.parts:
         if isinstance(part, ProviderCompactionPart):
             if part.provider == "openai":  # SPEC Y7: another provider's is never shown
                 out.append(dict(part.data))
-        elif isinstance(part, TextPart) and part.text:
-            out.append(_message_item("assistant", part.text))
-        elif isinstance(part, ReasoningPart) and part.signature:
+        elif isinstance(part, TextPart | FilePart):
+            text = part.text if isinstance(part, TextPart) else \
+                file_note(part) if form.name_files else ""
+            if text and form.typed:
+                out.append(message_item("assistant", text, form))
+            elif text:
+                text_at = len(out) if text_at is None else text_at
+                texts.append(text)
+        elif isinstance(part, ReasoningPart) and part.signature and form.reasoning:
             # Only the provider's own encrypted reasoning can be replayed (R2: kept opaque).
             out.append({"type": "reasoning", "summary": (
                 [{"type": "summary_text", "text": part.text}] if part.text else []),
                 "encrypted_content": part.signature})
-        elif isinstance(part, ToolCallPart):
+        elif isinstance(part, ToolCallPart) and calls:
             given = by_call.get(part.id)
-            if given is not None:
-                out.append(given)
-            else:
-                out.append({"type": "function_call", "call_id": part.id, "name": part.name,
-                            "arguments": part.input if isinstance(part.input, str)
-                            else json.dumps(part.input, ensure_ascii=False)})
+            out.append(given if given is not None else call_item(part))
+    if text_at is not None:
+        out.insert(text_at, message_item("assistant", "\n".join(texts), form))
     return out
+
+
+def _output_items(msg: Message, original: Sequence[Item], form: ItemForm) -> list[Item]:
+    """A tool message's results as output items (the client's own, output text changed,
+    where it sent them); the form's file names go with the last result."""
+    results = msg.tool_results
+    given = [it for it in original if it.get("type") in OUTPUT_TYPES]
+    files = [file_note(p) for p in msg.parts if isinstance(p, FilePart)] \
+        if form.name_files else []
+    items: list[Item] = []
+    for n, result in enumerate(results):
+        if n < len(given):
+            items.append({**given[n], "output": result.output})
+            continue
+        output = f"[tool error] {result.output}" if form.mark_errors and result.is_error \
+            else result.output
+        lines = (output, *(files if n == len(results) - 1 else ()))
+        items.append({"type": "function_call_output", "call_id": result.call_id,
+                      "output": "\n".join(t for t in lines if t) or "(no output)"})
+    return items
 
 
 # --------------------------------------------------------------------------- replies
