@@ -15,9 +15,7 @@ methods, so every method of the store is readable in this one file. It lives abo
 folders because it joins them: `recall/` reads `sql/`'s tables, `sql/` never imports
 `recall/` (its writes keep the recall index through `keeping.RecallIndex`, handed over here).
 
-Size: one short delegating method per call of the store protocol (about fifty), each with
-the signature the protocol checks (tests/store/test_store_protocol.py); splitting them
-would hide part of the store's surface from a reader.
+Each delegating method has the signature the protocol checks (tests/store/test_store_protocol.py).
 """
 
 from __future__ import annotations

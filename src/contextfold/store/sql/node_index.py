@@ -23,8 +23,11 @@ class Placed(Protocol):
     node's place by id (remembered once committed), and how to forget the remembered places
     the write trusted when another writer took one first."""
 
-    rows: list[dict[str, Any]]
-    places: Mapping[str, Any]
+    @property
+    def rows(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def places(self) -> Mapping[str, Any]: ...
 
     def forget(self, places: MemoMap[tuple[str, str], Any] | None, tree_id: str) -> None: ...
 
