@@ -241,7 +241,7 @@ class SqlAccess:
         checkpoint. Each node gets its recall row (SPEC L1: searchable in the transaction
         that stores it) and, with `prefix_hashes` (one per leading node), its mirror index
         row: one statement (`folded`). With `move_op`, the leaf then moves to the last node
-        (`_move_leaf`); for one node, in the same statement (an append: issue 26). Returns
+        (`move_leaf`); for one node, in the same statement (an append: issue 26). Returns
         the depth of the first (so a caller need not read it again)."""
         tree_id = row["tree_id"]
         first_parent = chain[0].parent_id
