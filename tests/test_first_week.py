@@ -122,7 +122,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src/contextfold"
 USER_FACING = [*sorted((PACKAGE / "cli").glob("*.py")), *sorted((PACKAGE / "server").glob("*.py")),
                *(PACKAGE / p for p in (
                    "errors.py", "titles.py", "billing.py", "stored_request.py",
-                   "store/errors.py", "store/refs.py", "store/sql/session_store.py",
+                   "store/errors.py", "store/refs.py", "store/sql/sessions.py",
+                   "store/sql/reading.py", "store/sql/appending.py", "store/sql/committing.py",
                    "store/sql/branching.py",
                    "store/sql/loading.py", "store/sql/importing.py", "store/inputs.py",
                    "runtime/errors.py", "runtime/fitting.py", "runtime/compaction.py",

@@ -98,9 +98,9 @@ def test_the_graph_reader_finds_function_level_imports_and_cycles() -> None:
     assert "contextfold.core.text.identifiers" in masking
     assert "contextfold.core.values.messages" in masking
     store = import_graph("contextfold.store")
-    assert "contextfold.store.sql.queries" in store["contextfold.store.sql.session_store"]
+    assert "contextfold.store.sql.queries" in store["contextfold.store.sql.sessions"]
     # `from . import queries`
-    assert "contextfold.store" not in store["contextfold.store.sql.session_store"]
+    assert "contextfold.store" not in store["contextfold.store.sql.sessions"]
 
 
 def test_the_core_has_no_import_cycle() -> None:  # DESIGN: small modules, one idea each
@@ -275,3 +275,48 @@ def test_no_core_folder_imports_a_later_one() -> None:
                    for m in imported_names(path) if core_folder(m)
                    and CORE_FOLDERS.index(core_folder(m)) > CORE_FOLDERS.index(core_folder(name)))
     assert later == []
+
+
+# --------------------------------------------------------------------------- store folders
+
+# The store's folders (docs/architecture.md, "Folders"). Pairs that still import each other,
+# each naming who removes it; nothing may be added.
+STORE_FOLDER_CYCLES: tuple[set[str], ...] = (
+    # `sql/engine` installs the SQLite fast path, `sqlite/snapshot` reads `sql/`'s rows
+    # (issue 39: the fast path apart).
+    {"sql", "sqlite"},
+)
+
+
+def folder_imports(package: str) -> dict[str, set[str]]:
+    """Folder of `package` -> the other folders of it its modules import (any depth of a
+    file, function-level imports too; modules at the package's top belong to no folder)."""
+    depth = package.count(".") + 1
+    out: dict[str, set[str]] = {}
+    for name, path in modules_of(package).items():
+        parts = name.split(".")
+        if len(parts) <= depth or (len(parts) == depth + 1 and path.name != "__init__.py"):
+            continue  # the package itself, or a module at its top
+        folder = parts[depth]
+        found = out.setdefault(folder, set())
+        for m in imported_names(path):
+            other = m.split(".")
+            if m.startswith(package + ".") and len(other) > depth + 1 and other[depth] != folder:
+                found.add(other[depth])
+    return out
+
+
+def test_recall_reads_the_sql_store_and_never_the_reverse() -> None:
+    # One way (docs/architecture.md): `store/recall/` reads `store/sql/`'s tables and
+    # helpers; `store/sql/` keeps the recall index through the `NodeIndex` the composed
+    # store hands it (`store/sql_store.py`), never by importing `store/recall/`.
+    folders = folder_imports("contextfold.store")
+    assert "sql" in folders["recall"]
+    assert "recall" not in folders["sql"]
+
+
+def test_no_two_folders_of_the_store_import_each_other() -> None:
+    folders = folder_imports("contextfold.store")
+    assert "sql" in folders["audit"]  # the reader sees one folder read another
+    groups = strongly_connected(folders)
+    assert [g for g in groups if g not in STORE_FOLDER_CYCLES] == []

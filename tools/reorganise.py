@@ -89,7 +89,9 @@ CORE: dict[str, tuple[str, list[str]]] = {
 
 # src/contextfold/store/<group>/: group -> (docstring, modules); "old:new" renames a module
 # whose old name is now the folder's. Kept at store/: the vocabulary every kind of store
-# shares (errors, values, protocol, inputs, refs) and the in-memory store (memory).
+# shares (errors, values, protocol, inputs, refs), the in-memory store (memory) and the SQL
+# store composed of `sql/`'s and `recall/`'s parts (sql_store, written after the move: the
+# old `base` and `session_store` are its parts now, issue 39).
 STORE: dict[str, tuple[str, list[str]]] = {
     "sql": ("`SqlSessionStore` on SQLite or PostgreSQL (SQLAlchemy Core): where the database "
             "is, its tables and migrations, rows, reads, writes, leases and tenants.",
@@ -108,7 +110,7 @@ STORE: dict[str, tuple[str, list[str]]] = {
               ["derived", "invariants", "verify"]),
 }
 
-STORE_KEPT = ("errors", "values", "protocol", "inputs", "refs", "memory")
+STORE_KEPT = ("errors", "values", "protocol", "inputs", "refs", "memory", "sql_store")
 
 # tests/<folder>/: the tests of a module where its path says. Not listed: the tests of the
 # whole package (layering, public API, errors, docs, README, cross-face, fleet), and the

@@ -165,9 +165,9 @@ async def test_lease_expires_and_is_renewed_while_held(store, monkeypatch):  # U
                 pass
     monkeypatch.setattr(lease_module, "write_connection", original)
     # A crashed holder (never released, never renewed) stops blocking after its ttl.
-    await store._claim_lease(sid, "crashed-worker", 0.3)
+    await store._leases.claim(sid, "crashed-worker", 0.3)
     with pytest.raises(SessionBusyError, match="crashed-worker"):
-        await store._claim_lease(sid, "me", 5)
+        await store._leases.claim(sid, "me", 5)
     await asyncio.sleep(0.5)  # past the ttl: a loaded machine only makes this later (safe)
     async with store.compaction_lease(sid, ttl=5):
         pass

@@ -16,7 +16,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_connection
 
 from contextfold.core.values.messages import text_message
 from contextfold.store import open_store
-from contextfold.store.sql.session_store import SqlSessionStore
+from contextfold.store.sql_store import SqlSessionStore
 from contextfold.store.sqlite import sqlite_hops
 
 

@@ -26,7 +26,7 @@ from starlette.routing import Route
 from ..runtime.held import Held
 from ..runtime.mirror import Mirror, Synced
 from ..store.protocol import SessionStore
-from ..store.sql.base import StoreBase
+from ..store.sql_store import SqlSessionStore
 from .config import ProxyConfig
 from .exchange import ChatAdapter, exchange, out_headers
 from .guards import protect
@@ -74,7 +74,7 @@ class Proxy:
         # parsed bodies, the figures, the response log).
         self.held = Held(config.memory_bytes)
         # The store's write memos too, as `serve` does: one bound for the whole process.
-        if isinstance(self.raw_store, StoreBase):
+        if isinstance(self.raw_store, SqlSessionStore):
             self.raw_store.hold_memos_in(self.held)
         # `defer`: a steady turn's user message is stored with its reply (or alone when
         # none comes), one write transaction per request (issue 26).

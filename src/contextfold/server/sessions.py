@@ -31,8 +31,8 @@ from ..core.values.tree import Branch, DamagedBranch
 from ..runtime import Conversation, Event, SendAbortedError
 from ..runtime.fitting import RECHECK_SECONDS
 from ..store.protocol import SessionStore
-from ..store.sql.base import StoreBase
 from ..store.sql.liveness import holder_is_dead
+from ..store.sql_store import SqlSessionStore
 from .config import ServiceConfig
 from .errors import ApiError
 from .hub import Hub
@@ -57,7 +57,7 @@ class SessionManager:
         # The worker's one cache of what it holds per conversation (SPEC Y14): the open
         # sessions ("live", tenant, session) and the store's write memos.
         self.held = Held(config.memory_bytes)
-        if isinstance(store, StoreBase):
+        if isinstance(store, SqlSessionStore):
             store.hold_memos_in(self.held)
         self._opening: dict[tuple[str, str], asyncio.Lock] = {}
         self._closing: set[asyncio.Task[None]] = set()  # evicted conversations closing

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
         BranchReader as BranchReader, CompactionStore as CompactionStore,
         SessionReader as SessionReader, SessionStore as SessionStore,
     )
-    from .sql.session_store import SqlSessionStore as SqlSessionStore
+    from .sql_store import SqlSessionStore as SqlSessionStore
     from .sql.tenancy import TokenNotFoundError as TokenNotFoundError, hash_token as hash_token
     from .values import (
         DEFAULT_TENANT as DEFAULT_TENANT, CommitResult as CommitResult, MirrorHit as MirrorHit,
@@ -51,7 +51,7 @@ _EXPORTS: dict[str, str] = {
     "upgrade": ".sql.migrate",
     **dict.fromkeys(["BranchReader", "CompactionStore", "SessionReader", "SessionStore"],
                     ".protocol"),
-    "SqlSessionStore": ".sql.session_store",
+    "SqlSessionStore": ".sql_store",
     **dict.fromkeys(["CommitResult", "DEFAULT_TENANT", "MirrorHit", "MirrorWrite", "RecallHit",
                      "SessionInfo", "TokenInfo"], ".values"),
     **dict.fromkeys(["TokenNotFoundError", "hash_token"], ".sql.tenancy"),
@@ -69,7 +69,7 @@ async def open_store(url: str | None = None, **engine_kwargs: object) -> SqlSess
     from .errors import ConfigurationError
     from .sql.engine import create_engine, redact_url, resolve_url, retry_transient
     from .sql.migrate import upgrade
-    from .sql.session_store import SqlSessionStore
+    from .sql_store import SqlSessionStore
 
     resolved = resolve_url(url)
     engine = create_engine(resolved, **engine_kwargs)

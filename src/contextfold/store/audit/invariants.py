@@ -38,7 +38,7 @@ from ..sql.rows import chained_records, content_hash, payload_json
 from ..sql.schema import compaction_leases, leaf_moves, nodes, sessions, trees
 
 if TYPE_CHECKING:
-    from ..sql.session_store import SqlSessionStore
+    from ..sql_store import SqlSessionStore
 
 
 def payload_digest(payload: Message | Checkpoint) -> str:

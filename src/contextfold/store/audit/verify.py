@@ -27,7 +27,7 @@ from .derived import derived_problems
 from .invariants import InvariantReport, check_moves, check_topology
 
 if TYPE_CHECKING:
-    from ..sql.session_store import SqlSessionStore
+    from ..sql_store import SqlSessionStore
 
 
 @dataclass(frozen=True)

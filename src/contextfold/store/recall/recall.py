@@ -7,6 +7,10 @@ never match. Matches are ranked by the database (FTS5 bm25, PostgreSQL ts_rank),
 first among equals, or newest first when a query matches more than `RANK_LIMIT` messages;
 identifier terms are then checked verbatim against the message, and every hit and range is
 checked against its nodes before it is shown (`recall_trust`).
+
+This folder reads the SQL store's tables and helpers (`store/sql/`); that folder never imports
+this one: `contextfold.store.sql_store` composes `Recall` into the store and hands
+`keeping.RecallIndex` to its writes.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from contextfold.core.values.messages import Node
 
 from ..errors import NodeNotFoundError
-from ..sql.base import StoreBase
 from ..sql.engine import read_connection
 from ..sql.rows import record_from_row
 from ..sql.schema import UTCDateTime
@@ -32,6 +35,8 @@ if TYPE_CHECKING:
     # The search-text machinery loads when a search runs: every other command opening the
     # store (project, show, ...) starts without it.
     from contextfold.core.recall.recall_text import SearchQuery
+
+    from ..sql.access import SqlAccess
 
 # Above this many matches, results come newest first instead of by relevance (see
 # `_search_sql`): ranking 2,000 matches costs ~10 ms, 50,000 cost ~300 ms.
@@ -195,8 +200,11 @@ async def branch_range(conn: AsyncConnection, tree_id: str, lines: list[tuple[st
     return out
 
 
-class RecallOps(StoreBase):
-    """The store's recall methods (mixed into `SqlSessionStore`)."""
+class Recall:
+    """The SQL store's recall methods: a part of `SqlSessionStore`, over its `SqlAccess`."""
+
+    def __init__(self, access: SqlAccess) -> None:
+        self.access = access
 
     async def search_history(self, session_id: str, query: str | SearchQuery, *,
                              limit: int = 10, any_term: bool = False) -> list[RecallHit]:
@@ -207,8 +215,8 @@ class RecallOps(StoreBase):
         Japanese or other CJK text are all searchable; `word*` is a prefix.
         """
         parsed = search_query(query, limit)
-        async with read_connection(self.engine) as conn:
-            row = await self._session_row(conn, session_id)
+        async with read_connection(self.access.engine) as conn:
+            row = await self.access.session_row(conn, session_id)
             return await search_branch(conn, row["tree_id"], row["leaf_id"], parsed, limit,
                                        any_term=any_term)
 
@@ -219,8 +227,8 @@ class RecallOps(StoreBase):
         the branch's lines are read once (automatic recall searches a request's parts,
         SPEC L5: one read instead of one per part, issue 26)."""
         parsed = [search_query(q, limit) for q in queries]
-        async with read_connection(self.engine) as conn:
-            row = await self._session_row(conn, session_id)
+        async with read_connection(self.access.engine) as conn:
+            row = await self.access.session_row(conn, session_id)
             tree_id, leaf_id = row["tree_id"], row["leaf_id"]
             lines = await branch_lines(conn, tree_id, leaf_id)
             return [await search_branch(conn, tree_id, leaf_id, query, limit,
@@ -232,8 +240,8 @@ class RecallOps(StoreBase):
         """The original messages around `node_id` (or from it to `to_node_id`) on the
         session's branch, in order, at most `max_nodes` of them (SPEC L2, L4)."""
         check_expand(before, after, max_nodes)
-        async with read_connection(self.engine) as conn:
-            row = await self._session_row(conn, session_id)
+        async with read_connection(self.access.engine) as conn:
+            row = await self.access.session_row(conn, session_id)
             tree_id = row["tree_id"]
             lines = await branch_lines(conn, tree_id, row["leaf_id"])
             at = await _branch_place(conn, tree_id, lines, node_id, session_id)

@@ -1,6 +1,6 @@
 """The arguments of recall (SPEC L1, L2), checked alike by every store that can search.
 
-The SQL store (`recall.RecallOps`) and the in-memory one (`memory.MemoryStore`, replay)
+The SQL store (`recall.Recall`) and the in-memory one (`memory.MemoryStore`, replay)
 refuse the same bad limits and queries with the same `InvalidOperationError`, so a caller
 (the recall tools, automatic recall) sees one contract whichever store runs underneath.
 """

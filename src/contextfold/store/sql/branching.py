@@ -1,7 +1,8 @@
 """Retry, edit and fork (SPEC O1-O3): they move a leaf or add a session, nothing else.
 
 No existing node is modified or copied; checkpoints after the retried or edited point simply
-leave the branch (they stay in the tree).
+leave the branch (they stay in the tree). `Branching` is a part of
+`contextfold.store.sql_store.SqlSessionStore`, over its `SqlAccess`.
 """
 
 from __future__ import annotations
@@ -20,10 +21,15 @@ from ..errors import InvalidOperationError, NodeNotFoundError, ReadOnlySessionEr
 from ..inputs import as_message
 from ..values import SessionInfo
 from . import queries
-from .base import StoreBase
+from .access import SqlAccess
 
 
-class BranchingOps(StoreBase):
+class Branching:
+    """Retry, pop, clear, edit and fork: moving a leaf or adding a session."""
+
+    def __init__(self, access: SqlAccess) -> None:
+        self.access = access
+
     async def retry(self, session_id: str) -> SessionInfo:
         """SPEC O1: move the leaf to the parent of the last real assistant message.
 
@@ -31,14 +37,14 @@ class BranchingOps(StoreBase):
         deleted; the old reply stays in the tree.
         """
         async def op(conn: AsyncConnection) -> SessionInfo:
-            row = await self._lock_session(conn, session_id)
+            row = await self.access.lock_session(conn, session_id)
             target = await self._last_message(conn, row, "assistant")
             if target is None:
                 raise InvalidOperationError(
                     f"nothing to retry in session {session_id!r}: no assistant reply on its branch")
-            return await self._move_leaf(conn, row, target.parent_id, op="retry")
+            return await self.access.move_leaf(conn, row, target.parent_id, op="retry")
 
-        return await self._write(op)
+        return await self.access.write(op)
 
     async def pop_message(self, session_id: str) -> Node | None:
         """Move the leaf to the parent of the last message on the branch, whatever its role
@@ -47,26 +53,26 @@ class BranchingOps(StoreBase):
         Like retry (O1), checkpoints after the popped message leave the branch with it;
         nothing is deleted, the popped node stays in the tree."""
         async def op(conn: AsyncConnection) -> Node | None:
-            row = await self._lock_session(conn, session_id)
+            row = await self.access.lock_session(conn, session_id)
             target = await self._last_message(conn, row, None)
             if target is None:
                 return None
-            await self._move_leaf(conn, row, target.parent_id, op="pop")
+            await self.access.move_leaf(conn, row, target.parent_id, op="pop")
             return target
 
-        return await self._write(op)
+        return await self.access.write(op)
 
     async def clear_branch(self, session_id: str) -> SessionInfo:
         """Start the session over with an empty branch (leaf None); the old nodes stay in the
         tree (durable history is never deleted)."""
         async def op(conn: AsyncConnection) -> SessionInfo:
-            row = await self._lock_session(conn, session_id)
-            await self._check_writable(conn, row)
+            row = await self.access.lock_session(conn, session_id)
+            await self.access.check_writable(conn, row)
             if row["leaf_id"] is None:
-                return self._info(row, read_only=False)
-            return await self._move_leaf(conn, row, None, op="clear")
+                return self.access.info(row, read_only=False)
+            return await self.access.move_leaf(conn, row, None, op="clear")
 
-        return await self._write(op)
+        return await self.access.write(op)
 
     async def edit(self, session_id: str, message: Message | Mapping[str, Any]) -> Node:
         """SPEC O2: the new user message becomes a sibling of the last real user message
@@ -78,17 +84,17 @@ class BranchingOps(StoreBase):
                 f"(got {msg.role!r})")
 
         async def op(conn: AsyncConnection) -> Node:
-            row = await self._lock_session(conn, session_id)
+            row = await self.access.lock_session(conn, session_id)
             target = await self._last_message(conn, row, "user")
             if target is None:
                 raise InvalidOperationError(
                     f"nothing to edit in session {session_id!r}: no user message on its branch")
             node = Node(id=new_id(), parent_id=target.parent_id, created_at=utc_now(), payload=msg)
-            await self._insert_chain(conn, row, [node])
-            await self._move_leaf(conn, row, node.id, op="edit", node_id=node.id)
+            await self.access.insert_chain(conn, row, [node])
+            await self.access.move_leaf(conn, row, node.id, op="edit", node_id=node.id)
             return node
 
-        return await self._write(op)
+        return await self.access.write(op)
 
     async def fork(self, session_id: str, node_id: str, *, title: str | None = None) -> SessionInfo:
         """SPEC O3: a new session on the same tree whose leaf is `node_id`.
@@ -97,15 +103,15 @@ class BranchingOps(StoreBase):
         checkpoint. No node is copied or modified (SPEC T5).
         """
         async def op(conn: AsyncConnection) -> SessionInfo:
-            row = await self._session_row(conn, session_id)
-            await self._check_writable(conn, row)
+            row = await self.access.session_row(conn, session_id)
+            await self.access.check_writable(conn, row)
             tree_id = row["tree_id"]
             branch = await queries.load_tail(conn, tree_id, node_id, 0)
             if isinstance(branch, DamagedBranch):
                 if await queries.node_meta(conn, tree_id, node_id) is None:
                     # W1: another tenant's node is "not stored", exactly like an unknown id.
                     raise _foreign_node(node_id, session_id, await queries.trees_of_node(
-                        conn, node_id, self.tenant))
+                        conn, node_id, self.access.tenant))
                 raise ReadOnlySessionError(session_id, branch.problems)
             node = branch.nodes[-1]
             if node.checkpoint is not None:
@@ -123,16 +129,16 @@ class BranchingOps(StoreBase):
                     f"cannot fork from {node_id!r}: the tool workflow there is not finished ("
                     + "; ".join(stability.reasons) + ")")
             # A fork belongs to the tenant of the session it forks (SPEC W1).
-            return await self._insert_session(conn, tree_id, node_id, title, "{}", op="fork",
+            return await self.access.insert_session(conn, tree_id, node_id, title, "{}", op="fork",
                                               tenant=row["tenant_id"])
 
-        return await self._write(op)
+        return await self.access.write(op)
 
     async def _last_message(self, conn: AsyncConnection, row: RowMapping,
                             role: str | None) -> Node | None:
         """The last message of `role` (None: any) on the branch: the tail first, then, only if it is
         not there, the O(tail) segment before it, and so on (never the whole history)."""
-        loaded = await self._writable_branch(conn, row)
+        loaded = await self.access.writable_branch(conn, row)
         while True:
             for node in reversed(loaded.nodes):
                 msg = node.message

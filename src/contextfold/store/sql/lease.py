@@ -8,7 +8,7 @@ with skewed clocks agree. The lease is tied to its holder's liveness: it is shor
 crashed worker's lease lapses within one TTL; and a holder on this machine whose process
 is gone (`liveness.holder_is_dead`) loses it at once. The conditional commit (SPEC C2)
 stays the final safety net: a worker that lost its lease can at worst get a stale result,
-never a wrong commit.
+never a wrong commit. `Leases` is a part of `contextfold.store.sql_store.SqlSessionStore`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
+from typing import Any
 
 from sqlalchemy import ColumnElement, Select, String, bindparam, delete, literal, select, update
 from sqlalchemy import func as sqlfunc
@@ -25,12 +25,10 @@ from sqlalchemy import func as sqlfunc
 from contextfold.ids import new_id
 
 from ..errors import InvalidOperationError, SessionBusyError, SessionNotFoundError
+from .access import SqlAccess
 from .engine import retry_transient, single_read, write_connection
 from .liveness import holder_is_dead, holder_name
 from .schema import compaction_leases, sessions
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 @functools.cache
@@ -56,12 +54,11 @@ def holder_stmt(dialect: str) -> Select[Any]:
 LEASE_TTL = 30.0
 
 
-class LeaseMixin:
-    """`compaction_lease(session_id, ttl)` for `SqlSessionStore`."""
+class Leases:
+    """`compaction_lease(session_id, ttl)` and who holds one, for `SqlSessionStore`."""
 
-    engine: AsyncEngine
-    database: str
-    _scoped: Callable[[Any], Any]  # StoreBase: a sessions select limited to the tenant (W1)
+    def __init__(self, access: SqlAccess) -> None:
+        self.access = access
 
     @contextlib.asynccontextmanager
     async def compaction_lease(self, session_id: str,
@@ -75,7 +72,7 @@ class LeaseMixin:
         if ttl <= 0:
             raise InvalidOperationError(f"lease ttl must be positive seconds, got {ttl!r}")
         holder = holder_name(new_id())
-        await retry_transient(lambda: self._claim_lease(session_id, holder, ttl))
+        await retry_transient(lambda: self.claim(session_id, holder, ttl))
         renewer = asyncio.create_task(self._keep_lease(session_id, holder, ttl))
         try:
             yield
@@ -88,19 +85,21 @@ class LeaseMixin:
 
     async def lease_holder(self, session_id: str) -> str | None:
         """Who holds an unexpired lease on the session (None if nobody)."""
-        async with single_read(self.engine) as conn:
-            stmt = holder_stmt(self.engine.dialect.name)
+        async with single_read(self.access.engine) as conn:
+            stmt = holder_stmt(self.access.engine.dialect.name)
             return (await conn.execute(stmt, {"session_id": session_id})).scalar_one_or_none()
 
-    async def _claim_lease(self, session_id: str, holder: str, ttl: float) -> None:
-        dialect = self.engine.dialect.name
+    async def claim(self, session_id: str, holder: str, ttl: float) -> None:
+        """Take the lease for `holder` if nobody holds it (or its holder's process is gone),
+        else `SessionBusyError`."""
+        dialect = self.access.engine.dialect.name
         now = db_now(dialect)
-        async with write_connection(self.engine) as conn:
-            tree_id = (await conn.execute(self._scoped(
+        async with write_connection(self.access.engine) as conn:
+            tree_id = (await conn.execute(self.access.scoped(
                 select(sessions.c.tree_id).where(sessions.c.id == session_id))
             )).scalar_one_or_none()
             if tree_id is None:
-                raise SessionNotFoundError(session_id, self.database)
+                raise SessionNotFoundError(session_id, self.access.database)
             # The dialect's upsert; imported here: loading both dialects costs every start.
             if dialect == "postgresql":
                 from sqlalchemy.dialects.postgresql import insert as upsert
@@ -137,8 +136,8 @@ class LeaseMixin:
         taken): the conditional commit still protects the branch."""
         while True:
             await asyncio.sleep(ttl / 3)
-            now = db_now(self.engine.dialect.name)
-            async with write_connection(self.engine) as conn:
+            now = db_now(self.access.engine.dialect.name)
+            async with write_connection(self.access.engine) as conn:
                 result = await conn.execute(
                     update(compaction_leases)
                     .where(compaction_leases.c.session_id == session_id,
@@ -149,7 +148,7 @@ class LeaseMixin:
                 return
 
     async def _release_lease(self, session_id: str, holder: str) -> None:
-        async with write_connection(self.engine) as conn:
+        async with write_connection(self.access.engine) as conn:
             await conn.execute(
                 delete(compaction_leases).where(compaction_leases.c.session_id == session_id,
                                                 compaction_leases.c.holder == holder)

@@ -11,7 +11,7 @@ again from the real row (`StaleMemo`).
 
 The memos live in a `Held` cache (SPEC Y14: bounded by their estimated bytes, least
 recently used out), the store's own of `MEMO_BYTES`, or the process's one cache when the
-face serving conversations hands it over (`StoreBase.hold_memos_in`): a long-running worker
+face serving conversations hands it over (`SqlSessionStore.hold_memos_in`): a long-running worker
 does not grow with the sessions it has written, and what it forgets it reads again.
 """
 
@@ -60,7 +60,7 @@ class MemoMap(Generic[K, V]):
 
 class KnownRow(dict[str, Any]):
     """A session row taken from the memo rather than read under the lock: the leaf move
-    that ends the write must prove it (see `StoreBase._move_leaf`)."""
+    that ends the write must prove it (see `SqlAccess.move_leaf`)."""
 
 
 # The columns of a node that an append needs from its parent (no payload).

@@ -4,6 +4,8 @@ session's tree with the messages after the longest stored prefix, in one transac
 The hashes themselves are computed by `contextfold.runtime.mirror`; the store only keeps
 `mirror_index` rows (prefix hash → node) next to the nodes they point at, written in the
 same transaction, so a crash never leaves a node without its index row or the reverse.
+
+`Mirroring` is a part of `contextfold.store.sql_store.SqlSessionStore`, over its `SqlAccess`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..errors import InvalidOperationError
 from ..inputs import as_message
 from ..values import MirrorHit, MirrorWrite
 from . import queries
-from .base import StoreBase
+from .access import SqlAccess
 from .engine import read_connection
 from .schema import mirror_index, response_ids, sessions
 
@@ -52,7 +54,7 @@ async def _lookup(conn: AsyncConnection, hashes: Sequence[str],
 
 async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
                     msgs: Sequence[Message], found: dict[str, MirrorHit], n: int,
-                    store: MirrorOps) -> int:
+                    db: SqlAccess) -> int:
     """How many leading messages really are stored: the index row where the conversation
     would continue is checked against the nodes (its message node holds the client's
     message, its node follows that message), and a row that disagrees is not trusted (the
@@ -64,14 +66,14 @@ async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
         if hit is None:
             return n  # known from this store's own earlier write (`known`)
         seen = (tree_id, hit.prefix_hash, hit.node_id, hit.message_id)
-        if store._memo.hits.get(seen):
+        if db.memo.hits.get(seen):
             return n  # written or checked by this instance (index rows never change)
         loaded = await queries.walk_up(conn, tree_id, hit.message_id, hit.message_id)
         node = loaded.get(hit.message_id)
         if isinstance(node, Node) and node.message is not None and \
                 message_key(node.message) == message_key(msgs[n - 1]) and \
-                await _follows(conn, tree_id, hit.node_id, hit.message_id, store):
-            store._after_commit(conn, lambda seen=seen: store._memo.hits.put(seen, True))
+                await _follows(conn, tree_id, hit.node_id, hit.message_id, db):
+            db.after_commit(conn, lambda seen=seen: db.memo.hits.put(seen, True))
             return n
         log.warning("mirror_index row %s of tree %s disagrees with its node: not used "
                     "(run `contextfold verify`)", hit.node_id, tree_id)
@@ -80,13 +82,13 @@ async def _verified(conn: AsyncConnection, tree_id: str, hashes: Sequence[str],
 
 
 async def _follows(conn: AsyncConnection, tree_id: str, node_id: str, message_id: str,
-                   store: MirrorOps) -> bool:
+                   db: SqlAccess) -> bool:
     """`node_id` is the message itself, or a checkpoint or pin event after it."""
     current: str | None = node_id
     for _ in range(_CHECKS):
         if current == message_id:
             return True
-        meta = await store._node_meta(conn, tree_id, current) if current else None
+        meta = await db.node_meta(conn, tree_id, current) if current else None
         if meta is None or meta["kind"] == "message":
             return False
         current = meta["parent_id"]
@@ -101,25 +103,30 @@ def longest(hashes: Sequence[str], found: dict[str, MirrorHit]) -> int:
     return n
 
 
-class MirrorOps(StoreBase):
+class Mirroring:
+    """The content mirror's look-ups and writes, and the Responses ids it keeps."""
+
+    def __init__(self, access: SqlAccess) -> None:
+        self.access = access
+
     async def mirror_lookup(self, hashes: Sequence[str], *,
                             tree_id: str | None = None) -> dict[str, MirrorHit]:
         """The stored hits among `hashes` (optionally only in `tree_id`), deepest per hash."""
-        async with read_connection(self.engine) as conn:
+        async with read_connection(self.access.engine) as conn:
             return await _lookup(conn, hashes, tree_id)
 
     async def mirror_session_of_tree(self, tree_id: str) -> str | None:
         """The oldest session of a tree (the one a mirror created with it)."""
-        async with read_connection(self.engine) as conn:
+        async with read_connection(self.access.engine) as conn:
             # Scoped (SPEC W1): a tenant's store never finds another tenant's session.
-            stmt = (self._scoped(select(sessions.c.id).where(sessions.c.tree_id == tree_id))
+            stmt = (self.access.scoped(select(sessions.c.id).where(sessions.c.tree_id == tree_id))
                     .order_by(sessions.c.created_at, sessions.c.id).limit(1))
             return (await conn.execute(stmt)).scalar()
 
     async def mirror_node_hash(self, session_id: str, node_id: str) -> str | None:
         """The chain hash a mirror stored `node_id` under (None: not a mirrored node)."""
-        async with read_connection(self.engine) as conn:
-            row = await self._session_row(conn, session_id)
+        async with read_connection(self.access.engine) as conn:
+            row = await self.access.session_row(conn, session_id)
             stmt = select(mirror_index.c.prefix_hash).where(
                 mirror_index.c.tree_id == row["tree_id"], mirror_index.c.node_id == node_id)
             return (await conn.execute(stmt)).scalar()
@@ -130,7 +137,7 @@ class MirrorOps(StoreBase):
         right after `message_id`, the message whose chain is `prefix_hash`)."""
 
         async def op(conn: AsyncConnection) -> None:
-            row = await self._session_row(conn, session_id)
+            row = await self.access.session_row(conn, session_id)
             meta = await queries.node_meta(conn, row["tree_id"], node_id)
             if meta is None:
                 raise InvalidOperationError(f"node {node_id!r} is not in session "
@@ -143,7 +150,7 @@ class MirrorOps(StoreBase):
                     tree_id=row["tree_id"], node_id=node_id, prefix_hash=prefix_hash,
                     depth=meta["depth"], message_id=message_id))
 
-        await self._write(op)
+        await self.access.write(op)
 
     async def record_response(self, session_id: str, owner: str, response_id: str,
                               node_id: str) -> None:
@@ -152,7 +159,7 @@ class MirrorOps(StoreBase):
         an id kept once keeps its first node)."""
 
         async def op(conn: AsyncConnection) -> None:
-            row = await self._session_row(conn, session_id)
+            row = await self.access.session_row(conn, session_id)
             if await queries.node_meta(conn, row["tree_id"], node_id) is None:
                 raise InvalidOperationError(f"node {node_id!r} is not in session "
                                             f"{session_id!r}'s tree")
@@ -164,14 +171,14 @@ class MirrorOps(StoreBase):
                     owner=owner, response_id=response_id, tree_id=row["tree_id"],
                     session_id=session_id, node_id=node_id, created_at=utc_now()))
 
-        await self._write(op)
+        await self.access.write(op)
 
     async def find_response(self, owner: str, response_id: str) -> tuple[str, str] | None:
         """(session id, reply node id) of a response id kept for `owner`: one primary-key
         look-up (migration 0008). None for an id never kept, or kept for another owner or
         in another tenant's session (SPEC Y12, W1: as if it did not exist)."""
-        async with read_connection(self.engine) as conn:
-            stmt = self._scoped(
+        async with read_connection(self.access.engine) as conn:
+            stmt = self.access.scoped(
                 select(response_ids.c.session_id, response_ids.c.node_id)
                 .join(sessions, sessions.c.id == response_ids.c.session_id)
                 .where(response_ids.c.owner == owner,
@@ -208,8 +215,8 @@ class MirrorOps(StoreBase):
             [as_message(m) for m in messages]
 
         async def op(conn: AsyncConnection) -> MirrorWrite:
-            row = await self._lock_session(conn, session_id, known=True)
-            await self._check_writable(conn, row)
+            row = await self.access.lock_session(conn, session_id, known=True)
+            await self.access.check_writable(conn, row)
             tree_id = row["tree_id"]
             skip = max(0, min(len(known), len(hashes)) - 1)
             found = await _lookup(conn, hashes[skip:], tree_id)
@@ -218,12 +225,12 @@ class MirrorOps(StoreBase):
                 skip = 0
                 found = await _lookup(conn, hashes, tree_id)
             n = await _verified(conn, tree_id, hashes, msgs, found,
-                                skip + longest(hashes[skip:], found), self)
+                                skip + longest(hashes[skip:], found), self.access)
             if skip and n <= skip:  # not even where `known` ends agrees: look all up
                 skip = 0
                 found = await _lookup(conn, hashes, tree_id)
                 n = await _verified(conn, tree_id, hashes, msgs, found, longest(hashes, found),
-                                    self)
+                                    self.access)
             parent = await self._continue_from(conn, row, hashes[n - 1] if n else None, found)
             stamp = utc_now()
             held = hold_last and n < len(msgs)
@@ -239,20 +246,20 @@ class MirrorOps(StoreBase):
                 # With their index rows and the leaf move; one node (a steady turn: the
                 # new user message, or the reply) in one statement with its move.
                 moved = "append" if parent == row["leaf_id"] else "branch"
-                await self._insert_chain(conn, row, chain, hashes[n:], move_op=moved)
+                await self.access.insert_chain(conn, row, chain, hashes[n:], move_op=moved)
                 written = [(tree_id, h, node.id, node.id)
                            for node, h in zip(chain, hashes[n:], strict=False)]
-                self._after_commit(conn, lambda: [self._memo.hits.put(w, True)
+                self.access.after_commit(conn, lambda: [self.access.memo.hits.put(w, True)
                                                   for w in written])
                 return MirrorWrite(tuple(chain), (*ids, *(c.id for c in chain)),
                                    chain[-1].id, moved, row["leaf_id"], held)
             if parent != row["leaf_id"]:
-                info = await self._move_leaf(conn, row, parent, op="switch")
+                info = await self.access.move_leaf(conn, row, parent, op="switch")
                 return MirrorWrite((), tuple(ids), info.leaf_id, "switch", row["leaf_id"], held)
-            await self._prove_known(conn, row)  # nothing moves: the guess needs a read
+            await self.access.prove_known(conn, row)  # nothing moves: the guess needs a read
             return MirrorWrite((), tuple(ids), row["leaf_id"], None, row["leaf_id"], held)
 
-        return await self._write(op)
+        return await self.access.write(op)
 
     async def _continue_from(self, conn: AsyncConnection, row: object, last_hash: str | None,
                              found: dict[str, MirrorHit]) -> str | None:
@@ -266,7 +273,7 @@ class MirrorOps(StoreBase):
         while node is not None:
             if node in (hit.node_id, hit.message_id):
                 return leaf
-            meta = await self._node_meta(conn, row["tree_id"], node)  # type: ignore[index]
+            meta = await self.access.node_meta(conn, row["tree_id"], node)  # type: ignore[index]
             if meta is None or meta["kind"] == "message":
                 break
             node = meta["parent_id"]

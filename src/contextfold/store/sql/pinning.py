@@ -2,7 +2,8 @@
 
 A pin event is its own node kind: the ordinary message path (`append`) still takes only
 messages, and the checkpoint path only checkpoints (SPEC C6); this is the one way a pin
-event enters the tree.
+event enters the tree. `Pins` is a part of `contextfold.store.sql_store.SqlSessionStore`,
+over its `SqlAccess`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ from contextfold.core.values.messages import Node, PinEvent, utc_now
 from contextfold.ids import new_id
 
 from ..errors import InvalidOperationError, StaleBranchError
-from .base import StoreBase
+from .access import SqlAccess
 
 
-class PinOps(StoreBase):
+class Pins:
+    """Appending pin and unpin events."""
+
+    def __init__(self, access: SqlAccess) -> None:
+        self.access = access
+
     async def append_pin_event(self, session_id: str, event: PinEvent, *,
                                expected_leaf_id: str | None = None,
                                node_id: str | None = None) -> Node:
@@ -31,14 +37,14 @@ class PinOps(StoreBase):
                 f"append_pin_event takes a PinEvent, got {type(event).__name__}")
 
         async def op(conn: AsyncConnection) -> Node:
-            row = await self._lock_session(conn, session_id)
+            row = await self.access.lock_session(conn, session_id)
             if expected_leaf_id is not None and row["leaf_id"] != expected_leaf_id:
                 raise StaleBranchError(session_id, expected_leaf_id, row["leaf_id"])
-            await self._check_writable(conn, row)
+            await self.access.check_writable(conn, row)
             node = Node(id=node_id or new_id(), parent_id=row["leaf_id"], created_at=utc_now(),
                         payload=event)
-            await self._insert_chain(conn, row, [node])
-            await self._move_leaf(conn, row, node.id, op="append", node_id=node.id)
+            await self.access.insert_chain(conn, row, [node])
+            await self.access.move_leaf(conn, row, node.id, op="append", node_id=node.id)
             return node
 
-        return await self._write(op)
+        return await self.access.write(op)

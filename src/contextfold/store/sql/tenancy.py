@@ -3,7 +3,8 @@
 A token is 32 random bytes, shown once when created (`cf_` + URL-safe base64); the database
 keeps only its SHA-256 digest, so reading the database does not give access to the service.
 Looking a token up hashes it and compares digests by index; a revoked token stays listed
-(with `revoked_at`) but no longer authenticates.
+(with `revoked_at`) but no longer authenticates. `Tokens` is a part of
+`contextfold.store.sql_store.SqlSessionStore`, over its `SqlAccess`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from contextfold.ids import new_id
 
 from ..errors import InvalidOperationError, StoreError
 from ..values import TokenInfo
-from .base import StoreBase
+from .access import SqlAccess
 from .engine import read_connection
 from .rows import utc
 from .schema import api_tokens, tenants
@@ -50,8 +51,11 @@ def check_tenant_name(tenant: str) -> str:
     return tenant
 
 
-class TenantOps(StoreBase):
+class Tokens:
     """Token management for `SqlSessionStore` (the CLI's `contextfold token` and the service)."""
+
+    def __init__(self, access: SqlAccess) -> None:
+        self.access = access
 
     async def create_token(self, tenant: str, *, label: str | None = None
                            ) -> tuple[TokenInfo, str]:
@@ -72,7 +76,7 @@ class TenantOps(StoreBase):
                 id=info.id, tenant_id=tenant, token_hash=hash_token(token), label=label,
                 created_at=now, revoked_at=None))
 
-        await self._write(op)
+        await self.access.write(op)
         return info, token
 
     async def list_tokens(self, tenant: str | None = None) -> list[TokenInfo]:
@@ -80,7 +84,7 @@ class TenantOps(StoreBase):
         stmt = select(api_tokens).order_by(api_tokens.c.created_at, api_tokens.c.id)
         if tenant is not None:
             stmt = stmt.where(api_tokens.c.tenant_id == tenant)
-        async with read_connection(self.engine) as conn:
+        async with read_connection(self.access.engine) as conn:
             rows = (await conn.execute(stmt)).mappings().all()
         return [_info(r) for r in rows]
 
@@ -97,7 +101,7 @@ class TenantOps(StoreBase):
                 raise TokenNotFoundError(f"no token with id {token_id!r}")
             return _info(row)
 
-        return await self._write(op)
+        return await self.access.write(op)
 
     async def tenant_for_token(self, token: str) -> str | None:
         """The tenant an active `token` belongs to; None for an unknown or revoked one."""
@@ -105,7 +109,7 @@ class TenantOps(StoreBase):
             return None
         stmt = select(api_tokens.c.tenant_id).where(
             api_tokens.c.token_hash == hash_token(token), api_tokens.c.revoked_at.is_(None))
-        async with read_connection(self.engine) as conn:
+        async with read_connection(self.access.engine) as conn:
             return (await conn.execute(stmt)).scalar_one_or_none()
 
 

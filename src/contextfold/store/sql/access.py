@@ -1,22 +1,21 @@
-"""The shared machinery of the SQL store: transactions, session-row locking, inserting
-nodes with their insert-time columns, and moving a session's leaf (every move bumps the
-revision and is logged in `leaf_moves`).
+"""`SqlAccess`: the shared machinery of the SQL store's parts, held by each of them as a
+value: transactions, session-row locking, inserting nodes with their insert-time columns
+(and the rows of the index kept with them), and moving a session's leaf (every move bumps
+the revision and is logged in `leaf_moves`).
 """
 
 from __future__ import annotations
 
 import contextvars
-import copy
 import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from contextfold.core.values.held import Held
 from contextfold.core.values.messages import Node, utc_now
 from contextfold.core.values.tree import Branch, DamagedBranch
 from contextfold.ids import new_id
@@ -32,6 +31,7 @@ from . import folded, queries
 from .engine import LeafConflict, retry_transient, single_write, write_connection
 from .loading import is_damaged
 from .memo import KnownRow, StaleMemo, WriteMemo
+from .node_index import NodeIndex
 from .rows import node_row, session_info
 from .schema import leaf_moves, sessions
 
@@ -42,30 +42,33 @@ _READ_ALL: contextvars.ContextVar[bool] = contextvars.ContextVar("contextfold_re
                                                                  default=False)
 
 
-class StoreBase:
-    """State and helpers every store operation uses."""
+class SqlAccess:
+    """What every part of the SQL store works through: its engine, the tenant it is limited
+    to, its write memos and the index its node inserts keep; with the transactions,
+    session-row reads and locks, node inserts and leaf moves they all share. The store
+    (`contextfold.store.sql_store.SqlSessionStore`) makes one and hands it to each part."""
 
-    # Test hook: the invariant checker must catch a store that commits stale plans. A test
-    # subclass sets this False to skip the leaf/revision re-check (never do it elsewhere).
-    _guard_commit: bool = True
-    # SPEC W1: None = every tenant (the library, the CLI, admin tools); a tenant id limits
-    # every session this instance reads or writes to that tenant (see `for_tenant`).
-    tenant: str | None = None
-
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, index: NodeIndex, *, tenant: str | None = None,
+                 memo: WriteMemo | None = None, guard_commit: bool = True,
+                 step_hook: Callable[[str], Awaitable[None]] | None = None) -> None:
         self.engine = engine
-        # What this instance read or wrote already: node bookkeeping, recall places,
-        # session rows (a guess, proved by the leaf move), checked index rows (issue 26),
-        # and the (tree_id, node_id) whose O(tail) branch it verified healthy (`sound`:
-        # nodes never change, so a verified chain stays verified; a child of one is verified
-        # by construction; saves re-reading the tail on every append).
-        self._memo = WriteMemo()
+        # Kept in the transaction that inserts the nodes (the recall index, SPEC L1).
+        self.index = index
+        # SPEC W1: None = every tenant (the library, the CLI, admin tools); a tenant id limits
+        # every session read or written through this access to that tenant (`for_tenant`).
+        self.tenant = tenant
+        # What this store read or wrote already: node bookkeeping, recall places, session
+        # rows (a guess, proved by the leaf move), checked index rows (issue 26), and the
+        # (tree_id, node_id) whose O(tail) branch it verified healthy (`sound`: nodes never
+        # change, so a verified chain stays verified; a child of one is verified by
+        # construction; saves re-reading the tail on every append). Shared by the tenant
+        # views of one store.
+        self.memo = memo if memo is not None else WriteMemo()
+        # Test hook: the invariant checker must catch a store that commits stale plans. A
+        # test store sets it False to skip the leaf/revision re-check (never elsewhere).
+        self.guard_commit = guard_commit
         # Test hook: awaited at named points of a commit (cancellation and crash tests).
-        self._step_hook: Callable[[str], Awaitable[None]] | None = None
-
-    @property
-    def dialect(self) -> str:
-        return self.engine.dialect.name
+        self.step_hook = step_hook
 
     @property
     def database(self) -> str:
@@ -75,39 +78,18 @@ class StoreBase:
             return url.database
         return url.render_as_string(hide_password=True)
 
-    async def close(self) -> None:
-        """Release every pooled connection."""
-        await self.engine.dispose()
-
-    async def __aenter__(self) -> Self:
-        """`async with await open_store(url) as store:` closes the store on the way out."""
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
-
-    def hold_memos_in(self, held: Held) -> None:
-        """Keep this store's write memos in `held`, the process's one cache of what it holds
-        per conversation (SPEC Y14; the service's), instead of a cache of their own. The
-        tenant-scoped copies follow; what was remembered is forgotten (memos only)."""
-        self._memo.use(held)
-
-    def for_tenant(self, tenant: str) -> Self:
-        """This store seen by one tenant (SPEC W1): the same engine and caches, but every
-        session read, write, list and lease is limited to `tenant`'s sessions, and new
-        sessions (create, fork, import) belong to it. Another tenant's session id raises
-        `SessionNotFoundError`, exactly like a missing one."""
+    def for_tenant(self, tenant: str) -> SqlAccess:
+        """The same engine, memos, index and hooks, limited to `tenant` (SPEC W1)."""
         if not isinstance(tenant, str) or not tenant:
             raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r}")
-        scoped = copy.copy(self)
-        scoped.tenant = tenant
-        return scoped
+        return SqlAccess(self.engine, self.index, tenant=tenant, memo=self.memo,
+                         guard_commit=self.guard_commit, step_hook=self.step_hook)
 
-    def _scoped(self, stmt: Any) -> Any:
-        """`stmt` (a select over `sessions`) limited to this instance's tenant, if any."""
+    def scoped(self, stmt: Any) -> Any:
+        """`stmt` (a select over `sessions`) limited to this access's tenant, if any."""
         return stmt if self.tenant is None else stmt.where(sessions.c.tenant_id == self.tenant)
 
-    async def _write(self, op: Callable[[AsyncConnection], Awaitable[T]], *,
+    async def write(self, op: Callable[[AsyncConnection], Awaitable[T]], *,
                      one_statement: bool = False) -> T:
         """Run `op` in a write transaction (retried when transient), remembering what it
         wrote once committed. `one_statement`: `op` runs one statement and reads nothing
@@ -147,21 +129,21 @@ class StoreBase:
         finally:
             _READ_ALL.reset(token)
 
-    def _append_reads_nothing(self, session_id: str, expected_leaf_id: str | None) -> bool:
+    def append_reads_nothing(self, session_id: str, expected_leaf_id: str | None) -> bool:
         """Whether an append to `session_id` would run only its one statement: the session
         row, its leaf's soundness, bookkeeping and recall place are all remembered."""
         if _READ_ALL.get():
             return False
-        row = self._memo.known_row(session_id, self.tenant)
+        row = self.memo.known_row(session_id, self.tenant)
         if row is None or row["leaf_id"] is None:
             return False
         if expected_leaf_id is not None and row["leaf_id"] != expected_leaf_id:
             return False
         key = (row["tree_id"], row["leaf_id"])
-        return key in self._memo.sound and self._memo.nodes.get(key) is not None \
-            and self._memo.places.get(key) is not None
+        return key in self.memo.sound and self.memo.nodes.get(key) is not None \
+            and self.memo.places.get(key) is not None
 
-    def _after_commit(self, conn: AsyncConnection, remember: Callable[[], None]) -> None:
+    def after_commit(self, conn: AsyncConnection, remember: Callable[[], None]) -> None:
         """Run `remember` once the write on `conn` has committed (at once outside one)."""
         pending = conn.info.get(_PENDING)
         if pending is None:
@@ -169,21 +151,21 @@ class StoreBase:
         else:
             pending.append(remember)
 
-    async def _step(self, name: str) -> None:
-        if self._step_hook is not None:
-            await self._step_hook(name)
+    async def step(self, name: str) -> None:
+        if self.step_hook is not None:
+            await self.step_hook(name)
 
-    async def _session_row(self, conn: AsyncConnection, session_id: str) -> RowMapping:
+    async def session_row(self, conn: AsyncConnection, session_id: str) -> RowMapping:
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(session_id, self.database)
-        stmt = self._scoped(select(sessions).where(sessions.c.id == session_id))
+        stmt = self.scoped(select(sessions).where(sessions.c.id == session_id))
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id, self.database)
-        self._after_commit(conn, lambda: self._memo.remember_row(row))
+        self.after_commit(conn, lambda: self.memo.remember_row(row))
         return row
 
-    async def _lock_session(self, conn: AsyncConnection, session_id: str, *,
+    async def lock_session(self, conn: AsyncConnection, session_id: str, *,
                             known: bool = False, expect_leaf: str | None = None
                             ) -> RowMapping:
         """The session row, locked for this write. `known`: the row this instance read or
@@ -191,50 +173,50 @@ class StoreBase:
         reading it: the leaf move that ends the write is guarded by it (issue 26). Only for
         writes whose checks all follow from the row (appends), never for a commit."""
         if known and not _READ_ALL.get():
-            guess = self._memo.known_row(session_id, self.tenant)
+            guess = self.memo.known_row(session_id, self.tenant)
             if guess is not None and (expect_leaf is None or guess["leaf_id"] == expect_leaf):
                 return guess  # type: ignore[return-value]
         if not isinstance(session_id, str) or not session_id:
             raise SessionNotFoundError(session_id, self.database)
-        stmt = self._scoped(select(sessions).where(sessions.c.id == session_id)).with_for_update()
+        stmt = self.scoped(select(sessions).where(sessions.c.id == session_id)).with_for_update()
         row = (await conn.execute(stmt)).mappings().first()
         if row is None:
             raise SessionNotFoundError(session_id, self.database)
-        self._after_commit(conn, lambda: self._memo.remember_row(row))
+        self.after_commit(conn, lambda: self.memo.remember_row(row))
         return row
 
-    async def _prove_known(self, conn: AsyncConnection, row: Mapping[str, Any]) -> None:
+    async def prove_known(self, conn: AsyncConnection, row: Mapping[str, Any]) -> None:
         """A write from a remembered row that ends without a leaf move (nothing new) reads
         the row after all: `StaleMemo` if it is not the one remembered."""
         if not isinstance(row, KnownRow):
             return
-        real = await self._lock_session(conn, row["id"])
+        real = await self.lock_session(conn, row["id"])
         if (real["leaf_id"], real["branch_revision"], bool(real["read_only"])) != \
                 (row["leaf_id"], row["branch_revision"], False):
-            self._memo.rows.pop(row["id"])
+            self.memo.rows.pop(row["id"])
             raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
 
-    def _info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
+    def info(self, row: RowMapping, *, read_only: bool) -> SessionInfo:
         return session_info(row, read_only=read_only)
 
-    async def _is_damaged(self, conn: AsyncConnection, row: RowMapping) -> bool:
-        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._memo.sound:
+    async def is_damaged(self, conn: AsyncConnection, row: RowMapping) -> bool:
+        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self.memo.sound:
             return False
         if await is_damaged(queries.SqlRows(conn), row["tree_id"], row["leaf_id"],
                             row["branch_revision"]):
             return True
-        self._remember_sound(row["tree_id"], row["leaf_id"])
+        self.remember_sound(row["tree_id"], row["leaf_id"])
         return False
 
-    async def _check_writable(self, conn: AsyncConnection, row: RowMapping) -> None:
+    async def check_writable(self, conn: AsyncConnection, row: RowMapping) -> None:
         """Refuse to write to a read-only or damaged session (SPEC D2); cheap when cached."""
         if row["read_only"]:
             raise ReadOnlySessionError(row["id"])
-        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self._memo.sound:
+        if row["leaf_id"] is None or (row["tree_id"], row["leaf_id"]) in self.memo.sound:
             return
-        await self._writable_branch(conn, row)
+        await self.writable_branch(conn, row)
 
-    async def _writable_branch(self, conn: AsyncConnection, row: RowMapping) -> Branch:
+    async def writable_branch(self, conn: AsyncConnection, row: RowMapping) -> Branch:
         if row["read_only"]:
             raise ReadOnlySessionError(row["id"])
         branch = await queries.load_tail(conn, row["tree_id"], row["leaf_id"],
@@ -246,26 +228,26 @@ class StoreBase:
         if problems:
             raise ReadOnlySessionError(row["id"], problems)
         if row["leaf_id"] is not None:
-            self._remember_sound(row["tree_id"], row["leaf_id"])
+            self.remember_sound(row["tree_id"], row["leaf_id"])
         return branch
 
-    def _remember_sound(self, tree_id: str, node_id: str) -> None:
-        self._memo.sound.put((tree_id, node_id), True)
+    def remember_sound(self, tree_id: str, node_id: str) -> None:
+        self.memo.sound.put((tree_id, node_id), True)
 
-    async def _insert_chain(self, conn: AsyncConnection, row: RowMapping,
+    async def insert_chain(self, conn: AsyncConnection, row: RowMapping,
                             chain: Sequence[Node], prefix_hashes: Sequence[str] = (), *,
                             move_op: str | None = None) -> int:
         """Insert linked nodes whose first parent is stored; compute depth and latest
         checkpoint. Each node gets its recall row (SPEC L1: searchable in the transaction
         that stores it) and, with `prefix_hashes` (one per leading node), its mirror index
         row: one statement (`folded`). With `move_op`, the leaf then moves to the last node
-        (`_move_leaf`); for one node, in the same statement (an append: issue 26). Returns
+        (`move_leaf`); for one node, in the same statement (an append: issue 26). Returns
         the depth of the first (so a caller need not read it again)."""
         tree_id = row["tree_id"]
         first_parent = chain[0].parent_id
         depth, latest, parent_chain = 0, None, None
         if first_parent is not None:
-            meta = await self._node_meta(conn, tree_id, first_parent)
+            meta = await self.node_meta(conn, tree_id, first_parent)
             if meta is None:
                 raise ReadOnlySessionError(row["id"], reason=f"parent {first_parent!r} is missing")
             depth, latest = meta["depth"] + 1, meta["latest_checkpoint_id"]
@@ -277,13 +259,10 @@ class StoreBase:
                                  parent_chain=parent_chain))
             latest, parent_chain = rows[-1]["latest_checkpoint_id"], rows[-1]["chain_hash"]
             depth += 1
-        # Imported on first write: read-only commands skip the search-text machinery.
-        from ..recall.recall_index import place_nodes
-
-        remembered = None if _READ_ALL.get() else self._memo.places
-        placement = await place_nodes(conn, tree_id, [(n, r["depth"]) for n, r in
-                                                      zip(chain, rows, strict=True)],
-                                      remembered)
+        remembered = None if _READ_ALL.get() else self.memo.places
+        placement = await self.index.place(conn, tree_id, [(n, r["depth"]) for n, r in
+                                                           zip(chain, rows, strict=True)],
+                                           remembered)
         last = chain[-1].id
         fused = move_op is not None and len(chain) == 1
         try:
@@ -310,39 +289,39 @@ class StoreBase:
 
         def remember() -> None:
             if first_parent is not None:  # its next place on its line may be taken now
-                self._memo.places.pop((tree_id, first_parent))
+                self.memo.places.pop((tree_id, first_parent))
             for r in rows:
-                self._memo.remember_node(tree_id, r)
+                self.memo.remember_node(tree_id, r)
             # the others have a child on their line already
-            self._memo.places.put((tree_id, last), placement.places[last])
+            self.memo.places.put((tree_id, last), placement.places[last])
 
-        self._after_commit(conn, remember)
+        self.after_commit(conn, remember)
         if fused:
             self._moved(conn, row, move)
         elif move_op is not None:
-            await self._move_leaf(conn, row, last, op=move_op, node_id=last)
+            await self.move_leaf(conn, row, last, op=move_op, node_id=last)
         return int(rows[0]["depth"])
 
-    async def _node_meta(self, conn: AsyncConnection, tree_id: str,
+    async def node_meta(self, conn: AsyncConnection, tree_id: str,
                          node_id: str) -> Mapping[str, Any] | None:
         """`queries.node_meta`, from the memo when this instance read or wrote it before
         (a node's bookkeeping columns never change)."""
-        meta = self._memo.nodes.get((tree_id, node_id))
+        meta = self.memo.nodes.get((tree_id, node_id))
         if meta is None:
             row = await queries.node_meta(conn, tree_id, node_id)
             if row is None:
                 return None
             meta = dict(row)
-            self._after_commit(conn, lambda: self._memo.remember_node(tree_id, meta))
+            self.after_commit(conn, lambda: self.memo.remember_node(tree_id, meta))
         return meta
 
-    async def _move_leaf(
+    async def move_leaf(
         self, conn: AsyncConnection, row: RowMapping, to_leaf: str | None, *, op: str,
         node_id: str | None = None, planned: tuple[str, int] | None = None,
     ) -> SessionInfo:
         """Move the leaf and bump the revision, conditional on the row we locked; log the move."""
         values = self._move_values(row, to_leaf, op=op, node_id=node_id, planned=planned)
-        if self._guard_commit or op != "commit":
+        if self.guard_commit or op != "commit":
             # Conditional on the row as locked, or as remembered (not read under the lock:
             # then this statement proves it, and that it is still writable).
             if not await folded.move_leaf(conn, values, writable=isinstance(row, KnownRow)):
@@ -368,7 +347,7 @@ class StoreBase:
         """The guarded move found the row elsewhere: `StaleMemo` for a remembered row (run
         again reading it), else `LeafConflict` (retried)."""
         if isinstance(row, KnownRow):
-            self._memo.rows.pop(row["id"])
+            self.memo.rows.pop(row["id"])
             raise StaleMemo(f"session {row['id']} moved since this worker last saw it")
         raise LeafConflict(f"session {row['id']} changed under its lock")
 
@@ -378,14 +357,14 @@ class StoreBase:
         is remembered once committed."""
         to_leaf, node_id = values["to_leaf_id"], values["node_id"]
         if node_id is not None and node_id == to_leaf:
-            self._remember_sound(row["tree_id"], node_id)
+            self.remember_sound(row["tree_id"], node_id)
         new = dict(row)
         new.update(leaf_id=to_leaf, branch_revision=values["revision"],
                    updated_at=values["at"])
-        self._after_commit(conn, lambda: self._memo.remember_row(new))
-        return self._info(new, read_only=False)  # type: ignore[arg-type]
+        self.after_commit(conn, lambda: self.memo.remember_row(new))
+        return self.info(new, read_only=False)  # type: ignore[arg-type]
 
-    async def _insert_session(
+    async def insert_session(
         self, conn: AsyncConnection, tree_id: str, leaf_id: str | None, title: str | None,
         meta_json: str, *, op: str, tenant: str | None = None,
     ) -> SessionInfo:
@@ -398,7 +377,7 @@ class StoreBase:
         await conn.execute(insert(leaf_moves).values(
             tree_id=tree_id, session_id=values["id"], revision=0, op=op, from_leaf_id=None,
             to_leaf_id=leaf_id, at=now))
-        return self._info(values, read_only=False)  # type: ignore[arg-type]
+        return self.info(values, read_only=False)  # type: ignore[arg-type]
 
 
 
