@@ -413,7 +413,6 @@ async def test_a_store_wrapped_after_opening_serves_the_branch_and_its_pins(fake
     """`conv.store = wrapper` (the service's `on_conversation` hook, a test's failing
     commits) reaches every part: the branch's appends and reloads, the pins (issue 39: the
     parts share one value, so none keeps the store it was opened with)."""
-    from contextfold.runtime.base import ConversationBase
     from contextfold.runtime.conversation import Conversation
 
     class Counting:
@@ -426,7 +425,7 @@ async def test_a_store_wrapped_after_opening_serves_the_branch_and_its_pins(fake
 
     fake.enqueue(Reply(text="noted"))
     conv = await open_conversation(store, fake, "openai")
-    assert isinstance(conv, ConversationBase) and ConversationBase is Conversation
+    assert isinstance(conv, Conversation)
     wrapped = Counting(conv.store)
     conv.store = wrapped
     assert conv.store is wrapped

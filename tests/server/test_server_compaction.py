@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from contextfold.runtime.base import ConversationBase
+from contextfold.runtime.conversation import Conversation
 from tests.server_fixtures import (  # noqa: F401
     LONG,
     Gate,
@@ -35,14 +35,14 @@ def send_waiting(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     """Set when a send reaches the wait for a running compaction (U2): a test waits for it
     instead of sleeping and hoping the request got there."""
     waiting = asyncio.Event()
-    real = ConversationBase._wait_for_compaction
+    real = Conversation._wait_for_compaction
 
-    async def spied(self: ConversationBase, draft: object) -> None:
+    async def spied(self: Conversation, draft: object) -> None:
         if self._runner.running:
             waiting.set()
         await real(self, draft)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(ConversationBase, "_wait_for_compaction", spied)
+    monkeypatch.setattr(Conversation, "_wait_for_compaction", spied)
     return waiting
 
 
