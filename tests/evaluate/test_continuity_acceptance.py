@@ -57,17 +57,7 @@ def _gpt4o_16k():
     return capacity_for("gpt-4o", catalog=catalog)
 
 
-# The LLM case is flaky at the 90% line, on this stop's code and on the previous main alike
-# (measured 2 of 8 runs on 8a8260b, 3 of 10 here): a failing run keeps 107 of 120, losing the
-# odd-numbered `notes/review/section_*.md` paths from the ledger, and a passing run 108 or
-# more. The run-to-run difference is not found yet (a fixed PYTHONHASHSEED did not change it);
-# until it is, the case is marked rather than its threshold lowered. Not strict: it passes
-# most runs, and a pass is reported as XPASS.
-FLAKY_LLM = pytest.mark.xfail(strict=False, reason="ledger keeps 107-108 of 120 identifiers "
-                              "from run to run (cause not found; see the comment)")
-
-
-@pytest.mark.parametrize("summariser", ["offline", pytest.param("llm", marks=FLAKY_LLM)])
+@pytest.mark.parametrize("summariser", ["offline", "llm"])
 async def test_60_turn_research_session_on_16k_keeps_its_identifiers(fake, store, summariser):
     session = research_session(TURNS)
     identifiers = [f.text for f in session.facts if f.identifier]

@@ -159,6 +159,33 @@ def test_never_below_on_identifiers_hashes_and_base64():
             assert estimate_text(text, "gpt") >= exact(text), text
 
 
+def test_a_node_id_costs_the_same_whatever_its_random_digits():  # E4
+    """A checkpoint names node ids (UUIDv7: a timestamp and random bits, new every run); their
+    estimate must not depend on those digits, or the same conversation's checkpoint fits a
+    different number of lines from run to run. The fixed cost stays above both tokenizers."""
+    import uuid
+
+    from contextfold.core.text.text_estimate import LineCounter
+    from contextfold.ids import new_id
+
+    rnd = random.Random(11)
+    ids = [new_id() for _ in range(200)] + [str(uuid.UUID(int=rnd.getrandbits(128)))
+                                            for _ in range(200)]
+    ids += ["00000000-0000-0000-0000-000000000000", "0a0a0a0a-a0a0-a0a0-a0a0-a0a0a0a0a0a0"]
+    contexts = ["{}", "(node {})", "- node {} (turn 17, user): Please open", "x\n{}\n- {}; {}"]
+    for context in contexts:
+        for family in (None, "gpt", "claude"):
+            counts = {estimate_text(context.format(i, i, i), family) for i in ids}
+            assert len(counts) == 1, (context, family, counts)
+            lines = LineCounter(family)
+            assert {lines(context.format(i, i, i)) for i in ids} == counts
+        for i in ids:
+            text = context.format(i, i, i)
+            assert estimate_text(text, "gpt") >= exact(text), text
+    # Only a whole id standing alone: one inside a longer run is ordinary text.
+    assert estimate_text("x" + ids[-2]) < estimate_text("x" + ids[-1])
+
+
 def test_not_absurdly_high_on_prose_and_code():
     prose = (FIXTURES / "README.md").read_text("utf-8")
     code = Path(__file__).read_text("utf-8")

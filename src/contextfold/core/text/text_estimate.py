@@ -5,7 +5,9 @@ letter runs (and every 6 letters of a long one), runs of capitals, camelCase and
 letter-digit joints, consonant clusters (random strings: hashes, ids, base64), digit runs
 (both OpenAI tokenizers split numbers into groups of at most three), punctuation (a
 separator run like "-----" counts as a few characters), line breaks and indentation,
-control characters, and, for non-ASCII text, what each character costs on its own
+control characters, node ids (a UUID standing alone costs a fixed `W_NODE_ID`, whatever its
+random digits: the same conversation then measures the same however its ids came out), and,
+for non-ASCII text, what each character costs on its own
 (`data/tokenizer_char_costs.json`): 1 for the ~1,200 characters that are single tokens
 (common kanji and kana, Cyrillic, ...), 2 for those that take two, else the UTF-8 length
 (the byte-level upper bound).
@@ -91,6 +93,9 @@ def _squeeze(m: re.Match[bytes]) -> bytes:
 
 
 _NOT_DIGIT = (b" ", b"\n", b".", b"l", b"U", b"w", b"c")
+# A canonical lowercase UUID standing alone (not inside a longer run of letters or digits).
+_NODE_ID = re.compile(rb"(?<![0-9A-Za-z])[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                      rb"[0-9a-f]{12}(?![0-9A-Za-z])")
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]+")
 _TWO_BYTE = re.compile(r"[\u0080-\u07ff]")
@@ -112,6 +117,12 @@ W_PUNCT = 0.81  # per punctuation character
 W_NEWLINE = 1.27  # per line break
 W_SPACE_RUN = 0.83  # per run of 2+ spaces (indentation) or odd whitespace character
 W_CONTROL = 1.05  # per control character
+# A node id (UUID, e.g. "(node 01a2505b-25ed-7...)" in a checkpoint's notes) costs a fixed
+# amount, not what its random hex digits would: 36 ASCII characters are at most 36 tokens in
+# a byte-level BPE tokenizer, plus one for a space before it that a leading digit leaves on
+# its own. Counted by its digits, one id is 21-38 here, so the same conversation's checkpoint
+# fitted a different number of lines from run to run (the ids are new each run).
+W_NODE_ID = 37.0
 # Non-ASCII part, per character:
 W_SINGLE = 1.04  # one token alone in both tokenizers
 W_DOUBLE = 2.0  # two tokens alone
@@ -137,6 +148,11 @@ def _char_classes() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
 
 def ascii_features(a: bytes) -> tuple[int, ...]:
     """Counts on the ASCII part, in the order of `_ASCII_WEIGHTS`."""
+    node_ids = 0
+    if b"-" in a:
+        # Each id becomes a space (which joins no run of letters, digits or separators)
+        # and is counted at its fixed cost.
+        a, node_ids = _NODE_ID.subn(b" ", a)
     if any(sep in a for sep in _SEPARATORS):
         a = _SEPARATOR_RUN.sub(_squeeze, a)
     k = a.translate(_KINDS)
@@ -160,6 +176,7 @@ def ascii_features(a: bytes) -> tuple[int, ...]:
         k.count(b"\n"),
         spaces.count(b"x  ") + spaces.startswith(b"  ") + k.count(b"w"),
         k.count(b"c"),
+        node_ids,
     )
 
 
@@ -176,7 +193,7 @@ def wide_features(wide: str) -> tuple[int, ...]:
 
 
 _ASCII_WEIGHTS = (W_WORD, W_LONG, W_UPPER_TAIL, W_CAMEL, W_ALNUM, W_CLUSTER, W_DIGIT_GROUP,
-                  W_SPACE_DIGIT, W_PUNCT, W_NEWLINE, W_SPACE_RUN, W_CONTROL)
+                  W_SPACE_DIGIT, W_PUNCT, W_NEWLINE, W_SPACE_RUN, W_CONTROL, W_NODE_ID)
 _WIDE_WEIGHTS = (W_SINGLE, W_DOUBLE, W_TWO_BYTE, W_THREE_BYTE, W_EMOJI, W_FOUR_BYTE)
 
 
