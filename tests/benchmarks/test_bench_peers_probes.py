@@ -203,3 +203,19 @@ def test_the_recall_budget_table_sets_each_row_beside_half_its_budget():  # L5, 
     # The stand-in "default" row is cheaper under both rules: no claim that it costs more.
     assert verdict.startswith("Twice the former budget") and "costs more" not in verdict
     assert _recall_budget({half: pair[half]}) == []
+
+
+def test_rows_measured_at_an_older_recall_share_are_named():  # L5, issue 40
+    """A contextfold row not re-run since the recall budget's default changed is named with
+    the share it recorded; rows that choose their share, or run without recall, are not."""
+    from bench.peers.report import default_recall_share, measured_at_older_recall
+
+    def config(share: float) -> dict[str, str]:
+        return {"config": f"CompactionSettings(tail_tokens=12000, auto_recall_share {share:.2f})"}
+
+    default = default_recall_share()
+    systems = {"contextfold": config(default), "contextfold (trigger=size)": config(0.03),
+               "contextfold (auto_recall_share=0.03)": config(0.03),
+               "contextfold (L5 off)": config(0.0)}
+    older = measured_at_older_recall(systems, list(systems))
+    assert older == ({"contextfold (trigger=size)": 0.03} if default != 0.03 else {})
