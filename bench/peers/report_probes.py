@@ -124,7 +124,7 @@ def _recall_budget_verdict(pairs: list[dict[str, Any]]) -> str:
     dearer = [p for p in pairs if any(b > a for a, b in p["usd"].values())]
     held_less = [p for p in pairs if None not in p["held_end"]
                  and p["held_end"][1] < p["held_end"][0]]
-    rises = [f"{p['rows'][0]}: {_share(p['end_battery'][0])} to {_share(p['end_battery'][1])}"
+    rises = [f"{p['rows'][1]}: {_share(p['end_battery'][0])} to {_share(p['end_battery'][1])}"
              for p in pairs if None not in p["end_battery"]
              and p["end_battery"][1] > p["end_battery"][0]]
     out = ("Twice the former budget finds more of the end battery (" + "; ".join(rises) + ")"
@@ -132,7 +132,7 @@ def _recall_budget_verdict(pairs: list[dict[str, Any]]) -> str:
     if not dearer and not held_less:
         return out + ", at no higher price."
     costs = "; ".join(
-        f"{p['rows'][0]} " + ", ".join(
+        f"{p['rows'][1]} " + ", ".join(
             f"{(b - a) / a:+.1%} under {COLUMN_LABELS[c].split(' (')[0]}"
             for c, (a, b) in p["usd"].items()) for p in dearer)
     return (out + (f", but costs more ({costs}: the prices are the cost model's over the same "
