@@ -55,8 +55,8 @@ SUMMARY_LIMITS: dict[str, tuple[int, str]] = {
     "langchain + contextfold": (13_107, "contextfold's summary budget (as contextfold)"),
     **{f"contextfold ({v})": (13_107, "contextfold's summary budget (as contextfold)")
        for v in ("trigger=size", "tail_tokens=12000", "tail_tokens=8000", "tail_tokens=4000",
-                 "L5 off", "auto_recall_share=0.06",
-                 "tail_tokens=12000, auto_recall_share=0.06")},
+                 "L5 off", "auto_recall_share=0.03",
+                 "tail_tokens=12000, auto_recall_share=0.03")},
     **{f"contextfold ({v})": (13_107, "contextfold's summary budget, which its offline "
                                       "summariser writes to (the fake is never called)")
        for v in ("offline summariser", "offline summariser, L5 off")},

@@ -412,10 +412,11 @@ CF_OFFLINE = "contextfold (offline summariser)"
 L5_PAIRS = ((CF, "contextfold (L5 off)"),
             (CF_OFFLINE, "contextfold (offline summariser, L5 off)"))
 PROBE_GOAL = 0.95
-# SPEC L5 with Q5, issue 40: rows with twice the recall budget, each beside the same row at
-# the default share (`core/models/budget.py` CompactionSettings.auto_recall_share).
-RECALL_BUDGET_PAIRS = ((CF, CF + " (auto_recall_share=0.06)"),
-                       (SHIPPED, CF + " (tail_tokens=12000, auto_recall_share=0.06)"))
+# SPEC L5 with Q5, issue 40: rows at half the recall budget (0.03, the default before issue
+# 40), each first, beside the same row at the default share, 0.06 (`core/models/budget.py`
+# CompactionSettings.auto_recall_share).
+RECALL_BUDGET_PAIRS = ((CF + " (auto_recall_share=0.03)", CF),
+                       (CF + " (tail_tokens=12000, auto_recall_share=0.03)", SHIPPED))
 
 
 def probe_share(entry: dict[str, Any], bucket: str) -> float | None:
@@ -536,17 +537,17 @@ def l5_cost(systems: dict[str, Any]) -> list[dict[str, Any]]:
 def recall_budget(systems: dict[str, Any]) -> list[dict[str, Any]]:
     """Per pair of `RECALL_BUDGET_PAIRS` that both ran: the end battery, the probes asked
     during the session, the facts held at the end, prices under each cache rule set,
-    prefix breaks and compactions, for the default recall budget and twice it."""
+    prefix breaks and compactions, for half the default recall budget and the default."""
     out = []
-    for default, double in RECALL_BUDGET_PAIRS:
-        if default not in systems or double not in systems:
+    for half, default in RECALL_BUDGET_PAIRS:
+        if half not in systems or default not in systems:
             continue
-        rows = (systems[default], systems[double])
+        rows = (systems[half], systems[default])
         if not all(r.get("quality") and r.get("continuity") for r in rows):
             continue
         t = [totals(r) for r in rows]
         out.append({
-            "rows": (default, double),
+            "rows": (half, default),
             "end_battery": tuple(probe_share(r, "end") for r in rows),
             "during": tuple(probe_share(r, "1") for r in rows),
             "held_end": tuple(continuity_share(r, "end") for r in rows),

@@ -8,6 +8,7 @@ targets contextfold meets and where a peer beats it.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -328,6 +329,28 @@ def _cost(results: dict[str, Any], systems: dict[str, Any], names: list[str]) ->
     return [*lines, ""]
 
 
+def default_recall_share() -> float:
+    """The shipped `auto_recall_share` (`core/models/budget.py`)."""
+    from contextfold.core.models.budget import CompactionSettings
+
+    return CompactionSettings().auto_recall_share
+
+
+def measured_at_older_recall(systems: dict[str, Any], own: list[str]) -> dict[str, float]:
+    """contextfold rows that do not choose their recall share but were measured at another
+    one than the shipped default (read from the configuration each row recorded): rows not
+    re-run since the default changed."""
+    default = default_recall_share()
+    out = {}
+    for name in own:
+        found = re.search(r"auto_recall_share (\d+(?:\.\d+)?)", systems[name].get("config", ""))
+        if "auto_recall_share" in name or "L5 off" in name or found is None:
+            continue
+        if abs(float(found.group(1)) - default) > 1e-9:
+            out[name] = float(found.group(1))
+    return out
+
+
 def _settings(systems: dict[str, Any], names: list[str]) -> list[str]:
     """contextfold's own rows: the default beside other settings, and what chose it."""
     own = [n for n in names if is_own(n)]
@@ -352,6 +375,11 @@ def _settings(systems: dict[str, Any], names: list[str]) -> list[str]:
                      f"{t['input_tokens'] // t['calls']:,} | {t['compactions']} | "
                      f"${t['usd_anthropic']:.2f} | ${t['usd_openai']:.2f} | "
                      + ("-" if end is None else pct(end)) + " |")
+    if older := measured_at_older_recall(systems, own):
+        lines += ["", "Measured before the recall budget's default became "
+                  f"{default_recall_share():.2f} (issue 40), at the share named: "
+                  + "; ".join(f"{n} ({share:.2f})" for n, share in older.items())
+                  + ". Their rows are not yet the shipped default."]
     size = "contextfold (trigger=size)"
     if size in systems and CF in systems:
         cf, sz = totals(systems[CF]), totals(systems[size])

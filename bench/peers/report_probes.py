@@ -88,14 +88,16 @@ def _share(x: float | None) -> str:
 
 
 def _recall_budget(systems: dict[str, Any]) -> list[str]:
-    """The recall budget at the default share and at twice it (issue 40: the end battery
-    finds the blocks full), side by side."""
+    """The recall budget at half the default share (the default before issue 40) and at the
+    default (issue 40: the end battery found the smaller budget's blocks full), side by
+    side."""
     pairs = recall_budget(systems)
     if not pairs:
         return []
     lines = ["### The recall budget (L5 with Q5)", "",
-             "Each row at the default recall budget (`auto_recall_share` 0.03 of the safe "
-             "limit) beside the same row at twice it (0.06): the end battery's probes found in "
+             "Each row at half the default recall budget (`auto_recall_share` 0.03 of the safe "
+             "limit, the default before issue 40) beside the same row at the default (0.06): "
+             "the end battery's probes found in "
              "the request that asks, the probes asked during the session (after the first "
              "compaction), the planted facts held in the request at the end, the price on the "
              "quality transcripts under each cache rule set, prefix breaks and compactions.",
@@ -116,21 +118,21 @@ def _recall_budget(systems: dict[str, Any]) -> list[str]:
 
 
 def _recall_budget_verdict(pairs: list[dict[str, Any]]) -> str:
-    """What the table says about the default (issue 40: change it only if continuity rises
-    and the cost does not). The prices are the cost model's over fixed transcripts, so a
-    difference between the two rows is the setting's, not noise."""
+    """What the table says about the default (issue 40: the default became twice the former
+    0.03 when the end battery rose for a small price). The prices are the cost model's over
+    fixed transcripts, so a difference between the two rows is the setting's, not noise."""
     dearer = [p for p in pairs if any(b > a for a, b in p["usd"].values())]
     held_less = [p for p in pairs if None not in p["held_end"]
                  and p["held_end"][1] < p["held_end"][0]]
-    rises = [f"{p['rows'][0]}: {_share(p['end_battery'][0])} to {_share(p['end_battery'][1])}"
+    rises = [f"{p['rows'][1]}: {_share(p['end_battery'][0])} to {_share(p['end_battery'][1])}"
              for p in pairs if None not in p["end_battery"]
              and p["end_battery"][1] > p["end_battery"][0]]
-    out = ("Twice the budget finds more of the end battery (" + "; ".join(rises) + ")"
-           if rises else "Twice the budget finds no more of the end battery")
+    out = ("Twice the former budget finds more of the end battery (" + "; ".join(rises) + ")"
+           if rises else "Twice the former budget finds no more of the end battery")
     if not dearer and not held_less:
-        return out + ", at no higher price: the default should be the larger budget."
+        return out + ", at no higher price."
     costs = "; ".join(
-        f"{p['rows'][0]} " + ", ".join(
+        f"{p['rows'][1]} " + ", ".join(
             f"{(b - a) / a:+.1%} under {COLUMN_LABELS[c].split(' (')[0]}"
             for c, (a, b) in p["usd"].items()) for p in dearer)
     return (out + (f", but costs more ({costs}: the prices are the cost model's over the same "
@@ -138,9 +140,9 @@ def _recall_budget_verdict(pairs: list[dict[str, Any]]) -> str:
                    else "")
             + (", and holds fewer planted facts in the request without asking at the end"
                if held_less else "")
-            + ". The default stays 0.03 (`core/models/budget.py` auto_recall_share): a larger "
-              "budget is a setting for a session whose questions reach back past the "
-              "checkpoint.")
+            + ". The default is 0.06 (`core/models/budget.py` auto_recall_share, since issue "
+              "40): the end battery's facts are what automatic recall is for; 0.03 is a "
+              "setting for a session that never asks back past the checkpoint.")
 
 
 def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) -> list[str]:
@@ -162,13 +164,14 @@ def _end_battery_note(systems: dict[str, Any], rows: list[str], battery: int) ->
             f"The battery asks its {battery} questions one after another. With SPEC Q5 a "
             "turn's recall block stays in every later request until the next checkpoint, and "
             "the blocks of the turns since the checkpoint share one recall budget "
-            "(`auto_recall_share`, 3% of the safe limit); a turn that finds that budget spent "
+            "(`auto_recall_share`, 6% of the safe limit; 3% before issue 40); a turn that "
+            "finds that budget spent "
             "gets no block (the check after it then counts the full blocks as a reason to "
             "compact, `core.sizing.fit.recall_compaction_due`). That is the cause found when Q5 "
             "was measured here (commit fcca100: the end battery of the `contextfold` row "
             "went from 100% to 66.7%): a question that finds the blocks full goes out without "
             "the fact it asks about. The recall budget table below sets each row beside "
-            "twice its budget."]
+            "the same row at half its budget."]
 
 
 def _l5_cost(systems: dict[str, Any]) -> list[str]:

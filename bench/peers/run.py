@@ -64,8 +64,8 @@ PROJECT_SYSTEMS = ("contextfold", "none (full history)", "langchain + contextfol
                    "contextfold (tail_tokens=8000)",
                    "contextfold (tail_tokens=4000)", "contextfold (offline summariser)",
                    "contextfold (L5 off)", "contextfold (offline summariser, L5 off)",
-                   "contextfold (auto_recall_share=0.06)",
-                   "contextfold (tail_tokens=12000, auto_recall_share=0.06)")
+                   "contextfold (auto_recall_share=0.03)",
+                   "contextfold (tail_tokens=12000, auto_recall_share=0.03)")
 # The one setting row timed beside contextfold: what automatic recall (SPEC L5) costs per
 # check is contextfold's time over this row's, within a round.
 TIMED_SETTING = "contextfold (L5 off)"

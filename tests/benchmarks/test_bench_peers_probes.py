@@ -179,9 +179,9 @@ def test_continuity_only_runs_only_the_planted_session(tmp_path):
     assert sorted(n for n, _ in timing) == sorted(["contextfold", TIMED_SETTING])
 
 
-def test_the_recall_budget_table_sets_each_row_beside_twice_its_budget():  # L5, Q5, issue 40
+def test_the_recall_budget_table_sets_each_row_beside_half_its_budget():  # L5, Q5, issue 40
     """The docs' recall-budget table takes its figures from the two rows it names, the
-    default first, and is left out while either row has not run."""
+    half budget first, and is left out while either row has not run."""
     import json
 
     from bench.peers.figures import RECALL_BUDGET_PAIRS, totals
@@ -189,17 +189,33 @@ def test_the_recall_budget_table_sets_each_row_beside_twice_its_budget():  # L5,
     from bench.peers.run import RESULTS
 
     systems = json.loads(RESULTS.read_text("utf-8"))["systems"]
-    default, double = RECALL_BUDGET_PAIRS[0]
+    half, default = RECALL_BUDGET_PAIRS[0]
     # Two rows known to differ (with and without recall) stand in for the pair.
-    pair = {default: systems["contextfold"], double: systems["contextfold (L5 off)"]}
+    pair = {half: systems["contextfold"], default: systems["contextfold (L5 off)"]}
     lines = _recall_budget(pair)
-    row = next(line for line in lines if line.startswith(f"| {default} / {double} |"))
-    a, b = totals(pair[default]), totals(pair[double])
+    row = next(line for line in lines if line.startswith(f"| {half} / {default} |"))
+    a, b = totals(pair[half]), totals(pair[default])
     assert f"${a['usd_anthropic']:.2f} / ${b['usd_anthropic']:.2f}" in row
     assert f"${a['usd_openai']:.2f} / ${b['usd_openai']:.2f}" in row
-    ends = [probe_share(pair[n], "end") for n in (default, double)]
+    ends = [probe_share(pair[n], "end") for n in (half, default)]
     assert ends[0] != ends[1] and f"{ends[0]:.1%} / {ends[1]:.1%}" in row
     verdict = lines[-2]
-    # The stand-in "double" row is cheaper under both rules: no claim that it costs more.
-    assert verdict.startswith("Twice the budget") and "costs more" not in verdict
-    assert _recall_budget({default: pair[default]}) == []
+    # The stand-in "default" row is cheaper under both rules: no claim that it costs more.
+    assert verdict.startswith("Twice the former budget") and "costs more" not in verdict
+    assert _recall_budget({half: pair[half]}) == []
+
+
+def test_rows_measured_at_an_older_recall_share_are_named():  # L5, issue 40
+    """A contextfold row not re-run since the recall budget's default changed is named with
+    the share it recorded; rows that choose their share, or run without recall, are not."""
+    from bench.peers.report import default_recall_share, measured_at_older_recall
+
+    def config(share: float) -> dict[str, str]:
+        return {"config": f"CompactionSettings(tail_tokens=12000, auto_recall_share {share:.2f})"}
+
+    default = default_recall_share()
+    systems = {"contextfold": config(default), "contextfold (trigger=size)": config(0.03),
+               "contextfold (auto_recall_share=0.03)": config(0.03),
+               "contextfold (L5 off)": config(0.0)}
+    older = measured_at_older_recall(systems, list(systems))
+    assert older == ({"contextfold (trigger=size)": 0.03} if default != 0.03 else {})

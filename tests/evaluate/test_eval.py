@@ -381,4 +381,4 @@ def test_what_automatic_recall_brings_back_counts_as_continued():  # L5
     assert tool["in_recall_block"] >= 1 and tool["in_request"] > tool["in_checkpoint"]
     # The block is part of the request: nothing it holds is missing from the request.
     assert not any(x["in_recall_block"] for x in m["missing"])
-    assert out["recall_budget"] == int(out["safe_input_limit"] * 0.03)
+    assert out["recall_budget"] == int(out["safe_input_limit"] * 0.06)  # the default share
