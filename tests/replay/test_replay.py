@@ -176,3 +176,27 @@ def test_replay_recalls_a_folded_fact_when_asked(share):  # L5 (replay applies i
     assert report.max_projected_tokens <= budget.safe_input_limit
     assert report.dropped_messages == 0 and report.invalid_tool_sequences == 0
     assert (report.to_json()["recall_requests"] > 0) == bool(share)
+
+
+def test_held_projection_equals_the_one_derived_from_the_store():  # T2 T4 (issue 40)
+    """Replay grows the branch it holds by each appended message instead of reading it
+    again: at every step, through compactions and recall blocks, what it projects equals
+    the projection of the branch the store returns, derived from every node."""
+    from contextfold.core.models.budget import CompactionSettings
+    from contextfold.core.values.tree import GROWN_FROM
+    from contextfold.replay import ManagedSession
+    from contextfold.replay_session import _now
+
+    cap = ModelCapacity(model="recall-16k", context_window=16_384, max_output=4_096)
+    session = ManagedSession(cap, derive_budget(cap, CompactionSettings(auto_recall_share=0.03)))
+    grown = 0
+    for node_id, msg in _planted_session():
+        session.step(node_id, msg)
+        stored = _now(session.store.load_branch(session.session_id))
+        held = session.fit.branch
+        grown += GROWN_FROM in held.__dict__  # handed its parent's projection
+        assert held.nodes == stored.nodes
+        assert (held.revision, held.complete) == (stored.revision, stored.complete)
+        assert session.projection() == project(Branch(stored.nodes, stored.complete,
+                                                      stored.revision))
+    assert session.compactions and grown > len(_planted_session()) // 2
