@@ -200,3 +200,36 @@ def test_held_projection_equals_the_one_derived_from_the_store():  # T2 T4 (issu
         assert session.projection() == project(Branch(stored.nodes, stored.complete,
                                                       stored.revision))
     assert session.compactions and grown > len(_planted_session()) // 2
+
+
+def test_the_checkpoint_text_memo_changes_no_block(monkeypatch):  # L5 Q5 (issue 40)
+    """Automatic recall keeps the checkpoint's text (as blocks compare with it) per
+    checkpoint: every request is byte for byte the one worked out afresh at every turn,
+    and the text is worked out once per checkpoint, not once per turn."""
+    from contextfold.core.models.budget import CompactionSettings
+    from contextfold.core.recall import auto_recall as core_recall
+    from contextfold.replay import ManagedSession
+    from contextfold.runtime import auto_recall
+
+    cap = ModelCapacity(model="recall-16k", context_window=16_384, max_output=4_096)
+    budget = derive_budget(cap, CompactionSettings(auto_recall_share=0.03))
+
+    def run() -> tuple[list[list[dict]], list[str]]:
+        worked: list[str] = []
+        original = core_recall.known_text
+        monkeypatch.setattr(auto_recall, "known_text",
+                            lambda p: worked.append(p.checkpoint.id) or original(p))
+        session = ManagedSession(cap, budget)
+        sent = [to_openai(r.projection).messages for node_id, m in _planted_session()
+                if (r := session.step(node_id, m)) is not None]
+        return sent, worked
+
+    memo_sent, memo_worked = run()
+    monkeypatch.setattr(auto_recall.AutoRecall, "_known",
+                        lambda self, p: auto_recall.known_text(p))
+    fresh_sent, fresh_worked = run()
+    assert memo_sent == fresh_sent
+    assert any("[contextfold recall]" in str(m) for m in memo_sent[-1])  # blocks were chosen
+    assert len(fresh_worked) > len(set(fresh_worked))  # several turns under one checkpoint
+    # Once per checkpoint (ids are new in each run; as many checkpoints searched in both).
+    assert len(memo_worked) == len(set(memo_worked)) == len(set(fresh_worked))

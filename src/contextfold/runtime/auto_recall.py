@@ -52,6 +52,7 @@ from ..core.recall.auto_recall import (
     choose_block,
     held_blocks,
     identifier_query,
+    known_text,
     latest_request,
     recall_query,
     smallest_block,
@@ -80,7 +81,8 @@ class AutoRecall:
     def __init__(self, store: CompactionStore, *, memo_bytes: int = MEMO_BYTES) -> None:
         self.store = store
         # ("hits", session, checkpoint, query) -> the store's matches;
-        # ("turns", session) -> the `RecallTurns` of its current checkpoint.
+        # ("turns", session) -> the `RecallTurns` of its current checkpoint;
+        # ("known", checkpoint) -> its text as blocks compare with it (`known_text`).
         self._memo = Held(memo_bytes)
         self.searches = 0  # store searches run (the rest came from the memo)
         self.reads = 0  # decisions read back from the store (another process's turns)
@@ -169,8 +171,21 @@ class AutoRecall:
         candidates: list[Candidate] = []
         for hits in found:
             candidates += [c for c in hits if all(c.node_id != o.node_id for o in candidates)]
-        block = choose_block(candidates, projection, query, room, count=count)
+        block = choose_block(candidates, projection, query, room, count=count,
+                             known=self._known(projection))
         return turns.with_turn(request[0], block)
+
+    def _known(self, projection: Projection) -> str:
+        """`known_text` of `projection`, memoised per checkpoint: rendering and folding
+        the checkpoint's text is most of a new turn's block, and every turn under one
+        checkpoint compares with the same text (issue 40)."""
+        assert projection.checkpoint is not None
+        key = ("known", projection.checkpoint.id)
+        known: str | None = self._memo.get(key)
+        if known is None:
+            known = known_text(projection)
+            self._memo.put(key, known, text_bytes(known))
+        return known
 
     async def _turns(self, session_id: str, checkpoint_id: str,
                      user_id: str | None) -> RecallTurns:

@@ -42,8 +42,8 @@ from ..view.projection import Projection, RecallBlock, anchored, checkpoint_text
 from .recall_text import SearchQuery, Term, fold, tokens
 
 __all__ = ["Candidate", "RecallBlock", "RecallTurns", "candidates_bytes", "choose_block",
-           "held_blocks", "identifier_query", "latest_request", "query_text", "recall_query",
-           "smallest_block", "undecided_needs_search", "within"]
+           "held_blocks", "identifier_query", "known_text", "latest_request", "query_text",
+           "recall_query", "smallest_block", "undecided_needs_search", "within"]
 
 RECALL_HEADER = (
     "[contextfold recall] From earlier in this session: excerpts of compacted messages that "
@@ -258,14 +258,23 @@ def render(hits: Sequence[tuple[Candidate, str]]) -> str:
     return "\n".join(lines)
 
 
+def known_text(projection: Projection) -> str:
+    """The checkpoint's text as `choose_block` compares sentences with it (folded, spaces
+    squeezed; "" without one). The same for every turn under one checkpoint, so a caller
+    deciding many turns may keep it and pass it back (`choose_block`'s `known`)."""
+    return _flat(checkpoint_text(projection.summary)) if projection.summary else ""
+
+
 def choose_block(candidates: Sequence[Candidate], projection: Projection, query: SearchQuery,
-                 budget: int, count: Count = estimate_text) -> RecallBlock | None:
+                 budget: int, count: Count = estimate_text,
+                 known: str | None = None) -> RecallBlock | None:
     """The block for `candidates` (best first) within `budget` tokens, placed right
     before the latest user message (`latest_request`), or None.
 
     Never repeats the request: a candidate projected raw (or the checkpoint itself), or
     quoted by an earlier turn's block the request still holds (SPEC Q5), is dropped, and so
-    is every sentence the checkpoint text already holds."""
+    is every sentence the checkpoint text already holds (`known`: `known_text` of
+    `projection`, worked out here when not given)."""
     anchor = latest_request(projection)
     if budget <= 0 or not candidates or anchor is None:
         return None
@@ -273,7 +282,8 @@ def choose_block(candidates: Sequence[Candidate], projection: Projection, query:
     in_request.update(i for b in projection.recalled for i in b.node_ids)
     if projection.checkpoint is not None:
         in_request.add(projection.checkpoint.id)
-    known = _flat(checkpoint_text(projection.summary)) if projection.summary else ""
+    if known is None:
+        known = known_text(projection)
     header = count(RECALL_HEADER)
     if header + MIN_HIT_TOKENS > budget:
         return None
