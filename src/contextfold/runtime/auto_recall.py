@@ -54,6 +54,7 @@ from ..core.recall.auto_recall import (
     identifier_query,
     known_text,
     latest_request,
+    latest_user_index,
     recall_query,
     smallest_block,
     undecided_needs_search,
@@ -115,11 +116,14 @@ class AutoRecall:
         if budget <= 0 or projection.checkpoint is None or projection.recalled:
             return projection
         checkpoint = projection.checkpoint.id
-        request = latest_request(projection)
-        turns = await self._turns(session_id, checkpoint,
-                                  request[0] if request is not None else None)
+        at = latest_user_index(projection)
+        user_id = projection.messages[at].id if at is not None else None
+        turns = await self._turns(session_id, checkpoint, user_id)
         held = held_blocks(turns, projection)
-        if request is not None and not turns.decided(request[0]):
+        if user_id is not None and not turns.decided(user_id):
+            # Only a new turn needs its request's texts (a tool loop's requests do not).
+            request = latest_request(projection)
+            assert request is not None and request[0] == user_id
             decided = await self._decide(session_id, replace(projection, recalled=held),
                                          sizer, pending, request, turns)
             if decided is not None:
