@@ -139,7 +139,15 @@ class ManagedSession:
 
     def append(self, message: Message, node_id: str) -> Node:
         node = _now(self.store.append(self.session_id, message, node_id=node_id))
-        _now(self.fit.reload())
+        held = self.fit.branch
+        if held.leaf_id == node.parent_id and held.revision + 1 == \
+                _now(self.store.get_session(self.session_id)).branch_revision:
+            # The store's branch is the held one and this message (a message never moves
+            # the part loaded, SPEC T2): grown from it, its projection extends the held
+            # one's instead of being derived from every node again (issue 40).
+            self.fit.branch = held.grown((node,))
+        else:
+            _now(self.fit.reload())
         return node
 
     def estimate(self, pending: Sequence[Message] = (),

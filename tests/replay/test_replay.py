@@ -176,3 +176,60 @@ def test_replay_recalls_a_folded_fact_when_asked(share):  # L5 (replay applies i
     assert report.max_projected_tokens <= budget.safe_input_limit
     assert report.dropped_messages == 0 and report.invalid_tool_sequences == 0
     assert (report.to_json()["recall_requests"] > 0) == bool(share)
+
+
+def test_held_projection_equals_the_one_derived_from_the_store():  # T2 T4 (issue 40)
+    """Replay grows the branch it holds by each appended message instead of reading it
+    again: at every step, through compactions and recall blocks, what it projects equals
+    the projection of the branch the store returns, derived from every node."""
+    from contextfold.core.models.budget import CompactionSettings
+    from contextfold.core.values.tree import GROWN_FROM
+    from contextfold.replay import ManagedSession
+    from contextfold.replay_session import _now
+
+    cap = ModelCapacity(model="recall-16k", context_window=16_384, max_output=4_096)
+    session = ManagedSession(cap, derive_budget(cap, CompactionSettings(auto_recall_share=0.03)))
+    grown = 0
+    for node_id, msg in _planted_session():
+        session.step(node_id, msg)
+        stored = _now(session.store.load_branch(session.session_id))
+        held = session.fit.branch
+        grown += GROWN_FROM in held.__dict__  # handed its parent's projection
+        assert held.nodes == stored.nodes
+        assert (held.revision, held.complete) == (stored.revision, stored.complete)
+        assert session.projection() == project(Branch(stored.nodes, stored.complete,
+                                                      stored.revision))
+    assert session.compactions and grown > len(_planted_session()) // 2
+
+
+def test_the_checkpoint_text_memo_changes_no_block(monkeypatch):  # L5 Q5 (issue 40)
+    """Automatic recall keeps the checkpoint's text (as blocks compare with it) per
+    checkpoint: every request is byte for byte the one worked out afresh at every turn,
+    and the text is worked out once per checkpoint, not once per turn."""
+    from contextfold.core.models.budget import CompactionSettings
+    from contextfold.core.recall import auto_recall as core_recall
+    from contextfold.replay import ManagedSession
+    from contextfold.runtime import auto_recall
+
+    cap = ModelCapacity(model="recall-16k", context_window=16_384, max_output=4_096)
+    budget = derive_budget(cap, CompactionSettings(auto_recall_share=0.03))
+
+    def run() -> tuple[list[list[dict]], list[str]]:
+        worked: list[str] = []
+        original = core_recall.known_text
+        monkeypatch.setattr(auto_recall, "known_text",
+                            lambda p: worked.append(p.checkpoint.id) or original(p))
+        session = ManagedSession(cap, budget)
+        sent = [to_openai(r.projection).messages for node_id, m in _planted_session()
+                if (r := session.step(node_id, m)) is not None]
+        return sent, worked
+
+    memo_sent, memo_worked = run()
+    monkeypatch.setattr(auto_recall.AutoRecall, "_known",
+                        lambda self, p: auto_recall.known_text(p))
+    fresh_sent, fresh_worked = run()
+    assert memo_sent == fresh_sent
+    assert any("[contextfold recall]" in str(m) for m in memo_sent[-1])  # blocks were chosen
+    assert len(fresh_worked) > len(set(fresh_worked))  # several turns under one checkpoint
+    # Once per checkpoint (ids are new in each run; as many checkpoints searched in both).
+    assert len(memo_worked) == len(set(memo_worked)) == len(set(fresh_worked))

@@ -149,3 +149,44 @@ async def test_ranking_puts_the_rare_term_first_and_newest_among_equals():  # L1
     same = await store.search_history(info.id, "ledger", limit=4)
     assert {h.node.id for h in same} == {n.id for n in nodes}
     assert await store.search_history(info.id, "ledger", limit=2) == same[:2]
+
+
+@settings(max_examples=25, deadline=None)
+@given(searched_at=st.sets(st.integers(0, 43), max_size=8), terms=st.lists(_TERM, min_size=1,
+                                                                            max_size=3),
+       any_term=st.booleans())
+async def test_searching_between_pushes_finds_what_one_search_at_the_end_finds(
+        searched_at, terms, any_term):  # L1 (issue 40: a push only queues its message)
+    """A message is indexed by the first search after its push: whenever earlier searches
+    ran, the same query over the same history gives the same hits, scores and snippets."""
+    msgs = _history()
+    lazy, eager = MemoryStore(), MemoryStore()
+    lazy_id, eager_id = await _fill(lazy, msgs), (await eager.create_session()).id
+    for i, msg in enumerate(msgs):
+        await eager.append(eager_id, msg, node_id=f"m{i}")
+        if i in searched_at:  # indexes what was pushed so far, then more is pushed
+            await eager.search_history(eager_id, "zebra", limit=5, any_term=True)
+    query = " ".join(terms)
+    found = await lazy.search_history(lazy_id, query, limit=100, any_term=any_term)
+    expected = await eager.search_history(eager_id, query, limit=100, any_term=any_term)
+    assert [(h.node.id, h.score, h.snippet) for h in found] == \
+        [(h.node.id, h.score, h.snippet) for h in expected]
+
+
+async def test_a_push_tokenises_nothing_until_a_search(monkeypatch):  # L1 (issue 40)
+    from contextfold.store.recall import memory_search
+
+    indexed: list[str] = []
+    original = memory_search.index_document
+    monkeypatch.setattr(memory_search, "index_document",
+                        lambda text: indexed.append(text) or original(text))
+    store = MemoryStore()
+    sid = (await store.create_session()).id
+    for i, msg in enumerate(_history(size=8)):
+        await store.append(sid, msg, node_id=f"m{i}")
+    assert indexed == []
+    assert await store.search_history(sid, "zebra quantum", any_term=True)
+    first = len(indexed)
+    assert first > 0
+    await store.search_history(sid, "ledger", any_term=True)
+    assert len(indexed) == first  # each message is tokenised once

@@ -52,7 +52,9 @@ from ..core.recall.auto_recall import (
     choose_block,
     held_blocks,
     identifier_query,
+    known_text,
     latest_request,
+    latest_user_index,
     recall_query,
     smallest_block,
     undecided_needs_search,
@@ -80,7 +82,8 @@ class AutoRecall:
     def __init__(self, store: CompactionStore, *, memo_bytes: int = MEMO_BYTES) -> None:
         self.store = store
         # ("hits", session, checkpoint, query) -> the store's matches;
-        # ("turns", session) -> the `RecallTurns` of its current checkpoint.
+        # ("turns", session) -> the `RecallTurns` of its current checkpoint;
+        # ("known", checkpoint) -> its text as blocks compare with it (`known_text`).
         self._memo = Held(memo_bytes)
         self.searches = 0  # store searches run (the rest came from the memo)
         self.reads = 0  # decisions read back from the store (another process's turns)
@@ -113,11 +116,14 @@ class AutoRecall:
         if budget <= 0 or projection.checkpoint is None or projection.recalled:
             return projection
         checkpoint = projection.checkpoint.id
-        request = latest_request(projection)
-        turns = await self._turns(session_id, checkpoint,
-                                  request[0] if request is not None else None)
+        at = latest_user_index(projection)
+        user_id = projection.messages[at].id if at is not None else None
+        turns = await self._turns(session_id, checkpoint, user_id)
         held = held_blocks(turns, projection)
-        if request is not None and not turns.decided(request[0]):
+        if user_id is not None and not turns.decided(user_id):
+            # Only a new turn needs its request's texts (a tool loop's requests do not).
+            request = latest_request(projection)
+            assert request is not None and request[0] == user_id
             decided = await self._decide(session_id, replace(projection, recalled=held),
                                          sizer, pending, request, turns)
             if decided is not None:
@@ -169,8 +175,21 @@ class AutoRecall:
         candidates: list[Candidate] = []
         for hits in found:
             candidates += [c for c in hits if all(c.node_id != o.node_id for o in candidates)]
-        block = choose_block(candidates, projection, query, room, count=count)
+        block = choose_block(candidates, projection, query, room, count=count,
+                             known=self._known(projection))
         return turns.with_turn(request[0], block)
+
+    def _known(self, projection: Projection) -> str:
+        """`known_text` of `projection`, memoised per checkpoint: rendering and folding
+        the checkpoint's text is most of a new turn's block, and every turn under one
+        checkpoint compares with the same text (issue 40)."""
+        assert projection.checkpoint is not None
+        key = ("known", projection.checkpoint.id)
+        known: str | None = self._memo.get(key)
+        if known is None:
+            known = known_text(projection)
+            self._memo.put(key, known, text_bytes(known))
+        return known
 
     async def _turns(self, session_id: str, checkpoint_id: str,
                      user_id: str | None) -> RecallTurns:

@@ -8,7 +8,7 @@ reads and writes, without a database: sessions whose branch only grows at its le
 retry, edit or fork), nodes that never change, and a conditional commit that re-checks the
 leaf and revision the plan was made for (SPEC C2-C3). Loads are O(tail) like the SQL store's:
 from the latest checkpoint's first kept node (SPEC T2). Recall (SPEC L1, L2) has the SQL
-store's contract too: `search_history` over an index kept as nodes are pushed
+store's contract too: `search_history` over an index brought up to date at each search
 (`memory_search`), `expand_history` by branch position; so automatic recall (L5) runs in
 replay as it does in the product.
 

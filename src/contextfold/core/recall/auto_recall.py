@@ -42,8 +42,8 @@ from ..view.projection import Projection, RecallBlock, anchored, checkpoint_text
 from .recall_text import SearchQuery, Term, fold, tokens
 
 __all__ = ["Candidate", "RecallBlock", "RecallTurns", "candidates_bytes", "choose_block",
-           "held_blocks", "identifier_query", "latest_request", "query_text", "recall_query",
-           "smallest_block", "undecided_needs_search", "within"]
+           "held_blocks", "identifier_query", "known_text", "latest_request", "latest_user_index",
+           "query_text", "recall_query", "smallest_block", "undecided_needs_search", "within"]
 
 RECALL_HEADER = (
     "[contextfold recall] From earlier in this session: excerpts of compacted messages that "
@@ -98,18 +98,27 @@ def latest_request(projection: Projection) -> tuple[str, str, str] | None:
     raw, that message's text, and the inputs of the tool calls after it whose results the
     model reads next ("" when none). None when the latest user message is not projected
     raw (folded, or none yet)."""
+    if (at := latest_user_index(projection)) is None:
+        return None
     calls: list[str] = []
-    for node in reversed(projection.messages):
-        msg = node.payload
-        if not isinstance(msg, Message):
-            continue
-        if msg.role == "user" and not msg.tool_results:
-            text = " ".join(p.text for p in msg.parts if isinstance(p, TextPart))
-            return node.id, text, "\n".join(t for t in reversed(calls) if t.strip())
-        if msg.role == "assistant" and not calls and msg.tool_calls:
-            # Only the latest round's calls: the model is about to read their results.
-            calls += [_call_text(c) for c in msg.tool_calls]
-    return None
+    for node in reversed(projection.messages[at + 1:]):
+        if isinstance(msg := node.payload, Message) and msg.role == "assistant" and \
+                msg.tool_calls:
+            calls = [_call_text(c) for c in msg.tool_calls]
+            break  # only the latest round's calls: the model reads their results next
+    user = projection.messages[at]
+    assert isinstance(user.payload, Message)
+    text = " ".join(p.text for p in user.payload.parts if isinstance(p, TextPart))
+    return user.id, text, "\n".join(t for t in reversed(calls) if t.strip())
+
+
+def latest_user_index(projection: Projection) -> int | None:
+    """Where `latest_request`'s user message is in `projection.messages`, its texts left
+    alone (a tool loop's request only asks if its turn was decided); None: none is raw."""
+    messages = projection.messages
+    return next((i for i in range(len(messages) - 1, -1, -1)
+                 if isinstance(m := messages[i].payload, Message) and m.role == "user"
+                 and not m.tool_results), None)
 
 
 def query_text(projection: Projection) -> str:
@@ -258,14 +267,20 @@ def render(hits: Sequence[tuple[Candidate, str]]) -> str:
     return "\n".join(lines)
 
 
+def known_text(projection: Projection) -> str:
+    """The checkpoint's text as `choose_block` compares with it: one per checkpoint."""
+    return _flat(checkpoint_text(projection.summary)) if projection.summary else ""
+
+
 def choose_block(candidates: Sequence[Candidate], projection: Projection, query: SearchQuery,
-                 budget: int, count: Count = estimate_text) -> RecallBlock | None:
+                 budget: int, count: Count = estimate_text,
+                 known: str | None = None) -> RecallBlock | None:
     """The block for `candidates` (best first) within `budget` tokens, placed right
     before the latest user message (`latest_request`), or None.
 
     Never repeats the request: a candidate projected raw (or the checkpoint itself), or
     quoted by an earlier turn's block the request still holds (SPEC Q5), is dropped, and so
-    is every sentence the checkpoint text already holds."""
+    is every sentence the checkpoint text already holds (`known`: its `known_text`)."""
     anchor = latest_request(projection)
     if budget <= 0 or not candidates or anchor is None:
         return None
@@ -273,7 +288,7 @@ def choose_block(candidates: Sequence[Candidate], projection: Projection, query:
     in_request.update(i for b in projection.recalled for i in b.node_ids)
     if projection.checkpoint is not None:
         in_request.add(projection.checkpoint.id)
-    known = _flat(checkpoint_text(projection.summary)) if projection.summary else ""
+    known = known_text(projection) if known is None else known
     header = count(RECALL_HEADER)
     if header + MIN_HIT_TOKENS > budget:
         return None

@@ -7,10 +7,12 @@ recall tools' own calls and results are not indexed), every term a phrase of its
 `any_term`, at least one, identifiers then checked verbatim against the message, hits best
 first by an idf-weighted BM25 score over the session's messages, newest first among equals.
 
-Each message is tokenised once, when it is pushed: a search reads the inverted index
-(token -> messages) and re-reads the index text of the candidates only for phrases. The
-index is built from the nodes in the same process, so it needs no re-check against them
-(the SQL store's `recall_trust` guards against rows written by someone else).
+Each message is tokenised once, by the first search after it was pushed (issue 40: a push
+only queues it, so a request of a tool loop, which stores the results and searches nothing,
+does not pay for indexing them, and a session nobody searches never does): a search reads
+the inverted index (token -> messages) and re-reads the index text of the candidates only
+for phrases. The index is built from the nodes in the same process, so it needs no re-check
+against them (the SQL store's `recall_trust` guards against rows written by someone else).
 """
 
 from __future__ import annotations
@@ -64,12 +66,24 @@ class MemoryIndex:
         # and pushing (once per message stored) pays nothing for it.
         self._columns: dict[str, tuple[dict[int, int], int]] = {}
         self._total_length = 0
+        # (node, position, turn) pushed since the last search, indexed by the next one.
+        self._queued: list[tuple[Node, int, int]] = []
 
     def push(self, node: Node) -> None:
-        """Index `node`, the next node of the branch (its position is the count so far)."""
+        """Add `node`, the next node of the branch (its position is the count so far):
+        its turn now, its index text at the next search (see the module)."""
         position = len(self.turns)
         turn = (self.turns[-1] if self.turns else 0) + (1 if node.is_user_message else 0)
         self.turns.append(turn)
+        self._queued.append((node, position, turn))
+
+    def _index_queued(self) -> None:
+        """Index the nodes pushed since the last search, oldest first (as pushed)."""
+        queued, self._queued = self._queued, []
+        for node, position, turn in queued:
+            self._index(node, position, turn)
+
+    def _index(self, node: Node, position: int, turn: int) -> None:
         msg = node.message
         doc = index_document(indexed_text(msg)) if msg is not None else ""
         if not doc:
@@ -86,6 +100,8 @@ class MemoryIndex:
     def search(self, query: SearchQuery, limit: int, *,
                any_term: bool = False) -> list[RecallHit]:
         """The messages matching `query`, best first, at most `limit` (see the module)."""
+        if self._queued:
+            self._index_queued()
         matched = [self._matching(term) for term in query.terms]
         found: set[int] = (set().union(*matched) if any_term
                            else set.intersection(*matched) if matched else set())
