@@ -47,7 +47,7 @@ RESULTS = ROOT / "bench" / "results" / "startup.json"
 SESSION_FILE = ROOT / "tests" / "fixtures" / "claude-code" / "short.jsonl"
 GOAL = 1.5
 # The reading commands use the store's read-only `sqlite3` snapshot on an embedded database
-# (store/sqlite/snapshot.py); the writing ones the full store (SQLAlchemy + aiosqlite): each is
+# (store/snapshot.py); the writing ones the full store (SQLAlchemy + aiosqlite): each is
 # also reported over the floor of its own database stack.
 READERS = ("sessions", "show", "project")
 WRITERS = ("import", "compact")

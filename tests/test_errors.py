@@ -60,7 +60,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 # Exceptions of the library that are not errors a caller sees, each with why.
 NOT_IN_THE_VOCABULARY = {
-    "contextfold.store.sqlite.snapshot.SnapshotUnusable":
+    "contextfold.store.snapshot.SnapshotUnusable":
         "control flow: the full store runs the reads",
     "contextfold.store.sql.engine.LeafConflict": "control flow: the write is retried",
     "contextfold.store.sql.memo.StaleMemo": "control flow: the write runs again, reading all",

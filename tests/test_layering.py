@@ -281,11 +281,7 @@ def test_no_core_folder_imports_a_later_one() -> None:
 
 # The store's folders (docs/architecture.md, "Folders"). Pairs that still import each other,
 # each naming who removes it; nothing may be added.
-STORE_FOLDER_CYCLES: tuple[set[str], ...] = (
-    # `sql/engine` installs the SQLite fast path, `sqlite/snapshot` reads `sql/`'s rows
-    # (issue 39: the fast path apart).
-    {"sql", "sqlite"},
-)
+STORE_FOLDER_CYCLES: tuple[set[str], ...] = ()
 
 
 def folder_imports(package: str) -> dict[str, set[str]]:

@@ -99,8 +99,8 @@ STORE: dict[str, tuple[str, list[str]]] = {
              "queries", "folded", "base", "branching", "importing", "lease", "liveness",
              "mirroring", "pinning", "tenancy", "sql:session_store"]),
     "sqlite": ("SQLite without SQLAlchemy's layers: the one-hop fast path of the async "
-               "driver, and the read-only snapshot through the standard library's sqlite3.",
-               ["sqlite_hops", "snapshot"]),
+               "driver.",
+               ["sqlite_hops"]),
     "recall": ("Recall over a stored session (SPEC L1-L4): the full-text index kept with the "
                "nodes, its queries, their arguments, the re-derived hits, and the in-memory "
                "search.",
@@ -110,7 +110,8 @@ STORE: dict[str, tuple[str, list[str]]] = {
               ["derived", "invariants", "verify"]),
 }
 
-STORE_KEPT = ("errors", "values", "protocol", "inputs", "refs", "memory", "sql_store")
+STORE_KEPT = ("errors", "values", "protocol", "inputs", "refs", "memory", "sql_store",
+              "snapshot")
 
 # tests/<folder>/: the tests of a module where its path says. Not listed: the tests of the
 # whole package (layering, public API, errors, docs, README, cross-face, fleet), and the

@@ -21,7 +21,7 @@ from contextfold.store.refs import (
     resolve_node_id,
     resolve_session_id,
 )
-from contextfold.store.sqlite.snapshot import read_only_store
+from contextfold.store.snapshot import read_only_store
 from tests.server_fixtures import create, say, service_factory  # noqa: F401  (fixture)
 from tests.store_fixtures import backend, db_url, store  # noqa: F401  (fixtures)
 

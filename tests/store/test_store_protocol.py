@@ -23,7 +23,7 @@ from contextfold.core.recall.recall_text import SearchQuery
 from contextfold.store import SessionStore, SqlSessionStore, open_store
 from contextfold.store.memory import MemoryStore
 from contextfold.store.protocol import BranchReader, CompactionStore, SessionReader
-from contextfold.store.sqlite.snapshot import SnapshotReader
+from contextfold.store.snapshot import SnapshotReader
 from tests.store_fixtures import backend, db_url  # noqa: F401  (fixtures)
 
 PACKAGE = Path(contextfold.__file__).parent

@@ -1,4 +1,4 @@
-"""The command line's read-only `sqlite3` snapshot (store/sqlite/snapshot.py, issue 9's start-up).
+"""The command line's read-only `sqlite3` snapshot (store/snapshot.py, issue 9's start-up).
 
 `sessions`, `show` and `project` read an embedded SQLite store without importing
 SQLAlchemy. They must print exactly what the full store path prints, on every kind of
@@ -24,15 +24,15 @@ from contextfold.cli.app import app
 from contextfold.core.values.messages import PinEvent
 from contextfold.formats import import_file
 from contextfold.store import open_store
-from contextfold.store.sql.head import shipped_head
-from contextfold.store.sql.rows import content_hash
-from contextfold.store.sqlite.snapshot import (
+from contextfold.store.snapshot import (
     SCHEMA_NAMES,
     SCHEMA_REVISION,
     SnapshotReader,
     SnapshotUnusable,
     sqlite_file,
 )
+from contextfold.store.sql.head import shipped_head
+from contextfold.store.sql.rows import content_hash
 from tests.builders import user
 from tests.cli.test_cli_startup import loaded_after
 from tests.store_fixtures import (
@@ -366,7 +366,7 @@ def test_reading_commands_on_sqlite_never_import_sqlalchemy(tmp_path, command):
 def test_reads_run_without_an_event_loop_and_give_way_when_they_wait(database, opened):
     """The snapshot's reads finish in one step (no event loop); reads that await anything
     else are not half-served: the full store runs them again, under asyncio."""
-    from contextfold.store.sqlite.snapshot import read_only_store
+    from contextfold.store.snapshot import read_only_store
 
     path, ids = database
     sid = ids["cc_short"]

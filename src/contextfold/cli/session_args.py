@@ -107,7 +107,7 @@ def read_only(db: str | None, reads: Callable[[SessionReader], Awaitable[T]]) ->
     `sqlite3` snapshot of an embedded database (no SQLAlchemy or asyncio to import) or,
     whenever it cannot serve them exactly, the full store (docs/store.md). Synchronous:
     call it from a command's synchronous body."""
-    from ..store.sqlite.snapshot import read_only_store
+    from ..store.snapshot import read_only_store
 
     return read_only_store(db, reads)
 

@@ -29,15 +29,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from contextfold.core.values.messages import Node
 from contextfold.core.values.tree import Branch, DamagedBranch
 
-from ..._sync import WouldWait, run_now
-from ..sql import loading
-from ..sql.head import shipped_head
-from ..sql.location import ENV_VAR, default_sqlite_path
-from ..sql.rows import session_info, utc
-from ..values import SessionInfo
+from .._sync import WouldWait, run_now
+from .sql import loading
+from .sql.head import shipped_head
+from .sql.location import ENV_VAR, default_sqlite_path
+from .sql.rows import session_info, utc
+from .values import SessionInfo
 
 if TYPE_CHECKING:
-    from ..protocol import SessionReader
+    from .protocol import SessionReader
 
 T = TypeVar("T")
 Row = dict[str, Any]
@@ -291,7 +291,7 @@ def read_only_store(url: str | None, reads: Callable[[SessionReader], Awaitable[
             reader.close()
     import asyncio  # only here: the snapshot path runs without it (docs/benchmarks.md)
 
-    from .. import open_store
+    from . import open_store
 
     async def on_full_store() -> T:
         async with await open_store(url) as store:
