@@ -9,14 +9,19 @@ ratio measured side by side is what is reported). Both stores: SQLite and Postgr
 
     python -m bench.history_latency        # 20,000 sessions -> bench/results/history_latency.json
     python -m bench.history_latency --sessions N --rounds R --per-round C
+    python -m bench.history_latency --sqlite-only --filled PATH  # a filled SQLite file (copied)
+    python -m bench.history_latency --filled PATH --filled-pg URL  # and a filled schema (used)
+    python -m bench.history_latency --lookups URL [--list]  # finding a session in a filled store
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -27,6 +32,7 @@ from typing import Any
 import httpx2
 
 from bench import proxy_soak, service_soak
+from bench.proxy_soak import stored
 from bench.server_process import ServerProcess, free_port
 from bench.store_bench import drop_pg, pg_url
 
@@ -35,8 +41,10 @@ RESULTS = ROOT / "bench" / "results" / "history_latency.json"
 SESSIONS = 20_000
 ROUNDS = 4
 PER_ROUND = 40  # conversations per round and per store state
-# Conversation numbers of the timed runs: far from the pre-filled ones, new in every round.
-FIRST_TIMED = 10_000_000
+# Conversation numbers of the timed runs: far from the pre-filled ones, new in every round
+# and in every run (a store filled by an earlier run may hold that run's timed conversations:
+# the same numbers would return to them, a dearer path than a new conversation).
+FIRST_TIMED = 10_000_000 + int(time.time()) % 100_000 * 1_000
 
 
 async def prefill(url: str, count: int, *, batch: int = 8) -> float:
@@ -61,6 +69,32 @@ async def prefill(url: str, count: int, *, batch: int = 8) -> float:
         for start in range(0, count, batch):
             await asyncio.gather(*(one(n) for n in range(start, min(count, start + batch))))
     return time.monotonic() - started
+
+
+async def lookups(url: str, newest: int, *, full_list: bool = False) -> dict[str, float]:
+    """Milliseconds of what finds a session among all of a filled store (`newest`: the
+    number of the newest pre-filled conversation): `contextfold mcp`'s `which_session` by
+    label, by directory, by client name and for a label nothing has; with `full_list`, also
+    `list_sessions()` (what `GET /v1/sessions` and `contextfold sessions` read: every
+    session, its tail checked)."""
+    from contextfold.mcp.which import Asked, which_session
+    from contextfold.store import open_store
+
+    asks = {"label": Asked(session=f"soak-{newest}"),
+            "directory": Asked(directories=(f"/home/dev/p{newest}",)),
+            "client": Asked(client="bench"), "no such label": Asked(session="no-such-label")}
+    out: dict[str, float] = {}
+    async with await open_store(url) as store:
+        for name, asked in asks.items():
+            started = time.perf_counter()
+            with contextlib.suppress(LookupError):
+                await which_session(store, asked)
+            out[f"which_session {name}"] = round(1000 * (time.perf_counter() - started), 1)
+        if full_list:
+            started = time.perf_counter()
+            await store.list_sessions()
+            out["list_sessions"] = round(1000 * (time.perf_counter() - started), 1)
+    return out
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -102,26 +136,37 @@ def compare(empty: str, full: str, tmp: Path, label: str, upstream: str, rounds:
             for server in servers.values():
                 server.ready(health="/healthz" if face == "serve" else None)
             took: dict[str, list[float]] = {"empty": [], "filled": []}
-            ratios = []
+            cpu = {"empty": 0.0, "filled": 0.0}  # the server's own CPU seconds
+            ratios, cpu_ratios = [], []
             with httpx2.Client(timeout=120) as client:
                 for r in range(rounds):
-                    medians = {}
+                    medians, spent = {}, {}
                     for state, server in servers.items():
                         first = FIRST_TIMED + r * per_round
+                        before = server.cpu_seconds()
                         lat = [t for n in range(first, first + per_round) for t in (
                             proxy_soak.conversation(client, server.url, n) if face == "proxy"
                             else service_soak.conversation(client, server.url, n))]
+                        spent[state] = server.cpu_seconds() - before
+                        cpu[state] += spent[state]
                         took[state] += lat
                         medians[state] = statistics.median(lat)
                     ratios.append(medians["filled"] / medians["empty"])
-                    print(f"  {label} {face} round {r}: empty {medians['empty'] * 1000:.1f} "
-                          f"ms, filled {medians['filled'] * 1000:.1f} ms", flush=True)
+                    cpu_ratios.append(spent["filled"] / spent["empty"])
+                    print(f"  {label} {face} round {r}: p50 empty {medians['empty'] * 1000:.1f}"
+                          f" ms, filled {medians['filled'] * 1000:.1f} ms; CPU per "
+                          f"conversation {spent['empty'] / per_round * 1000:.1f} / "
+                          f"{spent['filled'] / per_round * 1000:.1f} ms", flush=True)
         finally:
             for server in servers.values():
                 server.stop()
         out[face] = {"empty": _percentiles(took["empty"]), "filled": _percentiles(took["filled"]),
                      "p50_ratio_per_round": [round(x, 3) for x in ratios],
-                     "p50_ratio_median": round(statistics.median(ratios), 3)}
+                     "p50_ratio_median": round(statistics.median(ratios), 3),
+                     "cpu_ms_per_conversation": {
+                         k: round(1000 * v / (rounds * per_round), 2) for k, v in cpu.items()},
+                     "cpu_ratio_per_round": [round(x, 3) for x in cpu_ratios],
+                     "cpu_ratio_median": round(statistics.median(cpu_ratios), 3)}
     return out
 
 
@@ -130,6 +175,10 @@ def main(argv: list[str]) -> int:
     rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
     per_round = int(argv[argv.index("--per-round") + 1]) if "--per-round" in argv else PER_ROUND
     stores = ["sqlite", "postgresql"] if "--sqlite-only" not in argv else ["sqlite"]
+    if "--lookups" in argv:  # only the look-ups, on a filled store given by its URL
+        url = argv[argv.index("--lookups") + 1]
+        print(json.dumps(asyncio.run(lookups(url, count - 1, full_list="--list" in argv))))
+        return 0
     out: dict[str, Any] = {"prefilled_sessions": count, "rounds": rounds,
                            "conversations_per_round": per_round,
                            "machine": platform.machine(), "cores": os.cpu_count(),
@@ -151,9 +200,21 @@ def main(argv: list[str]) -> int:
                 else:
                     (empty, s1), (full, s2) = pg_url(), pg_url()
                     schemas += [s1, s2]
-                seconds = asyncio.run(prefill(full, count))
+                given = argv[argv.index("--filled") + 1] if "--filled" in argv else None
+                given_pg = argv[argv.index("--filled-pg") + 1] if "--filled-pg" in argv \
+                    else None
+                seconds = 0.0
+                if store == "sqlite" and given:  # a file filled by an earlier run, copied
+                    for suffix in ("", "-wal", "-shm"):
+                        if Path(given + suffix).exists():
+                            shutil.copy(given + suffix, str(tmp / "full.db") + suffix)
+                elif store == "postgresql" and given_pg:  # a schema filled by an earlier run
+                    full = given_pg
+                else:
+                    seconds = asyncio.run(prefill(full, count))
                 print(f"{store}: {count} sessions written in {seconds:.0f} s", flush=True)
                 out["stores"][store] = {"prefill_seconds": round(seconds, 1),
+                                        "filled_store": asyncio.run(stored(full)),
                                         **compare(empty, full, tmp, store, upstream.url, rounds,
                                                   per_round)}
         finally:
@@ -165,7 +226,8 @@ def main(argv: list[str]) -> int:
         for face in ("proxy", "serve"):
             print(f"{store} {face}: p50 empty {res[face]['empty']['p50_ms']} ms, filled "
                   f"{res[face]['filled']['p50_ms']} ms, ratio per round "
-                  f"{res[face]['p50_ratio_per_round']}")
+                  f"{res[face]['p50_ratio_per_round']}; CPU ratio per round "
+                  f"{res[face]['cpu_ratio_per_round']}")
     if "--no-write" not in argv:
         RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
     return 0

@@ -67,6 +67,13 @@ MEMORY_CACHE = 16
 STORES = ("sqlite", "postgresql")
 
 
+def keep_alive_client() -> httpx2.Client:
+    """A client that reuses its connection, but not one idle for 2 s or more: uvicorn closes
+    an idle connection after 5 s, and a request sent on it as it closes is reset (a soak's
+    threads idle at each sample's end, longer on a loaded machine)."""
+    return httpx2.Client(timeout=120, limits=httpx2.Limits(keepalive_expiry=2.0))
+
+
 def rss_bytes(pid: int) -> int:
     """The process's resident set size now."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -137,7 +144,7 @@ def soak(db: str, conversations: int, tmp: Path, name: str, *, until: float | No
         proxy.ready()
         with contextlib.ExitStack() as stack:
             # Keep-alive clients, made once: a conversation costs its requests only.
-            clients = [stack.enter_context(httpx2.Client(timeout=120)) for _ in range(CLIENTS)]
+            clients = [stack.enter_context(keep_alive_client()) for _ in range(CLIENTS)]
             samples = sample_run(
                 conversations, SAMPLE, [proxy.proc.pid],
                 lambda n: conversation(clients[n % CLIENTS], proxy.url, n), name, until=until,
@@ -255,7 +262,7 @@ def fleet_soak(url: str, conversations: int, tmp: Path, processes: int, *, turns
         for proxy in proxies:
             proxy.ready()
         urls = [proxy.url for proxy in proxies]
-        clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
+        clients = [keep_alive_client() for _ in range(CLIENTS)]
         samples = sample_run(conversations, sample, [p.proc.pid for p in proxies],
                              lambda n: conversation(clients[n % CLIENTS], urls, n, turns),
                              "fleet")

@@ -42,6 +42,7 @@ import httpx2
 from bench.proxy_soak import (
     CLIENTS,
     MEMORY_CACHE,
+    keep_alive_client,
     log_errors,
     one_store,
     over_time,
@@ -118,7 +119,7 @@ def soak(db: str, conversations: int, tmp: Path, name: str, *, until: float | No
         server.ready(health="/healthz")
         with contextlib.ExitStack() as stack:
             # Keep-alive clients, made once: a conversation costs its requests only.
-            clients = [stack.enter_context(httpx2.Client(timeout=120)) for _ in range(CLIENTS)]
+            clients = [stack.enter_context(keep_alive_client()) for _ in range(CLIENTS)]
             samples = sample_run(
                 conversations, SAMPLE, [server.proc.pid],
                 lambda n: conversation(clients[n % CLIENTS], server.url, n), name, until=until,
