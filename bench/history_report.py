@@ -75,7 +75,8 @@ def history_section(data: dict[str, Any] | None) -> list[str]:
             "A value nothing matches still reads every page (a directory no session stated, "
             "a label nobody sent, an id prefix given as `session_id`, since labels are "
             "looked for first). Listing every session (`GET /v1/sessions`, `contextfold "
-            "sessions`) reads them all and checks each one's tail (SPEC D2): "
-            f"{found['list_sessions_ms'] / 1000:,.0f} s for this store on the loaded machine "
-            "(`store.list_sessions()` alone); it has no page yet."]
+            "sessions`) reads them all and checks each one's tail (SPEC D2)"
+            + (f": {found['list_sessions_ms'] / 1000:,.0f} s for this store on the loaded "
+               "machine (`store.list_sessions()` alone)" if found.get("list_sessions_ms")
+               else "") + "; it has no page yet."]
     return [*lines, ""]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import platform
@@ -72,6 +73,13 @@ def keep_alive_client() -> httpx2.Client:
     an idle connection after 5 s, and a request sent on it as it closes is reset (a soak's
     threads idle at each sample's end, longer on a loaded machine)."""
     return httpx2.Client(timeout=120, limits=httpx2.Limits(keepalive_expiry=2.0))
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (every thread of it: `bench.cpu_sampler`'s reading)."""
+    from bench.cpu_sampler import cpu_seconds as read
+
+    return round(read(pid), 3)
 
 
 def rss_bytes(pid: int) -> int:
@@ -174,13 +182,15 @@ def sample_run(conversations: int, sample: int, pids: list[int],
     keeps what it measured if it is stopped)."""
     started = time.monotonic()
     samples: list[dict[str, Any]] = [{"conversations": 0, "seconds": 0.0,
-                                      "rss_bytes": [rss_bytes(p) for p in pids]}]
+                                      "rss_bytes": [rss_bytes(p) for p in pids],
+                                      "cpu_seconds": [cpu_seconds(p) for p in pids]}]
     with ThreadPoolExecutor(CLIENTS) as pool:
         for first in range(0, conversations, sample):
             ids = range(first, min(conversations, first + sample))
             lat = sorted(t for took in pool.map(one, ids) for t in took)
             samples.append({
                 "conversations": ids[-1] + 1, "rss_bytes": [rss_bytes(p) for p in pids],
+                "cpu_seconds": [cpu_seconds(p) for p in pids],
                 "seconds": round(time.monotonic() - started, 1),
                 "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
                 "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)})
@@ -223,6 +233,19 @@ def over_time(samples: list[dict[str, Any]], conversations: int) -> dict[str, An
     p50 = [s["p50_ms"] for s in windows]
     p95 = [s["p95_ms"] for s in windows]
     p50_first, p50_last = decile_means(p50)
+    cpu: dict[str, Any] = {}
+    if all("cpu_seconds" in s for s in samples):
+        # The servers' own CPU per conversation in each window: unlike latency, the
+        # machine's load does not move it, so a cost that grows with the stored history
+        # (or with what a process holds) shows as a last tenth above the first.
+        per = [1000 * sum(b - a for a, b in zip(prev["cpu_seconds"], cur["cpu_seconds"],
+                                                strict=True))
+               / (cur["conversations"] - prev["conversations"])
+               for prev, cur in itertools.pairwise(samples)]
+        first_cpu, last_cpu = decile_means(per)
+        cpu = {"cpu_ms_per_conversation_first_decile": round(first_cpu, 2),
+               "cpu_ms_per_conversation_last_decile": round(last_cpu, 2),
+               "cpu_ratio_last_first": round(last_cpu / first_cpu, 3)}
     p95_first, p95_last = decile_means(p95)
     worst = max(p["retained_bytes_per_conversation"] for p in per_process)
     return {"seconds": samples[-1]["seconds"], "per_process": per_process,
@@ -237,7 +260,7 @@ def over_time(samples: list[dict[str, Any]], conversations: int) -> dict[str, An
             "p95_ms_last_decile": round(p95_last, 1),
             "p95_ratio_last_first": round(p95_last / p95_first, 3),
             "p50_slope_ms_per_1000_conversations": round(1000 * slope(
-                [(s["conversations"], s["p50_ms"]) for s in windows]), 2)}
+                [(s["conversations"], s["p50_ms"]) for s in windows]), 2), **cpu}
 
 
 def fleet_soak(url: str, conversations: int, tmp: Path, processes: int, *, turns: int = TURNS,

@@ -169,18 +169,31 @@ def soak_tables(runs: dict[str, Any], unit: str, what: str) -> list[str]:
     lines += [
         "",
         f"| store | {what} p50: first / last tenth (ratio) | {what} p95: first / last tenth "
-        "(ratio) | p50 slope per 1,000 conversations" +
-        (" | sessions / checkpoints stored |" if stored else " |"),
-        "|---|---:|---:|---:|" + ("---:|" if stored else "")]
+        "(ratio) | p50 slope per 1,000 conversations | server CPU per conversation: first / "
+        "last tenth (ratio)" + (" | sessions / checkpoints stored |" if stored else " |"),
+        "|---|---:|---:|---:|---:|" + ("---:|" if stored else "")]
     for name, run in runs.items():
         lines.append(
             f"| {name} | {run['p50_ms_first_decile']} / {run['p50_ms_last_decile']} ms "
             f"({run['p50_ratio_last_first']:.2f}) | {run['p95_ms_first_decile']} / "
             f"{run['p95_ms_last_decile']} ms ({run['p95_ratio_last_first']:.2f}) | "
-            f"{run['p50_slope_ms_per_1000_conversations']} ms |" +
+            f"{run['p50_slope_ms_per_1000_conversations']} ms | {_cpu_cell(run)} |" +
             (f" {run['stored']['sessions']:,} / {run['stored']['checkpoints']:,} |"
              if stored else ""))
     return lines
+
+
+def _cpu_cell(run: dict[str, Any]) -> str:
+    """The server's CPU per conversation, first tenth against last: of the whole run (the
+    soak read it at every sample), else of the part `bench/cpu_sampler.py` watched."""
+    cpu = run if "cpu_ratio_last_first" in run else run.get("cpu_sampled")
+    if not cpu:
+        return "not read"
+    part = "" if cpu is run else (f" (conversations {cpu['from_conversations']:,}–"
+                                  f"{cpu['to_conversations']:,})")
+    return (f"{cpu['cpu_ms_per_conversation_first_decile']} / "
+            f"{cpu['cpu_ms_per_conversation_last_decile']} ms "
+            f"({cpu['cpu_ratio_last_first']:.2f}){part}")
 
 
 def _previous_sentence(previous: dict[str, Any] | None) -> str:
