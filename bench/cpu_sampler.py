@@ -18,6 +18,7 @@ for a run started without it.)
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import sys
@@ -44,27 +45,36 @@ def finished(log: Path) -> int:
     return int(found[-1]) if found else 0
 
 
-def per_conversation(readings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """CPU milliseconds per conversation between readings whose conversation counts
-    differ (a sample line comes every 100 conversations)."""
-    out, last = [], None
+def _steps(readings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The first reading after each new count of conversations (the soak's sample lines
+    come every 100 conversations; CPU between two such readings is those conversations')."""
+    out: list[dict[str, Any]] = []
     for r in readings:
-        if last is not None and r["conversations"] > last["conversations"]:
-            out.append({"conversations": r["conversations"], "cpu_ms_per_conversation": round(
-                1000 * (r["cpu_s"] - last["cpu_s"]) / (r["conversations"] - last["conversations"]),
-                2)})
-        if last is None or r["conversations"] > last["conversations"]:
-            last = r
+        if r["conversations"] and (not out or r["conversations"] > out[-1]["conversations"]):
+            out.append(r)
     return out
 
 
-def summary(per: list[dict[str, Any]]) -> dict[str, Any]:
-    """The first and last tenth of `per_conversation`'s figures and their ratio."""
-    values = [p["cpu_ms_per_conversation"] for p in per]
-    k = max(1, len(values) // 10)
-    first, last = sum(values[:k]) / k, sum(values[-k:]) / k
-    return {"from_conversations": per[0]["conversations"],
-            "to_conversations": per[-1]["conversations"], "readings": len(values),
+def per_conversation(readings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """CPU milliseconds per conversation between two successive `_steps`."""
+    steps = _steps(readings)
+    return [{"conversations": b["conversations"], "cpu_ms_per_conversation": round(
+        1000 * (b["cpu_s"] - a["cpu_s"]) / (b["conversations"] - a["conversations"]), 2)}
+        for a, b in itertools.pairwise(steps)]
+
+
+def summary(readings: list[dict[str, Any]]) -> dict[str, Any]:
+    """CPU per conversation over the first and the last tenth of the watched conversations
+    (one span each, so the readings' timing evens out) and their ratio."""
+    steps = _steps(readings)
+    k = max(1, (len(steps) - 1) // 10)
+
+    def span(a: dict[str, Any], b: dict[str, Any]) -> float:
+        return 1000 * (b["cpu_s"] - a["cpu_s"]) / (b["conversations"] - a["conversations"])
+
+    first, last = span(steps[0], steps[k]), span(steps[-1 - k], steps[-1])
+    return {"from_conversations": steps[0]["conversations"],
+            "to_conversations": steps[-1]["conversations"],
             "cpu_ms_per_conversation_first_decile": round(first, 2),
             "cpu_ms_per_conversation_last_decile": round(last, 2),
             "cpu_ratio_last_first": round(last / first, 3)}
@@ -75,7 +85,7 @@ def main(argv: list[str]) -> int:
         sampled, results, store = Path(argv[1]), Path(argv[2]), argv[3]
         data = json.loads(results.read_text(encoding="utf-8"))
         data["runs"][store]["cpu_sampled"] = summary(
-            json.loads(sampled.read_text(encoding="utf-8"))["per_conversation"])
+            json.loads(sampled.read_text(encoding="utf-8"))["readings"])
         results.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
         return 0
     pid, log, out = int(argv[0]), Path(argv[1]), Path(argv[2])
