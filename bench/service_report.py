@@ -108,7 +108,14 @@ def service_soak_section(data: dict[str, Any] | None,
         "least-squares slope is what a finished conversation keeps (goal: at most 4 KB). "
         f"The machine has {data['cores']} shared cores, shared with other jobs (the table "
         "gives the 1-minute load average at each run's start and end); the two stores' runs "
-        "went at the same time.",
+        "overlapped each other and the proxy soak's, so each had a fraction of 2 cores. The "
+        "server's CPU per conversation was read by `bench/cpu_sampler.py` over the part of "
+        "the run the table names (the soak reads it at every sample itself since). The "
+        "PostgreSQL run's first try stopped at conversation 1,000: a client reused a "
+        "keep-alive connection as uvicorn closed it after 5 idle seconds (connection reset; "
+        "no error in the server's log); the clients now drop a connection idle for 2 s "
+        "(`proxy_soak.keep_alive_client`), and the run was started again."
+        + _still_growing(runs),
         "", *soak_tables(runs, "turns", "turn")]
     lines += [
         "",
@@ -194,6 +201,19 @@ def _cpu_cell(run: dict[str, Any]) -> str:
     return (f"{cpu['cpu_ms_per_conversation_first_decile']} / "
             f"{cpu['cpu_ms_per_conversation_last_decile']} ms "
             f"({cpu['cpu_ratio_last_first']:.2f}){part}")
+
+
+def _still_growing(runs: dict[str, Any]) -> str:
+    """A sentence for the stores whose memory still grew in the second half by more than
+    1 KB per conversation (within the 4 KB goal, but not flat yet)."""
+    grew = {name: run["per_process"][0]["retained_bytes_per_conversation"]
+            for name, run in runs.items()
+            if run["per_process"][0]["retained_bytes_per_conversation"] > 1024}
+    if not grew:
+        return ""
+    which = "; ".join(f"{name}: {kept:,} B per conversation" for name, kept in grew.items())
+    return (f" Memory still rose in the second half ({which}, within the goal): a longer "
+            "run would show whether it levels off.")
 
 
 def _previous_sentence(previous: dict[str, Any] | None) -> str:
