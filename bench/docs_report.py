@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .history_report import history_section
 from .prefix_breaks_report import prefix_breaks_section
 from .proxy_report import proxy_fleet_soak_section, proxy_section, proxy_soak_section
 from .recall_report import recall_section
@@ -664,11 +665,13 @@ def benchmarks_md() -> str:
     lines += tail_section(load("tail"))
     lines += prefix_breaks_section(load("prefix_breaks"), load("peers"))
     lines += proxy_section(load("proxy"))
-    lines += proxy_soak_section(load("proxy_soak"))
+    lines += proxy_soak_section(load("proxy_soak"), load("proxy_soak_previous"))
     lines += proxy_fleet_soak_section(load("proxy_fleet_soak"), load("proxy_fleet_soak_long"))
     lines += llama_section(load("llama_upstream"))
     lines += service_section(load("service_load"))
-    lines += service_soak_section(load("service_soak"), load("service_soak_before"))
+    lines += service_soak_section(load("service_soak"), load("service_soak_before"),
+                                  load("service_soak_previous"))
+    lines += history_section(load("history_latency"))
     lines += service_turn_section(load("service_turn"), load("service_turn_before"),
                                   load("service_load"), load("service_turn_previous"))
     lines += varied_fit_section(load("scale"), load("scale_varied_before"),

@@ -10,6 +10,7 @@ from typing import Any
 
 from .results_file import kilo as _k
 from .results_file import load
+from .service_report import soak_tables
 
 # Issue 26's table, measured before its work (servers in the bench's own process, LiteLLM
 # from the issue's own run): added p50 ms of bare / LiteLLM / contextfold, and 4 clients'
@@ -311,43 +312,53 @@ def proxy_section(data: dict[str, Any] | None) -> list[str]:
     return [*lines, ""]
 
 
-def proxy_soak_section(data: dict[str, Any] | None) -> list[str]:
+def proxy_soak_section(data: dict[str, Any] | None,
+                       previous: dict[str, Any] | None = None) -> list[str]:
     """One proxy process serving thousands of short conversations (`bench/proxy_soak.py`,
     SPEC Y14): its resident memory as they go, the slope per finished conversation, and the
-    latency beside it."""
+    latency beside it, first tenth against last. `previous`: the shorter run before (its
+    figures in one sentence)."""
     lines = ["## Proxy memory over many conversations (SPEC Y14)", ""]
     if not data:
         return [*lines, "_not measured yet: run `python -m bench.proxy_soak`_", ""]
     lines += [
         f"`bench/proxy_soak.py`: one `contextfold proxy` process (real HTTP, the instant "
-        f"scripted upstream of the proxy bench) serves short conversations one after another, "
-        f"{data['clients']} at a time, each its own client key and system prompt and "
-        f"{data['turns_per_conversation']} requests (the whole list resent plus one message); "
-        f"then it never comes back. Its resident set is read every 100 conversations. What a "
-        f"finished conversation keeps is the least-squares slope of the second half of the "
-        f"samples (goal: at most 4 KB, flat). The process ran with `--memory-cache "
-        f"{data['memory_cache_mib']}` (MiB of per-conversation memos, least recently used "
-        f"out; the default, 256, fills after some ten thousand such conversations and stays "
-        f"flat from there the same way). Before issue 38 this script measured about 80 KB "
-        f"kept per conversation (800 conversations, SQLite; the issue's own trial 136 KB).",
-        "",
-        "| store | conversations | RSS at start | RSS halfway | RSS at end | kept per "
-        "conversation | goal met | p50 | p95 | p50 first / last 100 |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
-    for name, run in data["runs"].items():
-        half = next(s for s in run["samples"]
-                    if s["conversations"] >= run["conversations"] // 2)
-        lines.append(
-            f"| {name} | {run['conversations']:,} | {run['rss_start_mb']} MB | "
-            f"{half['rss_bytes'] / 2**20:.1f} MB | {run['rss_end_mb']} MB | "
-            f"{run['retained_bytes_per_conversation']:,} B | {_met(run['meets_goal'])} | "
-            f"{run['p50_ms']} ms | {run['p95_ms']} ms | {run['p50_ms_first_window']} / "
-            f"{run['p50_ms_last_window']} ms |")
-    lines += ["", "Latency is per request as the clients saw it. This run shared the "
-              "machine's 2 cores with test runs, which is why the later windows are slower "
-              "than the first: compare it with the proxy table above only after a run on a "
-              "quiet machine.", ""]
+        f"scripted upstream of the proxy bench) on each store serves short conversations one "
+        f"after another (as many as the table says: the run stopped at the time bound it was "
+        f"given, `--until`), {data['clients']} at a time over keep-alive connections, each "
+        f"its own client key and system prompt and {data['turns_per_conversation']} requests "
+        f"(the whole list resent plus one message); then it never comes back. Its resident "
+        f"set is read every {data.get('sample_every', 100)} conversations; the first and last "
+        f"tenth of the samples are compared (a ratio above 1 is growth), and the second "
+        f"half's least-squares slope is what a finished conversation keeps (goal: at most 4 "
+        f"KB, flat). The process ran with `--memory-cache {data['memory_cache_mib']}` (MiB "
+        f"of per-conversation memos, least recently used out; the default, 256, fills after "
+        f"some ten thousand such conversations and stays flat from there the same way). "
+        f"Before issue 38 this script measured about 80 KB kept per conversation (800 "
+        f"conversations, SQLite; the issue's own trial 136 KB).",
+        "", *soak_tables(data["runs"], "requests", "request"), "",
+        "Latency is per request as the clients saw it, on 2 cores shared with other jobs "
+        "(the load column): compare it with the proxy table above only after a run on a "
+        "quiet machine. The store keeps every conversation, so the last tenth is also a "
+        "request's cost on a store holding the whole run."
+        + _previous_proxy_soak(previous), ""]
     return lines
+
+
+def _previous_proxy_soak(previous: dict[str, Any] | None) -> str:
+    """The earlier, shorter run (`proxy_soak_previous.json`, sampled in the old format)."""
+    if not previous:
+        return ""
+    figures = "; ".join(
+        f"{name}: {run['conversations']:,} conversations, "
+        f"{run['retained_bytes_per_conversation']:,} B kept per conversation, p50 of the "
+        f"first / last 100 {run['p50_ms_first_window']} / {run['p50_ms_last_window']} ms"
+        for name, run in previous["runs"].items())
+    every = ", ".join(f"{s['p50_ms']:.0f}" for s in previous["runs"]["sqlite"]["samples"][3::3])
+    return (" The previous run (`bench/results/proxy_soak_previous.json`, whose later "
+            f"windows were slower than its first): {figures}; its p50 went up and down with "
+            "the machine's load rather than with the conversations served (sqlite's, every "
+            f"300 conversations: {every} ms).")
 
 
 def proxy_fleet_soak_section(data: dict[str, Any] | None,

@@ -31,6 +31,8 @@ time shows as a ratio above 1:
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import platform
@@ -40,11 +42,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx2
 
+from bench.results_file import merge_run
 from bench.server_process import ServerProcess, free_port
 from bench.store_bench import drop_pg, pg_url
 
@@ -61,6 +65,21 @@ WINDOW = "bench-model=16384"
 # conversations fill it, so the line is measured with eviction at work (the default, 256
 # MiB, fills after some ten thousand of them and stays flat from there the same way).
 MEMORY_CACHE = 16
+STORES = ("sqlite", "postgresql")
+
+
+def keep_alive_client() -> httpx2.Client:
+    """A client that reuses its connection, but not one idle for 2 s or more: uvicorn closes
+    an idle connection after 5 s, and a request sent on it as it closes is reset (a soak's
+    threads idle at each sample's end, longer on a loaded machine)."""
+    return httpx2.Client(timeout=120, limits=httpx2.Limits(keepalive_expiry=2.0))
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time so far (every thread of it: `bench.cpu_sampler`'s reading)."""
+    from bench.cpu_sampler import cpu_seconds as read
+
+    return round(read(pid), 3)
 
 
 def rss_bytes(pid: int) -> int:
@@ -105,8 +124,11 @@ def slope(points: list[tuple[int, int]]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else 0.0
 
 
-def soak(db: str, conversations: int, tmp: Path, name: str) -> dict[str, Any]:
-    """Serve `conversations` through one proxy process on `db`; the samples and figures."""
+def soak(db: str, conversations: int, tmp: Path, name: str, *, until: float | None = None,
+         progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Serve `conversations` through one proxy process on `db` (fewer when `until`, a
+    wall-clock time, comes first); the samples and figures (`over_time`). `progress`: called
+    with the figures so far now and then (`sample_run`)."""
     up_port = free_port()
     upstream = ServerProcess("upstream", [sys.executable, "-m", "bench.proxy_bench",
                                           "--serve-upstream", str(up_port)], up_port,
@@ -118,45 +140,27 @@ def soak(db: str, conversations: int, tmp: Path, name: str) -> dict[str, Any]:
                                  "--memory-cache", str(MEMORY_CACHE)], port,
                           log=tmp / f"{name}.log", cwd=ROOT,
                           env={"CONTEXTFOLD_PROXY_SALT": "soak"})
-    samples: list[dict[str, Any]] = []
+
+    def figures(samples: list[dict[str, Any]]) -> dict[str, Any]:
+        done = samples[-1]["conversations"]
+        return {"conversations": done, "requests": done * TURNS,
+                "log_errors": log_errors([tmp / f"{name}.log"]),
+                **over_time(samples, done), "samples": samples}
+
     try:
         upstream.ready()
         proxy.ready()
-        clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
-        started = time.monotonic()
-        samples.append({"conversations": 0, "rss_bytes": rss_bytes(proxy.proc.pid),
-                        "seconds": 0.0})
-        with ThreadPoolExecutor(CLIENTS) as pool:
-            for start in range(0, conversations, SAMPLE):
-                ids = range(start, min(conversations, start + SAMPLE))
-                lat = [t for took in pool.map(
-                    lambda n: conversation(clients[n % CLIENTS], proxy.url, n), ids)
-                       for t in took]
-                lat.sort()
-                samples.append({
-                    "conversations": ids[-1] + 1, "rss_bytes": rss_bytes(proxy.proc.pid),
-                    "seconds": round(time.monotonic() - started, 1),
-                    "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
-                    "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)})
-                print(f"  {name}: {samples[-1]}", flush=True)
-        for c in clients:
-            c.close()
+        with contextlib.ExitStack() as stack:
+            # Keep-alive clients, made once: a conversation costs its requests only.
+            clients = [stack.enter_context(keep_alive_client()) for _ in range(CLIENTS)]
+            samples = sample_run(
+                conversations, SAMPLE, [proxy.proc.pid],
+                lambda n: conversation(clients[n % CLIENTS], proxy.url, n), name, until=until,
+                progress=None if progress is None else lambda got: progress(figures(got)))
     finally:
         proxy.stop()
         upstream.stop()
-    half = [s for s in samples if s["conversations"] >= conversations // 2]
-    per = slope([(s["conversations"], s["rss_bytes"]) for s in half])
-    lat50 = [s["p50_ms"] for s in samples[1:]]
-    lat95 = [s["p95_ms"] for s in samples[1:]]
-    return {"conversations": conversations, "requests": conversations * TURNS,
-            "rss_start_mb": round(samples[0]["rss_bytes"] / 2**20, 1),
-            "rss_end_mb": round(samples[-1]["rss_bytes"] / 2**20, 1),
-            "retained_bytes_per_conversation": round(per),
-            "goal_bytes": GOAL_BYTES, "meets_goal": per <= GOAL_BYTES,
-            "p50_ms": round(statistics.median(lat50), 1),
-            "p95_ms": round(statistics.median(lat95), 1),
-            "p50_ms_first_window": lat50[0], "p50_ms_last_window": lat50[-1],
-            "samples": samples}
+    return figures(samples)
 
 
 def decile_means(values: list[float]) -> tuple[float, float]:
@@ -166,24 +170,35 @@ def decile_means(values: list[float]) -> tuple[float, float]:
 
 
 def sample_run(conversations: int, sample: int, pids: list[int],
-               one: Callable[[int], list[float]], label: str) -> list[dict[str, Any]]:
+               one: Callable[[int], list[float]], label: str, *, until: float | None = None,
+               progress: Callable[[list[dict[str, Any]]], None] | None = None
+               ) -> list[dict[str, Any]]:
     """Run conversations 0 .. `conversations` - 1 (`one(n)`: the latency of each of its
     requests, in seconds), `CLIENTS` at a time, and read the resident set of every process
     of `pids` before the first and after every `sample` of them; the samples (memory,
-    elapsed time, p50 and p95 of the window's requests)."""
+    elapsed time, p50 and p95 of the window's requests). `until`: a wall-clock time
+    (`time.time()`) after which no new window starts (the last sample's count is then the
+    count run). `progress`: called with the samples so far every ten windows (a long run
+    keeps what it measured if it is stopped)."""
     started = time.monotonic()
     samples: list[dict[str, Any]] = [{"conversations": 0, "seconds": 0.0,
-                                      "rss_bytes": [rss_bytes(p) for p in pids]}]
+                                      "rss_bytes": [rss_bytes(p) for p in pids],
+                                      "cpu_seconds": [cpu_seconds(p) for p in pids]}]
     with ThreadPoolExecutor(CLIENTS) as pool:
         for first in range(0, conversations, sample):
             ids = range(first, min(conversations, first + sample))
             lat = sorted(t for took in pool.map(one, ids) for t in took)
             samples.append({
                 "conversations": ids[-1] + 1, "rss_bytes": [rss_bytes(p) for p in pids],
+                "cpu_seconds": [cpu_seconds(p) for p in pids],
                 "seconds": round(time.monotonic() - started, 1),
                 "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
                 "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)})
             print(f"  {label}: {samples[-1]}", flush=True)
+            if progress is not None and (len(samples) - 1) % 10 == 0:
+                progress(samples)
+            if until is not None and time.time() >= until:
+                break
     return samples
 
 
@@ -218,6 +233,19 @@ def over_time(samples: list[dict[str, Any]], conversations: int) -> dict[str, An
     p50 = [s["p50_ms"] for s in windows]
     p95 = [s["p95_ms"] for s in windows]
     p50_first, p50_last = decile_means(p50)
+    cpu: dict[str, Any] = {}
+    if all("cpu_seconds" in s for s in samples):
+        # The servers' own CPU per conversation in each window: unlike latency, the
+        # machine's load does not move it, so a cost that grows with the stored history
+        # (or with what a process holds) shows as a last tenth above the first.
+        per = [1000 * sum(b - a for a, b in zip(prev["cpu_seconds"], cur["cpu_seconds"],
+                                                strict=True))
+               / (cur["conversations"] - prev["conversations"])
+               for prev, cur in itertools.pairwise(samples)]
+        first_cpu, last_cpu = decile_means(per)
+        cpu = {"cpu_ms_per_conversation_first_decile": round(first_cpu, 2),
+               "cpu_ms_per_conversation_last_decile": round(last_cpu, 2),
+               "cpu_ratio_last_first": round(last_cpu / first_cpu, 3)}
     p95_first, p95_last = decile_means(p95)
     worst = max(p["retained_bytes_per_conversation"] for p in per_process)
     return {"seconds": samples[-1]["seconds"], "per_process": per_process,
@@ -232,7 +260,7 @@ def over_time(samples: list[dict[str, Any]], conversations: int) -> dict[str, An
             "p95_ms_last_decile": round(p95_last, 1),
             "p95_ratio_last_first": round(p95_last / p95_first, 3),
             "p50_slope_ms_per_1000_conversations": round(1000 * slope(
-                [(s["conversations"], s["p50_ms"]) for s in windows]), 2)}
+                [(s["conversations"], s["p50_ms"]) for s in windows]), 2), **cpu}
 
 
 def fleet_soak(url: str, conversations: int, tmp: Path, processes: int, *, turns: int = TURNS,
@@ -257,7 +285,7 @@ def fleet_soak(url: str, conversations: int, tmp: Path, processes: int, *, turns
         for proxy in proxies:
             proxy.ready()
         urls = [proxy.url for proxy in proxies]
-        clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
+        clients = [keep_alive_client() for _ in range(CLIENTS)]
         samples = sample_run(conversations, sample, [p.proc.pid for p in proxies],
                              lambda n: conversation(clients[n % CLIENTS], urls, n, turns),
                              "fleet")
@@ -315,20 +343,53 @@ def fleet_main(processes: int, count: int, turns: int = TURNS, window: str = WIN
     return 0
 
 
+def store_url(store: str, tmp: Path) -> tuple[str, str | None]:
+    """The database a soak runs on: a SQLite file in `tmp`, or a fresh PostgreSQL schema
+    (its name returned, to drop after the run)."""
+    if store == "sqlite":
+        return f"sqlite:///{tmp / 'soak.db'}", None
+    return pg_url()
+
+
 def on_each_store(run: Any, count: int, name: str, quick: bool) -> dict[str, Any]:
     """`run(url, count, tmp, label)` on SQLite, then (unless `quick`) on a fresh PostgreSQL
     schema dropped after it: the runs by store, as both soaks report them."""
     runs: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        runs["sqlite"] = run(f"sqlite:///{Path(tmp) / 'soak.db'}", count, Path(tmp),
-                             f"{name}-sqlite")
-        if not quick:
-            url, schema = pg_url()
-            try:
-                runs["postgresql"] = run(url, count, Path(tmp), f"{name}-pg")
-            finally:
-                drop_pg(schema)
+    for store in ("sqlite",) if quick else STORES:
+        runs[store] = one_store(run, store, count, name)
     return runs
+
+
+def one_store(run: Any, store: str, count: int, name: str, **kwargs: Any) -> dict[str, Any]:
+    """`run(url, count, tmp, label, **kwargs)` on a fresh database of `store`, with the
+    1-minute load average before and after (the machine is shared)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        url, schema = store_url(store, Path(tmp))
+        load = round(os.getloadavg()[0], 2)
+        try:
+            out = run(url, count, Path(tmp), f"{name}-{store}", **kwargs)
+        finally:
+            if schema is not None:
+                drop_pg(schema)
+    return {**out, "load_average_at_start": load,
+            "load_average_at_end": round(os.getloadavg()[0], 2)}
+
+
+def soak_args(argv: list[str], default: int) -> dict[str, Any]:
+    """The options both soaks take: `--conversations N` (default `default`), `--store
+    sqlite|postgresql` (one store; both one after the other without it), `--until HH:MM`
+    (UTC: no new window of conversations after it; the count run is the one reported)."""
+    count = int(argv[argv.index("--conversations") + 1]) if "--conversations" in argv \
+        else default
+    stores = (argv[argv.index("--store") + 1],) if "--store" in argv else STORES
+    until = None
+    if "--until" in argv:
+        hour, minute = (int(x) for x in argv[argv.index("--until") + 1].split(":"))
+        now = datetime.now(UTC)
+        until = now.replace(hour=hour, minute=minute, second=0, microsecond=0).timestamp()
+        if until <= now.timestamp():
+            raise SystemExit(f"--until {hour:02d}:{minute:02d} UTC is already past")
+    return {"count": count, "stores": stores, "until": until}
 
 
 def main() -> int:
@@ -338,21 +399,28 @@ def main() -> int:
                           int(args[args.index("--conversations") + 1]),
                           int(args[args.index("--turns") + 1]) if "--turns" in args else TURNS,
                           args[args.index("--window") + 1] if "--window" in args else WINDOW)
-    quick = "--quick" in sys.argv[1:]
-    count = 300 if quick else 3000
-    if "--conversations" in sys.argv[1:]:
-        count = int(sys.argv[sys.argv.index("--conversations") + 1])
-    out: dict[str, Any] = {"turns_per_conversation": TURNS, "clients": CLIENTS,
-                           "memory_cache_mib": MEMORY_CACHE,
-                           "window": WINDOW, "machine": platform.machine(),
-                           "python": platform.python_version(), "runs": {}}
-    out["runs"] = on_each_store(soak, count, "contextfold", quick)
-    for name, run in out["runs"].items():
-        print(f"{name}: {run['retained_bytes_per_conversation']} B retained per conversation "
-              f"(goal {GOAL_BYTES}); RSS {run['rss_start_mb']} -> {run['rss_end_mb']} MB; "
-              f"p50 {run['p50_ms']} ms, p95 {run['p95_ms']} ms")
-    if not quick:
-        RESULTS.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    quick = "--quick" in args
+    opts = soak_args(args, 300 if quick else 3000)
+    head: dict[str, Any] = {"turns_per_conversation": TURNS, "clients": CLIENTS,
+                            "memory_cache_mib": MEMORY_CACHE, "sample_every": SAMPLE,
+                            "window": WINDOW, "machine": platform.machine(),
+                            "cores": os.cpu_count(), "python": platform.python_version()}
+    for store in ("sqlite",) if quick else opts["stores"]:
+        def keep(run: dict[str, Any], store: str = store) -> None:
+            if not quick:
+                merge_run(RESULTS, head, store, {**run, "complete": False})
+
+        run = one_store(soak, store, opts["count"], "contextfold", until=opts["until"],
+                        progress=keep)
+        print(f"{store}: {run['conversations']} conversations in {run['seconds']} s; "
+              f"{run['retained_bytes_per_conversation_worst']} B kept per conversation "
+              f"(goal {GOAL_BYTES}); RSS first / last tenth "
+              f"{run['per_process'][0]['rss_first_decile_mb']} / "
+              f"{run['per_process'][0]['rss_last_decile_mb']} MB; p50 "
+              f"{run['p50_ms_first_decile']} -> {run['p50_ms_last_decile']} ms; log errors "
+              f"{run['log_errors']}")
+        if not quick:
+            merge_run(RESULTS, head, store, {**run, "complete": True})
     return 0
 
 

@@ -80,12 +80,14 @@ SOAK_HEAD = ("## Service memory over many conversations (issue 38, SPEC Y14: "
 
 
 def service_soak_section(data: dict[str, Any] | None,
-                         before: dict[str, Any] | None = None) -> list[str]:
+                         before: dict[str, Any] | None = None,
+                         previous: dict[str, Any] | None = None) -> list[str]:
     """One `contextfold serve` process serving thousands of short conversations, on SQLite
     and on PostgreSQL: its resident memory and a turn's latency over the run, first tenth
     against last, and the second half's slope per finished conversation (the proxy's
     counterpart is `proxy_report.proxy_soak_section`). `before`: the same script's run on
-    the code before the worker's cache was bounded by bytes, for comparison."""
+    the code before the worker's cache was bounded by bytes, for comparison; `previous`: the
+    last shorter run of this code's predecessor (its figures in one sentence)."""
     lines = [SOAK_HEAD, ""]
     if not data:
         return [*lines, "_not measured yet: run `python -m bench.service_soak`_", ""]
@@ -94,7 +96,8 @@ def service_soak_section(data: dict[str, Any] | None,
     lines += [
         f"`bench/service_soak.py`: one `contextfold serve` process ({data['workers']} worker, "
         f"real HTTP, the `{data['model']}` model, no `--auth`, no rate limit) on each store "
-        f"serves {first['conversations']:,} short conversations one after another, "
+        "serves short conversations one after another (as many as the table says: the run "
+        "asked for 100,000 and stopped at the time bound it was given, `--until`), "
         f"{data['clients']} at a time: each creates its session, sends "
         f"{data['turns_per_conversation']} turns of agent-style text that never repeats "
         "(`bench/varied_data.py`: prose, about 10% Japanese, and half the time a pasted tool "
@@ -103,36 +106,17 @@ def service_soak_section(data: dict[str, Any] | None,
         "conversations (the proxy soak's sampling, `bench/proxy_soak.py`); the first and last "
         "tenth of the samples are compared (a ratio above 1 is growth), and the second half's "
         "least-squares slope is what a finished conversation keeps (goal: at most 4 KB). "
-        f"The machine has {data['cores']} shared cores (1-minute load average "
-        f"{data['load_average_at_start'][0]} at the start, {data['load_average_at_end'][0]} at "
-        "the end).",
-        "",
-        "| store | conversations (turns) | wall time | RSS at start | RSS first tenth | RSS "
-        "last tenth | last / first (2nd half's last / first tenth) | kept per conversation "
-        "(2nd half) | goal met | log errors |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
-    for name, run in runs.items():
-        p = run["per_process"][0]
-        ratio = _settled_ratio(run)
-        lines.append(
-            f"| {name} | {run['conversations']:,} ({run['turns']:,}) | {run['seconds']:,.0f} s "
-            f"| {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
-            f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} "
-            f"({ratio:.3f}) | "
-            f"{p['retained_bytes_per_conversation']:,} B | "
-            f"{'met' if run['meets_goal'] else '**missed**'} | {run['log_errors']} |")
-    lines += [
-        "",
-        "| store | turn p50: first / last tenth (ratio) | turn p95: first / last tenth "
-        "(ratio) | p50 slope per 1,000 conversations | sessions / checkpoints stored |",
-        "|---|---:|---:|---:|---:|"]
-    for name, run in runs.items():
-        lines.append(
-            f"| {name} | {run['p50_ms_first_decile']} / {run['p50_ms_last_decile']} ms "
-            f"({run['p50_ratio_last_first']:.2f}) | {run['p95_ms_first_decile']} / "
-            f"{run['p95_ms_last_decile']} ms ({run['p95_ratio_last_first']:.2f}) | "
-            f"{run['p50_slope_ms_per_1000_conversations']} ms | "
-            f"{run['stored']['sessions']:,} / {run['stored']['checkpoints']:,} |")
+        f"The machine has {data['cores']} shared cores, shared with other jobs (the table "
+        "gives the 1-minute load average at each run's start and end); the two stores' runs "
+        "overlapped each other and the proxy soak's, so each had a fraction of 2 cores. The "
+        "server's CPU per conversation was read by `bench/cpu_sampler.py` over the part of "
+        "the run the table names (the soak reads it at every sample itself since). The "
+        "PostgreSQL run's first try stopped at conversation 1,000: a client reused a "
+        "keep-alive connection as uvicorn closed it after 5 idle seconds (connection reset; "
+        "no error in the server's log); the clients now drop a connection idle for 2 s "
+        "(`proxy_soak.keep_alive_client`), and the run was started again."
+        + _still_growing(runs),
+        "", *soak_tables(runs, "turns", "turn")]
     lines += [
         "",
         "The worker ran with `--memory-cache "
@@ -154,12 +138,95 @@ def service_soak_section(data: dict[str, Any] | None,
         "saw it (the offline model answers at once, so it is the service's own work: store "
         "the message, size the context, store the reply; a session whose pasted outputs "
         "outgrow the default window compacts, hence the checkpoints). The first tenth includes the "
-        "warm-up (imports, the first connections, the store's first pages); the issue's "
-        "100,000 conversations would take some "
-        f"{100_000 * first['seconds'] / first['conversations'] / 3600:.1f} hours at this rate "
-        "on this machine, so this run is the part a bench session allows.",
+        "warm-up (imports, the first connections, the store's first pages). The store grows "
+        "by every conversation (a session, its nodes, recall rows and leaf moves are never "
+        "deleted), so the latency's last tenth against its first is also a turn's cost on a "
+        "store that holds the whole run (see \"Latency against stored history\" below). The "
+        "issue's 100,000 conversations would take some "
+        f"{100_000 * first['seconds'] / first['conversations'] / 3600:.1f} hours at this run's "
+        "rate on this machine, so this run is the part a bench session allows."
+        + _previous_sentence(previous),
         ""]
     return lines
+
+
+def soak_tables(runs: dict[str, Any], unit: str, what: str) -> list[str]:
+    """The two tables of a one-process soak per store (`bench/service_soak.py`,
+    `bench/proxy_soak.py`): memory (RSS at start, first and last tenth of the samples, the
+    second half's ratio and least-squares slope per finished conversation) and latency
+    (first and last tenth of the windows' p50 and p95, the p50's slope over the run). `unit`:
+    the run's key counting its requests (`turns`, `requests`); `what`: one of them."""
+    lines = [
+        f"| store | conversations ({unit}) | wall time | load (1 min) start / end | RSS at "
+        "start | RSS first tenth | RSS last tenth | last / first (2nd half's last / first "
+        "tenth) | kept per conversation (2nd half) | goal met | log errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for name, run in runs.items():
+        p = run["per_process"][0]
+        load = f"{run['load_average_at_start']} / {run['load_average_at_end']}" \
+            if "load_average_at_start" in run else "n/a"
+        lines.append(
+            f"| {name} | {run['conversations']:,} ({run[unit]:,}) | {run['seconds']:,.0f} s "
+            f"| {load} | {p['rss_start_mb']} MB | {p['rss_first_decile_mb']} MB | "
+            f"{p['rss_last_decile_mb']} MB | {p['rss_ratio_last_first']:.3f} "
+            f"({_settled_ratio(run):.3f}) | "
+            f"{p['retained_bytes_per_conversation']:,} B | "
+            f"{'met' if run['meets_goal'] else '**missed**'} | {run['log_errors']} |")
+    stored = all("stored" in run for run in runs.values())
+    lines += [
+        "",
+        f"| store | {what} p50: first / last tenth (ratio) | {what} p95: first / last tenth "
+        "(ratio) | p50 slope per 1,000 conversations | server CPU per conversation: first / "
+        "last tenth (ratio)" + (" | sessions / checkpoints stored |" if stored else " |"),
+        "|---|---:|---:|---:|---:|" + ("---:|" if stored else "")]
+    for name, run in runs.items():
+        lines.append(
+            f"| {name} | {run['p50_ms_first_decile']} / {run['p50_ms_last_decile']} ms "
+            f"({run['p50_ratio_last_first']:.2f}) | {run['p95_ms_first_decile']} / "
+            f"{run['p95_ms_last_decile']} ms ({run['p95_ratio_last_first']:.2f}) | "
+            f"{run['p50_slope_ms_per_1000_conversations']} ms | {_cpu_cell(run)} |" +
+            (f" {run['stored']['sessions']:,} / {run['stored']['checkpoints']:,} |"
+             if stored else ""))
+    return lines
+
+
+def _cpu_cell(run: dict[str, Any]) -> str:
+    """The server's CPU per conversation, first tenth against last: of the whole run (the
+    soak read it at every sample), else of the part `bench/cpu_sampler.py` watched."""
+    cpu = run if "cpu_ratio_last_first" in run else run.get("cpu_sampled")
+    if not cpu:
+        return "not read"
+    part = "" if cpu is run else (f" (conversations {cpu['from_conversations']:,}–"
+                                  f"{cpu['to_conversations']:,})")
+    return (f"{cpu['cpu_ms_per_conversation_first_decile']} / "
+            f"{cpu['cpu_ms_per_conversation_last_decile']} ms "
+            f"({cpu['cpu_ratio_last_first']:.2f}){part}")
+
+
+def _still_growing(runs: dict[str, Any]) -> str:
+    """A sentence for the stores whose memory still grew in the second half by more than
+    1 KB per conversation (within the 4 KB goal, but not flat yet)."""
+    grew = {name: run["per_process"][0]["retained_bytes_per_conversation"]
+            for name, run in runs.items()
+            if run["per_process"][0]["retained_bytes_per_conversation"] > 1024}
+    if not grew:
+        return ""
+    which = "; ".join(f"{name}: {kept:,} B per conversation" for name, kept in grew.items())
+    return (f" Memory still rose in the second half ({which}, within the goal): a longer "
+            "run would show whether it levels off.")
+
+
+def _previous_sentence(previous: dict[str, Any] | None) -> str:
+    """The previous, shorter run of the same script (`service_soak_previous.json`)."""
+    if not previous:
+        return ""
+    figures = "; ".join(
+        f"{name}: {run['conversations']:,} conversations in {run['seconds']:,.0f} s, "
+        f"{run['per_process'][0]['retained_bytes_per_conversation']:,} B kept per "
+        f"conversation, turn p50 first / last tenth {run['p50_ms_first_decile']} / "
+        f"{run['p50_ms_last_decile']} ms" for name, run in previous["runs"].items())
+    return (" The previous run (`bench/results/service_soak_previous.json`, the same code "
+            f"but for issue 38's last changes, a quieter machine): {figures}.")
 
 
 def _before_sentence(before: dict[str, Any] | None, runs: dict[str, Any]) -> str:

@@ -17,6 +17,8 @@ least recently used out), small enough to fill within the first few hundred conv
     python -m bench.service_soak                    # both stores -> bench/results/service_soak.json
     python -m bench.service_soak --conversations N  # another count per store (default 5,000)
     python -m bench.service_soak --quick            # 100 on SQLite, nothing written
+    python -m bench.service_soak --store sqlite --conversations 100000 --until 13:20
+        # one store; no new window of conversations after 13:20 UTC (the count run is kept)
     python -m bench.service_soak --before           # -> bench/results/service_soak_before.json
                                                     # (run on the code before a change)
 """
@@ -24,12 +26,14 @@ least recently used out), small enough to fill within the first few hundred conv
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +42,15 @@ import httpx2
 from bench.proxy_soak import (
     CLIENTS,
     MEMORY_CACHE,
+    keep_alive_client,
     log_errors,
-    on_each_store,
+    one_store,
     over_time,
     sample_run,
+    soak_args,
     stored,
 )
+from bench.results_file import merge_run
 from bench.server_process import ServerProcess, free_port
 from bench.varied_data import varied_message
 
@@ -90,57 +97,64 @@ def memory_flag() -> list[str]:
     return ["--memory-cache", str(MEMORY_CACHE)] if has else []
 
 
-def soak(db: str, conversations: int, tmp: Path, name: str) -> dict[str, Any]:
-    """Serve `conversations` through one `contextfold serve` process on `db`; its samples and
-    figures."""
+def soak(db: str, conversations: int, tmp: Path, name: str, *, until: float | None = None,
+         progress: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Serve `conversations` through one `contextfold serve` process on `db` (fewer when
+    `until`, a wall-clock time, comes first); its samples and figures. `progress`: called
+    with the figures so far now and then."""
     port = free_port()
     server = ServerProcess(name, [sys.executable, "-m", "contextfold", "serve", "--db", db,
                                   "--port", str(port), "--model", MODEL, "--rate-limit", "0",
                                   "--log-level", "warning", *memory_flag()], port,
                            log=tmp / f"{name}.log", cwd=ROOT,
                            env={"CONTEXTFOLD_DB": "", "CONTEXTFOLD_MODEL": ""})
+
+    def figures(samples: list[dict[str, Any]]) -> dict[str, Any]:
+        done = samples[-1]["conversations"]
+        return {"conversations": done, "turns": sum(turns_of(n) for n in range(done)),
+                "log_errors": log_errors([tmp / f"{name}.log"]),
+                **over_time(samples, done), "samples": samples}
+
     try:
         server.ready(health="/healthz")
-        clients = [httpx2.Client(timeout=120) for _ in range(CLIENTS)]
-        samples = sample_run(conversations, SAMPLE, [server.proc.pid],
-                             lambda n: conversation(clients[n % CLIENTS], server.url, n), name)
-        for c in clients:
-            c.close()
+        with contextlib.ExitStack() as stack:
+            # Keep-alive clients, made once: a conversation costs its requests only.
+            clients = [stack.enter_context(keep_alive_client()) for _ in range(CLIENTS)]
+            samples = sample_run(
+                conversations, SAMPLE, [server.proc.pid],
+                lambda n: conversation(clients[n % CLIENTS], server.url, n), name, until=until,
+                progress=None if progress is None else lambda got: progress(figures(got)))
     finally:
         server.stop()
-    turns = sum(turns_of(n) for n in range(conversations))
-    return {"conversations": conversations, "turns": turns,
-            "log_errors": log_errors([tmp / f"{name}.log"]),
-            **over_time(samples, conversations), "stored": asyncio.run(stored(db)),
-            "samples": samples}
+    return {**figures(samples), "stored": asyncio.run(stored(db))}
 
 
 def main(argv: list[str]) -> int:
     quick = "--quick" in argv
-    count = 100 if quick else CONVERSATIONS
-    if "--conversations" in argv:
-        count = int(argv[argv.index("--conversations") + 1])
-    out: dict[str, Any] = {"turns_per_conversation": "3-4", "clients": CLIENTS,
-                           "memory_cache_mib": MEMORY_CACHE if memory_flag() else None,
-                           "sample_every": SAMPLE, "model": MODEL, "workers": 1,
-                           "machine": platform.machine(), "cores": os.cpu_count(),
-                           "python": platform.python_version(),
-                           "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
-                           "runs": {}}
-    out["runs"] = on_each_store(soak, count, "serve", quick)
-    out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
-    for name, run in out["runs"].items():
+    opts = soak_args(argv, 100 if quick else CONVERSATIONS)
+    path = BEFORE if "--before" in argv else RESULTS
+    head: dict[str, Any] = {"turns_per_conversation": "3-4", "clients": CLIENTS,
+                            "memory_cache_mib": MEMORY_CACHE if memory_flag() else None,
+                            "sample_every": SAMPLE, "model": MODEL, "workers": 1,
+                            "machine": platform.machine(), "cores": os.cpu_count(),
+                            "python": platform.python_version()}
+    for store in ("sqlite",) if quick else opts["stores"]:
+        def keep(run: dict[str, Any], store: str = store) -> None:
+            if not quick:
+                merge_run(path, head, store, {**run, "complete": False})
+
+        run = one_store(soak, store, opts["count"], "serve", until=opts["until"],
+                        progress=keep)
         p = run["per_process"][0]
-        print(f"{name}: {count} conversations ({run['turns']} turns) in {run['seconds']} s; "
-              f"{p['retained_bytes_per_conversation']} B kept per conversation (goal "
-              f"{run['goal_bytes']}); RSS {p['rss_start_mb']} -> {p['rss_end_mb']} MB, last / "
-              f"first tenth {p['rss_ratio_last_first']}; p50 {run['p50_ms_first_decile']} -> "
-              f"{run['p50_ms_last_decile']} ms, p95 {run['p95_ms_first_decile']} -> "
-              f"{run['p95_ms_last_decile']} ms; log errors {run['log_errors']}; stored "
-              f"{run['stored']}")
-    if not quick:
-        path = BEFORE if "--before" in argv else RESULTS
-        path.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+        print(f"{store}: {run['conversations']} conversations ({run['turns']} turns) in "
+              f"{run['seconds']} s; {p['retained_bytes_per_conversation']} B kept per "
+              f"conversation (goal {run['goal_bytes']}); RSS {p['rss_start_mb']} -> "
+              f"{p['rss_end_mb']} MB, last / first tenth {p['rss_ratio_last_first']}; p50 "
+              f"{run['p50_ms_first_decile']} -> {run['p50_ms_last_decile']} ms, p95 "
+              f"{run['p95_ms_first_decile']} -> {run['p95_ms_last_decile']} ms; log errors "
+              f"{run['log_errors']}; stored {run['stored']}")
+        if not quick:
+            merge_run(path, head, store, {**run, "complete": True})
     return 0
 
 

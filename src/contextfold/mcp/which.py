@@ -18,8 +18,9 @@ another tenant's session. "Latest" is the newest by creation.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -27,6 +28,8 @@ from ..errors import ContextfoldError
 from ..store.errors import SessionNotFoundError
 from ..store.protocol import SessionStore
 from ..store.values import SessionInfo
+
+PAGE = 200  # sessions read at a time, newest first, until one settles the answer
 
 # An MCP client's `clientInfo.name` -> the product in the user agent its model calls carry.
 CLIENT_AGENTS = {"claude-code": "claude-cli", "codex-mcp-client": "codex", "codex": "codex",
@@ -57,22 +60,32 @@ class Found:
 
 
 async def which_session(store: SessionStore, asked: Asked) -> Found:
-    """The session `asked` names (see the module docstring for the order)."""
-    # check_damage=False: the metadata is all this needs (no tail read per session).
-    proxied = [s for s in await store.list_sessions(check_damage=False)
-               if _proxy(s) is not None]
-    proxied.sort(key=lambda s: s.created_at, reverse=True)
+    """The session `asked` names (see the module docstring for the order). Sessions are read
+    newest first, a page at a time, up to the first that settles the answer (issue 38: a
+    store of months holds tens of thousands; reading them all took seconds a call)."""
     if asked.session:
-        return await _given(store, asked.session.strip(), proxied)
-    for directory in asked.directories:
-        found = _in_directory(proxied, directory)
-        if found is not None:
-            return Found(found.id, f"working directory {directory}")
-    if asked.client:
-        product = CLIENT_AGENTS.get(asked.client.lower(), asked.client.lower())
-        for session in proxied:
-            if product in str(_proxy(session).get("client", "")).lower():  # type: ignore[union-attr]
-                return Found(session.id, f"latest proxied session of {asked.client}")
+        return await _given(store, asked.session.strip())
+    wants = [_norm(directory) for directory in asked.directories]
+    product = CLIENT_AGENTS.get(asked.client.lower(), asked.client.lower()) \
+        if asked.client else None
+    in_directory: dict[int, SessionInfo] = {}  # the newest session under each directory
+    of_client: SessionInfo | None = None
+    async for session, meta in _proxied_newest(store):
+        for i, want in enumerate(wants):
+            if i not in in_directory and _under(meta, want):
+                in_directory[i] = session
+        if product is not None and of_client is None and \
+                product in str(meta.get("client", "")).lower():
+            of_client = session
+        # Settled: the first directory matched (nothing older can beat it), or no
+        # directory was given and the client's name matched.
+        if 0 in in_directory or (not wants and of_client is not None):
+            break
+    for i, directory in enumerate(asked.directories):
+        if i in in_directory:
+            return Found(in_directory[i].id, f"working directory {directory}")
+    if of_client is not None:
+        return Found(of_client.id, f"latest proxied session of {asked.client}")
     where = ", ".join(asked.directories) or "none given"
     raise NoConversationError(
         f"no proxied conversation found for this client (directories: {where}; client: "
@@ -80,15 +93,31 @@ async def which_session(store: SessionStore, asked: Asked) -> Found:
         "`contextfold proxy` with the same database")
 
 
-async def _given(store: SessionStore, given: str, proxied: Sequence[SessionInfo]) -> Found:
+async def _proxied_newest(store: SessionStore
+                          ) -> AsyncIterator[tuple[SessionInfo, dict[str, Any]]]:
+    """The proxied sessions with their `proxy` metadata, newest first, read `PAGE` at a time
+    (`sessions_newest`: one index range each)."""
+    before: tuple[datetime, str] | None = None
+    while True:
+        batch = await store.sessions_newest(limit=PAGE, before=before)
+        for session in batch:
+            meta = _proxy(session)
+            if meta is not None:
+                yield session, meta
+        if len(batch) < PAGE:
+            return
+        before = (batch[-1].created_at, batch[-1].id)
+
+
+async def _given(store: SessionStore, given: str) -> Found:
     try:
         info = await store.get_session(given)
     except SessionNotFoundError:
         info = None
     if info is not None:
         return Found(info.id, "session id")
-    for session in proxied:
-        if _proxy(session).get("label") == given:  # type: ignore[union-attr]
+    async for session, meta in _proxied_newest(store):
+        if meta.get("label") == given:
             return Found(session.id, f"session label {given}")
     # Not an id nor a label: a unique prefix of an id, or `latest`, as every face takes one
     # (an ambiguous prefix is refused with its candidates).
@@ -102,15 +131,14 @@ async def _given(store: SessionStore, given: str, proxied: Sequence[SessionInfo]
                               "database (for this tenant)")
 
 
-def _in_directory(proxied: Sequence[SessionInfo], directory: str) -> SessionInfo | None:
-    want = _norm(directory)
-    for session in proxied:
-        cwd = _proxy(session).get("cwd")  # type: ignore[union-attr]
-        if isinstance(cwd, str) and cwd:
-            have = _norm(cwd)
-            if have == want or have.startswith(want.rstrip("/") + "/"):
-                return session
-    return None
+def _under(meta: dict[str, Any], want: str) -> bool:
+    """The agent of this proxied session stated the directory `want` (normalised) or one
+    below it."""
+    cwd = meta.get("cwd")
+    if not isinstance(cwd, str) or not cwd:
+        return False
+    have = _norm(cwd)
+    return have == want or have.startswith(want.rstrip("/") + "/")
 
 
 def _proxy(session: SessionInfo) -> dict[str, Any] | None:

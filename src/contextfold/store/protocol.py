@@ -107,6 +107,11 @@ class SessionStore(SessionReader, CompactionStore, Protocol):
     async def list_sessions(self, *, check_damage: bool = True) -> list[SessionInfo]:
         """Every session, oldest first; `check_damage=False` skips reading each tail."""
 
+    async def sessions_newest(self, *, limit: int,
+                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+        """A page of sessions, newest first by creation: at most `limit`, those created
+        before `before` (the previous page's last `(created_at, id)`); damage not checked."""
+
     # ------------------------------------------------------------------ reading
 
     async def load_branch_page(self, session_id: str, *, limit: int,

@@ -42,16 +42,17 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Row = dict[str, Any]
 
-# The schema the snapshot reads: migration 0008's objects, by name (a test checks them
+# The schema the snapshot reads: migration 0009's objects, by name (a test checks them
 # against a freshly migrated file, so a new migration must come here too).
-SCHEMA_REVISION = "0008"
+SCHEMA_REVISION = "0009"
 SCHEMA_NAMES = frozenset({
     *(("table", name) for name in (
         "alembic_version", "api_tokens", "compaction_leases", "leaf_moves", "mirror_index",
         "nodes", "recall_fts", "recall_fts_config", "recall_fts_data", "recall_fts_docsize",
         "recall_fts_idx", "recall_nodes", "response_ids", "sessions", "tenants", "trees")),
     *(("index", name) for name in (
-        "ix_api_tokens_tenant", "ix_mirror_index_hash_tree", "ix_nodes_id", "ix_sessions_tenant",
+        "ix_api_tokens_tenant", "ix_mirror_index_hash_tree", "ix_nodes_id", "ix_sessions_created",
+        "ix_sessions_tenant",
         "ix_sessions_tree_id", "sqlite_autoindex_alembic_version_1",
         "sqlite_autoindex_api_tokens_1", "sqlite_autoindex_api_tokens_2",
         "sqlite_autoindex_compaction_leases_1", "sqlite_autoindex_leaf_moves_1",

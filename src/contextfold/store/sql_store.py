@@ -163,6 +163,11 @@ class SqlSessionStore:
         """Every session, oldest first (`check_damage=False`: the stored flag only)."""
         return await self._sessions.list_sessions(check_damage=check_damage)
 
+    async def sessions_newest(self, *, limit: int,
+                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+        """A page of this tenant's sessions, newest first by creation (damage not checked)."""
+        return await self._sessions.sessions_newest(limit=limit, before=before)
+
     async def find_sessions(self, prefix: str, *, limit: int) -> list[SessionInfo]:
         """Sessions of this tenant whose id starts with `prefix`, by id."""
         return await self._sessions.find_sessions(prefix, limit=limit)

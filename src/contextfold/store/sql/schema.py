@@ -99,7 +99,10 @@ sessions = Table(
     Column("updated_at", UTCDateTime, nullable=False),
     # Migration 0005 (SPEC W1): the tenant that owns the session; the library's are "default".
     Column("tenant_id", String, nullable=False, server_default="default"),
-    Index("ix_sessions_tenant", "tenant_id", "created_at"),
+    # Migration 0009 (issue 38): sessions newest first, a page at a time, read in index order
+    # (`sessions_newest`): a tenant's, and every tenant's.
+    Index("ix_sessions_tenant", "tenant_id", "created_at", "id"),
+    Index("ix_sessions_created", "created_at", "id"),
 )
 
 # Append-only audit log of every leaf move (also enforced by triggers). It is what lets the

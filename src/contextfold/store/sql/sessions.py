@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, String, bindparam, func, insert, select, update
+from sqlalchemy import Select, String, bindparam, func, insert, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from contextfold.core.values.messages import utc_now
@@ -134,6 +135,25 @@ class Sessions:
                 damaged = check_damage and await db.is_damaged(conn, row)
                 out.append(db.info(row, read_only=bool(damaged)))
             return out
+
+    async def sessions_newest(self, *, limit: int,
+                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+        """A page of this tenant's sessions, newest first by creation (ties by id): at most
+        `limit`, those created before `before` (the `(created_at, id)` of the previous
+        page's last). One keyset range on an index (migration 0009, or the tenant's
+        `ix_sessions_tenant`), so a caller that stops at the first match never reads the
+        whole table; damage is not checked."""
+        db = self.access
+        stmt = db.scoped(select(sessions))
+        if before is not None:
+            stmt = stmt.where(tuple_(sessions.c.created_at, sessions.c.id) <
+                              tuple_(bindparam("at", before[0], type_=sessions.c.created_at.type),
+                                     before[1]))
+        async with read_connection(db.engine) as conn:
+            rows = (await conn.execute(
+                stmt.order_by(sessions.c.created_at.desc(), sessions.c.id.desc()).limit(limit)
+            )).mappings().all()
+        return [db.info(row, read_only=False) for row in rows]
 
     async def find_sessions(self, prefix: str, *, limit: int) -> list[SessionInfo]:
         """Sessions of this tenant whose id starts with `prefix` (compared as text, not as a
