@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .checkpoint_room_report import checkpoint_room_section
 from .history_report import history_section
 from .prefix_breaks_report import prefix_breaks_section
 from .proxy_report import proxy_fleet_soak_section, proxy_section, proxy_soak_section
@@ -663,6 +664,7 @@ def benchmarks_md() -> str:
     lines += replay_cost_section(load("replay_cost"))
     lines += explained_section(load("replay_cost"), load("replay_cost_before"))
     lines += tail_section(load("tail"))
+    lines += checkpoint_room_section(load("checkpoint_room"))
     lines += prefix_breaks_section(load("prefix_breaks"), load("peers"))
     lines += proxy_section(load("proxy"))
     lines += proxy_soak_section(load("proxy_soak"), load("proxy_soak_previous"))
