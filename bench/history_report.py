@@ -78,5 +78,8 @@ def history_section(data: dict[str, Any] | None) -> list[str]:
             "sessions`) reads them all and checks each one's tail (SPEC D2)"
             + (f": {found['list_sessions_ms'] / 1000:,.0f} s for this store on the loaded "
                "machine (`store.list_sessions()` alone)" if found.get("list_sessions_ms")
-               else "") + "; it has no page yet."]
+               else "") + ". So `contextfold sessions` reads only the newest 50 (`--limit N`; "
+            "`--limit 0` every one) and `GET /v1/sessions?limit=N&before=ID` a page, each one "
+            "range of the (created_at, id) index; the page of `contextfold serve` still asks "
+            "for the whole listing."]
     return [*lines, ""]

@@ -194,3 +194,36 @@ async def test_w3_rate_limit_per_tenant_answers_429(service_factory) -> None:  #
             assert int(r.headers["retry-after"]) >= 1
         async with svc.client("globex") as globex:  # another tenant has its own bucket
             assert (await globex.get("/v1/sessions")).status_code == 200
+
+
+async def test_sessions_listed_a_page_at_a_time(service_factory) -> None:  # noqa: F811
+    """`GET /v1/sessions?limit=N`: the newest first, one page at a time through
+    `next_before`, every session exactly once, never another tenant's (W1); a `before`
+    that is not the caller's session answers 404 like any other read."""
+    async with service_factory(auth=True) as svc:
+        async with svc.client("globex") as globex:
+            foreign = await create(globex)
+        async with svc.client("acme") as acme:
+            made = [await create(acme, title=f"s{i}") for i in range(5)]
+            whole = (await acme.get("/v1/sessions")).json()
+            assert [s["session_id"] for s in whole["sessions"]] == made  # oldest first
+            pages, before = [], None
+            while True:
+                params = {"limit": 2, **({"before": before} if before else {})}
+                page = (await acme.get("/v1/sessions", params=params)).json()
+                pages.append([s["session_id"] for s in page["sessions"]])
+                before = page["next_before"]
+                if before is None:
+                    break
+            assert pages == [made[4:2:-1], made[2:0:-1], made[:1]]
+            # A page's rows are the whole listing's rows.
+            rows = {s["session_id"]: s for s in whole["sessions"]}
+            first = (await acme.get("/v1/sessions", params={"limit": 5})).json()
+            assert first["next_before"] is None
+            assert first["sessions"] == [rows[s] for s in reversed(made)]
+            r = await acme.get("/v1/sessions", params={"limit": 2, "before": foreign})
+            assert r.status_code == 404 and r.json() == NOT_FOUND
+            r = await acme.get("/v1/sessions", params={"before": made[0]})
+            assert r.status_code == 400 and "limit" in r.json()["error"]
+            r = await acme.get("/v1/sessions", params={"limit": 0})
+            assert r.status_code == 422 and r.json()["error"].startswith("query.limit")

@@ -190,7 +190,8 @@ def test_show_and_project_print_what_the_full_store_prints(database, label, monk
 
 def test_sessions_prints_what_the_full_store_prints(database, monkeypatch):
     path, ids = database
-    for args in (["sessions"], ["sessions", "--json"]):
+    for args in (["sessions"], ["sessions", "--json"], ["sessions", "--limit", "3"],
+                 ["sessions", "--limit", "3", "--json"], ["sessions", "--limit", "0"]):
         enabled, full, opens = both_ways(args, path, monkeypatch)
         assert enabled == full and opens == 0
     listed = json.loads(invoke(["sessions", "--json"], path)[1])["sessions"]
@@ -198,6 +199,23 @@ def test_sessions_prints_what_the_full_store_prints(database, monkeypatch):
     by_id = {row["session_id"]: row for row in listed}
     assert by_id[ids["damaged_history"]]["read_only"] is True  # D2 seen by the snapshot too
     assert by_id[ids["checkpointed"]]["checkpoints"] == 1
+
+
+def test_sessions_reads_only_the_newest_page(database, monkeypatch):
+    """`contextfold sessions --limit N`: the newest N, listed oldest first as the whole list
+    is, with `more` saying that older ones were left out; damage still seen (D2)."""
+    path, ids = database
+    every = json.loads(invoke(["sessions", "--limit", "0", "--json"], path)[1])
+    assert every["more"] is False and len(every["sessions"]) == len(ids)
+    created = [row["created_at"] for row in every["sessions"]]
+    assert created == sorted(created)
+    page = json.loads(invoke(["sessions", "--limit", "3", "--json"], path)[1])
+    assert page["more"] is True
+    assert page["sessions"] == every["sessions"][-3:]
+    whole = json.loads(invoke(["sessions", "--limit", str(len(ids)), "--json"], path)[1])
+    assert whole == every
+    text = invoke(["sessions", "--limit", "3"], path)[1]
+    assert "--limit 0" in text  # says how to see the rest
 
 
 def test_the_database_covers_what_the_commands_compute(database):
@@ -281,7 +299,7 @@ def test_an_unknown_session_gets_the_full_stores_error(database, monkeypatch):
 
 def test_a_missing_file_is_created_by_the_full_store(tmp_path, opened):
     path = tmp_path / "new.db"
-    assert invoke(["sessions", "--json"], path) == (0, '{"sessions": []}\n', "")
+    assert invoke(["sessions", "--json"], path) == (0, '{"sessions": [], "more": false}\n', "")
     assert opened == [str(path)] and path.is_file()
 
 
@@ -290,7 +308,7 @@ def test_postgresql_is_read_by_the_full_store(monkeypatch):
     try:
         assert sqlite_file(url) is None
         enabled, full, opens = both_ways(["sessions", "--json"], url, monkeypatch)
-        assert enabled == full == (0, '{"sessions": []}\n', "") and opens == 1
+        assert enabled == full == (0, '{"sessions": [], "more": false}\n', "") and opens == 1
         unreachable = "postgresql://postgres@127.0.0.1:1/test"
         enabled, full, opens = both_ways(["sessions"], unreachable, monkeypatch)
         assert enabled == full and enabled[0] == 2 and opens == 1

@@ -23,6 +23,7 @@ from .render import (
     render_import,
     render_sessions,
 )
+from .safe_text import say
 
 if TYPE_CHECKING:
     from ..core.models.budget import Budget, ModelCapacity
@@ -84,19 +85,39 @@ def import_command(
     run(out, work)
 
 
+SESSIONS_SHOWN = 50  # `contextfold sessions` lists the newest this many unless told
+
+
 @app.command("sessions")
-def sessions_command(db: str | None = DB_OPTION, as_json: bool = JSON_OPTION) -> None:
-    """List stored sessions: started / last written, messages, checkpoints, cost, model."""
+def sessions_command(
+    db: str | None = DB_OPTION, as_json: bool = JSON_OPTION,
+    limit: int = typer.Option(SESSIONS_SHOWN, "--limit", min=0, metavar="N",
+                              help="List the newest N sessions (0: every one)."),
+) -> None:
+    """List stored sessions, oldest first: started / last written, messages, checkpoints,
+    cost, model. Only the newest `--limit` are read: each row reads its session's branch,
+    and a store a fleet has filled for months holds thousands."""
     out = Output(as_json)
 
     def work() -> None:
-        async def reads(store: SessionReader) -> list[dict[str, Any]]:
-            return [await _session_row(store, s) for s in await store.list_sessions()]
+        async def reads(store: SessionReader) -> tuple[list[dict[str, Any]], bool]:
+            if not limit:
+                infos, more = await store.list_sessions(), False
+            else:  # one index range, not the whole table (migration 0009)
+                page = await store.sessions_newest(limit=limit + 1)
+                infos, more = page[:limit][::-1], len(page) > limit
+            return [await _session_row(store, s) for s in infos], more
 
-        rows = read_only(db, reads)
-        out.emit({"sessions": rows}, lambda: render_sessions(rows))
+        rows, more = read_only(db, reads)
+        out.emit({"sessions": rows, "more": more}, lambda: _render_page(rows, more, limit))
 
     run(out, work)
+
+
+def _render_page(rows: list[dict[str, Any]], more: bool, limit: int) -> None:
+    render_sessions(rows)
+    if more:
+        say(f"(the newest {limit:,} shown: `--limit N` shows more, `--limit 0` every one)")
 
 
 async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any]:
@@ -112,8 +133,9 @@ async def _session_row(store: SessionReader, info: SessionInfo) -> dict[str, Any
     from ..titles import shown_title
 
     return {"session_id": info.id, "title": shown_title(info.title, info.metadata),
-            "leaf_id": info.leaf_id,
-            "branch_revision": info.branch_revision, "read_only": info.read_only,
+            "leaf_id": info.leaf_id, "branch_revision": info.branch_revision,
+            # A page of sessions is read without the damage check; the branch read says.
+            "read_only": info.read_only or not isinstance(branch, Branch),
             "created_at": info.created_at.isoformat(),
             "first_message_at": min(said, default=info.created_at).isoformat(),
             "last_message_at": max(said, default=info.created_at).isoformat(),

@@ -106,6 +106,15 @@ class MemoryStore:
     async def list_sessions(self) -> list[SessionInfo]:
         return [s.info for s in self._sessions.values()]
 
+    async def sessions_newest(self, *, limit: int,
+                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+        """As the SQL store's: newest first by (created_at, id), those before `before`."""
+        infos = sorted((s.info for s in self._sessions.values()),
+                       key=lambda i: (i.created_at, i.id), reverse=True)
+        if before is not None:
+            infos = [i for i in infos if (i.created_at, i.id) < before]
+        return infos[:limit]
+
     async def close(self) -> None:
         self._sessions.clear()
 

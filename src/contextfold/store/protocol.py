@@ -45,6 +45,11 @@ class SessionReader(BranchReader, Protocol):
     async def list_sessions(self) -> list[SessionInfo]:
         """Every session (of this store's tenant), oldest first."""
 
+    async def sessions_newest(self, *, limit: int,
+                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+        """At most `limit` sessions, newest first by creation (ties by id), those created
+        before `before` (the previous page's last `(created_at, id)`); damage not checked."""
+
     async def load_full_branch(self, session_id: str) -> Branch | DamagedBranch:
         """The whole branch from its root to the leaf."""
 

@@ -202,6 +202,17 @@ class SnapshotReader:
                 for row in self._all(
                     f"SELECT {_SESSION_COLUMNS} FROM sessions ORDER BY created_at, id")]
 
+    async def sessions_newest(self, *, limit: int,
+                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+        """As `SqlSessionStore.sessions_newest`: the newest `limit` sessions, newest first, on
+        the (created_at, id) index; a later page (`before`) is the full store's (the stored
+        time's text form is the SQL layer's to compare)."""
+        if before is not None:
+            raise SnapshotUnusable("a page after the first")
+        rows = self._all(f"SELECT {_SESSION_COLUMNS} FROM sessions "
+                         "ORDER BY created_at DESC, id DESC LIMIT ?", (limit,))
+        return [session_info(row, read_only=False) for row in rows]
+
     async def load_branch(self, session_id: str) -> Branch | DamagedBranch:
         """As `SqlSessionStore.load_branch` (O(tail))."""
         row = self._session_row(session_id)
