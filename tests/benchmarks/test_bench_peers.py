@@ -349,6 +349,37 @@ def test_pricing_a_prefixed_summariser_request_reads_the_session_cache():
     assert a["summarizer_usd"] == pytest.approx(2_625e-6)
 
 
+# Q3 (issue 40): the share of the summariser requests' input the cache served, per column, as
+# the cache rules give it: a request then a summary request with the same ids plus the
+# instruction (block 2); a summariser prompt sent apart from the session's prefix reads nothing
+def test_pricing_reports_the_summariser_requests_cache_read_share():
+    from bench.peers.pricing import bill, column_price
+
+    session = {"t": 0, "ids": [0, 1], "out": 100, "marks": [1]}
+    prefixed = {"sizes": [2_000, 500, 300], "requests": [
+        session, {"kind": "summary", "t": 10, "ids": [0, 1, 2], "out": 50}]}
+    # Anthropic: the mark on the instruction looks back to the session's 2,500 tokens (read)
+    # and writes the 300 after them
+    a = bill(prefixed, column_price("anthropic"))
+    assert a["summarizer"]["cached_tokens"] == 2_500
+    assert a["summarizer"]["cache_write_tokens"] == 300
+    assert a["summarizer_cache_read_share"] == pytest.approx(2_500 / 2_800, abs=1e-6)
+    # OpenAI: the shared 2,500-token start, counted down to 128-token steps (19 x 128), read;
+    # the rest uncached, nothing written
+    o = bill(prefixed, column_price("openai"))
+    assert (o["summarizer"]["cached_tokens"], o["summarizer"]["input_tokens"]) == (2_432, 368)
+    assert o["summarizer_cache_read_share"] == pytest.approx(2_432 / 2_800, abs=1e-6)
+    apart = {**prefixed, "requests": [session, {"kind": "summary", "t": 10, "in": 2_800,
+                                                 "out": 50}]}
+    for col in ("anthropic", "openai"):
+        b = bill(apart, column_price(col))
+        assert b["summarizer_cache_read_share"] == 0.0
+        assert b["summarizer"]["input_tokens"] == 2_800
+    # no summariser request: no share to report
+    alone = {**prefixed, "requests": [session]}
+    assert bill(alone, column_price("anthropic"))["summarizer_cache_read_share"] is None
+
+
 # issue 27 item 7: the fake answers only from what it is shown, within the system's own cap
 def test_fake_summary_is_clipped_at_the_systems_summary_limit(tokens):
     from bench.peers.common import capped_echo, summary_limit

@@ -175,8 +175,7 @@ class Cost:
 
     @property
     def cache_read_share(self) -> float | None:
-        """The share of the prompt read from the cache: read / (read + written + uncached)
-        (SPEC Q3 for a summarising request); None when there was no prompt."""
+        """read / (read + written + uncached) (SPEC Q3); None without a prompt."""
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
 
     def to_json(self) -> dict[str, Any]:
