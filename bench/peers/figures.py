@@ -222,17 +222,23 @@ def summarizer_cache_target(systems: dict[str, Any]) -> list[tuple[str, bool | N
                              if v is not None]
     peers = {n: summarizer_read_cell(e) for n, e in systems.items()
              if n != REFERENCE and not is_own(n) and totals(e)["summarizer_calls"]}
-    seen = {cell for cell in peers.values() if "-" not in cell.split(" / ")}
-    unmeasured = [n for n, cell in peers.items() if cell not in seen]
+    by_cell: dict[str, list[str]] = {}
+    for name, cell in sorted(peers.items()):
+        by_cell.setdefault(cell, []).append(name)
+    unmeasured = [n for cell, names in by_cell.items() if "-" in cell.split(" / ")
+                  for n in names]
     evidence = ("; ".join(f"{row}: {summarizer_read_cell(systems[row])}" for row in rows)
-                + " (Anthropic / OpenAI rules)")
-    if seen:
-        evidence += (f"; the {len(peers) - len(unmeasured)} summarising peers measured: "
-                     + ", ".join(sorted(seen))
-                     + " (each sends its summariser a prompt of its own, not the session's "
-                     "prefix)")
+                + " (Anthropic / OpenAI rules); summarising peers: "
+                + ("; ".join(f"{cell} " + (f"for all {len(names)}" if len(by_cell) == 1
+                                           else ", ".join(names))
+                             for cell, names in by_cell.items() if names[0] not in unmeasured)
+                   or "none measured"))
+    if by_cell.get(f"{pct(0)} / {pct(0)}"):
+        evidence += (" (0%: a summarising request of its own, not the session's prefix, which "
+                     "the cache does not serve)")
     if unmeasured:
-        evidence += f"; not measured for {len(unmeasured)} peers priced before the split"
+        evidence += (f"; not measured for {len(unmeasured)} "
+                     f"peer{'s' if len(unmeasured) != 1 else ''} priced before the split")
     return [(f"a same-model compaction request's input read from the cache (SPEC Q3), >= "
              f"{SUMMARIZER_READ_GOAL:.0%} under both cache rule sets as for the session's "
              "requests (issue 40)",

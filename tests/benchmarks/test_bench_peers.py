@@ -313,6 +313,29 @@ def test_targets_are_computed_from_results_not_asserted():  # K1, B1
     json.dumps(results)  # the results stay plain JSON
 
 
+# Q3 (issue 40): the summariser's cache-read share flows from the bills to the target row
+def test_summariser_cache_target_is_computed_from_the_bills():
+    from bench.peers.figures import summarizer_cache_target, summarizer_read_share
+
+    def row(read: int, written: int, uncached: int) -> dict:
+        q = _quality()
+        for bill_ in q["pricing"].values():
+            bill_["summarizer"] = {"cached_tokens": read, "cache_write_tokens": written,
+                                   "input_tokens": uncached}
+        return {"quality": {"w": q, "v": q}}
+
+    systems = {"contextfold": row(900, 50, 50), "peer": row(0, 0, 500),
+               "old peer": {"quality": {"w": _quality()}}}
+    assert summarizer_read_share(systems["contextfold"], "openai") == pytest.approx(0.9)
+    assert summarizer_read_share(systems["peer"], "anthropic") == 0.0
+    assert summarizer_read_share(systems["old peer"], "anthropic") is None  # priced before
+    [(_goal, met, evidence)] = summarizer_cache_target(systems)
+    assert met is True and "contextfold: 90.0% / 90.0%" in evidence
+    assert "0.0% / 0.0% peer" in evidence and "not measured for 1 peer priced" in evidence
+    systems["contextfold"] = row(800, 100, 100)
+    assert summarizer_cache_target(systems)[0][1] is False
+
+
 # Q1: every row is billed by one price model (core/money/prices.py) through each provider's cache
 # rules, hand-computed here (micro-dollars) from the packaged catalog's prices
 def test_pricing_bills_each_request_through_the_providers_cache():
