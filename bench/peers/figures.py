@@ -49,6 +49,27 @@ def _priced(r: dict[str, Any], column: str, key: str) -> float:
     return float(r.get("pricing", {}).get(column, {}).get(key) or 0.0)
 
 
+def summarizer_read_share(entry: dict[str, Any], column: str) -> float | None:
+    """SPEC Q3 (issue 40): of the summariser requests' input over all transcripts, the share
+    read from the cache under `column`'s rules, read / (read + written + uncached) as
+    `pricing.bill` splits it; None when the row sent no summariser request, or a bill of it
+    predates the split (a row not re-run since)."""
+    split = [r.get("pricing", {}).get(column, {}).get("summarizer")
+             for r in entry["quality"].values()]
+    if not split or any(s is None for s in split):
+        return None
+    read = sum(s["cached_tokens"] for s in split)
+    prompt = sum(s["cached_tokens"] + s["cache_write_tokens"] + s["input_tokens"]
+                 for s in split)
+    return read / prompt if prompt else None
+
+
+def summarizer_read_cell(entry: dict[str, Any]) -> str:
+    """`summarizer_read_share` under each column, as the page writes it (Anthropic / OpenAI)."""
+    shares = [summarizer_read_share(entry, col) for col in COLUMNS]
+    return " / ".join("-" if v is None else pct(v) for v in shares)
+
+
 def is_real(workload: str) -> bool:
     """Real transcripts (recorded sessions) as opposed to the synthetic research session."""
     return not workload.startswith("synth")
@@ -182,7 +203,46 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     if SHIPPED in systems:
         out += _cheapest(systems, SHIPPED, f" with the tail contextfold ships ({SHIPPED})")
     out += cache_targets(systems)
+    out += summarizer_cache_target(systems)
     return out + probe_targets(systems)
+
+
+# Issue 40's bar for the share of input read from the cache, held to the summariser too.
+SUMMARIZER_READ_GOAL = 0.9
+
+
+def summarizer_cache_target(systems: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """SPEC Q3 (issue 40): the share of a same-model compaction request's input read from
+    the cache, for contextfold (and the shipped tail) under both cache rule sets, beside what
+    the summarising peers get (their summariser requests are not shaped as the session's)."""
+    rows = [n for n in (CF, SHIPPED) if n in systems]
+    shares = {row: {col: summarizer_read_share(systems[row], col) for col in COLUMNS}
+              for row in rows}
+    measured: list[float] = [v for per in shares.values() for v in per.values()
+                             if v is not None]
+    peers = {n: summarizer_read_cell(e) for n, e in systems.items()
+             if n != REFERENCE and not is_own(n) and totals(e)["summarizer_calls"]}
+    by_cell: dict[str, list[str]] = {}
+    for name, cell in sorted(peers.items()):
+        by_cell.setdefault(cell, []).append(name)
+    unmeasured = [n for cell, names in by_cell.items() if "-" in cell.split(" / ")
+                  for n in names]
+    evidence = ("; ".join(f"{row}: {summarizer_read_cell(systems[row])}" for row in rows)
+                + " (Anthropic / OpenAI rules); summarising peers: "
+                + ("; ".join(f"{cell} " + (f"for all {len(names)}" if len(by_cell) == 1
+                                           else ", ".join(names))
+                             for cell, names in by_cell.items() if names[0] not in unmeasured)
+                   or "none measured"))
+    if by_cell.get(f"{pct(0)} / {pct(0)}"):
+        evidence += (" (0%: a summarising request of its own, not the session's prefix, which "
+                     "the cache does not serve)")
+    if unmeasured:
+        evidence += (f"; not measured for {len(unmeasured)} "
+                     f"peer{'s' if len(unmeasured) != 1 else ''} priced before the split")
+    return [(f"a same-model compaction request's input read from the cache (SPEC Q3), >= "
+             f"{SUMMARIZER_READ_GOAL:.0%} under both cache rule sets as for the session's "
+             "requests (issue 40)",
+             min(measured) + 1e-9 >= SUMMARIZER_READ_GOAL if measured else None, evidence)]
 
 
 # The setting timed beside contextfold (`run.TIMED_SETTING`): what recall costs per check.

@@ -20,6 +20,7 @@ the cache as it did for the agent. The replies are the recorded ones, the same f
 Summariser requests are billed too: as uncached input plus output, unless the system's
 summarising request starts with the session's own prefix (contextfold's SPEC Q3 when the
 summariser is the session's model), which then goes through the same cache as the session.
+Each bill says what share of the summariser requests' input the cache served.
 """
 
 from __future__ import annotations
@@ -63,8 +64,14 @@ def bill(trace: Mapping[str, Any], price: ModelPrice) -> dict[str, Any]:
         usage, cache = cache.charge(_blocks(ids, sizes, marks), entry["out"], entry["t"])
         (summaries if entry.get("kind") == "summary" else session).append(price.cost(usage))
     both = total(session + summaries)
+    summarised = total(summaries)
     out = both.to_json()
-    out["summarizer_usd"] = round(total(summaries).usd or 0.0, 6)
+    out["summarizer_usd"] = round(summarised.usd or 0.0, 6)
+    # SPEC Q3: the summariser requests' tokens by kind, and the share of their input read
+    # from the cache (None: no summariser request; 0 for one not shaped as the session).
+    out["summarizer"] = summarised.to_json()
+    share = summarised.cache_read_share
+    out["summarizer_cache_read_share"] = None if share is None else round(share, 6)
     return out
 
 

@@ -29,6 +29,7 @@ from .figures import (
     ok_systems,
     order,
     pct,
+    summarizer_read_cell,
     targets,
     timing_ratios,
     totals,
@@ -310,17 +311,22 @@ def _cost(results: dict[str, Any], systems: dict[str, Any], names: list[str]) ->
              "except contextfold's, which start with the session's own prefix (SPEC Q3: the "
              "summariser is the session's model) and so go through the same cache. *Prefix "
              "breaks*: requests that do not start with the previous one (every compaction, "
-             "clearing or masking step causes one).", "",
+             "clearing or masking step causes one). *Summariser read from cache*: of the "
+             "summariser requests' input, the share the cache served, read / (read + written "
+             "+ uncached), Anthropic / OpenAI rules ('-': no summariser request, or a row "
+             "priced before this figure was recorded).", "",
              "| system | input tokens | per request | prefix breaks | compactions | "
-             "summariser in / out (tokens) | Anthropic: read / written | Anthropic price "
-             "(summariser) | OpenAI: cached | OpenAI price (summariser) |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "summariser in / out (tokens) | summariser read from cache | Anthropic: read / "
+             "written | Anthropic price (summariser) | OpenAI: cached | OpenAI price "
+             "(summariser) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for name in names:
         t = totals(systems[name])
         lines.append(
             f"| {name} | {t['input_tokens']:,} | {t['input_tokens'] // t['calls']:,} | "
             f"{t['prefix_breaks']} | {t['compactions']} | "
             f"{t['summarizer_tokens']:,} / {t['summarizer_output']:,} | "
+            f"{summarizer_read_cell(systems[name])} | "
             f"{pct(t['cached_anthropic'] / (t['input_tokens'] or 1))} / "
             f"{pct(t['written_anthropic'] / (t['input_tokens'] or 1))} | "
             f"${t['usd_anthropic']:.2f} (${t['summarizer_usd_anthropic']:.2f}) | "

@@ -32,7 +32,8 @@ from .core.money.costs import (
     session_cost,
 )
 from .core.money.prefix_breaks import count_prefix_breaks
-from .core.money.prices import Block
+from .core.money.prefix_summary import prefix_summary_costs
+from .core.money.prices import Block, Cost, total
 from .core.sizing.estimator import estimate_request, usage_accuracy
 from .core.sizing.fit import OverheadTooLargeError, budget_after_overhead
 from .core.sizing.resolver import user_prices
@@ -161,6 +162,12 @@ def replay_messages(
         _now(session.fit.auto())
         session._record()
     compactions = realised(session.compactions, billed, capacity.model)
+    summaries = same_model_summaries(session, compactions, billed, budget,
+                                     carried=start is not None)
+    compactions = [replace(c, summarizer_read_share=None if s is None else s.cache_read_share)
+                   for c, s in zip(compactions, summaries, strict=True)]
+    cost = replay_cost(messages, billed, capacity.model, times or {})
+    cost["same_model_summarizer"] = summaries_json(summaries)
     return ReplayReport(
         model=capacity.model,
         safe_input_limit=budget.safe_input_limit,
@@ -172,8 +179,49 @@ def replay_messages(
         chain=session.chain,
         overhead=overhead,
         started_from_checkpoint=start is not None,
-        cost=replay_cost(messages, billed, capacity.model, times or {}),
+        cost=cost,
     )
+
+
+def same_model_summaries(session: ManagedSession, compactions: Sequence[CompactionRecord],
+                         billed: Sequence[tuple[list[Block], int, float]], budget: Budget, *,
+                         carried: bool) -> list[Cost | None]:
+    """SPEC Q3: what a summariser that is the session's model would have read from the
+    prompt cache at each compaction (`core.money.prefix_summary`); the replay's own
+    summaries are offline. Its instruction is the one `LlmSummarizer.prefix_request` sends,
+    written for the checkpoint the compaction made (`carried`: the session started from a
+    recorded one), and as there none for a preflight compaction (its plan's request is over
+    the limit) or one whose request, instruction and answer would not fit the window."""
+    from .core.planning.plan import Profile
+    from .summarize.prompts import build_prefix_summary_prompt
+
+    profiles: dict[str, Profile] = {n.id: n.checkpoint.profile for n in session.chain
+                                    if n.checkpoint is not None}
+    instructions: list[int | None] = []
+    for i, c in enumerate(compactions):
+        tokens = session.costs.text_tokens(build_prefix_summary_prompt(
+            profile=profiles.get(c.checkpoint_id, "research"), kept=c.kept_messages,
+            carries_summary=carried or i > 0, max_tokens=budget.summary_budget,
+            split_turn=c.split_turn))
+        fits = c.tokens_before + tokens + budget.summary_budget <= budget.context_window
+        instructions.append(tokens if c.trigger != "preflight" and fits else None)
+    model = session.capacity.model
+    return prefix_summary_costs(billed, [c.before_request for c in compactions], instructions,
+                                user_prices().lookup(model), model)
+
+
+def summaries_json(summaries: Sequence[Cost | None]) -> dict[str, Any]:
+    """The `cost.same_model_summarizer` object of `replay --json`: the would-be summarising
+    requests' input tokens by kind (their output is not modelled) and the share read, over
+    the compactions whose request would start with the session's prefix (the others:
+    `not_prefixed`)."""
+    sent = total(s for s in summaries if s is not None)
+    share = sent.cache_read_share
+    return {"requests": sent.requests, "not_prefixed": len(summaries) - sent.requests,
+            "input_tokens": sent.input_tokens, "cached_tokens": sent.cached_tokens,
+            "cache_write_tokens": sent.cache_write_tokens,
+            "input_usd": None if sent.usd is None else round(sent.usd, 6),
+            "cache_read_share": None if share is None else round(share, 4)}
 
 
 def realised(compactions: Sequence[CompactionRecord],

@@ -65,6 +65,9 @@ class CompactionRecord:
     clipped_results: int = 0  # K6: kept messages whose tool results are clipped
     # Issue 40: why it ran, what it was expected to save and (after the replay) what it did.
     explanation: CompactionExplanation | None = None
+    # SPEC Q3: the share of a same-model summarising request's input the cache would serve
+    # (`replay.same_model_summaries`; None: no request before it to start from).
+    summarizer_read_share: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,8 @@ class CompactionRecord:
             "folded_tokens": self.folded_tokens,
             "tail_budget": self.tail_budget, "split_turn": self.split_turn,
             "clipped_results": self.clipped_results,
+            "summarizer_cache_read_share": None if self.summarizer_read_share is None
+            else round(self.summarizer_read_share, 4),
             "explanation": None if self.explanation is None else self.explanation.to_json(),
         }
 

@@ -313,6 +313,29 @@ def test_targets_are_computed_from_results_not_asserted():  # K1, B1
     json.dumps(results)  # the results stay plain JSON
 
 
+# Q3 (issue 40): the summariser's cache-read share flows from the bills to the target row
+def test_summariser_cache_target_is_computed_from_the_bills():
+    from bench.peers.figures import summarizer_cache_target, summarizer_read_share
+
+    def row(read: int, written: int, uncached: int) -> dict:
+        q = _quality()
+        for bill_ in q["pricing"].values():
+            bill_["summarizer"] = {"cached_tokens": read, "cache_write_tokens": written,
+                                   "input_tokens": uncached}
+        return {"quality": {"w": q, "v": q}}
+
+    systems = {"contextfold": row(900, 50, 50), "peer": row(0, 0, 500),
+               "old peer": {"quality": {"w": _quality()}}}
+    assert summarizer_read_share(systems["contextfold"], "openai") == pytest.approx(0.9)
+    assert summarizer_read_share(systems["peer"], "anthropic") == 0.0
+    assert summarizer_read_share(systems["old peer"], "anthropic") is None  # priced before
+    [(_goal, met, evidence)] = summarizer_cache_target(systems)
+    assert met is True and "contextfold: 90.0% / 90.0%" in evidence
+    assert "0.0% / 0.0% peer" in evidence and "not measured for 1 peer priced" in evidence
+    systems["contextfold"] = row(800, 100, 100)
+    assert summarizer_cache_target(systems)[0][1] is False
+
+
 # Q1: every row is billed by one price model (core/money/prices.py) through each provider's cache
 # rules, hand-computed here (micro-dollars) from the packaged catalog's prices
 def test_pricing_bills_each_request_through_the_providers_cache():
@@ -347,6 +370,37 @@ def test_pricing_a_prefixed_summariser_request_reads_the_session_cache():
     a = bill(trace, column_price("anthropic"))
     # read 2,500 (750), write the 300-token instruction (1,125), 50 out (750): 2,625
     assert a["summarizer_usd"] == pytest.approx(2_625e-6)
+
+
+# Q3 (issue 40): the share of the summariser requests' input the cache served, per column, as
+# the cache rules give it: a request then a summary request with the same ids plus the
+# instruction (block 2); a summariser prompt sent apart from the session's prefix reads nothing
+def test_pricing_reports_the_summariser_requests_cache_read_share():
+    from bench.peers.pricing import bill, column_price
+
+    session = {"t": 0, "ids": [0, 1], "out": 100, "marks": [1]}
+    prefixed = {"sizes": [2_000, 500, 300], "requests": [
+        session, {"kind": "summary", "t": 10, "ids": [0, 1, 2], "out": 50}]}
+    # Anthropic: the mark on the instruction looks back to the session's 2,500 tokens (read)
+    # and writes the 300 after them
+    a = bill(prefixed, column_price("anthropic"))
+    assert a["summarizer"]["cached_tokens"] == 2_500
+    assert a["summarizer"]["cache_write_tokens"] == 300
+    assert a["summarizer_cache_read_share"] == pytest.approx(2_500 / 2_800, abs=1e-6)
+    # OpenAI: the shared 2,500-token start, counted down to 128-token steps (19 x 128), read;
+    # the rest uncached, nothing written
+    o = bill(prefixed, column_price("openai"))
+    assert (o["summarizer"]["cached_tokens"], o["summarizer"]["input_tokens"]) == (2_432, 368)
+    assert o["summarizer_cache_read_share"] == pytest.approx(2_432 / 2_800, abs=1e-6)
+    apart = {**prefixed, "requests": [session, {"kind": "summary", "t": 10, "in": 2_800,
+                                                 "out": 50}]}
+    for col in ("anthropic", "openai"):
+        b = bill(apart, column_price(col))
+        assert b["summarizer_cache_read_share"] == 0.0
+        assert b["summarizer"]["input_tokens"] == 2_800
+    # no summariser request: no share to report
+    alone = {**prefixed, "requests": [session]}
+    assert bill(alone, column_price("anthropic"))["summarizer_cache_read_share"] is None
 
 
 # issue 27 item 7: the fake answers only from what it is shown, within the system's own cap

@@ -114,6 +114,28 @@ def test_q4_replay_reports_the_recorded_bill_beside_contextfolds():
     assert ours["usd"] > 0 and cost["recorded_modelled"]["usd"] > 0
 
 
+# SPEC Q3 (issue 40): the replay's summaries are offline; it says what a summariser that is
+# the session's model would have read from the cache, each compaction's request starting
+# with the previous request (none for a preflight compaction, whose plan is over the limit)
+def test_q3_replay_reports_what_a_same_model_summariser_would_read_from_the_cache():
+    from contextfold.core.models.catalog import capacity_for
+    from contextfold.replay import recorded_session, replay_recorded
+
+    result = import_file(FIXTURES / "pi-mono" / "large-session.jsonl")
+    session = recorded_session(result.nodes, result.leaf_id)
+    cap = capacity_for("gpt-4.1", context_window=64_000)
+    out = replay_recorded(session, cap, derive_budget(cap)).to_json()
+    same = out["cost"]["same_model_summarizer"]
+    log = out["compaction_log"]
+    shares = [c["summarizer_cache_read_share"] for c in log]
+    assert [s is None for s in shares] == [c["trigger"] == "preflight" for c in log]
+    assert same["requests"] == len(log) - same["not_prefixed"] > 0
+    prompt = same["input_tokens"] + same["cached_tokens"] + same["cache_write_tokens"]
+    assert same["cache_read_share"] == pytest.approx(same["cached_tokens"] / prompt, abs=1e-4)
+    # the previous request is in the cache: most of each summarising request is read
+    assert all(s > 0.5 for s in shares if s is not None)
+
+
 def _planted_session() -> list[tuple[str, Message]]:
     """A fact said once early, buried in bulky turns that fold it away, then asked about
     by its rare words."""

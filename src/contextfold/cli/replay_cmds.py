@@ -156,6 +156,12 @@ def _render_replay(payload: dict[str, Any]) -> None:
         console.print(_compactions_table(payload["compaction_log"],
                                          payload.get("overhead_tokens") or 0))
         console.print(explanations_table(payload["compaction_log"]))
+    same = (payload.get("cost") or {}).get("same_model_summarizer") or {}
+    if same.get("cache_read_share") is not None:
+        say(f"a summariser that is the session's own model would read "
+            f"{same['cache_read_share']:.1%} of its input from the prompt cache over "
+            f"{count(same['requests'], 'compaction')} (SPEC Q3: its request starts with the "
+            "previous request; this replay's summaries are offline)")
     if payload.get("estimate"):
         e = payload["estimate"]
         say(f"estimator check against the recorded usage, over {e['intervals']} intervals "

@@ -173,6 +173,11 @@ class Cost:
     def prompt_tokens(self) -> int:
         return self.input_tokens + self.cached_tokens + self.cache_write_tokens
 
+    @property
+    def cache_read_share(self) -> float | None:
+        """read / (read + written + uncached) (SPEC Q3); None without a prompt."""
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else None
+
     def to_json(self) -> dict[str, Any]:
         return {"input_tokens": self.input_tokens, "cached_tokens": self.cached_tokens,
                 "cache_write_tokens": self.cache_write_tokens,
