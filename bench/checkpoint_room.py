@@ -28,7 +28,7 @@ from typing import Any
 from bench.peers.cf_system import Contextfold, budget_with
 from bench.peers.common import Tokenizer, capped_echo, summary_limit
 from bench.peers.continuity import FACT_RE, facts_in, planted_session, run_continuity
-from contextfold.core.sizing.estimator import estimate_text
+from contextfold.core.sizing.estimator import estimate_text, model_text_counter
 from contextfold.core.view.projection import render_ledger
 
 RESULTS = Path(__file__).parent / "results" / "checkpoint_room.json"
@@ -120,6 +120,9 @@ def measure(size: int = SIZE) -> dict[str, Any]:
             "summary_o200k": tokens.count(checkpoint.summary),
             "ledger_estimate": estimate_text(ledger),
             "ledger_o200k": tokens.count(ledger),
+            # What the ledger's cap is checked by: the session model's own tokenizer family
+            # (`core.planning.planner`), where the prose is checked by the generic estimate.
+            "ledger_counted": model_text_counter(system.session.capacity)(ledger),
             "ledger_entries": (checkpoint.details.get("ledger") or {}).get("entries"),
             "sections": _sections(checkpoint.summary, tokens),
             "check": {k: _number(check, k) for k in ("required", "readded", "evicted")},

@@ -44,8 +44,11 @@ def checkpoint_room_section(data: dict[str, Any] | None) -> list[str]:
                      f"{sum(s['estimate'] for s in small):,} | "
                      f"{sum(s['o200k'] for s in small):,} | "
                      f"{sum(s['facts'] for s in small)} | - |")
-    lines += [f"| identifier ledger ({last['ledger_entries'] or 0:,} identifiers) | "
-              f"{last['ledger_estimate']:,} | {last['ledger_o200k']:,} | - | - |",
+    counted = last.get("ledger_counted")
+    lines += [f"| identifier ledger ({last['ledger_entries'] or 0:,} identifiers"
+              + (f"; {counted:,} by the model's own tokenizer family, what its cap is "
+                 "checked by" if counted is not None else "")
+              + f") | {last['ledger_estimate']:,} | {last['ledger_o200k']:,} | - | - |",
               f"| **checkpoint** | **{whole:,}** | "
               f"**{last['summary_o200k'] + last['ledger_o200k']:,}** | **{last['kept']}** | - |",
               "",

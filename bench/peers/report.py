@@ -245,18 +245,41 @@ def _summary_limits(results: dict[str, Any], rows: list[str]) -> list[str]:
     return lines
 
 
+def _checkpoint_room() -> str:
+    """The figures of `bench/checkpoint_room.py` behind the note, when it has been run."""
+    from ..results_file import load
+
+    room = load("checkpoint_room")
+    if room is None:
+        return ""
+    last, budget = room["last"], room["budget"]
+    ledger = last.get("ledger_counted", last["ledger_estimate"])
+    user = sum(x["estimate"] for x in last["sections"] if x["user_messages_whole"])
+    return (f" Measured on this session with the tail contextfold ships "
+            f"(`bench/checkpoint_room.py`, docs/benchmarks.md): of the summary budget's "
+            f"{budget['summary_budget']:,} tokens, the identifier ledger takes {ledger:,} "
+            f"({last['ledger_entries'] or 0:,} identifiers; its cap is half) and the prose "
+            f"{last['summary_estimate']:,} ({user:,} of it the user's section, their newest "
+            f"messages carried whole); listing all {last['planted_in_session']:,} planted "
+            f"facts as the fake writes them would take "
+            f"{last['every_fact_as_bullets_estimate']:,}, more than the whole budget.")
+
+
 def _bounded_note(results: dict[str, Any], cf: dict[str, Any]) -> list[str]:
     """Why contextfold keeps fewer facts at the end: its summary has a budget."""
     fitted, fallbacks = cf.get("contextfold_fitted", 0), cf.get("contextfold_fallbacks", 0)
     if not (fitted or fallbacks) and cf.get("milestones", {}).get("end"):
+        room = _checkpoint_room()
         return ["", "contextfold's summariser answered within its checks at every compaction "
                 "(0 answers fitted, 0 replaced by the offline summary), yet its checkpoints "
-                "carry fewer planted facts than the fake's answers held once a checkpoint "
-                "grows past about 300 facts: the checkpoint builder trims the summary's "
-                "sections to the summary budget by its conservative estimate (\"N earlier "
-                "items omitted for size; the durable history has them\"), keeping the user's "
-                "constraints. The peers accept a summary of any size up to their cap. Known "
-                "problem, open."]
+                "carry fewer planted facts than the fake's answers held: the checkpoint has "
+                "a budget (summary and identifier ledger together, by contextfold's "
+                "conservative estimate), the checkpoint builder trims the summary's sections "
+                "to it by priority (\"N earlier items omitted for size; the durable history "
+                "has them\"), keeping the user's words and constraints, and a summariser that "
+                "reads the session's prefix is shown only what the previous checkpoint kept, "
+                "so the trim compounds. The peers accept a summary of any size up to their "
+                "cap." + room]
     if not (fitted or fallbacks):
         return []
     end = cf.get("milestones", {}).get("end", {})
