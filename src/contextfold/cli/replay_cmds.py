@@ -160,7 +160,7 @@ def _render_replay(payload: dict[str, Any]) -> None:
     if same.get("cache_read_share") is not None:
         say(f"a summariser that is the session's own model would read "
             f"{same['cache_read_share']:.1%} of its input from the prompt cache over "
-            f"{count(same['requests'], 'compaction')} (SPEC Q3: its request starts with the "
+            f"{count(same['requests'], 'compaction')} (its request starts with the session's "
             "previous request; this replay's summaries are offline)")
     if payload.get("estimate"):
         e = payload["estimate"]
