@@ -199,7 +199,7 @@ _SKEWED = ["ledger", "draft", "chapter", "quantum", "K7QX4M2P", "zebra", "東京
 @settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 10_000),
        weights=st.lists(st.integers(1, 40), min_size=len(_SKEWED), max_size=len(_SKEWED)),
-       terms=st.lists(st.sampled_from(_SKEWED + ["issue-27"]), min_size=1, max_size=6),
+       terms=st.lists(st.sampled_from([*_SKEWED, "issue-27"]), min_size=1, max_size=6),
        limit=st.integers(1, 12))
 async def test_the_best_hits_of_any_term_are_the_first_of_all_hits(seed, weights, terms,
                                                                     limit):
