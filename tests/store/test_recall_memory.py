@@ -190,3 +190,31 @@ async def test_a_push_tokenises_nothing_until_a_search(monkeypatch):  # L1 (issu
     assert first > 0
     await store.search_history(sid, "ledger", any_term=True)
     assert len(indexed) == first  # each message is tokenised once
+
+
+
+_SKEWED = ["ledger", "draft", "chapter", "quantum", "K7QX4M2P", "zebra", "東京大学", "retry"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 10_000),
+       weights=st.lists(st.integers(1, 40), min_size=len(_SKEWED), max_size=len(_SKEWED)),
+       terms=st.lists(st.sampled_from([*_SKEWED, "issue-27"]), min_size=1, max_size=6),
+       limit=st.integers(1, 12))
+async def test_the_best_hits_of_any_term_are_the_first_of_all_hits(seed, weights, terms,
+                                                                    limit):
+    """L1 (issue 40): an any-term search skips the messages holding only common words once
+    the rarer terms' messages outscore them; its `limit` hits are still the first `limit`
+    of all the hits, with the same scores and snippets, ties newest first."""
+    rng = random.Random(seed)
+    store = MemoryStore()
+    sid = (await store.create_session()).id
+    for i in range(80):
+        words = " ".join(rng.choices(_SKEWED, weights, k=rng.randint(1, 12)))
+        await store.append(sid, user(words) if i % 2 == 0 else assistant(words),
+                           node_id=f"m{i}")
+    query = " ".join(terms)
+    every = await store.search_history(sid, query, limit=100, any_term=True)
+    best = await store.search_history(sid, query, limit=limit, any_term=True)
+    assert [(h.node.id, h.score, h.snippet) for h in best] == \
+        [(h.node.id, h.score, h.snippet) for h in every[:limit]]

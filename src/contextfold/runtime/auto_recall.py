@@ -124,8 +124,8 @@ class AutoRecall:
             # Only a new turn needs its request's texts (a tool loop's requests do not).
             request = latest_request(projection)
             assert request is not None and request[0] == user_id
-            decided = await self._decide(session_id, replace(projection, recalled=held),
-                                         sizer, pending, request, turns)
+            decided = await self._decide(session_id, projection, held, sizer, pending,
+                                         request, turns)
             if decided is not None:
                 turns = decided
                 if not hypothetical:
@@ -136,28 +136,31 @@ class AutoRecall:
         # The hard bound (SPEC P1): every block was chosen in the room its request left,
         # but the history grew since. Cut at the end, the earlier requests' prefixes stay.
         limit = sizer.budget.safe_input_limit
-        out = replace(projection, recalled=held)
         # Measured here, the request's estimate is the one the face asks next (the sizer
         # keeps its last): checking the bound adds no walk of the history to a request.
-        if sizer.estimate(out, pending).tokens > limit:
+        out, estimate = sizer.with_recalled(projection, held, pending)
+        if estimate.tokens > limit:
             base = sizer.estimate(projection, pending).tokens
-            out = replace(projection, recalled=within(held, max(0, limit - base)))
+            out, _ = sizer.with_recalled(projection, within(held, max(0, limit - base)),
+                                         pending)
             if not turns.full and not hypothetical:
                 self._memo.put(("turns", session_id), replace(turns, full=True),
                                text_bytes(turns.to_json(), 6))
         return out
 
-    async def _decide(self, session_id: str, projection: Projection, sizer: Sizer,
+    async def _decide(self, session_id: str, projection: Projection,
+                      held: tuple[RecallBlock, ...], sizer: Sizer,
                       pending: Sequence[Message], request: tuple[str, str, str],
                       turns: RecallTurns) -> RecallTurns | None:
-        """`turns` with the latest turn decided (None: the store could not search; the
-        turn stays undecided and its next request tries again)."""
+        """`turns` with the latest turn decided, in the request `projection` with the
+        blocks `held` (None: the store could not search; the turn stays undecided and its
+        next request tries again)."""
         budget = sizer.budget.recall_budget
         count = sizer.costs.text_tokens
+        projection, estimate = sizer.with_recalled(projection, held, pending)
         used = projection.recall_tokens
         query = recall_query(request[1], request[2])
-        room = recall_room(sizer.estimate(projection, pending).tokens,
-                           sizer.budget.safe_input_limit, budget - used)
+        room = recall_room(estimate.tokens, sizer.budget.safe_input_limit, budget - used)
         decided = undecided_needs_search(turns, request[0], query, used, budget, room,
                                          smallest_block(count))
         if decided is not None or query is None:

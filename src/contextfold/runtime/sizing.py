@@ -9,14 +9,14 @@ carry.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from ..core.models.budget import Budget, ModelCapacity
 from ..core.planning.cost_trigger import Rhythm, compact_after_turn, session_rhythm
 from ..core.recall.recall_tools import recall_tool_json
-from ..core.sizing.estimator import Estimate, MessageCosts, estimate_request
+from ..core.sizing.estimator import Estimate, MessageCosts, estimate_request, with_recalled
 from ..core.sizing.fit import (
     Decision,
     Fits,
@@ -28,7 +28,7 @@ from ..core.sizing.fit import (
 from ..core.sizing.resolver import ModelResolver, ResolvedModel, user_prices
 from ..core.values.messages import Message, Node
 from ..core.values.runs import leading_run
-from ..core.view.projection import Projection, fixed_part
+from ..core.view.projection import Projection, RecallBlock, fixed_part
 from ..providers.base import ToolSpec
 
 
@@ -84,6 +84,13 @@ class Gauge:
                 f"({self.fraction:.0%} of the safe limit, {self.model})")
 
 
+def _same(kept: tuple[Projection, tuple[Message, ...], Estimate], projection: Projection,
+          pending: tuple[Message, ...]) -> bool:
+    """Is `kept` the estimate of these very objects (immutable: the same estimate)?"""
+    return kept[0] is projection and len(kept[1]) == len(pending) and \
+        all(a is b for a, b in zip(kept[1], pending, strict=True))
+
+
 @dataclass(frozen=True)
 class Sizer:
     """Estimates for one model, system prompt and tool set.
@@ -107,6 +114,9 @@ class Sizer:
     # The last estimate, with the projection and pending messages it is of (issue 26).
     _last: tuple[Projection, tuple[Message, ...], Estimate] | None = field(
         init=False, repr=False, compare=False, default=None)
+    # The last request `with_recalled` added recall blocks to, and its estimate without them.
+    _base: tuple[Projection, tuple[Message, ...], Estimate] | None = field(
+        init=False, repr=False, compare=False, default=None)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "costs", MessageCosts(self.capacity))
@@ -123,12 +133,35 @@ class Sizer:
         and messages are immutable, so the same objects have the same estimate."""
         wanted = tuple(pending)
         last = self._last
-        if last is not None and last[0] is projection and len(last[1]) == len(wanted) \
-                and all(a is b for a, b in zip(last[1], wanted, strict=True)):
+        if last is not None and _same(last, projection, wanted):
             return last[2]
         got = self._estimate(projection, wanted)
         object.__setattr__(self, "_last", (projection, wanted, got))
         return got
+
+    def with_recalled(self, projection: Projection, blocks: tuple[RecallBlock, ...],
+                      pending: Sequence[Message] = ()) -> tuple[Projection, Estimate]:
+        """`projection` (without recall blocks) with `blocks` (SPEC L5), and its `estimate`,
+        kept as the last one. Worked out from `projection`'s estimate (usually the fit
+        check's, the last one kept) plus the blocks' tokens: the same figure as estimating
+        it whole, without walking its history a second time on every request (issue 40)."""
+        if not blocks and not projection.recalled:
+            return projection, self.estimate(projection, pending)
+        out = replace(projection, recalled=blocks)
+        got = None
+        if not projection.recalled:
+            # A new turn adds blocks twice (to choose its own, then with it): the request
+            # without them is estimated once.
+            wanted = tuple(pending)
+            base = self._base
+            if base is None or not _same(base, projection, wanted):
+                base = (projection, wanted, self.estimate(projection, wanted))
+                object.__setattr__(self, "_base", base)
+            got = with_recalled(base[2], out, self.costs)
+        if got is None:
+            return out, self.estimate(out, pending)
+        object.__setattr__(self, "_last", (out, tuple(pending), got))
+        return out, got
 
     def _estimate(self, projection: Projection, pending: tuple[Message, ...]) -> Estimate:
         return estimate_request(projection, self.capacity, system=self.system,

@@ -64,3 +64,37 @@ def test_text_estimates_memoised_equal_uncached_and_bounded(monkeypatch):  # E2,
     assert counted.count(texts[-1]) == 1  # the second request's count is a look-up
     assert len(costs._texts) <= 4
     assert costs.text_tokens("") == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 300), st.booleans()), min_size=1,
+                max_size=6),
+       st.lists(st.tuples(st.integers(0, 12), st.integers(1, 400)), max_size=4))
+def test_recall_blocks_added_to_an_estimate_equal_the_whole_estimate(turn_specs, specs):
+    """SPEC L5 (issue 40): a request's estimate with its recall blocks, worked out from its
+    estimate without them, is the figure of estimating it whole, with or without a
+    reported baseline and wherever the blocks go (a missing message's block included)."""
+    from dataclasses import replace
+
+    from contextfold.core.sizing.estimator import with_recalled
+    from contextfold.core.values.messages import Usage
+    from contextfold.core.view.projection import RecallBlock
+
+    msgs = []
+    for i, (tools, size, reported) in enumerate(turn_specs):
+        *head, answer = turn(i, tools, size)
+        if reported:  # a reply with usage: the estimate counts from it (E1)
+            answer = answer.model_copy(update={"usage": Usage(input=3, cache_read=900 + i,
+                                                              output=40)})
+        msgs += [*head, answer]
+    nodes = chain(msgs)
+    projection = project(branch_of(nodes))
+    ids = [n.id for n in nodes] + ["gone"]
+    blocks = tuple(RecallBlock(text="[contextfold recall] " + "z " * size, node_ids=("n0",),
+                               tokens=size, before_id=ids[at % len(ids)])
+                   for at, size in specs)
+    out = replace(projection, recalled=blocks)
+    costs = MessageCosts(CAP)
+    base = estimate_request(projection, CAP, system="sys", costs=costs)
+    assert with_recalled(base, out, costs) == estimate_request(out, CAP, system="sys",
+                                                               costs=costs)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any, Literal
 
@@ -57,7 +57,7 @@ from ..view.projection import Projection, anchored, checkpoint_text
 __all__ = [
     "CROSS_FAMILY_FACTORS", "FAMILY_FACTORS", "Calibration", "Estimate", "ExactCounter",
     "estimate_checkpoint", "estimate_message", "estimate_request", "estimate_text",
-    "exact_counter", "usage_accuracy",
+    "exact_counter", "usage_accuracy", "with_recalled",
 ]
 
 # Structural overhead, fitted on real usage (bench/estimator_accuracy.py): role markers per
@@ -387,6 +387,31 @@ def estimate_request(
         breakdown={"baseline": 0, "delta": delta, "system": sys_t, "tools": tools_t,
                    "pending": pend},
     )
+
+
+def with_recalled(estimate: Estimate, projection: Projection,
+                  costs: MessageCosts) -> Estimate | None:
+    """`estimate_request` of `projection` (uncalibrated, `costs` its memo) from `estimate`,
+    that of the same request without recall blocks: each of `projection.recalled` counted
+    where `estimate_request` counts it (after the baseline reply; all of them without
+    one). A request's blocks are added after its fit check, which estimated it without
+    them: adding them this way walks none of its history again (issue 40). None when the
+    baseline reply is not among `projection`'s messages (then estimate it whole)."""
+    if not projection.recalled:
+        return estimate
+    messages = projection.messages
+    base_index = -1  # without a baseline, every block counts
+    if estimate.baseline_node_id is not None:
+        base_index = next((i for i in range(len(messages) - 1, -1, -1)
+                           if messages[i].id == estimate.baseline_node_id), -2)
+        if base_index == -2:
+            return None
+    added = sum(costs.text_tokens(b.text)
+                for i, b in zip(anchored(messages, projection.recalled), projection.recalled,
+                                strict=True) if i > base_index)
+    return replace(estimate, tokens=estimate.tokens + added,
+                   breakdown={**estimate.breakdown,
+                              "delta": estimate.breakdown.get("delta", 0) + added})
 
 
 # --------------------------------------------------------------------------- calibration

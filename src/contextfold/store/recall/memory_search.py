@@ -17,6 +17,7 @@ against them (the SQL store's `recall_trust` guards against rows written by some
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections import Counter
@@ -103,11 +104,47 @@ class MemoryIndex:
         if self._queued:
             self._index_queued()
         matched = [self._matching(term) for term in query.terms]
-        found: set[int] = (set().union(*matched) if any_term
-                           else set.intersection(*matched) if matched else set())
+        if any_term:
+            return self._best_of_any(query, matched, limit)
+        found: set[int] = set.intersection(*matched) if matched else set()
         if not found:
             return []
-        scores = self._scores(query.terms, matched, found)
+        return self._ranked(query, found, self._scores(query.terms, matched, found), limit)
+
+    def _best_of_any(self, query: SearchQuery, matched: list[set[int]],
+                     limit: int) -> list[RecallHit]:
+        """`search` with `any_term`: the same hits, without scoring every message that
+        holds only common words (MaxScore). A term adds less than `_bound` to any message's
+        score, so once the messages holding the rarer terms give `limit` hits all scoring
+        above the bounds of the other terms summed, no message holding only those can be
+        among the hits, nor tie with them: it is neither scored nor sorted (SPEC L5 searches
+        a long session at every new turn, and a common word is held by thousands of its
+        messages, issue 40). The messages scored are scored whole, as `_scores` scores them,
+        so the hits, their order and their scores are the ones of scoring every match."""
+        n = len(self._entries)
+        bounds = sorted(((_bound(len(holders), n), i) for i, holders in enumerate(matched)
+                         if holders), key=lambda b: (-b[0], b[1]))
+        chosen: set[int] = set()
+        scores: dict[int, float] = {}
+        for k, (_b, i) in enumerate(bounds):
+            new = matched[i] - chosen
+            chosen |= new
+            scores.update(self._scores(query.terms, matched, new))
+            rest = sum(b for b, _i in bounds[k + 1:])
+            if not rest:  # every term's messages are scored: the ranking of all of them
+                break
+            # A relative margin far above the sums' rounding: a near tie is not pruned.
+            if len(scores) < limit or \
+                    heapq.nlargest(limit, scores.values())[-1] <= rest * (1 + 1e-9):
+                continue
+            hits = self._ranked(query, chosen, scores, limit)
+            if len(hits) == limit and hits[-1].score > rest * (1 + 1e-9):
+                return hits
+        return self._ranked(query, chosen, scores, limit) if chosen else []
+
+    def _ranked(self, query: SearchQuery, found: set[int], scores: dict[int, float],
+                limit: int) -> list[RecallHit]:
+        """The best `limit` of `found` by `scores` as hits (identifiers checked verbatim)."""
         # Best first, newest first among equals: by entry, then by score (a stable sort
         # keeps the newest first among equal scores), no key tuple per entry.
         ranked = sorted(found, reverse=True)
@@ -173,7 +210,7 @@ class MemoryIndex:
         for term, holders in zip(terms, matched, strict=True):
             if not holders:
                 continue
-            idf = math.log(1 + (n - len(holders) + 0.5) / (len(holders) + 0.5))
+            idf = _idf(len(holders), n)
             whole = term.tokens[:-1] if term.prefix else term.tokens
             held = holders & found
             if len(whole) == 1:
@@ -198,6 +235,18 @@ class MemoryIndex:
                 column[e] = entries[e].counts[token]
             self._columns[token] = (column, len(postings))
         return column
+
+
+def _idf(holders: int, n: int) -> float:
+    """BM25's idf of a term `holders` of `n` messages hold (always positive)."""
+    return math.log(1 + (n - holders + 0.5) / (holders + 0.5))
+
+
+def _bound(holders: int, n: int) -> float:
+    """More than a term held by `holders` of `n` messages adds to any message's score:
+    its idf times the most a term frequency can weigh (`tf * (k1 + 1) / (tf + k1 * (1 -
+    b) + ...)` stays under `k1 + 1`)."""
+    return _idf(holders, n) * (_K1 + 1)
 
 
 def _phrase(term: Term) -> re.Pattern[str]:
