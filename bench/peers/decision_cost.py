@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
+import os
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 from .cf_main import _factories
@@ -62,6 +65,38 @@ def timed(state: tuple[Any, int, list[int]], msgs: list[Any]) -> tuple[list[floa
     return wall, cpu
 
 
+KINDS_RESULTS = Path(__file__).resolve().parents[1] / "results" / "decision_kinds.json"
+
+
+def by_kind(state: tuple[Any, int, list[int]], msgs: list[Any], copies: int = 3
+            ) -> dict[str, Any]:
+    """CPU milliseconds of each timed call by its kind (a tool round, a new turn: the user
+    wrote since the last call, or a compaction: the call compacted), each call's median over
+    `copies` copies of `state`; what sets the median of the mix."""
+    per_call: dict[int, tuple[str, list[float]]] = {}
+    for _ in range(copies):
+        system, fed, points = copy.deepcopy(state)
+        for j, k in enumerate(points):
+            new = msgs[fed:k]
+            system.ingest(new)
+            fed = k
+            before = len(system.session.compactions)
+            started = time.thread_time()
+            system.decide()
+            ms = (time.thread_time() - started) * 1000
+            kind = ("compaction" if len(system.session.compactions) != before
+                    else "new turn" if any(m["role"] == "user" for m in new) else "tool round")
+            per_call.setdefault(j, (kind, []))[1].append(ms)
+    calls = [(kind, statistics.median(v)) for kind, v in per_call.values()]
+    out: dict[str, Any] = {"median_ms": round(statistics.median(ms for _, ms in calls), 3)}
+    for kind in ("tool round", "new turn", "compaction"):
+        got = sorted(ms for k, ms in calls if k == kind)
+        if got:
+            out[kind] = {"calls": len(got), "median_ms": round(statistics.median(got), 3),
+                         "min_ms": round(got[0], 3), "max_ms": round(got[-1], 3)}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.peers.decision_cost",
                                      description=__doc__,
@@ -69,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=10_000, help="session length (messages)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--systems", nargs="*", default=["contextfold", TIMED_SETTING])
+    parser.add_argument("--by-kind", action="store_true",
+                        help="time each call by its kind (tool round, new turn, compaction) "
+                             f"and write {KINDS_RESULTS.name} for the peers page")
     args = parser.parse_args(argv)
     # The session the bench times: a prefix of the longest one (`run._jobs`).
     msgs = session_prefix(research_session(max(TIMING_SIZES), seed=6), args.size)
@@ -77,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         states[name] = build(name, msgs)
         print(f"{name}: built in {time.perf_counter() - started:.0f} s", flush=True)
+    if args.by_kind:
+        kinds = {name: by_kind(states[name], msgs) for name in args.systems}
+        KINDS_RESULTS.write_text(json.dumps(
+            {"size": args.size, "at": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
+             "load_average": os.getloadavg()[0], "systems": kinds}, indent=2) + "\n",
+            encoding="utf-8")
+        print(json.dumps(kinds, indent=2))
+        return 0
     medians: dict[str, list[tuple[float, float]]] = {name: [] for name in args.systems}
     for r in range(args.rounds):
         for name in args.systems:

@@ -198,13 +198,33 @@ def targets(results: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
                     f"{median:.2f} ms, median of {len(ms)} rounds ({ms[0]:.2f}-{ms[-1]:.2f})"
                     + (f"; {TIMED_OFF} {off[len(off) // 2]:.2f} ms in the same rounds: "
                        "automatic recall (SPEC L5) is the rest" if off and median > 1.0
-                       else "")))
+                       else "") + (_by_kind(size) if median > 1.0 else "")))
     out += _cheapest(systems, CF, "")
     if SHIPPED in systems:
         out += _cheapest(systems, SHIPPED, f" with the tail contextfold ships ({SHIPPED})")
     out += cache_targets(systems)
     out += summarizer_cache_target(systems)
     return out + probe_targets(systems)
+
+
+def _by_kind(size: int) -> str:
+    """Why the decision's median is what it is: its calls by kind, from
+    `python -m bench.peers.decision_cost --by-kind` (CPU), when run at this size."""
+    from ..results_file import load
+
+    kinds = load("decision_kinds")
+    if kinds is None or kinds.get("size") != size:
+        return ""
+    parts = []
+    for name, got in kinds["systems"].items():
+        each = [f"{got[k]['calls']} {k}s {got[k]['median_ms']:.2f} ms"
+                for k in ("tool round", "new turn", "compaction") if k in got]
+        parts.append(f"{name}: " + ", ".join(each))
+    return ("; by kind of call (CPU, median per kind, `python -m bench.peers.decision_cost "
+            "--by-kind`, its own run): " + "; ".join(parts) + ". With automatic recall (SPEC "
+            "L5) a new turn searches the folded history and sits above most tool rounds, so "
+            "the median of the calls falls among the tool rounds; without it the new turns "
+            "sit below them")
 
 
 # Issue 40's bar for the share of input read from the cache, held to the summariser too.
