@@ -150,17 +150,28 @@ def soak(db: str, conversations: int, tmp: Path, name: str, *, until: float | No
     try:
         upstream.ready()
         proxy.ready()
-        with contextlib.ExitStack() as stack:
-            # Keep-alive clients, made once: a conversation costs its requests only.
-            clients = [stack.enter_context(keep_alive_client()) for _ in range(CLIENTS)]
-            samples = sample_run(
-                conversations, SAMPLE, [proxy.proc.pid],
-                lambda n: conversation(clients[n % CLIENTS], proxy.url, n), name, until=until,
-                progress=None if progress is None else lambda got: progress(figures(got)))
+        samples = client_run(conversations, SAMPLE, proxy.proc.pid, proxy.url, conversation,
+                             name, until=until,
+                             progress=None if progress is None
+                             else lambda got: progress(figures(got)))
     finally:
         proxy.stop()
         upstream.stop()
     return figures(samples)
+
+
+def client_run(conversations: int, sample: int, pid: int, url: str,
+               conversation: Callable[[Any, str, int], list[float]], label: str, *,
+               until: float | None = None,
+               progress: Callable[[list[dict[str, Any]]], None] | None = None
+               ) -> list[dict[str, Any]]:
+    """`sample_run` of `conversation(client, url, n)` over `CLIENTS` keep-alive clients,
+    made once, so a conversation costs its requests only (the server's process: `pid`)."""
+    with contextlib.ExitStack() as stack:
+        clients = [stack.enter_context(keep_alive_client()) for _ in range(CLIENTS)]
+        return sample_run(conversations, sample, [pid],
+                          lambda n: conversation(clients[n % CLIENTS], url, n), label,
+                          until=until, progress=progress)
 
 
 def decile_means(values: list[float]) -> tuple[float, float]:

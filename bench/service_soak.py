@@ -26,7 +26,6 @@ least recently used out), small enough to fill within the first few hundred conv
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import platform
@@ -42,11 +41,10 @@ import httpx2
 from bench.proxy_soak import (
     CLIENTS,
     MEMORY_CACHE,
-    keep_alive_client,
+    client_run,
     log_errors,
     one_store,
     over_time,
-    sample_run,
     soak_args,
     stored,
 )
@@ -117,13 +115,10 @@ def soak(db: str, conversations: int, tmp: Path, name: str, *, until: float | No
 
     try:
         server.ready(health="/healthz")
-        with contextlib.ExitStack() as stack:
-            # Keep-alive clients, made once: a conversation costs its requests only.
-            clients = [stack.enter_context(keep_alive_client()) for _ in range(CLIENTS)]
-            samples = sample_run(
-                conversations, SAMPLE, [server.proc.pid],
-                lambda n: conversation(clients[n % CLIENTS], server.url, n), name, until=until,
-                progress=None if progress is None else lambda got: progress(figures(got)))
+        samples = client_run(conversations, SAMPLE, server.proc.pid, server.url,
+                             conversation, name, until=until,
+                             progress=None if progress is None
+                             else lambda got: progress(figures(got)))
     finally:
         server.stop()
     return {**figures(samples), "stored": asyncio.run(stored(db))}
