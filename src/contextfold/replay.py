@@ -193,6 +193,7 @@ def same_model_summaries(session: ManagedSession, compactions: Sequence[Compacti
     recorded one), and as there none for a preflight compaction (its plan's request is over
     the limit) or one whose request, instruction and answer would not fit the window."""
     from .core.planning.plan import Profile
+    from .summarize.llm import prefix_fits
     from .summarize.prompts import build_prefix_summary_prompt
 
     profiles: dict[str, Profile] = {n.id: n.checkpoint.profile for n in session.chain
@@ -203,7 +204,8 @@ def same_model_summaries(session: ManagedSession, compactions: Sequence[Compacti
             profile=profiles.get(c.checkpoint_id, "research"), kept=c.kept_messages,
             carries_summary=carried or i > 0, max_tokens=budget.summary_budget,
             split_turn=c.split_turn))
-        fits = c.tokens_before + tokens + budget.summary_budget <= budget.context_window
+        fits = prefix_fits(c.tokens_before, tokens, budget.summary_budget,
+                           budget.context_window)
         instructions.append(tokens if c.trigger != "preflight" and fits else None)
     model = session.capacity.model
     return prefix_summary_costs(billed, [c.before_request for c in compactions], instructions,

@@ -55,6 +55,19 @@ _FENCE = re.compile(r"^\s*```[\w-]*\s*\n(.*)\n\s*```\s*$", re.S)
 SummaryOutcome = Summary
 
 
+# Room for the instruction message's own framing (role, separators) beside its text.
+PREFIX_FRAMING_TOKENS = 64
+
+
+def prefix_fits(tokens_before: int, instruction_tokens: int, answer_tokens: int,
+                window: int) -> bool:
+    """SPEC Q3: does a summarising request that starts with the session's prefix fit the
+    summariser's window: the prefix (`tokens_before`), the instruction with its framing and
+    the answer it may write. The one rule `LlmSummarizer.prefix_request` and the replay's
+    same-model figure both apply."""
+    return tokens_before + instruction_tokens + PREFIX_FRAMING_TOKENS + answer_tokens <= window
+
+
 class _ChunkFailed(Exception):
     """One chunk could not be summarised by the model; the plan falls back."""
 
@@ -223,10 +236,9 @@ class LlmSummarizer:
                                pending=(text_message("user", prompt),), max_tokens=budget)
 
         window = self.capacity.context_window if self.capacity is not None else None
-        if window is not None:
-            instruction = self.count(request(True).pending[0].text) + 64
-            if plan.tokens_before + instruction + budget > window:
-                return None
+        if window is not None and not prefix_fits(
+                plan.tokens_before, self.count(request(True).pending[0].text), budget, window):
+            return None
         return request
 
     def _fit(self, answer: str, plan: Plan, budget: int, slack: float | None) -> str | None:
