@@ -34,6 +34,8 @@ async def test_a_damaged_session_reads_as_read_only_with_its_problems(
 
         listed = {s["session_id"]: s for s in (await c.get("/v1/sessions")).json()["sessions"]}
         assert listed[sid]["read_only"] is True
+        page = (await c.get("/v1/sessions", params={"limit": 50})).json()["sessions"]
+        assert {s["session_id"]: s for s in page}[sid]["read_only"] is True  # D2 in a page too
 
         tree = (await c.get(f"/v1/sessions/{sid}/tree")).json()
         assert tree["read_only"] is True and tree["problems"] == body["problems"]
@@ -74,6 +76,8 @@ async def test_damage_in_summarised_history_reads_as_read_only(service_factory) 
         assert any("cycle" in p for p in body["problems"]), body["problems"]
         listed = (await c.get("/v1/sessions")).json()["sessions"]
         assert [s["read_only"] for s in listed] == [True]
+        page = (await c.get("/v1/sessions", params={"limit": 1})).json()
+        assert [s["read_only"] for s in page["sessions"]] == [True] and page["next_before"] is None
         tree_json = (await c.get(f"/v1/sessions/{sid}/tree")).json()
         assert tree_json["read_only"] is True and tree_json["problems"] == body["problems"]
         r = await c.post(f"/v1/sessions/{sid}/model", json={"model": "offline/echo"})

@@ -93,9 +93,8 @@ async def list_sessions(who: Tenant, sessions: Manager,
             # 404 for a session that is not this tenant's, as for any other read.
             info = await store.get_session(await resolve_session_id(store, before))
             after = (info.created_at, info.id)
-        page = await store.sessions_newest(limit=limit + 1, before=after)
-        infos = [await store.get_session(i.id) for i in page[:limit]]  # D2, as listed whole
-        more = len(page) > limit
+        page = await store.sessions_newest(limit=limit + 1, before=after, check_damage=True)
+        infos, more = page[:limit], len(page) > limit
     out = []
     for info in infos:
         out.append({"session_id": info.id, "title": info.title,

@@ -106,9 +106,10 @@ class MemoryStore:
     async def list_sessions(self) -> list[SessionInfo]:
         return [s.info for s in self._sessions.values()]
 
-    async def sessions_newest(self, *, limit: int,
-                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
-        """As the SQL store's: newest first by (created_at, id), those before `before`."""
+    async def sessions_newest(self, *, limit: int, before: tuple[datetime, str] | None = None,
+                              check_damage: bool = False) -> list[SessionInfo]:
+        """As the SQL store's: newest first by (created_at, id), those before `before`
+        (nothing here is ever damaged: `check_damage` changes nothing)."""
         infos = sorted((s.info for s in self._sessions.values()),
                        key=lambda i: (i.created_at, i.id), reverse=True)
         if before is not None:

@@ -112,10 +112,11 @@ class SessionStore(SessionReader, CompactionStore, Protocol):
     async def list_sessions(self, *, check_damage: bool = True) -> list[SessionInfo]:
         """Every session, oldest first; `check_damage=False` skips reading each tail."""
 
-    async def sessions_newest(self, *, limit: int,
-                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+    async def sessions_newest(self, *, limit: int, before: tuple[datetime, str] | None = None,
+                              check_damage: bool = False) -> list[SessionInfo]:
         """A page of sessions, newest first by creation: at most `limit`, those created
-        before `before` (the previous page's last `(created_at, id)`); damage not checked."""
+        before `before` (the previous page's last `(created_at, id)`); `check_damage` reads
+        each one's tail (SPEC D2), as `list_sessions` does."""
 
     # ------------------------------------------------------------------ reading
 

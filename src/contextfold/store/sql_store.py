@@ -163,10 +163,11 @@ class SqlSessionStore:
         """Every session, oldest first (`check_damage=False`: the stored flag only)."""
         return await self._sessions.list_sessions(check_damage=check_damage)
 
-    async def sessions_newest(self, *, limit: int,
-                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
-        """A page of this tenant's sessions, newest first by creation (damage not checked)."""
-        return await self._sessions.sessions_newest(limit=limit, before=before)
+    async def sessions_newest(self, *, limit: int, before: tuple[datetime, str] | None = None,
+                              check_damage: bool = False) -> list[SessionInfo]:
+        """A page of this tenant's sessions, newest first by creation."""
+        return await self._sessions.sessions_newest(limit=limit, before=before,
+                                                    check_damage=check_damage)
 
     async def find_sessions(self, prefix: str, *, limit: int) -> list[SessionInfo]:
         """Sessions of this tenant whose id starts with `prefix`, by id."""

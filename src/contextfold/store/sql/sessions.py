@@ -136,13 +136,14 @@ class Sessions:
                 out.append(db.info(row, read_only=bool(damaged)))
             return out
 
-    async def sessions_newest(self, *, limit: int,
-                              before: tuple[datetime, str] | None = None) -> list[SessionInfo]:
+    async def sessions_newest(self, *, limit: int, before: tuple[datetime, str] | None = None,
+                              check_damage: bool = False) -> list[SessionInfo]:
         """A page of this tenant's sessions, newest first by creation (ties by id): at most
         `limit`, those created before `before` (the `(created_at, id)` of the previous
         page's last). One keyset range on an index (migration 0009, or the tenant's
         `ix_sessions_tenant`), so a caller that stops at the first match never reads the
-        whole table; damage is not checked."""
+        whole table. `check_damage`: each one's tail read too (SPEC D2), as `list_sessions`
+        does; otherwise `read_only` is the stored flag."""
         db = self.access
         stmt = db.scoped(select(sessions))
         if before is not None:
@@ -153,7 +154,8 @@ class Sessions:
             rows = (await conn.execute(
                 stmt.order_by(sessions.c.created_at.desc(), sessions.c.id.desc()).limit(limit)
             )).mappings().all()
-        return [db.info(row, read_only=False) for row in rows]
+            return [db.info(row, read_only=check_damage and await db.is_damaged(conn, row))
+                    for row in rows]
 
     async def find_sessions(self, prefix: str, *, limit: int) -> list[SessionInfo]:
         """Sessions of this tenant whose id starts with `prefix` (compared as text, not as a
